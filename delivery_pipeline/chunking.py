@@ -1,0 +1,65 @@
+"""Cut a document into messages of at most ``limit`` characters.
+
+Cuts fall on paragraph boundaries when they can, then on sentence, then on
+word boundaries, and only as a last resort inside a word. Every chunk is a
+verbatim slice of the text, none is empty or blank, and between two
+consecutive chunks there is only the whitespace at the cut. The same body and
+limit always give the same chunks: a resumed delivery relies on that.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+
+_PARAGRAPHS = re.compile(r"\S(?:.*?\S)?(?=\s*\n[ \t\r\f\v]*\n|\s*\Z)", re.DOTALL)
+_SENTENCES = re.compile(r"\S.*?(?:[.!?…](?=\s)|\Z)", re.DOTALL)
+_WORDS = re.compile(r"\S+")
+
+
+def chunk_text(text: str, limit: int = 4096) -> list[str]:
+    """Split ``text`` into chunks of at most ``limit`` characters."""
+    if limit < 1:
+        raise ValueError("limit must be positive")
+    chunks: list[str] = []
+    start = end = -1
+    for piece_start, piece_end in _pieces(text, limit):
+        if start < 0:
+            start, end = piece_start, piece_end
+        elif piece_end - start <= limit:
+            end = piece_end
+        else:
+            chunks.append(text[start:end])
+            start, end = piece_start, piece_end
+    if start >= 0:
+        chunks.append(text[start:end])
+    return chunks
+
+
+def _pieces(text: str, limit: int) -> Iterator[tuple[int, int]]:
+    """Spans of paragraphs; an oversized one as sentences, words, hard cuts."""
+    for paragraph in _PARAGRAPHS.finditer(text):
+        if paragraph.end() - paragraph.start() <= limit:
+            yield paragraph.span()
+            continue
+        for sentence in _SENTENCES.finditer(text, paragraph.start(), paragraph.end()):
+            s, e = _strip(text, *sentence.span())
+            if s == e:
+                continue
+            if e - s <= limit:
+                yield s, e
+                continue
+            for word in _WORDS.finditer(text, s, e):
+                ws, we = word.span()
+                while we - ws > limit:
+                    yield ws, ws + limit
+                    ws += limit
+                yield ws, we
+
+
+def _strip(text: str, start: int, end: int) -> tuple[int, int]:
+    while start < end and text[start].isspace():
+        start += 1
+    while end > start and text[end - 1].isspace():
+        end -= 1
+    return start, end

@@ -1,0 +1,328 @@
+"""``delivery-pipeline``: the operator's command line.
+
+Bad input gets a clear message on stderr and exit status 2, and writes
+nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import logging
+import re
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from delivery_pipeline.db import QUERIES, connect, resolve_database_url
+from delivery_pipeline.settings import LOCALES, Settings
+
+E164 = re.compile(r"^\+[1-9][0-9]{6,14}$")
+KINDS = ("plan", "daily_brief")
+
+
+class UsageError(Exception):
+    """Bad input: reported to the operator, nothing written."""
+
+
+def _database_url(settings: Settings) -> str:
+    return resolve_database_url(settings)
+
+
+def _phone(value: str) -> str:
+    compact = re.sub(r"[\s\-().]", "", value)
+    if not E164.match(compact):
+        raise UsageError(f"{value!r} is not an E.164 number (like +5511987654321)")
+    return compact
+
+
+def _find_person(conn: Any, ref: str) -> dict[str, Any]:
+    if ref.isdigit():
+        person = conn.execute(QUERIES.person_by_id, {"id": int(ref)}).fetchone()
+    else:
+        person = conn.execute(QUERIES.person_by_phone, {"phone": _phone(ref)}).fetchone()
+    if person is None:
+        raise UsageError(f"no person {ref!r} (give an id or an E.164 number)")
+    return person
+
+
+def _print_rows(rows: list[dict[str, Any]], columns: Sequence[str]) -> None:
+    widths = [max(len(c), *(len(str(r.get(c, ""))) for r in rows)) if rows else len(c) for c in columns]
+    print("  ".join(c.ljust(w) for c, w in zip(columns, widths, strict=True)))
+    for row in rows:
+        print("  ".join(str(row.get(c, "")).ljust(w) for c, w in zip(columns, widths, strict=True)))
+
+
+# ── db ──────────────────────────────────────────────────────────────────
+
+def cmd_db_upgrade(args: argparse.Namespace, settings: Settings) -> int:
+    from delivery_pipeline.migrations import upgrade
+
+    applied = upgrade(_database_url(settings))
+    print("applied: " + ", ".join(applied) if applied else "database is up to date")
+    return 0
+
+
+def cmd_db_url(args: argparse.Namespace, settings: Settings) -> int:
+    print(_database_url(settings))
+    return 0
+
+
+# ── people ──────────────────────────────────────────────────────────────
+
+def cmd_people_add(args: argparse.Namespace, settings: Settings) -> int:
+    phone = _phone(args.phone)
+    if args.locale not in LOCALES:
+        raise UsageError(f"locale must be one of {', '.join(LOCALES)}")
+    try:
+        brief_time = dt.time.fromisoformat(args.brief_time)
+    except ValueError:
+        raise UsageError(f"--brief-time {args.brief_time!r} is not HH:MM") from None
+    with connect(_database_url(settings)) as conn:
+        if not conn.execute(QUERIES.time_zone_is_valid, {"time_zone": args.time_zone}).fetchone()["valid"]:
+            raise UsageError(f"unknown time zone {args.time_zone!r} (use an IANA name like America/Sao_Paulo)")
+        if conn.execute(QUERIES.person_by_phone, {"phone": phone}).fetchone():
+            raise UsageError(f"a person with number {phone} already exists")
+        person = conn.execute(
+            QUERIES.insert_person,
+            {"phone": phone, "name": args.name, "locale": args.locale, "time_zone": args.time_zone,
+             "brief_opt_in": args.brief_opt_in, "brief_local_time": brief_time},
+        ).fetchone()
+    print(f"person {person['id']}: {person['name'] or '(no name)'} {person['phone']}")
+    return 0
+
+
+def cmd_people_list(args: argparse.Namespace, settings: Settings) -> int:
+    with connect(_database_url(settings)) as conn:
+        rows = conn.execute(QUERIES.list_people).fetchall()
+    _print_rows(rows, ["id", "phone", "name", "locale", "time_zone", "brief_opt_in", "last_inbound_at"])
+    return 0
+
+
+# ── documents ───────────────────────────────────────────────────────────
+
+def _kind_and_date(args: argparse.Namespace) -> tuple[str, dt.date | None]:
+    if args.kind not in KINDS:
+        raise UsageError(f"--kind must be one of {', '.join(KINDS)}")
+    for_date = None
+    if args.for_date:
+        try:
+            for_date = dt.date.fromisoformat(args.for_date)
+        except ValueError:
+            raise UsageError(f"--for-date {args.for_date!r} is not YYYY-MM-DD") from None
+    if args.kind == "daily_brief" and for_date is None:
+        raise UsageError("a daily_brief needs --for-date (the day it describes, person's time zone)")
+    return args.kind, for_date
+
+
+def cmd_documents_add(args: argparse.Namespace, settings: Settings) -> int:
+    kind, for_date = _kind_and_date(args)
+    if args.file and args.file != "-":
+        try:
+            with open(args.file, encoding="utf-8") as fh:
+                body = fh.read()
+        except OSError as exc:
+            raise UsageError(f"cannot read {args.file}: {exc.strerror}") from None
+    else:
+        body = sys.stdin.read()
+    if not body.strip():
+        raise UsageError("the document body is empty")
+    with connect(_database_url(settings)) as conn:
+        person = _find_person(conn, args.person)
+        try:
+            doc = conn.execute(
+                QUERIES.insert_ready_document,
+                {"person_id": person["id"], "kind": kind, "for_date": for_date, "body": body},
+            ).fetchone()
+        except Exception as exc:  # unique brief per day
+            if "documents_one_brief_per_day" in str(exc):
+                raise UsageError(f"person {person['id']} already has a brief for {for_date}") from None
+            raise
+    print(f"document {doc['id']}: {kind} for person {person['id']}, ready for delivery")
+    return 0
+
+
+def cmd_documents_request(args: argparse.Namespace, settings: Settings) -> int:
+    kind, for_date = _kind_and_date(args)
+    with connect(_database_url(settings)) as conn:
+        person = _find_person(conn, args.person)
+        doc = conn.execute(
+            QUERIES.insert_pending_document,
+            {"person_id": person["id"], "kind": kind, "for_date": for_date},
+        ).fetchone()
+    if doc is None:
+        raise UsageError(f"person {person['id']} already has a brief for {for_date}")
+    print(f"document {doc['id']}: {kind} for person {person['id']}, pending generation")
+    return 0
+
+
+def cmd_documents_show(args: argparse.Namespace, settings: Settings) -> int:
+    with connect(_database_url(settings)) as conn:
+        doc = conn.execute(QUERIES.document_by_id, {"id": args.id}).fetchone()
+        if doc is None:
+            raise UsageError(f"no document {args.id}")
+        chunks = conn.execute(QUERIES.document_chunks, {"document_id": args.id}).fetchall()
+    doc.pop("body", None)
+    print(json.dumps({"document": doc, "chunks": chunks}, default=str, indent=2))
+    return 0
+
+
+# ── delivery ────────────────────────────────────────────────────────────
+
+def cmd_sweep(args: argparse.Namespace, settings: Settings) -> int:
+    from delivery_pipeline.engine import sweep_sync
+
+    for name in ("limit", "concurrency"):
+        value = getattr(args, name)
+        if value is not None and value < 1:
+            raise UsageError(f"--{name} must be at least 1")
+    result = sweep_sync(
+        settings, _database_url(settings), document_id=args.document, person_id=args.person,
+        limit=args.limit, concurrency=args.concurrency,
+    )
+    summary = result.as_dict()
+    if args.json:
+        print(json.dumps(summary))
+    else:
+        for key, value in summary.items():
+            print(f"{key:>16}: {value}")
+    return 1 if result.stopped_by else 0
+
+
+def cmd_status(args: argparse.Namespace, settings: Settings) -> int:
+    with connect(_database_url(settings)) as conn:
+        rows = conn.execute(QUERIES.state_summary).fetchall()
+        sender = conn.execute(QUERIES.sender_state).fetchone()
+    if args.json:
+        print(json.dumps({"states": rows, "sender": sender}, default=str))
+        return 0
+    for row in rows:
+        row["oldest_age"] = _age(row["oldest_age_seconds"])
+    _print_rows(rows, ["state", "reason", "count", "oldest_age"])
+    if sender and sender["paused_at"]:
+        print(f"\nSENDING PAUSED since {sender['paused_at']}: {sender['pause_reason']}")
+    return 0
+
+
+def _age(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    seconds = int(seconds)
+    if seconds < 120:
+        return f"{seconds}s"
+    if seconds < 7200:
+        return f"{seconds // 60}m"
+    if seconds < 172800:
+        return f"{seconds // 3600}h"
+    return f"{seconds // 86400}d"
+
+
+# ── sandbox ─────────────────────────────────────────────────────────────
+
+def cmd_sandbox(args: argparse.Namespace, settings: Settings) -> int:
+    from delivery_pipeline import sandbox
+
+    sandbox.main(["--host", args.host, "--port", str(args.port)])
+    return 0
+
+
+def cmd_sandbox_say(args: argparse.Namespace, settings: Settings) -> int:
+    import httpx
+
+    phone = _phone(args.number)
+    response = httpx.post(f"{args.sandbox_url.rstrip('/')}/_sandbox/people/{phone}/messages",
+                          json={"text": args.text}, timeout=10)
+    if response.status_code != 200:
+        raise UsageError(f"sandbox answered {response.status_code}: {response.text[:200]}")
+    print(f"{phone} wrote {args.text!r} ({response.json().get('id')})")
+    return 0
+
+
+# ── parser ──────────────────────────────────────────────────────────────
+
+def build_parser() -> argparse.ArgumentParser:
+    from delivery_pipeline.settings import SANDBOX_DEFAULT_PORT
+
+    parser = argparse.ArgumentParser(
+        prog="delivery-pipeline",
+        description="Deliver generated documents over WhatsApp. Settings come from the "
+        "environment (see README); with no DATABASE_URL an embedded Postgres is used.",
+    )
+    parser.add_argument("-v", "--verbose", action="store_true", help="log at INFO")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def add(parent: Any, name: str, func: Callable[..., int], help_: str) -> argparse.ArgumentParser:
+        p = parent.add_parser(name, help=help_, description=help_)
+        p.set_defaults(func=func)
+        return p
+
+    db = sub.add_parser("db", help="database schema", description="Database schema.")
+    db_sub = db.add_subparsers(dest="db_command", required=True, metavar="COMMAND")
+    add(db_sub, "upgrade", cmd_db_upgrade, "apply pending migrations from sql/ (idempotent)")
+    add(db_sub, "url", cmd_db_url, "print the database URL in use (starts the embedded one if needed)")
+
+    people = sub.add_parser("people", help="people who receive documents", description="People.")
+    people_sub = people.add_subparsers(dest="people_command", required=True, metavar="COMMAND")
+    p = add(people_sub, "add", cmd_people_add, "add a person")
+    p.add_argument("--phone", required=True, help="E.164 number, e.g. +5511987654321")
+    p.add_argument("--name", default="", help="name used in the knock template")
+    p.add_argument("--locale", default="en", help="en, es or pt")
+    p.add_argument("--time-zone", default="UTC", help="IANA time zone, e.g. America/Sao_Paulo")
+    p.add_argument("--brief-opt-in", action="store_true", help="send a daily brief")
+    p.add_argument("--brief-time", default="07:00", help="local time of the daily brief (HH:MM)")
+    add(people_sub, "list", cmd_people_list, "list people")
+
+    docs = sub.add_parser("documents", help="documents to deliver", description="Documents.")
+    docs_sub = docs.add_subparsers(dest="documents_command", required=True, metavar="COMMAND")
+    for name, func, help_ in (
+        ("add", cmd_documents_add, "add a generated document, ready for delivery"),
+        ("request", cmd_documents_request, "request a document to be generated (pending)"),
+    ):
+        p = add(docs_sub, name, func, help_)
+        p.add_argument("--person", required=True, help="person id or E.164 number")
+        p.add_argument("--kind", default="plan", help="plan or daily_brief")
+        p.add_argument("--for-date", help="YYYY-MM-DD, required for a daily_brief")
+        if name == "add":
+            p.add_argument("--file", help="body from this file (default: stdin)")
+    p = add(docs_sub, "show", cmd_documents_show, "show a document's delivery state and chunks")
+    p.add_argument("id", type=int)
+
+    p = add(sub, "sweep", cmd_sweep, "one delivery pass over eligible documents; prints what it did")
+    p.add_argument("--document", type=int, help="only this document")
+    p.add_argument("--person", type=int, help="only this person's documents")
+    p.add_argument("--limit", type=int, help="claim at most N documents")
+    p.add_argument("--concurrency", type=int, help="documents in flight at once")
+    p.add_argument("--json", action="store_true", help="print the result as JSON")
+
+    p = add(sub, "status", cmd_status, "count and oldest age per document state")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+
+    sb = add(sub, "sandbox", cmd_sandbox, "run the local WhatsApp Cloud API sandbox")
+    sb.add_argument("--host", default="127.0.0.1")
+    sb.add_argument("--port", type=int, default=SANDBOX_DEFAULT_PORT)
+    sb_sub = sb.add_subparsers(dest="sandbox_command", metavar="COMMAND")
+    p = add(sb_sub, "say", cmd_sandbox_say, "a person writes to us in the sandbox (opens their window)")
+    p.add_argument("number", help="the person's E.164 number")
+    p.add_argument("text", help="what they write")
+    p.add_argument("--sandbox-url", default=f"http://127.0.0.1:{SANDBOX_DEFAULT_PORT}")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=logging.INFO if args.verbose else logging.WARNING,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    try:
+        settings = Settings.from_env()
+        return args.func(args, settings)
+    except (UsageError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

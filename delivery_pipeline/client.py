@@ -1,0 +1,138 @@
+"""Cloud API client: text and template sends over httpx, typed errors.
+
+A success means *accepted* (a wamid came back), not delivered. Errors come back
+as the classes in ``errors``; a timeout after the request left is
+``SendOutcomeUnknown``, distinct from a refusal and from a request that never
+left (``SendNotAttempted``).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import httpx
+
+from delivery_pipeline.errors import (
+    CloudApiError,
+    SendNotAttempted,
+    SendOutcomeUnknown,
+    TransientError,
+    from_error_object,
+)
+from delivery_pipeline.settings import Settings
+
+
+class CloudApiClient:
+    """One business phone number's messages endpoint."""
+
+    def __init__(
+        self,
+        base_url: str,
+        phone_number_id: str,
+        access_token: str,
+        *,
+        api_version: str = "v25.0",
+        timeout: float = 10.0,
+        max_connections: int = 100,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        self._url = f"{base_url.rstrip('/')}/{api_version}/{phone_number_id}/messages"
+        self._http = httpx.AsyncClient(
+            headers={"Authorization": f"Bearer {access_token}"},
+            timeout=httpx.Timeout(timeout, connect=min(timeout, 5.0)),
+            limits=httpx.Limits(max_connections=max_connections, max_keepalive_connections=max_connections),
+            transport=transport,
+        )
+
+    @classmethod
+    def from_settings(cls, settings: Settings, *, max_connections: int | None = None) -> CloudApiClient:
+        return cls(
+            settings.api_base_url,
+            settings.phone_number_id,
+            settings.access_token,
+            api_version=settings.api_version,
+            timeout=settings.send_timeout,
+            max_connections=max_connections or max(settings.concurrency, 10),
+        )
+
+    async def __aenter__(self) -> CloudApiClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    async def send_text(self, to: str, body: str, *, callback_data: str | None = None) -> str:
+        """Send a free-form text; returns the wamid."""
+        payload: dict[str, Any] = {
+            "messaging_product": "whatsapp",
+            "recipient_type": "individual",
+            "to": to,
+            "type": "text",
+            "text": {"preview_url": False, "body": body},
+        }
+        if callback_data:
+            payload["biz_opaque_callback_data"] = callback_data
+        return await self._post(payload)
+
+    async def send_template(
+        self,
+        to: str,
+        name: str,
+        language: str,
+        parameters: list[str],
+        *,
+        callback_data: str | None = None,
+    ) -> str:
+        """Send an approved template with positional body parameters; returns the wamid."""
+        template: dict[str, Any] = {"name": name, "language": {"code": language}}
+        if parameters:
+            template["components"] = [
+                {"type": "body", "parameters": [{"type": "text", "text": p} for p in parameters]}
+            ]
+        payload: dict[str, Any] = {
+            "messaging_product": "whatsapp",
+            "recipient_type": "individual",
+            "to": to,
+            "type": "template",
+            "template": template,
+        }
+        if callback_data:
+            payload["biz_opaque_callback_data"] = callback_data
+        return await self._post(payload)
+
+    async def _post(self, payload: dict[str, Any]) -> str:
+        try:
+            response = await self._http.post(self._url, json=payload)
+        except (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout) as exc:
+            raise SendNotAttempted(f"{type(exc).__name__}: {exc}") from exc
+        except (httpx.ReadTimeout, httpx.WriteTimeout, httpx.WriteError, httpx.ReadError,
+                httpx.RemoteProtocolError) as exc:
+            raise SendOutcomeUnknown(f"{type(exc).__name__}: {exc}") from exc
+        return _parse_response(response)
+
+
+def _parse_response(response: httpx.Response) -> str:
+    try:
+        body = response.json()
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        body = None
+    if response.status_code == 200 and isinstance(body, dict):
+        messages = body.get("messages")
+        if isinstance(messages, list) and messages and isinstance(messages[0], dict):
+            wamid = messages[0].get("id")
+            if isinstance(wamid, str) and wamid:
+                return wamid
+        # 200 without a message id: the platform said yes but we cannot tie
+        # it to anything; treat it as an ambiguous outcome.
+        raise SendOutcomeUnknown(f"HTTP 200 without a message id: {str(body)[:200]}")
+    if isinstance(body, dict) and isinstance(body.get("error"), dict):
+        raise from_error_object(body["error"], response.status_code)
+    if response.status_code >= 500:
+        raise TransientError(code=None, message=f"HTTP {response.status_code}",
+                             http_status=response.status_code)
+    raise CloudApiError(code=None, message=f"HTTP {response.status_code}: {response.text[:200]}",
+                        http_status=response.status_code)

@@ -1,0 +1,52 @@
+"""Apply the numbered SQL files in ``sql/`` once each, under an advisory lock."""
+
+from __future__ import annotations
+
+import logging
+import re
+from pathlib import Path
+
+from delivery_pipeline.db import QUERIES, SQL_DIR, connect
+
+log = logging.getLogger(__name__)
+
+_MIGRATION_FILE = re.compile(r"^(\d{3,})_([a-z0-9_]+)\.sql$")
+
+
+def migration_files(sql_dir: Path = SQL_DIR) -> list[tuple[int, str, Path]]:
+    """(version, name, path) for every numbered file, in order."""
+    found = []
+    for path in sql_dir.iterdir():
+        match = _MIGRATION_FILE.match(path.name)
+        if match:
+            found.append((int(match.group(1)), match.group(2), path))
+    found.sort()
+    versions = [v for v, _, _ in found]
+    if len(set(versions)) != len(versions):
+        raise ValueError(f"two migrations share a number in {sql_dir}")
+    return found
+
+
+def upgrade(database_url: str, sql_dir: Path = SQL_DIR) -> list[str]:
+    """Apply pending migrations; returns the names applied (empty when up to date).
+
+    Safe from several processes at once: the advisory lock makes the second
+    wait, and it then finds nothing left to do.
+    """
+    applied_now: list[str] = []
+    with connect(database_url) as conn:
+        conn.execute(QUERIES.migrations_lock)
+        try:
+            conn.execute(QUERIES.migrations_table)
+            done = {row["version"] for row in conn.execute(QUERIES.migrations_applied)}
+            for version, name, path in migration_files(sql_dir):
+                if version in done:
+                    continue
+                with conn.transaction():
+                    conn.execute(path.read_text())
+                    conn.execute(QUERIES.migrations_record, {"version": version, "name": name})
+                applied_now.append(f"{version:03d}_{name}")
+                log.info("applied migration %03d_%s", version, name)
+        finally:
+            conn.execute(QUERIES.migrations_unlock)
+    return applied_now

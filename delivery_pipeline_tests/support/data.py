@@ -1,0 +1,74 @@
+"""Test data, with the clock controlled through the data (ages, not sleeps)."""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+import psycopg
+
+from delivery_pipeline.db import QUERIES
+
+_numbers = itertools.count(1)
+
+
+def new_phone(prefix: str = "+1555") -> str:
+    """A number no other test in this session uses."""
+    return f"{prefix}{next(_numbers):07d}"
+
+
+def add_person(
+    conn: psycopg.Connection,
+    *,
+    phone: str | None = None,
+    name: str = "Ana",
+    locale: str = "en",
+    time_zone: str = "UTC",
+    inbound_age_seconds: float | None = 60,
+    brief_opt_in: bool = False,
+    brief_local_time: str = "07:00",
+) -> dict[str, Any]:
+    """A person; ``inbound_age_seconds`` None means they never wrote (window closed)."""
+    person = conn.execute(
+        QUERIES.insert_person,
+        {"phone": phone or new_phone(), "name": name, "locale": locale, "time_zone": time_zone,
+         "brief_opt_in": brief_opt_in, "brief_local_time": brief_local_time},
+    ).fetchone()
+    if inbound_age_seconds is not None:
+        set_inbound_age(conn, person["id"], inbound_age_seconds)
+    return person
+
+
+def set_inbound_age(conn: psycopg.Connection, person_id: int, seconds: float | None) -> None:
+    conn.execute(
+        "UPDATE people SET last_inbound_at = CASE WHEN %(s)s::float8 IS NULL THEN NULL "
+        "ELSE now() - make_interval(secs => %(s)s::float8) END WHERE id = %(id)s",
+        {"s": seconds, "id": person_id},
+    )
+
+
+def add_document(
+    conn: psycopg.Connection, person_id: int, body: str, *, kind: str = "plan", for_date: Any = None
+) -> dict[str, Any]:
+    return conn.execute(
+        QUERIES.insert_ready_document,
+        {"person_id": person_id, "kind": kind, "for_date": for_date, "body": body},
+    ).fetchone()
+
+
+def plan_body(chunks: int, chunk_limit: int = 4096, tag: str = "") -> str:
+    """A plan that cuts into exactly ``chunks`` messages of ``chunk_limit`` (paragraph per chunk)."""
+    paragraphs = []
+    for i in range(chunks):
+        head = f"{tag}Part {i + 1} of {chunks}. "
+        filler = ("Keep going, one small step at a time. " * 200)[: max(chunk_limit - len(head) - 10, 1)]
+        paragraphs.append((head + filler).strip())
+    return "\n\n".join(paragraphs)
+
+
+def document(conn: psycopg.Connection, document_id: int) -> dict[str, Any]:
+    return conn.execute(QUERIES.document_by_id, {"id": document_id}).fetchone()
+
+
+def chunks(conn: psycopg.Connection, document_id: int) -> list[dict[str, Any]]:
+    return conn.execute(QUERIES.document_chunks, {"document_id": document_id}).fetchall()

@@ -1,0 +1,335 @@
+-- Every query the project runs, by name. Parameters are named (%(name)s).
+-- The claim, the fence and the knock reservation are here, in one place, so a
+-- reviewer can check the races without reading Python.
+
+-- ───────────────────────── server and migrations ─────────────────────────
+
+-- name: database_exists
+-- Is there a database of this name on the server?
+SELECT 1 FROM pg_database WHERE datname = %(name)s
+
+-- name: migrations_lock
+-- Serialise migration runs across processes (session-level advisory lock).
+SELECT pg_advisory_lock(72430001)
+
+-- name: migrations_unlock
+-- Release the migration lock.
+SELECT pg_advisory_unlock(72430001)
+
+-- name: migrations_table
+-- The record of applied migrations.
+CREATE TABLE IF NOT EXISTS schema_migrations (
+    version    integer PRIMARY KEY,
+    name       text NOT NULL,
+    applied_at timestamptz NOT NULL DEFAULT now()
+)
+
+-- name: migrations_applied
+-- Versions already applied.
+SELECT version FROM schema_migrations ORDER BY version
+
+-- name: migrations_record
+-- Record one applied migration.
+INSERT INTO schema_migrations (version, name) VALUES (%(version)s, %(name)s)
+
+-- ───────────────────────────── people ────────────────────────────────────
+
+-- name: insert_person
+-- Add a person; returns the row.
+INSERT INTO people (phone, name, locale, time_zone, brief_opt_in, brief_local_time)
+VALUES (%(phone)s, %(name)s, %(locale)s, %(time_zone)s, %(brief_opt_in)s, %(brief_local_time)s)
+RETURNING *
+
+-- name: person_by_id
+-- One person.
+SELECT * FROM people WHERE id = %(id)s
+
+-- name: person_by_phone
+-- One person by E.164 number.
+SELECT * FROM people WHERE phone = %(phone)s
+
+-- name: list_people
+-- Everybody, oldest first.
+SELECT * FROM people ORDER BY id
+
+-- name: time_zone_is_valid
+-- Does Postgres know this time zone?
+SELECT is_valid_time_zone(%(time_zone)s) AS valid
+
+-- ──────────────────────────── documents ──────────────────────────────────
+
+-- name: insert_ready_document
+-- A document generated elsewhere, ready for delivery.
+INSERT INTO documents (person_id, kind, for_date, status, body, generated_at)
+VALUES (%(person_id)s, %(kind)s, %(for_date)s, 'succeeded', %(body)s, now())
+RETURNING *
+
+-- name: insert_pending_document
+-- A document to be generated; a brief that already exists for that day is not duplicated.
+INSERT INTO documents (person_id, kind, for_date)
+VALUES (%(person_id)s, %(kind)s, %(for_date)s)
+ON CONFLICT (person_id, for_date) WHERE kind = 'daily_brief' DO NOTHING
+RETURNING *
+
+-- name: document_by_id
+-- One document.
+SELECT * FROM documents WHERE id = %(id)s
+
+-- name: document_chunks
+-- A document's chunk ledger, in order.
+SELECT * FROM delivery_chunks WHERE document_id = %(document_id)s ORDER BY chunk_index
+
+-- name: state_summary
+-- Count and oldest age (seconds) per state; abandoned split by reason.
+SELECT state,
+       coalesce(abandon_reason, '') AS reason,
+       count(*) AS count,
+       extract(epoch FROM now() - min(since))::float8 AS oldest_age_seconds
+FROM document_states
+GROUP BY state, coalesce(abandon_reason, '')
+ORDER BY state, reason
+
+-- ───────────────────────── eligibility and claim ─────────────────────────
+
+-- name: guard_exists
+-- The heartbeat guard: would a sweep act on anything now? One indexed probe.
+SELECT EXISTS (
+    SELECT 1 FROM eligible_documents(%(lease)s, %(service_window)s)
+) AS eligible
+
+-- name: eligible_ids
+-- What a sweep would act on now, and how (tests compare it with the guard).
+SELECT id, action FROM eligible_documents(%(lease)s, %(service_window)s) ORDER BY id
+
+-- name: claim_batch
+-- Claim up to %(limit)s eligible documents (optionally one document or one
+-- person's). Rows another sweeper holds are skipped; the outer UPDATE re-checks
+-- the claim on the newest row version, so a row claimed meanwhile is not taken.
+WITH candidates AS (
+    SELECT e.id, e.action
+    FROM eligible_documents(%(lease)s, %(service_window)s) e
+    WHERE (%(document_id)s::bigint IS NULL OR e.id = %(document_id)s::bigint)
+      AND (%(person_id)s::bigint IS NULL OR e.person_id = %(person_id)s::bigint)
+    ORDER BY e.next_attempt_at, e.id
+    LIMIT %(limit)s
+),
+locked AS (
+    SELECT d.id, c.action
+    FROM documents d JOIN candidates c ON c.id = d.id
+    FOR UPDATE OF d SKIP LOCKED
+)
+UPDATE documents d
+SET claim_token = %(token)s, claimed_at = now(),
+    chunk_limit = coalesce(d.chunk_limit, %(chunk_limit)s)
+FROM locked
+WHERE d.id = locked.id
+  AND d.status = 'succeeded' AND d.delivered_at IS NULL AND d.abandoned_at IS NULL
+  AND d.awaiting_reply_since IS NULL
+  AND (d.claim_token IS NULL OR d.claimed_at < now() - %(lease)s)
+RETURNING d.id, locked.action
+
+-- name: claimed_document
+-- What delivery needs of a claimed document and its person.
+SELECT d.id, d.kind, d.for_date, d.body, d.chunk_limit, d.delivery_attempts,
+       d.knock_sent_at, d.claim_token,
+       p.id AS person_id, p.phone, p.name, p.locale
+FROM documents d JOIN people p ON p.id = d.person_id
+WHERE d.id = %(id)s AND d.claim_token = %(token)s
+
+-- name: document_chunks_with_age
+-- The ledger as delivery reads it: how long an ambiguous chunk has been so.
+SELECT chunk_index, state, send_attempts, wa_message_id,
+       extract(epoch FROM now() - coalesce(unknown_since, started_at))::float8
+           AS ambiguous_age_seconds
+FROM delivery_chunks WHERE document_id = %(document_id)s ORDER BY chunk_index
+
+-- name: fence_chunk
+-- The fence: record chunk %(chunk_index)s as 'sending' and renew the lease only
+-- if our claim still holds. A chunk already 'sent' is never re-fenced; an
+-- ambiguous one ('sending'/'unknown') only when the caller decided to resend.
+-- Zero rows back means: stop, send nothing.
+WITH ours AS (
+    UPDATE documents SET claimed_at = now()
+    WHERE id = %(document_id)s AND claim_token = %(token)s
+    RETURNING id
+)
+INSERT INTO delivery_chunks AS c (document_id, chunk_index, state, callback_data)
+SELECT id, %(chunk_index)s, 'sending', %(callback_data)s FROM ours
+ON CONFLICT (document_id, chunk_index) DO UPDATE
+SET state = 'sending', callback_data = excluded.callback_data,
+    send_attempts = c.send_attempts + 1, started_at = now(),
+    unknown_since = NULL, failed_at = NULL, error_code = NULL, wa_message_id = NULL
+WHERE c.state = 'failed'
+   OR (c.state IN ('sending', 'unknown') AND %(resend_ambiguous)s)
+RETURNING c.chunk_index, c.send_attempts
+
+-- name: chunk_sent
+-- The platform accepted the chunk. A status webhook may have settled it first.
+UPDATE delivery_chunks
+SET state = 'sent', wa_message_id = %(wa_message_id)s, sent_at = coalesce(sent_at, now()),
+    unknown_since = NULL
+WHERE document_id = %(document_id)s AND chunk_index = %(chunk_index)s
+  AND callback_data = %(callback_data)s AND state IN ('sending', 'unknown')
+
+-- name: chunk_failed
+-- The platform did not accept the chunk.
+UPDATE delivery_chunks
+SET state = 'failed', failed_at = now(), error_code = %(error_code)s
+WHERE document_id = %(document_id)s AND chunk_index = %(chunk_index)s
+  AND callback_data = %(callback_data)s AND state = 'sending'
+
+-- name: chunk_unknown
+-- The request left and no answer came: outcome unknown until a status settles it.
+UPDATE delivery_chunks
+SET state = 'unknown', unknown_since = now()
+WHERE document_id = %(document_id)s AND chunk_index = %(chunk_index)s
+  AND callback_data = %(callback_data)s AND state = 'sending'
+
+-- name: mark_delivered
+-- Every chunk accepted: the document is delivered and the claim released.
+UPDATE documents d
+SET delivered_at = now(), claim_token = NULL, claimed_at = NULL, last_delivery_error = NULL
+WHERE d.id = %(document_id)s AND d.claim_token = %(token)s
+  AND (SELECT count(*) FROM delivery_chunks c
+       WHERE c.document_id = d.id AND c.state = 'sent' AND c.chunk_index < %(chunk_count)s)
+      = %(chunk_count)s
+RETURNING d.id
+
+-- name: release_for_retry
+-- Give the document back with a backoff; %(attempt)s is 1 when the failure
+-- counts as an attempt, 0 when it does not (throttling, an unsettled send).
+UPDATE documents
+SET claim_token = NULL, claimed_at = NULL,
+    next_attempt_at = now() + make_interval(secs => %(delay_seconds)s),
+    delivery_attempts = delivery_attempts + %(attempt)s,
+    last_delivery_error = %(error)s
+WHERE id = %(document_id)s AND claim_token = %(token)s
+RETURNING delivery_attempts
+
+-- name: release_claim
+-- Give the document back untouched (global stop, shutdown).
+UPDATE documents SET claim_token = NULL, claimed_at = NULL
+WHERE id = %(document_id)s AND claim_token = %(token)s
+
+-- name: abandon_document
+-- Stop trying: never sent again, kept for the report and the ops checks.
+UPDATE documents
+SET abandoned_at = now(), abandon_reason = %(reason)s, last_delivery_error = %(error)s,
+    claim_token = NULL, claimed_at = NULL
+WHERE id = %(document_id)s AND claim_token = %(token)s
+RETURNING id
+
+-- ───────────────────────────────── knock ─────────────────────────────────
+
+-- name: reserve_knock
+-- Reserve this person's one knock per 24 h; no row back means they were
+-- knocked recently (for this or another document). Returns the previous
+-- value so a failed send can give the reservation back.
+UPDATE people p
+SET last_knock_at = now()
+FROM (SELECT id, last_knock_at AS previous FROM people WHERE id = %(person_id)s FOR UPDATE) old
+WHERE p.id = old.id
+  AND (p.last_knock_at IS NULL OR p.last_knock_at < now() - interval '24 hours')
+RETURNING old.previous, p.last_knock_at AS reserved
+
+-- name: unreserve_knock
+-- The knock was not sent after all: give the reservation back.
+UPDATE people SET last_knock_at = %(previous)s
+WHERE id = %(person_id)s AND last_knock_at = %(reserved)s
+
+-- name: await_reply
+-- Window closed: release the claim and leave the queue until the person
+-- writes, recording the knock if one was sent now. The person row is locked
+-- (FOR SHARE) so a reply that arrives meanwhile is seen here or, if it commits
+-- after this, finds the document awaiting and puts it back.
+WITH person AS (
+    SELECT p.last_inbound_at, p.window_refused_at
+    FROM people p JOIN documents d ON d.person_id = p.id
+    WHERE d.id = %(document_id)s
+    FOR SHARE OF p
+)
+UPDATE documents d
+SET claim_token = NULL, claimed_at = NULL,
+    knock_sent_at = CASE WHEN %(knocked)s THEN now() ELSE d.knock_sent_at END,
+    knock_message_id = CASE WHEN %(knocked)s THEN %(knock_message_id)s ELSE d.knock_message_id END,
+    awaiting_reply_since = CASE
+        WHEN person.last_inbound_at > now() - %(service_window)s
+             AND person.last_inbound_at > coalesce(person.window_refused_at, '-infinity')
+        THEN NULL ELSE now() END,
+    next_attempt_at = now()
+FROM person
+WHERE d.id = %(document_id)s AND d.claim_token = %(token)s
+RETURNING d.awaiting_reply_since
+
+-- name: refuse_window
+-- The platform refused free-form (131047): the window is closed until the person writes.
+UPDATE people SET window_refused_at = now() WHERE id = %(person_id)s
+
+-- name: person_opted_out
+-- The platform says the person stopped our messages (131050).
+UPDATE people SET opted_out_at = coalesce(opted_out_at, now()) WHERE id = %(person_id)s
+
+-- name: raise_last_inbound
+-- The person wrote at %(sent_at)s: their window opens (never moved back by an older message).
+UPDATE people
+SET last_inbound_at = greatest(coalesce(last_inbound_at, '-infinity'), %(sent_at)s)
+WHERE id = %(person_id)s
+RETURNING last_inbound_at
+
+-- name: wake_awaiting_documents
+-- The person wrote: their documents waiting on a reply go back into the queue, due now.
+UPDATE documents
+SET awaiting_reply_since = NULL, next_attempt_at = now()
+WHERE person_id = %(person_id)s AND awaiting_reply_since IS NOT NULL
+  AND delivered_at IS NULL AND abandoned_at IS NULL
+RETURNING id
+
+-- ───────────────────────────── sender state ──────────────────────────────
+
+-- name: pause_sender
+-- A global error: every sweep stops until a send succeeds again.
+UPDATE sender_state
+SET paused_at = coalesce(paused_at, now()), pause_code = %(code)s, pause_reason = %(reason)s,
+    resumed_at = NULL
+RETURNING paused_at
+
+-- name: resume_sender
+-- A send succeeded: the pause (if any) is over.
+UPDATE sender_state SET paused_at = NULL, pause_code = NULL, pause_reason = NULL, resumed_at = now()
+WHERE paused_at IS NOT NULL
+RETURNING resumed_at
+
+-- name: sender_state
+-- Is sending paused, and why?
+SELECT paused_at, pause_code, pause_reason, resumed_at FROM sender_state
+
+-- ──────────────────────────────── alerts ─────────────────────────────────
+
+-- name: alert_lock
+-- Serialise alert deduplication for one key within a transaction.
+SELECT pg_advisory_xact_lock(hashtext(%(dedup_key)s))
+
+-- name: last_alert
+-- The newest alert for a key.
+SELECT *, extract(epoch FROM now() - created_at)::float8 AS age_seconds
+FROM ops_alerts WHERE dedup_key = %(dedup_key)s ORDER BY created_at DESC, id DESC LIMIT 1
+
+-- name: insert_alert
+-- Record an alert (sent_at stays NULL until the ops channel took it).
+INSERT INTO ops_alerts (dedup_key, severity, kind, message, details)
+VALUES (%(dedup_key)s, %(severity)s, %(kind)s, %(message)s, %(details)s)
+RETURNING *
+
+-- name: unsent_alerts
+-- Alerts the ops channel has not taken yet, oldest first.
+SELECT * FROM ops_alerts WHERE sent_at IS NULL ORDER BY created_at, id LIMIT %(limit)s
+
+-- name: alert_sent
+-- The ops channel took the alert.
+UPDATE ops_alerts SET sent_at = now(), send_attempts = send_attempts + 1, last_send_error = NULL
+WHERE id = %(id)s
+
+-- name: alert_send_failed
+-- The ops channel did not take it; it is retried on the next tick.
+UPDATE ops_alerts SET send_attempts = send_attempts + 1, last_send_error = %(error)s
+WHERE id = %(id)s
