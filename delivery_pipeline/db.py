@@ -1,6 +1,6 @@
 """The one place that opens database connections, and the named queries.
 
-Every query the project runs lives in ``sql/queries.sql`` under a
+Every query the project runs lives in ``sql/queries*.sql`` under a
 ``-- name: <name>`` header; Python asks for it by name (``QUERIES.claim_batch``)
 and never builds SQL from strings.
 """
@@ -34,12 +34,15 @@ class Query:
 
 
 class Queries:
-    """Named queries from ``sql/queries.sql``, as attributes."""
+    """Named queries from ``sql/queries*.sql``, as attributes (names unique across files)."""
 
-    def __init__(self, path: Path) -> None:
-        text = path.read_text()
-        parts = _NAME_HEADER.split(text)
+    def __init__(self, paths: list[Path]) -> None:
         self._queries: dict[str, Query] = {}
+        for path in paths:
+            self._load(path)
+
+    def _load(self, path: Path) -> None:
+        parts = _NAME_HEADER.split(path.read_text())
         for name, body in zip(parts[1::2], parts[2::2], strict=True):
             lines = body.strip("\n").splitlines()
             description = ""
@@ -54,13 +57,13 @@ class Queries:
         try:
             return self._queries[name].sql
         except KeyError:
-            raise AttributeError(f"no query named {name!r} in sql/queries.sql") from None
+            raise AttributeError(f"no query named {name!r} in sql/queries*.sql") from None
 
     def names(self) -> list[str]:
         return sorted(self._queries)
 
 
-QUERIES = Queries(SQL_DIR / "queries.sql")
+QUERIES = Queries(sorted(SQL_DIR.glob("queries*.sql")))
 
 
 @cache

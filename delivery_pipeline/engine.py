@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
+import psycopg
 from psycopg_pool import AsyncConnectionPool
 
 from delivery_pipeline.alerts import record_alert
@@ -485,6 +486,16 @@ async def run_sweep(
         return await engine.sweep(
             document_id=document_id, person_id=person_id, limit=limit, concurrency=concurrency
         )
+
+
+def eligible_now(conn: psycopg.Connection, settings: Settings) -> bool:
+    """The heartbeat guard for synchronous callers: one indexed EXISTS."""
+    row = conn.execute(
+        QUERIES.guard_exists,
+        {"lease": timedelta(seconds=settings.lease_seconds),
+         "service_window": timedelta(seconds=settings.window_seconds)},
+    ).fetchone()
+    return bool(row and (row["eligible"] if isinstance(row, dict) else row[0]))
 
 
 def sweep_sync(settings: Settings, database_url: str, **kwargs: Any) -> SweepResult:
