@@ -227,6 +227,13 @@ def cmd_sandbox(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
+def cmd_service(args: argparse.Namespace, settings: Settings) -> int:
+    from delivery_pipeline import service
+
+    service.main(["--host", args.host, "--port", str(args.port)])
+    return 0
+
+
 def cmd_sandbox_say(args: argparse.Namespace, settings: Settings) -> int:
     import httpx
 
@@ -242,7 +249,7 @@ def cmd_sandbox_say(args: argparse.Namespace, settings: Settings) -> int:
 # ── parser ──────────────────────────────────────────────────────────────
 
 def build_parser() -> argparse.ArgumentParser:
-    from delivery_pipeline.settings import SANDBOX_DEFAULT_PORT
+    from delivery_pipeline.settings import SANDBOX_DEFAULT_PORT, SERVICE_DEFAULT_PORT
 
     parser = argparse.ArgumentParser(
         prog="delivery-pipeline",
@@ -297,6 +304,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = add(sub, "status", cmd_status, "count and oldest age per document state")
     p.add_argument("--json", action="store_true", help="machine-readable output")
+
+    p = add(sub, "service", cmd_service, "run the webhook service (Meta webhooks, the generator's poke)")
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=SERVICE_DEFAULT_PORT)
 
     sb = add(sub, "sandbox", cmd_sandbox, "run the local WhatsApp Cloud API sandbox")
     sb.add_argument("--host", default="127.0.0.1")

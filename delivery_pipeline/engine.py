@@ -307,7 +307,10 @@ class DeliveryEngine:
         if delivered:
             result.delivered += 1
         else:
-            result.lost_claims += 1
+            # A status webhook failed one of the chunks meanwhile (async
+            # refusal): give the document back, due now, for the next pass.
+            await self._release_for_retry(claim, attempt=0, error="a chunk failed after acceptance",
+                                          result=result)
 
     async def _settle_ambiguous(
         self, claim: _Claim, index: int, row: dict[str, Any], result: SweepResult

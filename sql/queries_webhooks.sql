@@ -1,0 +1,99 @@
+-- Queries of the webhook service: inbound messages, statuses, raw bodies.
+
+-- name: insert_inbound
+-- Store an inbound message once by its platform id; no row back means we had it already.
+INSERT INTO inbound_messages (wa_message_id, person_id, from_number, from_user_id, message_type,
+                              body, sent_at, unknown_sender, payload)
+VALUES (%(wa_message_id)s, %(person_id)s, %(from_number)s, %(from_user_id)s, %(message_type)s,
+        %(body)s, %(sent_at)s, %(unknown_sender)s, %(payload)s)
+ON CONFLICT (wa_message_id) DO NOTHING
+RETURNING wa_message_id
+
+-- name: insert_status_event
+-- Store a status once per (message id, status); no row back means a redelivery.
+INSERT INTO status_events (wa_message_id, status, occurred_at, recipient_id, callback_data,
+                           error_code, error_title, payload)
+VALUES (%(wa_message_id)s, %(status)s, %(occurred_at)s, %(recipient_id)s, %(callback_data)s,
+        %(error_code)s, %(error_title)s, %(payload)s)
+ON CONFLICT (wa_message_id, status) DO NOTHING
+RETURNING wa_message_id
+
+-- name: chunk_by_wamid
+-- The chunk a message id belongs to.
+SELECT c.document_id, c.chunk_index, c.state, c.callback_data, d.person_id
+FROM delivery_chunks c JOIN documents d ON d.id = c.document_id
+WHERE c.wa_message_id = %(wa_message_id)s
+
+-- name: chunk_by_callback
+-- The chunk a callback tag names, only if the tag is its current send attempt's.
+SELECT c.document_id, c.chunk_index, c.state, c.callback_data, d.person_id
+FROM delivery_chunks c JOIN documents d ON d.id = c.document_id
+WHERE c.document_id = %(document_id)s AND c.chunk_index = %(chunk_index)s
+  AND c.callback_data = %(callback_data)s
+
+-- name: settle_chunk
+-- A status proves the platform accepted a chunk whose send outcome we did not know.
+UPDATE delivery_chunks
+SET state = 'sent', wa_message_id = %(wa_message_id)s, sent_at = coalesce(sent_at, %(at)s),
+    unknown_since = NULL
+WHERE document_id = %(document_id)s AND chunk_index = %(chunk_index)s
+  AND callback_data = %(callback_data)s AND state IN ('sending', 'unknown')
+RETURNING document_id
+
+-- name: resume_document
+-- A settled chunk: let delivery continue now instead of after the grace period.
+UPDATE documents SET next_attempt_at = now()
+WHERE id = %(document_id)s AND delivered_at IS NULL AND abandoned_at IS NULL
+  AND claim_token IS NULL
+
+-- name: chunk_delivered
+-- The phone got it (delivered never moves back; set once).
+UPDATE delivery_chunks SET delivered_at = coalesce(delivered_at, %(at)s)
+WHERE document_id = %(document_id)s AND chunk_index = %(chunk_index)s
+
+-- name: chunk_read
+-- The person opened it; read implies delivered (delivered may be skipped).
+UPDATE delivery_chunks
+SET read_at = coalesce(read_at, %(at)s), delivered_at = coalesce(delivered_at, %(at)s)
+WHERE document_id = %(document_id)s AND chunk_index = %(chunk_index)s
+
+-- name: chunk_refused
+-- The platform accepted the chunk, then failed it: it never arrived.
+UPDATE delivery_chunks
+SET state = 'failed', failed_at = coalesce(failed_at, %(at)s), error_code = %(error_code)s
+WHERE document_id = %(document_id)s AND chunk_index = %(chunk_index)s
+  AND callback_data = %(callback_data)s AND delivered_at IS NULL AND read_at IS NULL
+RETURNING document_id
+
+-- name: undeliver_document
+-- A chunk of this document never arrived: it is not delivered; try again after %(delay_seconds)s.
+UPDATE documents
+SET delivered_at = NULL, last_delivery_error = %(error)s,
+    next_attempt_at = now() + make_interval(secs => %(delay_seconds)s)
+WHERE id = %(document_id)s AND abandoned_at IS NULL
+RETURNING id
+
+-- name: abandon_document_async
+-- A status says this recipient cannot get the document: stop, whoever holds it.
+UPDATE documents
+SET abandoned_at = now(), abandon_reason = %(reason)s, delivered_at = NULL,
+    last_delivery_error = %(error)s, claim_token = NULL, claimed_at = NULL
+WHERE id = %(document_id)s AND abandoned_at IS NULL
+RETURNING id
+
+-- name: knock_by_wamid
+-- The document a knock message id belongs to.
+SELECT id FROM documents WHERE knock_message_id = %(wa_message_id)s
+
+-- name: settle_knock
+-- A status for a knock whose send response was lost: remember its id.
+UPDATE documents SET knock_message_id = coalesce(knock_message_id, %(wa_message_id)s)
+WHERE id = %(document_id)s AND knock_sent_at IS NOT NULL
+
+-- name: insert_raw_webhook
+-- Keep a body we accepted but could not (fully) use, for inspection.
+INSERT INTO raw_webhooks (reason, body) VALUES (%(reason)s, %(body)s) RETURNING id
+
+-- name: health
+-- Is the database reachable, and migrated?
+SELECT max(version) AS schema_version FROM schema_migrations
