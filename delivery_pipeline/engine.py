@@ -290,7 +290,7 @@ class DeliveryEngine:
             except CloudApiError as exc:
                 await self._fetch(QUERIES.chunk_failed, {**chunk_key, "error_code": exc.code})
                 if isinstance(exc, ReEngagementRequired):
-                    await self._fetch(QUERIES.refuse_window, {"person_id": doc["person_id"]})
+                    await self._fetch(QUERIES.refuse_window, {"person_id": doc["person_id"], "at": None})
                     await self._knock(claim, doc, result)
                     return
                 await self._handle_error(claim, doc, exc, result)

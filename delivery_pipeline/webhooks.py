@@ -279,7 +279,7 @@ async def _apply_failure(
     document_id, person_id = chunk["document_id"], chunk["person_id"]
     reason = str(error) if error else "failed status without an error"
     if isinstance(error, ReEngagementRequired):
-        await conn.execute(QUERIES.refuse_window, {"person_id": person_id})
+        await conn.execute(QUERIES.refuse_window, {"person_id": person_id, "at": key["at"]})
         await conn.execute(QUERIES.undeliver_document,
                            {"document_id": document_id, "error": reason, "delay_seconds": 0})
         outcome.documents_to_sweep.add(document_id)

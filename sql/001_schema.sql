@@ -202,7 +202,7 @@ LANGUAGE sql STABLE AS $$
                WHEN d.kind = 'daily_brief'
                     AND d.for_date < (now() AT TIME ZONE p.time_zone)::date THEN 'abandon_stale'
                WHEN p.last_inbound_at > now() - service_window
-                    AND p.last_inbound_at > coalesce(p.window_refused_at, '-infinity') THEN 'deliver'
+                    AND p.last_inbound_at >= coalesce(p.window_refused_at, '-infinity') THEN 'deliver'
                ELSE 'knock'
            END
     FROM documents d

@@ -254,7 +254,7 @@ SET claim_token = NULL, claimed_at = NULL,
     knock_message_id = CASE WHEN %(knocked)s THEN %(knock_message_id)s ELSE d.knock_message_id END,
     awaiting_reply_since = CASE
         WHEN person.last_inbound_at > now() - %(service_window)s
-             AND person.last_inbound_at > coalesce(person.window_refused_at, '-infinity')
+             AND person.last_inbound_at >= coalesce(person.window_refused_at, '-infinity')
         THEN NULL ELSE now() END,
     next_attempt_at = now()
 FROM person
@@ -262,8 +262,13 @@ WHERE d.id = %(document_id)s AND d.claim_token = %(token)s
 RETURNING d.awaiting_reply_since
 
 -- name: refuse_window
--- The platform refused free-form (131047): the window is closed until the person writes.
-UPDATE people SET window_refused_at = now() WHERE id = %(person_id)s
+-- The platform refused free-form (131047) at %(at)s (a status's time, or now): the
+-- window is closed until the person writes at or after that second. Whole
+-- seconds, because the platform's message timestamps are whole seconds.
+UPDATE people
+SET window_refused_at = greatest(coalesce(window_refused_at, '-infinity'),
+                                 date_trunc('second', coalesce(%(at)s::timestamptz, now())))
+WHERE id = %(person_id)s
 
 -- name: person_opted_out
 -- The platform says the person stopped our messages (131050).

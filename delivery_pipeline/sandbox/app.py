@@ -1,0 +1,438 @@
+"""The sandbox's HTTP surface: the Cloud API send endpoint and the ``/_sandbox`` controls.
+
+A send goes: token → phone number id → latency → payload → injected 5xx →
+throughput → pair rate → reachability → window → accept (record, schedule
+statuses) → answer, or break the connection mid-answer (``drop_after_accept_rate``).
+There is no ``await`` between the limit checks and the recording, so on the
+single event loop nothing can interleave with them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import json
+import logging
+import random
+import re
+import time
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from contextvars import ContextVar
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+from starlette.types import Receive, Scope, Send
+
+from delivery_pipeline.sandbox.config import RUNTIME_KEYS, SandboxConfig
+from delivery_pipeline.sandbox.state import Person, SandboxState, iso, new_wamid
+from delivery_pipeline.sandbox.validation import (
+    REENGAGEMENT_DETAILS,
+    UNREACHABLE_DETAILS,
+    Outgoing,
+    Refusal,
+    validate_send,
+)
+from delivery_pipeline.sandbox.webhooks import (
+    WebhookOutbox,
+    failed_status_value,
+    inbound_value,
+    new_conversation_id,
+    status_value,
+)
+
+_E164 = re.compile(r"\+[1-9][0-9]{6,14}")
+
+THROUGHPUT_DETAILS = "Cloud API message throughput has been reached."
+PAIR_RATE_DETAILS = (
+    "Message failed to send because there were too many messages sent from this phone "
+    "number to the same phone number in a short period of time."
+)
+
+
+class Sandbox:
+    """Config, state, randomness and the webhook outbox of one sandbox app."""
+
+    def __init__(self, config: SandboxConfig) -> None:
+        self.initial_config = config
+        self.config = config
+        self.state = SandboxState()
+        self.rng = random.Random(config.seed)
+        self.outbox = WebhookOutbox(lambda: self.config, lambda: self.state.stats)
+
+    def chance(self, rate: float) -> bool:
+        """A seeded draw; no draw at all when the rate is 0 so other draws stay reproducible."""
+        return rate > 0 and (rate >= 1 or self.rng.random() < rate)
+
+    def reconfigure(self, changes: dict[str, Any]) -> None:
+        self.config = self.config.with_faults(changes)
+        if "seed" in changes:
+            self.rng = random.Random(self.config.seed)
+
+    def reset(self) -> None:
+        self.config = self.initial_config
+        self.rng = random.Random(self.config.seed)
+        self.state.reset()
+        self.outbox.forget()
+
+    def latency_seconds(self) -> float:
+        config = self.config
+        latency = config.latency_ms
+        if self.chance(config.latency_spike_rate):
+            latency += config.latency_spike_ms
+        return latency / 1000
+
+    def accept(self, message: Outgoing) -> str:
+        """Apply the limits and the window; record the message. Returns its wamid."""
+        config, state = self.config, self.state
+        monotonic, now = time.monotonic(), time.time()
+        recent = state.accepted_recently.count(monotonic)
+        if config.throughput_limit and recent >= config.throughput_limit:
+            state.stats.throttled += 1
+            raise Refusal(130429, THROUGHPUT_DETAILS)
+        pair = (message.to, monotonic, config.pair_burst, config.pair_refill_seconds)
+        if config.pair_rate_enabled and not state.pair_limiter.allows(*pair):
+            state.stats.throttled += 1
+            raise Refusal(131056, PAIR_RATE_DETAILS)
+        person = state.person(message.to)
+        failure: int | None = None
+        if person.unreachable is not None:
+            if person.unreachable == "sync":
+                raise Refusal(131026, UNREACHABLE_DETAILS)
+            failure = 131026
+        elif message.type != "template" and not person.window_open(now, config.window_seconds):
+            if config.refusal_mode == "sync":
+                raise Refusal(131047, REENGAGEMENT_DETAILS)
+            failure = 131047
+
+        state.accepted_recently.add(monotonic)
+        if config.pair_rate_enabled:
+            state.pair_limiter.take(*pair)
+        state.stats.accepted += 1
+        wamid = new_wamid()
+        if failure is None:
+            person.inbox.append(_inbox_record(message, wamid, now))
+            self._emit_statuses(message, wamid)
+        else:
+            state.stats.refused_async += 1
+            state.failures.append(
+                {"id": wamid, "to": message.to, "code": failure, "time": iso(now),
+                 "callback_data": message.callback_data}
+            )
+            value = failed_status_value(message, wamid, failure)
+            self.outbox.post([("failed", lambda: value)], config.status_delay_ms / 1000)
+        return wamid
+
+    def _emit_statuses(self, message: Outgoing, wamid: str) -> None:
+        config = self.config
+        if not (config.statuses_enabled and config.webhook_url):
+            return
+        names = ["sent", "delivered"]
+        if self.chance(config.read_rate):
+            names.append("read")
+        conversation = new_conversation_id()
+
+        def builder(name: str) -> Callable[[], dict[str, Any]]:
+            return lambda: status_value(message, wamid, name, conversation)
+
+        self.outbox.post([(name, builder(name)) for name in names], config.status_delay_ms / 1000)
+
+    def person_writes(self, number: str, text: str, name: str | None) -> str:
+        now = time.time()
+        person = self.state.person(number)
+        person.last_inbound_at = now
+        wamid = new_wamid()
+        person.written.append({"id": wamid, "text": text, "time": iso(now)})
+        self.state.stats.inbound += 1
+        value = inbound_value(number[1:], name or f"Sandbox {number[-4:]}", wamid, text, now)
+        self.outbox.post([("inbound", lambda: value)])
+        return wamid
+
+
+def _inbox_record(message: Outgoing, wamid: str, now: float) -> dict[str, Any]:
+    record: dict[str, Any] = {"id": wamid, "to": message.to, "type": message.type}
+    if message.template is not None:
+        record["template"] = {
+            "name": message.template.name,
+            "language": message.template.language,
+            "parameters": message.parameters,
+        }
+        record["text"] = message.template.render(message.parameters)
+    else:
+        record["text"] = message.body
+    record["time"] = iso(now)
+    record["callback_data"] = message.callback_data
+    return record
+
+
+# --- dropping a connection after the message was accepted -------------------
+
+_dropping: ContextVar[bool] = ContextVar("sandbox_dropping", default=False)
+
+
+class _DropFilter(logging.Filter):
+    """Keep uvicorn quiet about the responses we break on purpose."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (_dropping.get() and "without completing response" in record.getMessage())
+
+
+class BrokenResponse(Response):
+    """Announces the whole body, sends half of it and stops: uvicorn closes the connection."""
+
+    def __init__(self, content: dict[str, Any]) -> None:
+        super().__init__(json.dumps(content).encode(), media_type="application/json")
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        _dropping.set(True)
+        await send({"type": "http.response.start", "status": 200, "headers": self.raw_headers})
+        await send(
+            {"type": "http.response.body", "body": self.body[: len(self.body) // 2],
+             "more_body": True}
+        )
+
+
+# --- the Cloud API endpoint --------------------------------------------------
+
+
+def _sandbox(request: Request) -> Sandbox:
+    return request.app.state.sandbox
+
+
+def _error(refusal: Refusal) -> JSONResponse:
+    return JSONResponse(refusal.body(), status_code=refusal.http_status)
+
+
+def _token(request: Request) -> str | None:
+    header = request.headers.get("authorization", "")
+    scheme, _, value = header.partition(" ")
+    if scheme.lower() == "bearer" and value.strip():
+        return value.strip()
+    return request.query_params.get("access_token")
+
+
+async def send_message(request: Request) -> Response:
+    sandbox = _sandbox(request)
+    config = sandbox.config
+    token = _token(request)
+    if token is None or not hmac.compare_digest(token.encode(), config.access_token.encode()):
+        sandbox.state.stats.rejected[190] += 1
+        return _error(Refusal(190, "Error validating access token: the token is invalid or "
+                                   "missing.", http_status=401))
+    phone_number_id = request.path_params["phone_number_id"]
+    if phone_number_id != config.phone_number_id:
+        sandbox.state.stats.rejected[100] += 1
+        return _error(Refusal(
+            100,
+            f"Unsupported post request. Object with ID '{phone_number_id}' does not exist, "
+            "cannot be loaded due to missing permissions, or does not support this operation.",
+            message="Unsupported post request.", error_type="GraphMethodException",
+        ))
+    try:
+        payload = json.loads(await request.body())
+    except ValueError:
+        payload = None
+    delay = sandbox.latency_seconds()
+    if delay > 0:
+        await asyncio.sleep(delay)
+    try:
+        message = validate_send(payload, sandbox.config)
+        if sandbox.chance(sandbox.config.error_5xx_rate):
+            sandbox.state.stats.injected_5xx += 1
+            return _error(_injected_5xx(sandbox.rng))
+        wamid = sandbox.accept(message)
+    except Refusal as refusal:
+        sandbox.state.stats.rejected[refusal.code] += 1
+        return _error(refusal)
+    body: dict[str, Any] = {
+        "messaging_product": "whatsapp",
+        "contacts": [{"input": message.to, "wa_id": message.wa_id}],
+        "messages": [{"id": wamid}],
+    }
+    if message.type == "template":
+        body["messages"][0]["message_status"] = "accepted"
+    if sandbox.chance(sandbox.config.drop_after_accept_rate):
+        sandbox.state.stats.dropped += 1
+        return BrokenResponse(body)
+    return JSONResponse(body)
+
+
+def _injected_5xx(rng: random.Random) -> Refusal:
+    if rng.random() < 0.5:
+        return Refusal(131000, "Something went wrong (injected by the sandbox).", http_status=500)
+    return Refusal(2, "Service temporarily unavailable (injected by the sandbox).",
+                   http_status=503)
+
+
+# --- controls ------------------------------------------------------------------
+
+
+def _control_error(message: str, status: int = 400, **extra: Any) -> JSONResponse:
+    error = {"message": message, "type": "SandboxError", "code": 100, **extra}
+    return JSONResponse({"error": error}, status_code=status)
+
+
+def _number(request: Request) -> str | None:
+    """The path's phone number as E.164 (``+1555…``, ``%2B1555…`` or bare digits)."""
+    number = request.path_params["number"].strip()
+    if not number.startswith("+"):
+        number = "+" + number
+    return number if _E164.fullmatch(number) else None
+
+
+async def _json_object(request: Request) -> dict[str, Any] | None:
+    try:
+        data = json.loads(await request.body() or b"{}")
+    except ValueError:
+        return None
+    return data if isinstance(data, dict) else None
+
+
+async def person_writes(request: Request) -> Response:
+    number = _number(request)
+    data = await _json_object(request)
+    if number is None:
+        return _control_error("the number must be E.164, e.g. +15551234567")
+    text = data.get("text") if data else None
+    name = data.get("name") if data else None
+    if not isinstance(text, str) or not text:
+        return _control_error('body must be {"text": "<non-empty string>", "name"?: "<string>"}')
+    if name is not None and not isinstance(name, str):
+        return _control_error("name must be a string")
+    return JSONResponse({"id": _sandbox(request).person_writes(number, text, name)})
+
+
+async def person_inbox(request: Request) -> Response:
+    number = _number(request)
+    if number is None:
+        return _control_error("the number must be E.164, e.g. +15551234567")
+    person = _sandbox(request).state.people.get(number)
+    return JSONResponse(person.inbox if person else [])
+
+
+async def person_detail(request: Request) -> Response:
+    number = _number(request)
+    if number is None:
+        return _control_error("the number must be E.164, e.g. +15551234567")
+    sandbox = _sandbox(request)
+    person = sandbox.state.people.get(number) or Person(number)
+    return JSONResponse(person.describe(time.time(), sandbox.config.window_seconds))
+
+
+async def person_window(request: Request) -> Response:
+    number = _number(request)
+    data = await _json_object(request)
+    if number is None:
+        return _control_error("the number must be E.164, e.g. +15551234567")
+    if data is None or "age_seconds" not in data:
+        return _control_error('body must be {"age_seconds": <seconds> | null}')
+    age = data["age_seconds"]
+    if age is not None and (isinstance(age, bool) or not isinstance(age, int | float) or age < 0):
+        return _control_error("age_seconds must be a number >= 0 or null")
+    sandbox = _sandbox(request)
+    person = sandbox.state.person(number)
+    now = time.time()
+    person.last_inbound_at = None if age is None else now - age
+    return JSONResponse(person.describe(now, sandbox.config.window_seconds))
+
+
+async def person_unreachable(request: Request) -> Response:
+    number = _number(request)
+    data = await _json_object(request)
+    if number is None:
+        return _control_error("the number must be E.164, e.g. +15551234567")
+    unreachable = data.get("unreachable", True) if data is not None else None
+    mode = data.get("mode", "sync") if data is not None else None
+    if not isinstance(unreachable, bool) or mode not in ("sync", "async"):
+        return _control_error('body must be {"unreachable": true|false, "mode"?: "sync"|"async"}')
+    sandbox = _sandbox(request)
+    person = sandbox.state.person(number)
+    person.unreachable = mode if unreachable else None
+    return JSONResponse(person.describe(time.time(), sandbox.config.window_seconds))
+
+
+async def inboxes(request: Request) -> Response:
+    people = _sandbox(request).state.people
+    return JSONResponse({number: p.inbox for number, p in people.items() if p.inbox})
+
+
+async def faults(request: Request) -> Response:
+    sandbox = _sandbox(request)
+    if request.method == "GET":
+        return JSONResponse(sandbox.config.public())
+    data = await _json_object(request)
+    if data is None:
+        return _control_error("body must be a JSON object of config keys")
+    unknown = sorted(set(data) - set(RUNTIME_KEYS))
+    if unknown:
+        return _control_error(
+            f"unknown keys: {', '.join(unknown)}", unknown_keys=unknown, known_keys=RUNTIME_KEYS
+        )
+    try:
+        sandbox.reconfigure(data)
+    except ValueError as exc:
+        return _control_error(str(exc))
+    return JSONResponse(sandbox.config.public())
+
+
+async def stats(request: Request) -> Response:
+    sandbox = _sandbox(request)
+    return JSONResponse(sandbox.state.stats_view(time.monotonic(), sandbox.outbox.pending))
+
+
+async def failures(request: Request) -> Response:
+    return JSONResponse(_sandbox(request).state.failures)
+
+
+async def reset(request: Request) -> Response:
+    sandbox = _sandbox(request)
+    sandbox.reset()
+    return JSONResponse({"reset": True, "config": sandbox.config.public()})
+
+
+async def ops(request: Request) -> Response:
+    alerts = _sandbox(request).state.ops_alerts
+    if request.method == "GET":
+        return JSONResponse(alerts)
+    try:
+        alerts.append(json.loads(await request.body()))
+    except ValueError:
+        return _control_error("body must be JSON")
+    return Response("ok", media_type="text/plain")
+
+
+def create_app(config: SandboxConfig | None = None) -> Starlette:
+    """The sandbox as an ASGI app (webhook workers start with the app's lifespan)."""
+    sandbox = Sandbox(config or SandboxConfig())
+    uvicorn_log = logging.getLogger("uvicorn.error")
+    if not any(isinstance(f, _DropFilter) for f in uvicorn_log.filters):
+        uvicorn_log.addFilter(_DropFilter())
+
+    @asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        await sandbox.outbox.start()
+        try:
+            yield
+        finally:
+            await sandbox.outbox.stop()
+
+    routes = [
+        Route("/_sandbox/people/{number}/messages", person_writes, methods=["POST"]),
+        Route("/_sandbox/people/{number}/inbox", person_inbox, methods=["GET"]),
+        Route("/_sandbox/people/{number}/window", person_window, methods=["POST"]),
+        Route("/_sandbox/people/{number}/unreachable", person_unreachable, methods=["POST"]),
+        Route("/_sandbox/people/{number}", person_detail, methods=["GET"]),
+        Route("/_sandbox/inboxes", inboxes, methods=["GET"]),
+        Route("/_sandbox/faults", faults, methods=["GET", "POST"]),
+        Route("/_sandbox/stats", stats, methods=["GET"]),
+        Route("/_sandbox/failures", failures, methods=["GET"]),
+        Route("/_sandbox/reset", reset, methods=["POST"]),
+        Route("/_sandbox/ops", ops, methods=["GET", "POST"]),
+        Route("/{version}/{phone_number_id}/messages", send_message, methods=["POST"]),
+    ]
+    app = Starlette(routes=routes, lifespan=lifespan)
+    app.state.sandbox = sandbox
+    return app

@@ -1,0 +1,47 @@
+"""``python -m delivery_pipeline.sandbox``: serve the sandbox with uvicorn."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+import uvicorn
+
+from delivery_pipeline.sandbox.app import create_app
+from delivery_pipeline.sandbox.config import config_from_env
+from delivery_pipeline.settings import SANDBOX_DEFAULT_PORT
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Read the config from the environment and the address from ``argv``, then serve."""
+    parser = argparse.ArgumentParser(
+        prog="python -m delivery_pipeline.sandbox",
+        description="Local stand-in for the WhatsApp Cloud API.",
+        epilog="Environment: SANDBOX_WEBHOOK_URL, WHATSAPP_APP_SECRET, SANDBOX_REFUSAL_MODE "
+        "(sync|async), SANDBOX_LATENCY_MS, SANDBOX_THROUGHPUT_LIMIT, SANDBOX_READ_RATE, "
+        "SANDBOX_PAIR_RATE (on|off), SANDBOX_STATUS_DELAY_MS, SANDBOX_STATUS_BATCH, SANDBOX_SEED.",
+    )
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=SANDBOX_DEFAULT_PORT)
+    parser.add_argument("--log-level", default="warning",
+                        choices=["critical", "error", "warning", "info", "debug"])
+    args = parser.parse_args(argv)
+    try:
+        config = config_from_env()
+    except ValueError as exc:
+        parser.exit(2, f"sandbox: bad configuration: {exc}\n")
+    print(
+        f"WhatsApp sandbox on http://{args.host}:{args.port} "
+        f"(phone_number_id={config.phone_number_id}, refusal_mode={config.refusal_mode}, "
+        f"webhook_url={config.webhook_url or '-'}, "
+        f"signing={'on' if config.app_secret else 'off'})",
+        file=sys.stderr,
+        flush=True,
+    )
+    uvicorn.run(
+        create_app(config),
+        host=args.host,
+        port=args.port,
+        log_level=args.log_level,
+        access_log=args.log_level in ("info", "debug"),
+    )

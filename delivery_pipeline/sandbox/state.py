@@ -1,0 +1,123 @@
+"""The sandbox's memory: people (inbox and window), counters, failures and ops alerts.
+
+Everything runs on one event loop and no method awaits, so each call is
+atomic with respect to other requests: a send checks the limits and the
+window and records the message without anything interleaving.
+"""
+
+from __future__ import annotations
+
+import itertools
+import secrets
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from delivery_pipeline.sandbox.limits import PairRateLimiter, SlidingWindowCounter
+
+# Unique across resets and restarts: the webhook service deduplicates by wamid,
+# so a restarted sandbox must never reuse an id it handed out before.
+_PROCESS_NONCE = secrets.token_hex(4)
+_SEQUENCE = itertools.count(1)
+
+
+def new_wamid() -> str:
+    return f"wamid.SBX{_PROCESS_NONCE}{next(_SEQUENCE):010d}"
+
+
+def iso(moment: float) -> str:
+    return datetime.fromtimestamp(moment, UTC).isoformat()
+
+
+@dataclass
+class Person:
+    """One phone on the other side: what it received, what it wrote, when it last wrote."""
+
+    number: str
+    inbox: list[dict[str, Any]] = field(default_factory=list)
+    written: list[dict[str, Any]] = field(default_factory=list)
+    last_inbound_at: float | None = None
+    unreachable: str | None = None
+    """None, or how sends to this phone fail with 131026: "sync" or "async"."""
+
+    def window_open(self, now: float, window_seconds: int) -> bool:
+        return self.last_inbound_at is not None and now - self.last_inbound_at < window_seconds
+
+    def describe(self, now: float, window_seconds: int) -> dict[str, Any]:
+        return {
+            "number": self.number,
+            "window_open": self.window_open(now, window_seconds),
+            "last_inbound_at": None if self.last_inbound_at is None else iso(self.last_inbound_at),
+            "received": len(self.inbox),
+            "unreachable": self.unreachable,
+            "written": self.written,
+        }
+
+
+@dataclass
+class Stats:
+    """Counters behind ``GET /_sandbox/stats``."""
+
+    accepted: int = 0
+    rejected: Counter[int] = field(default_factory=Counter)
+    refused_async: int = 0
+    injected_5xx: int = 0
+    dropped: int = 0
+    throttled: int = 0
+    inbound: int = 0
+    webhooks_posted: int = 0
+    webhooks_failed: int = 0
+    webhooks_retried: int = 0
+    webhook_attempt_errors: int = 0
+    webhooks_posted_by_kind: Counter[str] = field(default_factory=Counter)
+
+
+class SandboxState:
+    """All mutable state; ``reset`` forgets it all."""
+
+    def __init__(self) -> None:
+        self.people: dict[str, Person] = {}
+        self.stats = Stats()
+        self.failures: list[dict[str, Any]] = []
+        self.ops_alerts: list[Any] = []
+        self.accepted_recently = SlidingWindowCounter(1.0)
+        self.pair_limiter = PairRateLimiter()
+        self.started_at = time.monotonic()
+
+    def person(self, number: str) -> Person:
+        person = self.people.get(number)
+        if person is None:
+            person = self.people[number] = Person(number)
+        return person
+
+    def reset(self) -> None:
+        self.people.clear()
+        self.stats = Stats()
+        self.failures.clear()
+        self.ops_alerts.clear()
+        self.accepted_recently.clear()
+        self.pair_limiter.clear()
+
+    def stats_view(self, now: float, webhook_queue: int) -> dict[str, Any]:
+        s = self.stats
+        return {
+            "accepted": s.accepted,
+            "rejected": sum(s.rejected.values()),
+            "rejected_by_code": {str(code): n for code, n in sorted(s.rejected.items())},
+            "refused_async": s.refused_async,
+            "injected_5xx": s.injected_5xx,
+            "dropped": s.dropped,
+            "throttled": s.throttled,
+            "inbound": s.inbound,
+            "people": len(self.people),
+            "messages_per_second": self.accepted_recently.count(now),
+            "webhooks_posted": s.webhooks_posted,
+            "webhooks_failed": s.webhooks_failed,
+            "webhooks_retried": s.webhooks_retried,
+            "webhook_attempt_errors": s.webhook_attempt_errors,
+            "webhooks_posted_by_kind": dict(s.webhooks_posted_by_kind),
+            "webhooks_pending": webhook_queue,
+            "uptime_seconds": round(now - self.started_at, 3),
+        }

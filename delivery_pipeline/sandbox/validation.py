@@ -1,0 +1,186 @@
+"""Send payload validation and the Meta-shaped error body every refusal answers with."""
+
+from __future__ import annotations
+
+import re
+import secrets
+from dataclasses import dataclass, field
+from typing import Any
+
+from delivery_pipeline.sandbox.config import SandboxConfig, Template
+
+TEXT_BODY_MAX = 4096
+CALLBACK_DATA_MAX = 512
+
+TITLES: dict[int, str] = {
+    2: "Service temporarily unavailable",
+    100: "Invalid parameter",
+    190: "Invalid OAuth access token",
+    130429: "Rate limit hit",
+    131000: "Something went wrong",
+    131009: "Parameter value is not valid",
+    131026: "Receiver is incapable of receiving this message",
+    131047: "Re-engagement message",
+    131051: "Unsupported message type",
+    131056: "(Business Account, Consumer Account) pair rate limit hit",
+    132000: "Number of parameters does not match the expected number of params",
+    132001: "Template name does not exist in the translation",
+    132012: "Parameter format does not match format in the created template",
+    132018: "There was an issue with the parameters in your template.",
+}
+
+REENGAGEMENT_DETAILS = (
+    "Message failed to send because more than 24 hours have passed since the customer "
+    "last replied to this number."
+)
+
+UNREACHABLE_DETAILS = "Message Undeliverable."
+
+DETAILS: dict[int, str] = {131047: REENGAGEMENT_DETAILS, 131026: UNREACHABLE_DETAILS}
+"""The ``error_data.details`` of the errors that can also arrive asynchronously."""
+
+_E164 = re.compile(r"\+[1-9][0-9]{6,14}")
+
+
+class Refusal(Exception):
+    """A synchronous Cloud API error: HTTP status plus a Meta error object."""
+
+    def __init__(
+        self,
+        code: int,
+        details: str,
+        *,
+        http_status: int = 400,
+        message: str | None = None,
+        error_type: str = "OAuthException",
+    ) -> None:
+        super().__init__(f"({code}) {details}")
+        self.code = code
+        self.details = details
+        self.http_status = http_status
+        self.message = message or TITLES.get(code, "Unknown error")
+        self.error_type = error_type
+
+    def body(self) -> dict[str, Any]:
+        return {
+            "error": {
+                "message": self.message,
+                "type": self.error_type,
+                "code": self.code,
+                "error_data": {"messaging_product": "whatsapp", "details": self.details},
+                "fbtrace_id": "A" + secrets.token_urlsafe(16),
+            }
+        }
+
+
+@dataclass(frozen=True)
+class Outgoing:
+    """A send request that passed validation."""
+
+    to: str
+    type: str
+    body: str | None = None
+    template: Template | None = None
+    parameters: list[str] = field(default_factory=list)
+    callback_data: str | None = None
+
+    @property
+    def wa_id(self) -> str:
+        return self.to[1:]
+
+
+def validate_send(payload: Any, config: SandboxConfig) -> Outgoing:
+    """The parsed message, or a ``Refusal`` naming the first thing wrong with it."""
+    if not isinstance(payload, dict):
+        raise Refusal(100, "The request body must be a JSON object.")
+    if payload.get("messaging_product") != "whatsapp":
+        raise Refusal(100, "messaging_product is required and must be 'whatsapp'.")
+    if payload.get("recipient_type", "individual") != "individual":
+        raise Refusal(100, "recipient_type must be 'individual'.")
+    to = payload.get("to")
+    if not isinstance(to, str) or not _E164.fullmatch(to):
+        raise Refusal(131009, f"'to' must be an E.164 number with a leading '+', got {to!r}.")
+    callback_data = payload.get("biz_opaque_callback_data")
+    if callback_data is not None and not isinstance(callback_data, str):
+        raise Refusal(100, "biz_opaque_callback_data must be a string.")
+    if callback_data is not None and len(callback_data) > CALLBACK_DATA_MAX:
+        raise Refusal(
+            100, f"biz_opaque_callback_data must be at most {CALLBACK_DATA_MAX} characters long."
+        )
+    kind = payload.get("type", "text")
+    if kind == "text":
+        return Outgoing(to, "text", body=_text_body(payload), callback_data=callback_data)
+    if kind == "template":
+        template, parameters = _template(payload, config)
+        return Outgoing(
+            to, "template", template=template, parameters=parameters, callback_data=callback_data
+        )
+    raise Refusal(131051, f"Message type {kind!r} is not supported by the sandbox.")
+
+
+def _text_body(payload: dict[str, Any]) -> str:
+    text = payload.get("text")
+    body = text.get("body") if isinstance(text, dict) else None
+    if not isinstance(body, str) or not body:
+        raise Refusal(100, "text['body'] is required and must be a non-empty string.")
+    if len(body) > TEXT_BODY_MAX:
+        raise Refusal(
+            100, f"Param text['body'] must be at most {TEXT_BODY_MAX} characters long."
+        )
+    return body
+
+
+def _template(payload: dict[str, Any], config: SandboxConfig) -> tuple[Template, list[str]]:
+    spec = payload.get("template")
+    if not isinstance(spec, dict):
+        raise Refusal(100, "template is required for type 'template'.")
+    name = spec.get("name")
+    language = spec.get("language")
+    code = language.get("code") if isinstance(language, dict) else None
+    if not isinstance(name, str) or not isinstance(code, str):
+        raise Refusal(100, "template.name and template.language.code are required.")
+    template = config.template(name, code)
+    if template is None:
+        raise Refusal(132001, f"template name ({name}) does not exist in {code}")
+    parameters = _body_parameters(spec.get("components"))
+    if len(parameters) != template.param_count:
+        raise Refusal(
+            132000,
+            f"body: number of localizable_params ({len(parameters)}) does not match the "
+            f"expected number of params ({template.param_count})",
+        )
+    for value in parameters:
+        if "\n" in value or "\r" in value or "\t" in value or "     " in value:
+            raise Refusal(
+                132018,
+                "Param text cannot have new-line/tab characters or more than 4 consecutive spaces",
+            )
+    return template, parameters
+
+
+def _body_parameters(components: Any) -> list[str]:
+    if components is None:
+        return []
+    if not isinstance(components, list):
+        raise Refusal(100, "template.components must be a list.")
+    values: list[str] = []
+    for component in components:
+        if not isinstance(component, dict):
+            raise Refusal(100, "Each template component must be an object.")
+        parameters = component.get("parameters") or []
+        if component.get("type") != "body":
+            if parameters:
+                raise Refusal(
+                    132000,
+                    f"{component.get('type')}: number of localizable_params "
+                    f"({len(parameters)}) does not match the expected number of params (0)",
+                )
+            continue
+        for parameter in parameters:
+            if not isinstance(parameter, dict):
+                raise Refusal(100, "Each template parameter must be an object.")
+            text = parameter.get("text")
+            if parameter.get("type") != "text" or not isinstance(text, str):
+                raise Refusal(132012, "Body parameters must be of type 'text' with a string text.")
+            values.append(text)
+    return values

@@ -1,0 +1,297 @@
+"""Webhooks out: Meta-shaped payloads, signed, posted from a background queue.
+
+Sends never wait for a webhook. A message's statuses form a chain (sent →
+delivered → read): each is scheduled ``status_delay_ms`` after the previous
+one was posted (or given up on), so one message's statuses arrive in order
+while different messages interleave freely, as on the platform. A post that
+is not answered with 200 is redelivered with the same bytes, a bounded number
+of times.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import hmac
+import json
+import logging
+import secrets
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+
+from delivery_pipeline.sandbox.config import SandboxConfig
+from delivery_pipeline.sandbox.state import Stats
+from delivery_pipeline.sandbox.validation import DETAILS, TITLES, Outgoing
+
+log = logging.getLogger("delivery_pipeline.sandbox")
+
+
+def signature(body: bytes, secret: str) -> str:
+    """The ``X-Hub-Signature-256`` value for ``body``."""
+    return "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
+
+
+def encode(payload: dict[str, Any]) -> bytes:
+    # ensure_ascii (the default) escapes non-ASCII as \\uXXXX, as Meta does: a
+    # receiver that re-serialises instead of verifying the raw bytes fails.
+    return json.dumps(payload, separators=(",", ":")).encode()
+
+
+def envelope(config: SandboxConfig, value: dict[str, Any]) -> dict[str, Any]:
+    """Wrap a ``changes[].value`` in the whatsapp_business_account envelope."""
+    return {
+        "object": "whatsapp_business_account",
+        "entry": [
+            {
+                "id": config.waba_id,
+                "changes": [
+                    {
+                        "field": "messages",
+                        "value": {
+                            "messaging_product": "whatsapp",
+                            "metadata": {
+                                "display_phone_number": config.display_phone_number,
+                                "phone_number_id": config.phone_number_id,
+                            },
+                            **value,
+                        },
+                    }
+                ],
+            }
+        ],
+    }
+
+
+def status_value(
+    message: Outgoing, wamid: str, status: str, conversation_id: str
+) -> dict[str, Any]:
+    """``value`` of a sent / delivered / read status (read carries no pricing, as on Meta)."""
+    entry: dict[str, Any] = {
+        "id": wamid,
+        "status": status,
+        "timestamp": str(int(time.time())),
+        "recipient_id": message.wa_id,
+    }
+    if message.callback_data is not None:
+        entry["biz_opaque_callback_data"] = message.callback_data
+    if status != "read":
+        category = "utility" if message.type == "template" else "service"
+        entry["conversation"] = {"id": conversation_id, "origin": {"type": category}}
+        if status == "sent":
+            entry["conversation"]["expiration_timestamp"] = str(int(time.time()) + 24 * 3600)
+        entry["pricing"] = {
+            "billable": category != "service",
+            "pricing_model": "PMP",
+            "category": category,
+            "type": "regular" if category != "service" else "free_customer_service",
+        }
+    return {"statuses": [entry]}
+
+
+def failed_status_value(message: Outgoing, wamid: str, code: int) -> dict[str, Any]:
+    """``value`` of an asynchronous refusal (131047 outside the window, 131026 unreachable)."""
+    entry: dict[str, Any] = {
+        "id": wamid,
+        "status": "failed",
+        "timestamp": str(int(time.time())),
+        "recipient_id": message.wa_id,
+        "errors": [
+            {
+                "code": code,
+                "title": TITLES[code],
+                "message": TITLES[code],
+                "error_data": {"details": DETAILS[code]},
+            }
+        ],
+    }
+    if message.callback_data is not None:
+        entry["biz_opaque_callback_data"] = message.callback_data
+    return {"statuses": [entry]}
+
+
+def inbound_value(
+    wa_id: str, name: str, wamid: str, text: str, timestamp: float
+) -> dict[str, Any]:
+    """``value`` of a person's text message to the business."""
+    return {
+        "contacts": [{"profile": {"name": name}, "wa_id": wa_id}],
+        "messages": [
+            {
+                "from": wa_id,
+                "id": wamid,
+                "timestamp": str(int(timestamp)),
+                "type": "text",
+                "text": {"body": text},
+            }
+        ],
+    }
+
+
+def new_conversation_id() -> str:
+    return secrets.token_hex(16)
+
+
+Value = dict[str, Any]
+Chain = list[tuple[str, Callable[[], Value]]]
+
+
+@dataclass
+class _Delivery:
+    """One webhook post: a value built when first due, or several status posts batched."""
+
+    kind: str
+    build: Callable[[], Value] | None
+    generation: int
+    rest: Chain = field(default_factory=list)
+    body: bytes | None = None
+    attempt: int = 0
+    members: list[_Delivery] = field(default_factory=list)
+
+    @property
+    def batchable(self) -> bool:
+        return self.body is None and self.kind != "inbound"
+
+
+class WebhookOutbox:
+    """A queue of webhook posts and the workers that drain it."""
+
+    def __init__(
+        self, config: Callable[[], SandboxConfig], stats: Callable[[], Stats], workers: int = 16
+    ) -> None:
+        self._config = config
+        self._stats = stats
+        self._worker_count = workers
+        self._queue: asyncio.Queue[_Delivery] = asyncio.Queue()
+        self._workers: list[asyncio.Task[None]] = []
+        self._http: httpx.AsyncClient | None = None
+        self._generation = 0
+        self.pending = 0
+        """Chains not yet finished (scheduled, queued, in flight or waiting to retry)."""
+
+    async def start(self) -> None:
+        self._http = httpx.AsyncClient(
+            limits=httpx.Limits(max_connections=self._worker_count * 2),
+            headers={"User-Agent": "facebookexternalua"},
+        )
+        self._workers = [asyncio.create_task(self._work()) for _ in range(self._worker_count)]
+
+    async def stop(self) -> None:
+        for task in self._workers:
+            task.cancel()
+        for task in self._workers:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        if self._http is not None:
+            await self._http.aclose()
+
+    def forget(self) -> None:
+        """Drop everything scheduled or queued (on reset)."""
+        self._generation += 1
+        self.pending = 0
+
+    def post(self, chain: Chain, delay_seconds: float = 0.0) -> None:
+        """Post each ``(kind, build)`` of ``chain`` in order, ``delay_seconds`` before each."""
+        if not chain or self._config().webhook_url is None:
+            return
+        (kind, build), rest = chain[0], list(chain[1:])
+        self.pending += 1
+        self._schedule(_Delivery(kind, build, self._generation, rest), delay_seconds)
+
+    def _schedule(self, delivery: _Delivery, delay_seconds: float) -> None:
+        if delay_seconds > 0:
+            asyncio.get_running_loop().call_later(delay_seconds, self._queue.put_nowait, delivery)
+        else:
+            self._queue.put_nowait(delivery)
+
+    async def _work(self) -> None:
+        while True:
+            delivery = self._batch(await self._queue.get())
+            try:
+                await self._attempt(delivery)
+            except Exception:  # never let one bad post kill a worker
+                log.exception("webhook worker error")
+
+    def _batch(self, first: _Delivery) -> _Delivery:
+        """Up to ``status_batch`` due statuses in one post (as Meta batches updates)."""
+        limit = self._config().status_batch
+        if limit <= 1 or not first.batchable or self._queue.empty():
+            return first
+        members, others = [first], []
+        while len(members) < limit and not self._queue.empty():
+            item = self._queue.get_nowait()
+            same_kind = item.batchable and item.generation == first.generation
+            (members if same_kind else others).append(item)
+        for item in others:
+            self._queue.put_nowait(item)
+        if len(members) == 1:
+            return first
+        return _Delivery("batch", None, first.generation, members=members)
+
+    def _encode(self, delivery: _Delivery, config: SandboxConfig) -> bytes:
+        if delivery.members:
+            builds = [m.build for m in delivery.members if m.build is not None]
+            statuses = [status for build in builds for status in build().get("statuses", [])]
+            return encode(envelope(config, {"statuses": statuses}))
+        assert delivery.build is not None
+        return encode(envelope(config, delivery.build()))
+
+    async def _attempt(self, delivery: _Delivery) -> None:
+        if delivery.generation != self._generation:
+            return
+        config = self._config()
+        if config.webhook_url is None:
+            self._finish(delivery, config)
+            return
+        if delivery.body is None:
+            delivery.body = self._encode(delivery, config)
+        headers = {"Content-Type": "application/json"}
+        if config.app_secret:
+            headers["X-Hub-Signature-256"] = signature(delivery.body, config.app_secret)
+        assert self._http is not None
+        try:
+            response = await self._http.post(
+                config.webhook_url,
+                content=delivery.body,
+                headers=headers,
+                timeout=config.webhook_timeout_seconds,
+            )
+            ok = response.status_code == 200
+        except httpx.HTTPError:
+            ok = False
+        if delivery.generation != self._generation:
+            return
+        stats = self._stats()
+        if ok:
+            stats.webhooks_posted += 1
+            for member in delivery.members or [delivery]:
+                stats.webhooks_posted_by_kind[member.kind] += 1
+            self._finish(delivery, config)
+            return
+        stats.webhook_attempt_errors += 1
+        if delivery.attempt < config.webhook_retries:
+            delivery.attempt += 1
+            stats.webhooks_retried += 1
+            backoff = config.webhook_backoff_ms / 1000 * (2 ** (delivery.attempt - 1))
+            self._schedule(delivery, backoff)
+            return
+        stats.webhooks_failed += 1
+        self._finish(delivery, config)
+
+    def _finish(self, delivery: _Delivery, config: SandboxConfig) -> None:
+        """This post is done (posted or given up): schedule the next one of its chain."""
+        for member in delivery.members:
+            self._finish(member, config)
+        if delivery.members:
+            return
+        if delivery.rest:
+            (kind, build), rest = delivery.rest[0], delivery.rest[1:]
+            self._schedule(
+                _Delivery(kind, build, delivery.generation, rest), config.status_delay_ms / 1000
+            )
+        else:
+            self.pending -= 1

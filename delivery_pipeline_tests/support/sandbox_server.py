@@ -1,0 +1,320 @@
+"""Run the WhatsApp sandbox as a real subprocess, and receive its webhooks, for tests.
+
+``start_sandbox(**env)`` launches ``python -m delivery_pipeline.sandbox`` on a
+free loopback port and returns a ``SandboxProcess`` whose methods wrap the
+``/_sandbox`` control endpoints. ``WebhookReceiver`` is a tiny threaded HTTP
+server that records every webhook the sandbox posts (raw bytes and headers)
+and can be told to answer with errors, to exercise redelivery.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import httpx
+
+from delivery_pipeline.settings import SANDBOX_ACCESS_TOKEN, SANDBOX_PHONE_NUMBER_ID
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+_INHERITED_CONFIG_PREFIXES = ("SANDBOX_", "WHATSAPP_APP_SECRET")
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _path_number(number: str) -> str:
+    return quote(number, safe="")
+
+
+class SandboxProcess:
+    """A running sandbox subprocess and a sync client for its control endpoints."""
+
+    def __init__(self, process: subprocess.Popen[bytes], port: int, log_path: Path) -> None:
+        self.process = process
+        self.port = port
+        self.url = f"http://127.0.0.1:{port}"
+        self.phone_number_id = SANDBOX_PHONE_NUMBER_ID
+        self.access_token = SANDBOX_ACCESS_TOKEN
+        self.log_path = log_path
+        self.http = httpx.Client(base_url=self.url, timeout=10.0)
+
+    def __enter__(self) -> SandboxProcess:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    @property
+    def messages_url(self) -> str:
+        return f"{self.url}/v25.0/{self.phone_number_id}/messages"
+
+    def _call(self, method: str, path: str, body: Any = None) -> Any:
+        response = self.http.request(method, path, json=body)
+        if response.status_code != 200:
+            raise RuntimeError(f"{method} {path} -> {response.status_code}: {response.text}")
+        return response.json() if "json" in response.headers.get("content-type", "") else None
+
+    def reset(self) -> None:
+        self._call("POST", "/_sandbox/reset")
+
+    def faults(self, **changes: Any) -> dict[str, Any]:
+        """Change the runtime config (``latency_ms=…``, ``refusal_mode=…``); returns it."""
+        return self._call("POST", "/_sandbox/faults", changes)
+
+    def config(self) -> dict[str, Any]:
+        return self._call("GET", "/_sandbox/faults")
+
+    def say(self, number: str, text: str, name: str | None = None) -> str:
+        """The person at ``number`` writes ``text`` (opens their window); returns the wamid."""
+        body: dict[str, Any] = {"text": text}
+        if name is not None:
+            body["name"] = name
+        return self._call("POST", f"/_sandbox/people/{_path_number(number)}/messages", body)["id"]
+
+    def inbox(self, number: str) -> list[dict[str, Any]]:
+        return self._call("GET", f"/_sandbox/people/{_path_number(number)}/inbox")
+
+    def inboxes(self) -> dict[str, list[dict[str, Any]]]:
+        return self._call("GET", "/_sandbox/inboxes")
+
+    def person(self, number: str) -> dict[str, Any]:
+        return self._call("GET", f"/_sandbox/people/{_path_number(number)}")
+
+    def set_window(self, number: str, age_seconds: float | None) -> dict[str, Any]:
+        """Pretend the person last wrote ``age_seconds`` ago (``None``: never)."""
+        path = f"/_sandbox/people/{_path_number(number)}/window"
+        return self._call("POST", path, {"age_seconds": age_seconds})
+
+    def set_unreachable(
+        self, number: str, unreachable: bool = True, mode: str = "sync"
+    ) -> dict[str, Any]:
+        """Sends to ``number`` fail with 131026: refused (``sync``) or a later ``failed`` status."""
+        path = f"/_sandbox/people/{_path_number(number)}/unreachable"
+        return self._call("POST", path, {"unreachable": unreachable, "mode": mode})
+
+    def stats(self) -> dict[str, Any]:
+        return self._call("GET", "/_sandbox/stats")
+
+    def failures(self) -> list[dict[str, Any]]:
+        return self._call("GET", "/_sandbox/failures")
+
+    def ops_alerts(self) -> list[Any]:
+        return self._call("GET", "/_sandbox/ops")
+
+    def wait_webhooks_idle(self, timeout: float = 5.0) -> dict[str, Any]:
+        """Wait until no webhook is scheduled, queued or in flight; returns the stats."""
+        deadline = time.monotonic() + timeout
+        while True:
+            stats = self.stats()
+            if stats["webhooks_pending"] == 0 or time.monotonic() > deadline:
+                return stats
+            time.sleep(0.02)
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+    def stop(self) -> None:
+        self.http.close()
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(timeout=5)
+        self.log_path.unlink(missing_ok=True)
+
+
+def _environment(overrides: dict[str, Any]) -> dict[str, str]:
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if not key.startswith(_INHERITED_CONFIG_PREFIXES)
+    }
+    env["PYTHONPATH"] = os.pathsep.join(
+        filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")])
+    )
+    env["PYTHONUNBUFFERED"] = "1"
+    for key, value in overrides.items():
+        if value is None:
+            env.pop(key, None)
+        else:
+            env[key] = str(value)
+    return env
+
+
+def start_sandbox(*, timeout: float = 15.0, **env_overrides: Any) -> SandboxProcess:
+    """Launch the sandbox on a free port and wait until it answers.
+
+    ``env_overrides`` are environment variables (``SANDBOX_REFUSAL_MODE="async"``,
+    ``WHATSAPP_APP_SECRET=…``); ``None`` removes one. ``SANDBOX_*`` and
+    ``WHATSAPP_APP_SECRET`` are not inherited from the test's own environment.
+    """
+    env = _environment(env_overrides)
+    last_log = ""
+    for _ in range(3):  # a free port can be taken between choosing it and binding it
+        port = free_port()
+        log_fd, log_name = tempfile.mkstemp(prefix="sandbox-", suffix=".log")
+        log_path = Path(log_name)
+        with os.fdopen(log_fd, "wb") as log_file:
+            process = subprocess.Popen(
+                [sys.executable, "-m", "delivery_pipeline.sandbox",
+                 "--host", "127.0.0.1", "--port", str(port)],
+                cwd=REPO_ROOT,
+                env=env,
+                stdout=log_file,
+                stderr=subprocess.STDOUT,
+            )
+        sandbox = SandboxProcess(process, port, log_path)
+        if _wait_ready(sandbox, timeout):
+            return sandbox
+        last_log = sandbox.log()
+        sandbox.stop()
+        if "address already in use" not in last_log.lower():
+            break
+    raise RuntimeError(f"the sandbox did not start:\n{last_log}")
+
+
+def _wait_ready(sandbox: SandboxProcess, timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if sandbox.process.poll() is not None:
+            return False
+        try:
+            if sandbox.http.get("/_sandbox/stats", timeout=1.0).status_code == 200:
+                return True
+        except httpx.TransportError:
+            pass
+        time.sleep(0.05)
+    return False
+
+
+# --- a webhook receiver ------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ReceivedWebhook:
+    path: str
+    headers: dict[str, str]
+    body: bytes
+    answered: int
+
+    @property
+    def payload(self) -> dict[str, Any]:
+        return json.loads(self.body)
+
+    def signature_valid(self, secret: str) -> bool:
+        expected = "sha256=" + hmac.new(secret.encode(), self.body, hashlib.sha256).hexdigest()
+        return hmac.compare_digest(expected, self.headers.get("x-hub-signature-256", ""))
+
+    def values(self) -> Iterator[dict[str, Any]]:
+        for entry in self.payload.get("entry", []):
+            for change in entry.get("changes", []):
+                yield change.get("value", {})
+
+    def statuses(self) -> list[dict[str, Any]]:
+        return [s for value in self.values() for s in value.get("statuses", [])]
+
+    def messages(self) -> list[dict[str, Any]]:
+        return [m for value in self.values() for m in value.get("messages", [])]
+
+
+class _QuietServer(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # The sandbox closing its keep-alive connections on stop is not an error.
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)
+
+
+class WebhookReceiver:
+    """A threaded HTTP server on 127.0.0.1 that records every POST it gets."""
+
+    def __init__(self) -> None:
+        self.received: list[ReceivedWebhook] = []
+        self._answers: list[int] = []
+        self._default_answer = 200
+        self._lock = threading.Condition()
+        receiver = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def do_POST(self) -> None:  # noqa: N802 (http.server's naming)
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                answer = receiver._record(self.path, dict(self.headers.items()), body)
+                self.send_response(answer)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+        self._server = _QuietServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self._server.server_address[1]}/webhook"
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    def __enter__(self) -> WebhookReceiver:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+    def _record(self, path: str, headers: dict[str, str], body: bytes) -> int:
+        with self._lock:
+            answer = self._answers.pop(0) if self._answers else self._default_answer
+            lowered = {key.lower(): value for key, value in headers.items()}
+            self.received.append(ReceivedWebhook(path, lowered, body, answer))
+            self._lock.notify_all()
+            return answer
+
+    def answer_next(self, *statuses: int) -> None:
+        """Answer the next posts with these HTTP statuses, then 200 again."""
+        with self._lock:
+            self._answers.extend(statuses)
+
+    def answer_always(self, status: int) -> None:
+        with self._lock:
+            self._default_answer = status
+
+    def clear(self) -> None:
+        with self._lock:
+            self.received.clear()
+            self._answers.clear()
+            self._default_answer = 200
+
+    def wait_for(
+        self, predicate: Callable[[list[ReceivedWebhook]], bool], timeout: float = 5.0
+    ) -> list[ReceivedWebhook]:
+        """Wait until ``predicate(received)`` holds; returns a copy of ``received``."""
+        with self._lock:
+            if not self._lock.wait_for(lambda: predicate(self.received), timeout):
+                raise AssertionError(f"timed out; received {len(self.received)} webhooks")
+            return list(self.received)
+
+    def statuses(self) -> list[dict[str, Any]]:
+        """Every status in every webhook that was answered with 200, in arrival order."""
+        with self._lock:
+            received = [w for w in self.received if w.answered == 200]
+        return [status for webhook in received for status in webhook.statuses()]

@@ -1,0 +1,383 @@
+"""The delivery engine against real Postgres and the sandbox over HTTP."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from delivery_pipeline.chunking import chunk_text
+from delivery_pipeline.db import QUERIES
+from delivery_pipeline.engine import run_sweep
+from delivery_pipeline.inbound import note_inbound
+from delivery_pipeline_tests.support.data import (
+    add_document,
+    add_person,
+    chunks,
+    document,
+    plan_body,
+)
+from delivery_pipeline_tests.support.inbox import knocks, texts
+
+pytestmark = pytest.mark.engine
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def sweep(settings, **kwargs):
+    return asyncio.run(run_sweep(settings, settings.database_url, **kwargs))
+
+
+def person_writes(db, sandbox, person) -> None:
+    """The person writes: the sandbox opens its window, and we note it as the
+    webhook service would (the service's own tests cover the HTTP path)."""
+    sandbox.say(person["phone"], "hi!")
+    note_inbound(db, person["id"], dt.datetime.now(dt.UTC))
+
+
+def test_delivers_every_chunk_once_in_order(db, sandbox, settings):
+    person = add_person(db)
+    sandbox.say(person["phone"], "hello")
+    body = plan_body(9)
+    doc = add_document(db, person["id"], body)
+
+    result = sweep(settings)
+
+    assert result.delivered == 1 and result.chunks_sent == 9
+    assert texts(sandbox.inbox(person["phone"])) == chunk_text(body)
+    row = document(db, doc["id"])
+    assert row["delivered_at"] is not None and row["claim_token"] is None
+    assert [c["state"] for c in chunks(db, doc["id"])] == ["sent"] * 9
+    assert all(c["wa_message_id"].startswith("wamid.") for c in chunks(db, doc["id"]))
+    # A second sweep finds nothing to do and sends nothing.
+    again = sweep(settings)
+    assert again.claimed == 0 and len(sandbox.inbox(person["phone"])) == 9
+
+
+def test_window_closed_knocks_once_then_delivers_after_reply(db, sandbox, settings):
+    person = add_person(db, inbound_age_seconds=None, name="Ana\tMaria\n      Silva")
+    first = add_document(db, person["id"], plan_body(3))
+
+    result = sweep(settings)
+
+    inbox = sandbox.inbox(person["phone"])
+    assert result.knocks_sent == 1 and texts(inbox) == []
+    [knock] = knocks(inbox)
+    assert knock["parameters"] == ["Ana Maria    Silva"]
+    assert document(db, first["id"])["awaiting_reply_since"] is not None
+    with db.cursor() as cur:
+        assert cur.execute(QUERIES.guard_exists, _window_params(settings)).fetchone()["eligible"] is False
+
+    # A second document for the same person the same day: no second knock.
+    second = add_document(db, person["id"], plan_body(2))
+    result = sweep(settings)
+    assert result.knocks_sent == 0 and result.awaiting_reply == 1
+    assert len(knocks(sandbox.inbox(person["phone"]))) == 1
+
+    person_writes(db, sandbox, person)
+    result = sweep(settings)
+
+    assert result.delivered == 2
+    inbox = sandbox.inbox(person["phone"])
+    assert len(knocks(inbox)) == 1
+    expected = chunk_text(document(db, first["id"])["body"]) + chunk_text(document(db, second["id"])["body"])
+    assert sorted(texts(inbox)) == sorted(expected)
+
+
+def test_knock_uses_locale_template(db, sandbox, settings):
+    people = {loc: add_person(db, locale=loc, inbound_age_seconds=None) for loc in ("en", "es", "pt")}
+    for p in people.values():
+        add_document(db, p["id"], "A short plan.")
+    sweep(settings)
+    languages = {loc: knocks(sandbox.inbox(p["phone"]))[0]["language"] for loc, p in people.items()}
+    assert languages == {"en": "en", "es": "es", "pt": "pt_BR"}
+
+
+def test_stale_brief_is_abandoned_without_a_send(db, sandbox, settings):
+    person = add_person(db, time_zone="Pacific/Kiritimati", inbound_age_seconds=None)
+    local_today = db.execute("SELECT (now() AT TIME ZONE 'Pacific/Kiritimati')::date AS d").fetchone()["d"]
+    stale = add_document(db, person["id"], "Yesterday's brief.", kind="daily_brief",
+                         for_date=local_today - dt.timedelta(days=1))
+
+    result = sweep(settings)
+
+    assert result.abandoned == {"stale": 1} and result.knocks_sent == 0
+    assert sandbox.inbox(person["phone"]) == []
+    assert document(db, stale["id"])["abandon_reason"] == "stale"
+
+
+def test_todays_brief_is_delivered(db, sandbox, settings):
+    person = add_person(db, time_zone="America/Sao_Paulo")
+    sandbox.say(person["phone"], "bom dia")
+    today = db.execute("SELECT (now() AT TIME ZONE 'America/Sao_Paulo')::date AS d").fetchone()["d"]
+    add_document(db, person["id"], "Today's brief.", kind="daily_brief", for_date=today)
+    assert sweep(settings).delivered == 1
+
+
+def test_sync_reengagement_mid_document_knocks_and_resumes_after_reply(db, sandbox, settings):
+    """Our clock says the window is open; the platform closes it mid-document."""
+    person = add_person(db, inbound_age_seconds=60)
+    sandbox.say(person["phone"], "hi")
+    body = plan_body(9, tag="S")
+    doc = add_document(db, person["id"], body)
+    # The platform's view: the person wrote 24 h minus 2 s ago.
+    sandbox.set_window(person["phone"], 24 * 3600 - 2)
+
+    result = sweep(settings.with_(chunk_interval_seconds=0.5))
+
+    inbox = sandbox.inbox(person["phone"])
+    sent_before = texts(inbox)
+    assert result.knocks_sent == 1 and result.delivered == 0
+    assert 0 < len(sent_before) < 9, "the refusal came mid-document"
+    assert document(db, doc["id"])["awaiting_reply_since"] is not None
+
+    person_writes(db, sandbox, person)
+    result = sweep(settings)
+
+    assert result.delivered == 1
+    all_texts = texts(sandbox.inbox(person["phone"]))
+    assert all_texts == chunk_text(body), "each chunk exactly once, in order"
+    assert len(knocks(sandbox.inbox(person["phone"]))) == 1
+
+
+def test_transient_faults_are_retried_with_backoff_until_delivered(db, sandbox, settings):
+    person = add_person(db)
+    sandbox.say(person["phone"], "hi")
+    body = plan_body(5)
+    doc = add_document(db, person["id"], body)
+    sandbox.faults(error_5xx_rate=0.5, seed=7)
+    fast = settings.with_(backoff_base_seconds=0.05, backoff_max_seconds=0.2, max_attempts=100)
+
+    saw_backoff = False
+    for _ in range(200):
+        sweep(fast)
+        row = document(db, doc["id"])
+        if row["delivered_at"]:
+            break
+        saw_backoff |= row["next_attempt_at"] > db.execute("SELECT now() AS n").fetchone()["n"]
+        time.sleep(0.05)
+
+    row = document(db, doc["id"])
+    assert row["delivered_at"] is not None
+    assert row["delivery_attempts"] > 0 and saw_backoff
+    assert texts(sandbox.inbox(person["phone"])) == chunk_text(body)
+    assert sandbox.stats()["injected_5xx"] > 0
+
+
+def test_transient_faults_exhaust_attempts_then_abandon(db, sandbox, settings):
+    person = add_person(db)
+    sandbox.say(person["phone"], "hi")
+    doc = add_document(db, person["id"], "One message.")
+    sandbox.faults(error_5xx_rate=1.0)
+    tight = settings.with_(max_attempts=3, backoff_base_seconds=0.0, backoff_max_seconds=0.0)
+    for _ in range(5):
+        sweep(tight)
+    row = document(db, doc["id"])
+    assert row["abandon_reason"] == "max_attempts" and row["delivery_attempts"] == 2
+    alerts = db.execute("SELECT * FROM ops_alerts WHERE dedup_key = %s",
+                        (f"max_attempts:{doc['id']}",)).fetchall()
+    assert len(alerts) == 1
+
+
+def test_permanent_error_abandons_with_reason(db, sandbox, settings):
+    person = add_person(db)
+    sandbox.say(person["phone"], "hi")
+    sandbox.set_unreachable(person["phone"])
+    doc = add_document(db, person["id"], plan_body(2))
+
+    result = sweep(settings)
+
+    assert result.abandoned == {"undeliverable": 1}
+    assert document(db, doc["id"])["abandon_reason"] == "undeliverable"
+    assert db.execute("SELECT count(*) AS n FROM ops_alerts WHERE dedup_key = %s",
+                      (f"recipient:{person['id']}",)).fetchone()["n"] == 1
+    # Never retried.
+    assert sweep(settings).claimed == 0
+
+
+def test_expired_token_stops_the_sweep_without_burning_attempts(db, sandbox, settings):
+    people = [add_person(db) for _ in range(5)]
+    for p in people:
+        sandbox.say(p["phone"], "hi")
+        add_document(db, p["id"], plan_body(2))
+    bad = settings.with_(access_token="expired-token", concurrency=2)
+
+    first = sweep(bad)
+    second = sweep(bad)
+
+    assert first.stopped_by and "190" in first.stopped_by and second.stopped_by
+    assert sandbox.inboxes() == {} or all(v == [] for v in sandbox.inboxes().values())
+    docs = db.execute("SELECT * FROM documents").fetchall()
+    assert all(d["delivery_attempts"] == 0 and d["claim_token"] is None for d in docs)
+    assert all(d["abandoned_at"] is None for d in docs)
+    assert db.execute("SELECT count(*) AS n FROM ops_alerts WHERE dedup_key LIKE 'sender_paused:%'"
+                      ).fetchone()["n"] == 1
+    assert db.execute(QUERIES.sender_state).fetchone()["paused_at"] is not None
+
+    fixed = sweep(settings)
+
+    assert fixed.delivered == 5
+    assert db.execute(QUERIES.sender_state).fetchone()["paused_at"] is None
+
+
+def test_drop_after_accept_is_unknown_and_not_resent_blindly(db, sandbox, settings):
+    person = add_person(db)
+    sandbox.say(person["phone"], "hi")
+    body = plan_body(3)
+    doc = add_document(db, person["id"], body)
+    sandbox.faults(drop_after_accept_rate=1.0)
+
+    result = sweep(settings)
+
+    assert result.unknown_outcomes == 1
+    assert [c["state"] for c in chunks(db, doc["id"])] == ["unknown"]
+    assert len(sandbox.inbox(person["phone"])) == 1, "the platform did take it"
+
+    sandbox.faults(drop_after_accept_rate=0.0)
+    # Within the grace period: nothing is re-sent, even when forced due now.
+    db.execute("UPDATE documents SET next_attempt_at = now() WHERE id = %s", (doc["id"],))
+    sweep(settings)
+    assert len(sandbox.inbox(person["phone"])) == 1
+    assert document(db, doc["id"])["next_attempt_at"] > db.execute("SELECT now() AS n").fetchone()["n"]
+
+
+def test_unknown_outcome_policy_after_grace(db, sandbox, settings):
+    person = add_person(db)
+    sandbox.say(person["phone"], "hi")
+    resend_doc = add_document(db, person["id"], plan_body(2))
+    sandbox.faults(drop_after_accept_rate=1.0)
+    sweep(settings)
+    sandbox.faults(drop_after_accept_rate=0.0)
+    _age_out_unknown(db, resend_doc["id"], settings)
+
+    sweep(settings)  # policy "resend": at-least-once after the grace period
+
+    assert document(db, resend_doc["id"])["delivered_at"] is not None
+    assert len(texts(sandbox.inbox(person["phone"]))) == 3, "chunk 0 twice: the documented cost"
+
+    other = add_person(db)
+    sandbox.say(other["phone"], "hi")
+    abandon_doc = add_document(db, other["id"], plan_body(2))
+    sandbox.faults(drop_after_accept_rate=1.0)
+    sweep(settings)
+    sandbox.faults(drop_after_accept_rate=0.0)
+    _age_out_unknown(db, abandon_doc["id"], settings)
+
+    sweep(settings.with_(unknown_policy="abandon"))
+
+    assert document(db, abandon_doc["id"])["abandon_reason"] == "unknown_outcome"
+    assert len(sandbox.inbox(other["phone"])) == 1
+
+
+def _age_out_unknown(db, document_id, settings):
+    db.execute(
+        "UPDATE delivery_chunks SET unknown_since = now() - make_interval(secs => %s) "
+        "WHERE document_id = %s AND state = 'unknown'",
+        (settings.unknown_grace_seconds + 1, document_id),
+    )
+    db.execute("UPDATE documents SET next_attempt_at = now() WHERE id = %s", (document_id,))
+
+
+def test_taken_over_sender_sends_nothing_more(db, sandbox, settings):
+    person = add_person(db)
+    sandbox.say(person["phone"], "hi")
+    body = plan_body(6)
+    doc = add_document(db, person["id"], body)
+    slow = settings.with_(lease_seconds=1, chunk_interval_seconds=2.0)
+    fast = settings.with_(lease_seconds=1)
+
+    async def race():
+        first = asyncio.create_task(run_sweep(slow, settings.database_url))
+        # Wait until the first sender has sent chunk 0 and sleeps; its lease
+        # (1 s) lapses while it sleeps, and a second sender takes over.
+        for _ in range(100):
+            await asyncio.sleep(0.05)
+            if any(c["state"] == "sent" for c in chunks(db, doc["id"])):
+                break
+        await asyncio.sleep(1.2)
+        second = await run_sweep(fast, settings.database_url)
+        return await first, second
+
+    first, second = asyncio.run(race())
+
+    assert second.delivered == 1 and first.lost_claims == 1 and first.delivered == 0
+    assert first.chunks_sent == 1 and second.chunks_sent == 5
+    assert texts(sandbox.inbox(person["phone"])) == chunk_text(body)
+
+
+def _sweep_process(settings, *args: str, extra_env: dict[str, str] | None = None) -> subprocess.Popen:
+    env = {
+        **os.environ,
+        "DATABASE_URL": settings.database_url,
+        "WHATSAPP_API_BASE_URL": settings.api_base_url,
+        "DELIVERY_RATE_LIMIT": "2000",
+        "DELIVERY_BACKOFF_BASE_SECONDS": "0",
+        **(extra_env or {}),
+    }
+    return subprocess.Popen(
+        [sys.executable, "-m", "delivery_pipeline.cli", "sweep", "--json", *args],
+        env=env, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+
+
+def test_killed_sender_resumes_from_first_unsent_chunk(db, sandbox, settings):
+    person = add_person(db)
+    sandbox.say(person["phone"], "hi")
+    body = plan_body(8)
+    doc = add_document(db, person["id"], body)
+
+    proc = _sweep_process(settings, extra_env={"DELIVERY_CHUNK_INTERVAL_SECONDS": "1"})
+    try:
+        deadline = time.monotonic() + 30
+        while sum(c["state"] == "sent" for c in chunks(db, doc["id"])) < 3:
+            assert time.monotonic() < deadline and proc.poll() is None
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGKILL)
+    finally:
+        proc.wait()
+    sent_before = len(texts(sandbox.inbox(person["phone"])))
+    assert 3 <= sent_before < 8
+    # The dead sender's lease lapses (the clock, moved through the data).
+    db.execute("UPDATE documents SET claimed_at = now() - interval '1 hour' WHERE id = %s", (doc["id"],))
+
+    result = sweep(settings)
+
+    assert result.delivered == 1 and result.chunks_sent == 8 - sent_before
+    assert texts(sandbox.inbox(person["phone"])) == chunk_text(body)
+
+
+@pytest.mark.slow
+def test_eight_processes_race_for_500_documents(db, sandbox, settings):
+    sandbox.faults(pair_rate_enabled=False, throughput_limit=0)
+    people = []
+    for i in range(500):
+        person = add_person(db)
+        people.append(person)
+        add_document(db, person["id"], plan_body(3, chunk_limit=300, tag=f"D{i} "))
+    db.execute("UPDATE people SET last_inbound_at = now()")
+    for person in people:
+        sandbox.say(person["phone"], "hi")
+
+    procs = [_sweep_process(settings, "--concurrency", "8", extra_env={"DELIVERY_CHUNK_LIMIT": "300"})
+             for _ in range(8)]
+    outputs = [p.communicate(timeout=300) for p in procs]
+    assert all(p.returncode == 0 for p in procs), [o[1][-2000:] for o in outputs]
+
+    inboxes = sandbox.inboxes()
+    for i, person in enumerate(people):
+        body = plan_body(3, chunk_limit=300, tag=f"D{i} ")
+        assert texts(inboxes.get(person["phone"], [])) == chunk_text(body, 300), person["phone"]
+    delivered = db.execute("SELECT count(*) AS n FROM documents WHERE delivered_at IS NOT NULL").fetchone()
+    assert delivered["n"] == 500
+
+
+def _window_params(settings):
+    return {"lease": dt.timedelta(seconds=settings.lease_seconds),
+            "service_window": dt.timedelta(seconds=settings.window_seconds)}

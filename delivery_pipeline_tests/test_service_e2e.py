@@ -1,0 +1,107 @@
+"""The whole loop with real processes: sandbox ⇄ webhook service ⇄ Postgres."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from delivery_pipeline.chunking import chunk_text
+from delivery_pipeline.engine import run_sweep
+from delivery_pipeline_tests.support.data import add_document, add_person, chunks, document, plan_body
+from delivery_pipeline_tests.support.inbox import knocks, texts
+from delivery_pipeline_tests.support.service_server import APP_SECRET, start_service
+
+
+@pytest.fixture
+def service(sandbox, settings) -> Iterator[object]:
+    with start_service(settings.database_url, sandbox.url) as svc:
+        sandbox.faults(webhook_url=svc.webhook_url, app_secret=APP_SECRET, status_delay_ms=20)
+        yield svc
+
+
+def wait_for(predicate, timeout: float = 20.0, what: str = "condition"):
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.05)
+
+
+def test_reply_to_a_knock_delivers_without_any_other_trigger(db, sandbox, settings, service):
+    person = add_person(db, inbound_age_seconds=None)
+    body = plan_body(4)
+    doc = add_document(db, person["id"], body)
+    asyncio.run(run_sweep(settings, settings.database_url))
+    assert len(knocks(sandbox.inbox(person["phone"]))) == 1
+    assert document(db, doc["id"])["awaiting_reply_since"] is not None
+
+    sandbox.say(person["phone"], "yes please")
+
+    wait_for(lambda: document(db, doc["id"])["delivered_at"], what="delivery after the reply")
+    assert texts(sandbox.inbox(person["phone"])) == chunk_text(body)
+    # Status webhooks fill the ledger.
+    wait_for(lambda: all(c["delivered_at"] for c in chunks(db, doc["id"])), what="delivered statuses")
+
+
+def test_async_reengagement_mid_plan_resends_only_what_never_arrived(db, sandbox, settings, service):
+    sandbox.faults(refusal_mode="async")
+    person = add_person(db, inbound_age_seconds=60)
+    sandbox.say(person["phone"], "hi")
+    wait_for(lambda: db.execute("SELECT count(*) AS n FROM inbound_messages").fetchone()["n"],
+             what="the inbound webhook")
+    body = plan_body(9, tag="A")
+    doc = add_document(db, person["id"], body)
+    # The platform's window closes ~2 s from now; ours still looks open.
+    sandbox.set_window(person["phone"], 24 * 3600 - 2)
+
+    asyncio.run(run_sweep(settings.with_(chunk_interval_seconds=0.5), settings.database_url))
+
+    # The failed statuses arrive, the service un-delivers and knocks.
+    wait_for(lambda: len(knocks(sandbox.inbox(person["phone"]))) == 1, what="the knock")
+    arrived = texts(sandbox.inbox(person["phone"]))
+    assert 0 < len(arrived) < 9, "the refusal came mid-plan"
+    wait_for(lambda: document(db, doc["id"])["awaiting_reply_since"], what="awaiting the reply")
+    failed = [c["chunk_index"] for c in chunks(db, doc["id"]) if c["state"] == "failed"]
+    assert failed and len(failed) == 9 - len(arrived)
+
+    sandbox.say(person["phone"], "ok, send it")
+
+    wait_for(lambda: document(db, doc["id"])["delivered_at"], what="delivery after the reply")
+    inbox_texts = texts(sandbox.inbox(person["phone"]))
+    assert sorted(inbox_texts) == sorted(chunk_text(body)), "every chunk exactly once"
+    assert inbox_texts[: len(arrived)] == arrived
+    assert len(knocks(sandbox.inbox(person["phone"]))) == 1
+
+
+def test_poke_delivers_a_ready_document_and_a_second_poke_sends_nothing(db, sandbox, settings, service):
+    person = add_person(db)
+    sandbox.say(person["phone"], "hi")
+    doc = add_document(db, person["id"], plan_body(3))
+
+    assert service.poke(document_id=doc["id"]).status_code == 202
+
+    wait_for(lambda: document(db, doc["id"])["delivered_at"], what="delivery after the poke")
+    assert len(texts(sandbox.inbox(person["phone"]))) == 3
+    assert service.poke(document_id=doc["id"]).status_code == 202
+    assert service.poke(person_id=person["id"]).status_code == 202
+    time.sleep(0.5)
+    assert len(sandbox.inbox(person["phone"])) == 3
+
+
+def test_dropped_response_is_settled_by_the_status_webhook(db, sandbox, settings, service):
+    person = add_person(db)
+    sandbox.say(person["phone"], "hi")
+    doc = add_document(db, person["id"], plan_body(3))
+    sandbox.faults(drop_after_accept_rate=1.0)
+    asyncio.run(run_sweep(settings.with_(send_timeout=2.0), settings.database_url))
+    sandbox.faults(drop_after_accept_rate=0.0)
+
+    # The 'sent' status carries our callback tag: the chunk is settled and
+    # delivery resumes from chunk 1, with no duplicate of chunk 0.
+    wait_for(lambda: document(db, doc["id"])["delivered_at"], what="delivery after settlement")
+    assert len(texts(sandbox.inbox(person["phone"]))) == 3
