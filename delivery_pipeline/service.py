@@ -193,7 +193,7 @@ async def _handle(conn: psycopg.AsyncConnection, body: bytes) -> WebhookOutcome:
         log.warning("malformed webhook JSON stored raw: %s", exc)
         return WebhookOutcome()
     try:
-        outcome = await apply_payload(conn, payload)
+        outcome = await _apply_retrying(conn, payload)
     except psycopg.OperationalError:
         raise
     except Exception as exc:
@@ -205,6 +205,19 @@ async def _handle(conn: psycopg.AsyncConnection, body: bytes) -> WebhookOutcome:
     if outcome.unhandled:
         await _store_raw(conn, body, "unhandled: " + ", ".join(sorted(set(outcome.unhandled)))[:480])
     return outcome
+
+
+async def _apply_retrying(conn: psycopg.AsyncConnection, payload: Any) -> WebhookOutcome:
+    """A deadlock between two concurrent batches rolls one back whole: apply it again."""
+    for attempt in range(3):
+        try:
+            return await apply_payload(conn, payload)
+        except psycopg.errors.TransactionRollback:
+            if attempt == 2:
+                raise
+            log.info("webhook batch rolled back by a deadlock; applying it again")
+            await asyncio.sleep(0.01 * (attempt + 1))
+    raise AssertionError("unreachable")
 
 
 async def _store_raw(conn: psycopg.AsyncConnection, body: bytes, reason: str) -> None:

@@ -16,6 +16,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+import psycopg
 from psycopg import AsyncConnection
 from psycopg.types.json import Jsonb
 
@@ -97,7 +98,13 @@ def iter_values(payload: Any) -> list[tuple[str, dict[str, Any]]]:
 
 
 async def apply_payload(conn: AsyncConnection, payload: Any) -> WebhookOutcome:
-    """Store and apply every message and status in a parsed webhook body."""
+    """Store and apply every message and status in a parsed webhook body.
+
+    Each inbound message is one transaction, and all the statuses of a change
+    are one (one statement and one commit for a batch of up to 1000). A part
+    that cannot be applied is rolled back alone and reported in ``unhandled``;
+    the rest of the body still lands.
+    """
     outcome = WebhookOutcome()
     for field_name, value in iter_values(payload):
         if field_name != "messages":
@@ -105,13 +112,30 @@ async def apply_payload(conn: AsyncConnection, payload: Any) -> WebhookOutcome:
             continue
         contacts = value.get("contacts") if isinstance(value.get("contacts"), list) else []
         for message in _dicts(value.get("messages")):
-            await _apply_inbound(conn, message, contacts, outcome)
-        for status in _dicts(value.get("statuses")):
-            await _apply_status(conn, status, outcome)
+            await _isolated(_apply_inbound(conn, message, contacts, outcome), outcome)
+        statuses = _dicts(value.get("statuses"))
+        if statuses:
+            await _isolated(_apply_statuses(conn, statuses, outcome), outcome)
         for error in _dicts(value.get("errors")):
             outcome.unhandled.append(f"errors:{error.get('code')}")
             log.warning("webhook carried a platform error: %s", from_error_object(error))
     return outcome
+
+
+async def _isolated(step: Any, outcome: WebhookOutcome) -> None:
+    """Run one update; a data error in it is reported, not fatal to the batch.
+
+    Connection and locking errors (deadlock, lost connection) still abort the
+    whole body, so the caller can retry it or answer 503.
+    """
+    try:
+        await step
+    except psycopg.OperationalError:  # includes deadlocks and serialization failures
+        raise
+    except (psycopg.DataError, psycopg.IntegrityError, psycopg.ProgrammingError,
+            ValueError, TypeError, KeyError) as exc:
+        log.exception("one webhook update could not be applied")
+        outcome.unhandled.append(f"failed:{type(exc).__name__}")
 
 
 def _dicts(items: Any) -> list[dict[str, Any]]:
@@ -191,54 +215,53 @@ async def _apply_inbound(
 
 # ── statuses ────────────────────────────────────────────────────────────
 
-async def _apply_status(conn: AsyncConnection, status: dict[str, Any], outcome: WebhookOutcome) -> None:
-    wamid = _str(status.get("id"))
-    state = _str(status.get("status"))
-    if not wamid or not state:
-        outcome.unhandled.append("status-without-id")
+async def _apply_statuses(
+    conn: AsyncConnection, statuses: list[dict[str, Any]], outcome: WebhookOutcome
+) -> None:
+    """A batch of statuses: stored, settled and applied set-based; failures one by one."""
+    events: list[dict[str, Any]] = []
+    for status in statuses:
+        wamid, state = _str(status.get("id")), _str(status.get("status"))
+        if not wamid or not state:
+            outcome.unhandled.append("status-without-id")
+            continue
+        errors = _dicts(status.get("errors"))
+        error = from_error_object(errors[0]) if errors else None
+        events.append({
+            "wa_message_id": wamid,
+            "status": state,
+            "occurred_at": parse_timestamp(status.get("timestamp")).isoformat(),
+            "recipient_id": _str(status.get("recipient_id")),
+            "callback_data": _str(status.get("biz_opaque_callback_data")),
+            "error_code": error.code if error else None,
+            "error_title": error.message[:500] if error else None,
+            "payload": status,
+        })
+    if not events:
         return
-    at = parse_timestamp(status.get("timestamp"))
-    callback = _str(status.get("biz_opaque_callback_data"))
-    errors = _dicts(status.get("errors"))
-    error = from_error_object(errors[0]) if errors else None
     async with conn.transaction():
-        cur = await conn.execute(
-            QUERIES.insert_status_event,
-            {
-                "wa_message_id": wamid,
-                "status": state,
-                "occurred_at": at,
-                "recipient_id": _str(status.get("recipient_id")),
-                "callback_data": callback,
-                "error_code": error.code if error else None,
-                "error_title": (error.message[:500] if error else None),
-                "payload": Jsonb(status),
-            },
-        )
-        if await cur.fetchone() is None:
-            outcome.status_duplicates += 1
-            return
-        outcome.statuses_stored += 1
-        chunk = await _find_chunk(conn, wamid, callback)
-        if chunk is None:
-            await _maybe_settle_knock(conn, wamid, callback)
-            return
-        key = {"document_id": chunk["document_id"], "chunk_index": chunk["chunk_index"], "at": at}
-        if state in ("sent", "delivered", "read"):
-            if chunk["state"] in ("sending", "unknown"):
-                settled = await conn.execute(
-                    QUERIES.settle_chunk,
-                    {**key, "wa_message_id": wamid, "callback_data": chunk["callback_data"]},
-                )
-                if await settled.fetchone():
-                    await conn.execute(QUERIES.resume_document, key)
-                    outcome.documents_to_sweep.add(chunk["document_id"])
-            if state == "delivered":
-                await conn.execute(QUERIES.chunk_delivered, key)
-            elif state == "read":
-                await conn.execute(QUERIES.chunk_read, key)
-        elif state == "failed":
-            await _apply_failure(conn, chunk, key, error, outcome)
+        cur = await conn.execute(QUERIES.apply_statuses, {"events": Jsonb(events)})
+        rows = await cur.fetchall()
+        stored = {(r["wa_message_id"], r["status"]) for r in rows if r["wa_message_id"]}
+        settled = sorted({r["settled_document_id"] for r in rows if r["settled_document_id"]})
+        outcome.statuses_stored += len(stored)
+        outcome.status_duplicates += len(events) - len(stored)
+        if settled:
+            await conn.execute(QUERIES.resume_documents, {"document_ids": settled})
+            outcome.documents_to_sweep.update(settled)
+        fresh = [e for e in events if (e["wa_message_id"], e["status"]) in stored]
+        for event in fresh:
+            wamid, callback = event["wa_message_id"], event["callback_data"]
+            if event["status"] == "failed":
+                chunk = await _find_chunk(conn, wamid, callback)
+                if chunk is not None:
+                    errors = _dicts(event["payload"].get("errors"))
+                    error = from_error_object(errors[0]) if errors else None
+                    key = {"document_id": chunk["document_id"], "chunk_index": chunk["chunk_index"],
+                           "at": parse_timestamp(event["payload"].get("timestamp"))}
+                    await _apply_failure(conn, chunk, key, error, outcome)
+            elif callback and _KNOCK_CALLBACK.match(callback):
+                await _maybe_settle_knock(conn, wamid, callback)
 
 
 async def _find_chunk(conn: AsyncConnection, wamid: str, callback: str | None) -> dict[str, Any] | None:

@@ -9,14 +9,60 @@ VALUES (%(wa_message_id)s, %(person_id)s, %(from_number)s, %(from_user_id)s, %(m
 ON CONFLICT (wa_message_id) DO NOTHING
 RETURNING wa_message_id
 
--- name: insert_status_event
--- Store a status once per (message id, status); no row back means a redelivery.
-INSERT INTO status_events (wa_message_id, status, occurred_at, recipient_id, callback_data,
-                           error_code, error_title, payload)
-VALUES (%(wa_message_id)s, %(status)s, %(occurred_at)s, %(recipient_id)s, %(callback_data)s,
-        %(error_code)s, %(error_title)s, %(payload)s)
-ON CONFLICT (wa_message_id, status) DO NOTHING
-RETURNING wa_message_id
+-- name: apply_statuses
+-- A batch of statuses in one statement: each (message id, status) stored once; the
+-- new ones fill delivered/read times of their chunk (set once, never moved back;
+-- read implies delivered) and settle chunks whose send outcome we did not know
+-- (their callback tag names the chunk's current attempt). The two updates touch
+-- disjoint rows: a chunk is known by its message id, or ambiguous without one.
+-- Returns the new statuses, and the documents whose chunks were settled.
+WITH incoming AS (
+    SELECT * FROM jsonb_to_recordset(%(events)s::jsonb) AS
+        e(wa_message_id text, status text, occurred_at timestamptz, recipient_id text,
+          callback_data text, error_code integer, error_title text, payload jsonb)
+),
+inserted AS (
+    INSERT INTO status_events (wa_message_id, status, occurred_at, recipient_id, callback_data,
+                               error_code, error_title, payload)
+    SELECT wa_message_id, status, occurred_at, recipient_id, callback_data, error_code,
+           error_title, payload
+    FROM incoming ORDER BY wa_message_id, status
+    ON CONFLICT (wa_message_id, status) DO NOTHING
+    RETURNING wa_message_id, status, occurred_at, callback_data
+),
+progress AS (
+    SELECT wa_message_id, max(callback_data) AS callback_data, min(occurred_at) AS first_at,
+           min(occurred_at) FILTER (WHERE status IN ('delivered', 'read')) AS delivered_at,
+           min(occurred_at) FILTER (WHERE status = 'read') AS read_at
+    FROM inserted WHERE status IN ('sent', 'delivered', 'read')
+    GROUP BY wa_message_id
+),
+settled AS (
+    UPDATE delivery_chunks c
+    SET state = 'sent', wa_message_id = p.wa_message_id, sent_at = coalesce(c.sent_at, p.first_at),
+        unknown_since = NULL, delivered_at = coalesce(c.delivered_at, p.delivered_at),
+        read_at = coalesce(c.read_at, p.read_at)
+    FROM progress p
+    WHERE c.callback_data = p.callback_data AND c.state IN ('sending', 'unknown')
+      AND c.wa_message_id IS NULL
+    RETURNING c.document_id
+),
+delivered AS (
+    UPDATE delivery_chunks c
+    SET delivered_at = coalesce(c.delivered_at, p.delivered_at), read_at = coalesce(c.read_at, p.read_at)
+    FROM progress p
+    WHERE c.wa_message_id = p.wa_message_id AND p.delivered_at IS NOT NULL
+    RETURNING c.document_id
+)
+SELECT wa_message_id, status, NULL::bigint AS settled_document_id FROM inserted
+UNION ALL
+SELECT NULL, NULL, document_id FROM settled
+
+-- name: resume_documents
+-- Settled chunks: let delivery continue now instead of after the grace period.
+UPDATE documents SET next_attempt_at = now()
+WHERE id = ANY(%(document_ids)s) AND delivered_at IS NULL AND abandoned_at IS NULL
+  AND claim_token IS NULL
 
 -- name: chunk_by_wamid
 -- The chunk a message id belongs to.
@@ -30,32 +76,6 @@ SELECT c.document_id, c.chunk_index, c.state, c.callback_data, d.person_id
 FROM delivery_chunks c JOIN documents d ON d.id = c.document_id
 WHERE c.document_id = %(document_id)s AND c.chunk_index = %(chunk_index)s
   AND c.callback_data = %(callback_data)s
-
--- name: settle_chunk
--- A status proves the platform accepted a chunk whose send outcome we did not know.
-UPDATE delivery_chunks
-SET state = 'sent', wa_message_id = %(wa_message_id)s, sent_at = coalesce(sent_at, %(at)s),
-    unknown_since = NULL
-WHERE document_id = %(document_id)s AND chunk_index = %(chunk_index)s
-  AND callback_data = %(callback_data)s AND state IN ('sending', 'unknown')
-RETURNING document_id
-
--- name: resume_document
--- A settled chunk: let delivery continue now instead of after the grace period.
-UPDATE documents SET next_attempt_at = now()
-WHERE id = %(document_id)s AND delivered_at IS NULL AND abandoned_at IS NULL
-  AND claim_token IS NULL
-
--- name: chunk_delivered
--- The phone got it (delivered never moves back; set once).
-UPDATE delivery_chunks SET delivered_at = coalesce(delivered_at, %(at)s)
-WHERE document_id = %(document_id)s AND chunk_index = %(chunk_index)s
-
--- name: chunk_read
--- The person opened it; read implies delivered (delivered may be skipped).
-UPDATE delivery_chunks
-SET read_at = coalesce(read_at, %(at)s), delivered_at = coalesce(delivered_at, %(at)s)
-WHERE document_id = %(document_id)s AND chunk_index = %(chunk_index)s
 
 -- name: chunk_refused
 -- The platform accepted the chunk, then failed it: it never arrived.

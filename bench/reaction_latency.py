@@ -1,0 +1,88 @@
+"""Reaction latency: a person's reply to a knock → their first chunk accepted.
+
+Real processes: the sandbox (no added latency) posts the signed inbound
+webhook to the webhook service, which stores it, opens the window and runs
+the targeted sweep. Both ends are read from the sandbox's own clock (when the
+person wrote, when the first chunk was accepted), so polling adds nothing.
+
+    ./dev shell bench/reaction_latency.py [--replies 200] [--spacing-ms 20]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import datetime as dt
+import time
+
+from _common import percentile, scratch_database, write_section
+
+from delivery_pipeline.db import QUERIES, connect
+from delivery_pipeline.engine import run_sweep
+from delivery_pipeline.settings import Settings
+from delivery_pipeline_tests.support.sandbox_server import start_sandbox
+from delivery_pipeline_tests.support.service_server import APP_SECRET, start_service
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--replies", type=int, default=200)
+    parser.add_argument("--spacing-ms", type=float, default=20.0,
+                        help="time between two people's replies")
+    parser.add_argument("--no-statuses", action="store_true", help="sandbox sends no status webhooks")
+    args = parser.parse_args()
+
+    with scratch_database() as url, start_sandbox() as sandbox, start_service(url, sandbox.url) as svc:
+        sandbox.faults(webhook_url=svc.webhook_url, app_secret=APP_SECRET, pair_rate_enabled=False,
+                       throughput_limit=0,
+                       statuses_enabled=not args.no_statuses)
+        phones = []
+        with connect(url) as conn:
+            for i in range(args.replies):
+                phone = f"+1555{i:07d}"
+                person = conn.execute(QUERIES.insert_person, {
+                    "phone": phone, "name": f"P{i}", "locale": "en", "time_zone": "UTC",
+                    "brief_opt_in": False, "brief_local_time": dt.time(7)}).fetchone()
+                conn.execute(QUERIES.insert_ready_document, {
+                    "person_id": person["id"], "kind": "plan", "for_date": None,
+                    "body": f"Your plan, {i}.\n\nSecond part."})
+                phones.append(phone)
+        settings = Settings(api_base_url=sandbox.url, rate_limit=5000, concurrency=32)
+        knocked = asyncio.run(run_sweep(settings, url))
+        assert knocked.knocks_sent == args.replies, knocked
+
+        for phone in phones:
+            sandbox.say(phone, "yes")
+            time.sleep(args.spacing_ms / 1000)
+
+        deadline = time.monotonic() + 60
+        latencies = []
+        for phone in phones:
+            while True:
+                texts = [m for m in sandbox.inbox(phone) if m["type"] == "text"]
+                if texts or time.monotonic() > deadline:
+                    break
+                time.sleep(0.05)
+            if not texts:
+                continue
+            wrote = dt.datetime.fromisoformat(sandbox.person(phone)["written"][-1]["time"])
+            first = dt.datetime.fromisoformat(texts[0]["time"])
+            latencies.append((first - wrote).total_seconds() * 1000)
+
+    missing = args.replies - len(latencies)
+    p50, p95, p99 = (percentile(latencies, p) for p in (50, 95, 99))
+    print(f"replies={args.replies} delivered={len(latencies)} missing={missing}")
+    print(f"reaction latency ms: p50={p50:.1f} p95={p95:.1f} p99={p99:.1f} max={max(latencies):.1f}")
+    write_section(
+        "reaction_latency",
+        f"./dev shell bench/reaction_latency.py --replies {args.replies} --spacing-ms {args.spacing_ms:g}",
+        "Inbound reply → first chunk accepted by the sandbox (no added latency; sandbox clock).\n\n"
+        "| replies | delivered | p50 ms | p95 ms | p99 ms | max ms | target |\n"
+        "|---|---|---|---|---|---|---|\n"
+        f"| {args.replies} | {len(latencies)} | {p50:.1f} | {p95:.1f} | {p99:.1f} | "
+        f"{max(latencies):.1f} | p50 ≤ 150, p99 ≤ 500 |",
+    )
+
+
+if __name__ == "__main__":
+    main()
