@@ -1,0 +1,43 @@
+"""Migrations: once each, idempotent, safe from two processes at once."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import uuid
+
+import psycopg
+import pytest
+
+from delivery_pipeline.db import ensure_database, with_database
+from delivery_pipeline.migrations import migration_files, upgrade
+
+pytestmark = pytest.mark.engine
+
+
+@pytest.fixture
+def empty_database(pg_admin_url):
+    name = f"dp_mig_{uuid.uuid4().hex[:10]}"
+    ensure_database(pg_admin_url, name)
+    yield with_database(pg_admin_url, name)
+    with psycopg.connect(pg_admin_url, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def test_upgrade_applies_each_file_once(empty_database):
+    names = [f"{v:03d}_{n}" for v, n, _ in migration_files()]
+    assert upgrade(empty_database) == names
+    assert upgrade(empty_database) == []
+    with psycopg.connect(empty_database) as conn:
+        recorded = conn.execute("SELECT count(*) FROM schema_migrations").fetchone()[0]
+    assert recorded == len(names)
+
+
+def test_two_processes_upgrading_at_once(empty_database):
+    code = "import sys; from delivery_pipeline.migrations import upgrade; print(len(upgrade(sys.argv[1])))"
+    procs = [subprocess.Popen([sys.executable, "-c", code, empty_database], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    results = [p.communicate(timeout=60) for p in procs]
+    assert all(p.returncode == 0 for p in procs), [r[1] for r in results]
+    applied = sorted(int(out.strip()) for out, _ in results)
+    assert applied == [0, len(migration_files())], "one applied everything, the other nothing"
