@@ -9,7 +9,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings as hsettings
+from hypothesis import HealthCheck, given
+from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 from starlette.testclient import TestClient
 
@@ -17,7 +18,13 @@ from delivery_pipeline.engine import run_sweep
 from delivery_pipeline.service import create_app
 from delivery_pipeline.webhooks import sign
 from delivery_pipeline_tests.support import payloads
-from delivery_pipeline_tests.support.data import add_document, add_person, chunks, document, plan_body
+from delivery_pipeline_tests.support.data import (
+    add_document,
+    add_person,
+    chunks,
+    document,
+    plan_body,
+)
 from delivery_pipeline_tests.support.service_server import APP_SECRET, INTERNAL_TOKEN, VERIFY_TOKEN
 
 FIXTURES = Path(__file__).parent / "fixtures" / "meta-webhooks"

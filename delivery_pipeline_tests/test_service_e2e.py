@@ -10,7 +10,13 @@ import pytest
 
 from delivery_pipeline.chunking import chunk_text
 from delivery_pipeline.engine import run_sweep
-from delivery_pipeline_tests.support.data import add_document, add_person, chunks, document, plan_body
+from delivery_pipeline_tests.support.data import (
+    add_document,
+    add_person,
+    chunks,
+    document,
+    plan_body,
+)
 from delivery_pipeline_tests.support.inbox import knocks, texts
 from delivery_pipeline_tests.support.service_server import APP_SECRET, start_service
 

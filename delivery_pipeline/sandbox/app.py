@@ -14,7 +14,6 @@ import hmac
 import json
 import logging
 import random
-import re
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -30,6 +29,7 @@ from starlette.types import Receive, Scope, Send
 from delivery_pipeline.sandbox.config import RUNTIME_KEYS, SandboxConfig
 from delivery_pipeline.sandbox.state import Person, SandboxState, iso, new_wamid
 from delivery_pipeline.sandbox.validation import (
+    E164,
     REENGAGEMENT_DETAILS,
     UNREACHABLE_DETAILS,
     Outgoing,
@@ -43,8 +43,6 @@ from delivery_pipeline.sandbox.webhooks import (
     new_conversation_id,
     status_value,
 )
-
-_E164 = re.compile(r"\+[1-9][0-9]{6,14}")
 
 THROUGHPUT_DETAILS = "Cloud API message throughput has been reached."
 PAIR_RATE_DETAILS = (
@@ -280,7 +278,7 @@ def _number(request: Request) -> str | None:
     number = request.path_params["number"].strip()
     if not number.startswith("+"):
         number = "+" + number
-    return number if _E164.fullmatch(number) else None
+    return number if E164.fullmatch(number) else None
 
 
 async def _json_object(request: Request) -> dict[str, Any] | None:

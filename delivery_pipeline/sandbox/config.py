@@ -97,6 +97,11 @@ class SandboxConfig:
         if problems:
             raise ValueError("; ".join(problems))
 
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> SandboxConfig:
+        """The startup config read from the environment (see ``config_from_env``)."""
+        return config_from_env(env)
+
     def template(self, name: str, language: str) -> Template | None:
         for template in self.templates:
             if template.name == name and template.language == language:
