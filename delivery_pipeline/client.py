@@ -41,7 +41,11 @@ class CloudApiClient:
         self._http = httpx.AsyncClient(
             headers={"Authorization": f"Bearer {access_token}"},
             timeout=httpx.Timeout(timeout, connect=min(timeout, 5.0)),
-            limits=httpx.Limits(max_connections=max_connections, max_keepalive_connections=max_connections),
+            # Idle connections are dropped well before a server's keep-alive
+            # timeout (uvicorn's is 5 s): reusing one the server is closing
+            # turns a send into an "outcome unknown" for no reason.
+            limits=httpx.Limits(max_connections=max_connections,
+                                max_keepalive_connections=max_connections, keepalive_expiry=2.0),
             transport=transport,
         )
 

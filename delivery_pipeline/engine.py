@@ -144,6 +144,12 @@ class DeliveryEngine:
         stop = asyncio.Event()
         queue: asyncio.Queue[_Claim | None] = asyncio.Queue(maxsize=concurrency)
 
+        def database_lost(exc: Exception) -> None:
+            if not stop.is_set():
+                log.error("database unavailable, sweep stopped (claims lapse with their lease): %s", exc)
+            result.stopped_by = result.stopped_by or f"database unavailable: {exc}"
+            stop.set()
+
         async def produce() -> None:
             remaining = limit
             idle_rounds = 0
@@ -170,24 +176,34 @@ class DeliveryEngine:
                             await self._release(claim)
                         else:
                             await queue.put(claim)
+            except psycopg.OperationalError as exc:
+                database_lost(exc)
             finally:
                 for _ in range(concurrency):
                     await queue.put(None)
 
         async def work() -> None:
             while (claim := await queue.get()) is not None:
-                if stop.is_set():
-                    await self._release(claim)
-                    continue
                 try:
-                    await self._process(claim, result, stop)
-                except _GlobalStop as exc:
-                    result.stopped_by = str(exc)
-                    stop.set()
-                except Exception:
-                    log.exception("document %s: unexpected error; claim released", claim.document_id)
-                    await self._release_for_retry(claim, attempt=1, error="internal error",
-                                                  result=result)
+                    if stop.is_set():
+                        await self._release(claim)
+                        continue
+                    try:
+                        await self._process(claim, result, stop)
+                    except _GlobalStop as exc:
+                        result.stopped_by = str(exc)
+                        stop.set()
+                    except psycopg.OperationalError:
+                        raise
+                    except Exception:
+                        log.exception("document %s: unexpected error; claim released",
+                                      claim.document_id)
+                        await self._release_for_retry(claim, attempt=1, error="internal error",
+                                                      result=result)
+                except psycopg.OperationalError as exc:
+                    # The claim stays until its lease lapses; the ledger says
+                    # where the document stopped, so nothing is sent twice.
+                    database_lost(exc)
 
         await asyncio.gather(produce(), *(work() for _ in range(concurrency)))
         return result

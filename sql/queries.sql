@@ -103,19 +103,23 @@ SELECT id, action FROM eligible_documents(%(lease)s, %(service_window)s) ORDER B
 
 -- name: claim_batch
 -- Claim up to %(limit)s eligible documents (optionally one document or one
--- person's). Rows another sweeper holds are skipped; the outer UPDATE re-checks
--- the claim on the newest row version, so a row claimed meanwhile is not taken.
+-- person's). Candidates are read eight times over so that concurrent sweepers,
+-- which all see the same oldest rows, skip each other's locks and still fill
+-- their batch; the outer UPDATE re-checks the claim on the newest row version,
+-- so a row claimed meanwhile is not taken.
 WITH candidates AS (
-    SELECT e.id, e.action
+    SELECT e.id, e.action, e.next_attempt_at
     FROM eligible_documents(%(lease)s, %(service_window)s) e
     WHERE (%(document_id)s::bigint IS NULL OR e.id = %(document_id)s::bigint)
       AND (%(person_id)s::bigint IS NULL OR e.person_id = %(person_id)s::bigint)
     ORDER BY e.next_attempt_at, e.id
-    LIMIT %(limit)s
+    LIMIT %(limit)s * 8
 ),
 locked AS (
     SELECT d.id, c.action
     FROM documents d JOIN candidates c ON c.id = d.id
+    ORDER BY c.next_attempt_at, c.id
+    LIMIT %(limit)s
     FOR UPDATE OF d SKIP LOCKED
 )
 UPDATE documents d

@@ -151,6 +151,8 @@ RUNTIME_KEYS: tuple[str, ...] = (
     "read_rate",
     "statuses_enabled",
     "status_batch",
+    "webhook_retries",
+    "webhook_backoff_ms",
     "seed",
 )
 
