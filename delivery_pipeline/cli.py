@@ -309,6 +309,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=SERVICE_DEFAULT_PORT)
 
+    from delivery_pipeline.up import add_up_parser
+
+    add_up_parser(sub)
+
     sb = add(sub, "sandbox", cmd_sandbox, "run the local WhatsApp Cloud API sandbox")
     sb.add_argument("--host", default="127.0.0.1")
     sb.add_argument("--port", type=int, default=SANDBOX_DEFAULT_PORT)

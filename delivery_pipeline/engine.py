@@ -13,6 +13,7 @@ import asyncio
 import logging
 import random
 import uuid
+import weakref
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -100,7 +101,12 @@ class DeliveryEngine:
         self.pool = pool
         self.client = client
         self.limiter = limiter or RateLimiter(settings.rate_limit)
-        self._person_locks: dict[int, asyncio.Lock] = {}
+        # One document per person at a time in this process, so two documents
+        # never interleave in one inbox; weak, so a long-lived service keeps no
+        # lock for a person it is not sending to.
+        self._person_locks: weakref.WeakValueDictionary[int, asyncio.Lock] = (
+            weakref.WeakValueDictionary()
+        )
 
     # ── parameters shared by the eligibility queries ────────────────────
 
@@ -239,7 +245,9 @@ class DeliveryEngine:
         if doc is None:
             result.lost_claims += 1
             return
-        lock = self._person_locks.setdefault(doc["person_id"], asyncio.Lock())
+        lock = self._person_locks.get(doc["person_id"])
+        if lock is None:
+            lock = self._person_locks[doc["person_id"]] = asyncio.Lock()
         async with lock:
             if claim.action == "knock":
                 await self._knock(claim, doc, result)
@@ -486,6 +494,13 @@ class DeliveryEngine:
             result.lost_claims += 1
 
 
+def pool_size(concurrency: int) -> int:
+    """Connections a sweep needs: workers hold one only for a query, never
+    across a send, so a few serve many documents in flight (and eight
+    sweepers stay well inside a server's default 100 connections)."""
+    return min(concurrency, 6) + 2
+
+
 async def run_sweep(
     settings: Settings,
     database_url: str,
@@ -498,7 +513,7 @@ async def run_sweep(
     """Open a pool and a client, sweep once, close them."""
     concurrency = concurrency or settings.concurrency
     async with (
-        async_pool(database_url, max_size=concurrency + 2) as pool,
+        async_pool(database_url, max_size=pool_size(concurrency)) as pool,
         CloudApiClient.from_settings(settings, max_connections=concurrency) as client,
     ):
         engine = DeliveryEngine(settings, pool, client)

@@ -37,7 +37,7 @@ from starlette.routing import Route
 from delivery_pipeline import __version__
 from delivery_pipeline.client import CloudApiClient
 from delivery_pipeline.db import QUERIES, async_pool, resolve_database_url
-from delivery_pipeline.engine import DeliveryEngine
+from delivery_pipeline.engine import DeliveryEngine, pool_size
 from delivery_pipeline.settings import SERVICE_DEFAULT_PORT, Settings
 from delivery_pipeline.webhooks import WebhookOutcome, apply_payload, signature_valid
 
@@ -68,7 +68,7 @@ def create_app(settings: Settings, database_url: str) -> Starlette:
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        pool = async_pool(database_url, max_size=max(settings.concurrency, 4) + 4)
+        pool = async_pool(database_url, max_size=pool_size(settings.concurrency) + 2)
         await pool.open(wait=False)
         client = CloudApiClient.from_settings(settings)
         state["pool"] = pool

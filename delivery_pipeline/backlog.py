@@ -1,0 +1,99 @@
+"""The backlog: how many documents wait in each state, and for how long.
+
+One query over the ``document_states`` view (``sql/queries_backlog.sql``),
+shaped into a pandas DataFrame with a fixed set of rows (zeros included, so a
+chart over time has no gaps) and into flat numbers for the Dagster UI to plot.
+No Dagster here.
+
+Waiting states count every document in them; ``delivered`` and ``abandoned``
+count today's (UTC) only.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pandas as pd
+import psycopg
+
+from delivery_pipeline.db import QUERIES
+
+# (state, owner): every waiting state has an owner.
+WAITING_STATES = (
+    ("pending", "generator"),
+    ("generating", "generator"),
+    ("undelivered", "delivery"),
+    ("awaiting_reply", "the person"),
+    ("generation_failed", "ops"),
+)
+ABANDON_REASONS = (
+    "stale", "undeliverable", "opted_out", "max_attempts", "unknown_outcome", "unreachable",
+    "operator",
+)
+COLUMNS = ["state", "reason", "owner", "count", "oldest_age_seconds"]
+
+
+def backlog_frame(conn: psycopg.Connection) -> pd.DataFrame:
+    """Count and oldest age per state, one row per state (abandoned: per reason)."""
+    found = {(r["state"], r["reason"]): r for r in conn.execute(QUERIES.backlog_by_state)}
+    rows: list[dict[str, Any]] = []
+    for state, owner in WAITING_STATES:
+        row = found.pop((state, ""), None)
+        rows.append({"state": state, "reason": "", "owner": owner,
+                     "count": row["count"] if row else 0,
+                     "oldest_age_seconds": row["oldest_age_seconds"] if row else 0.0})
+    delivered = found.pop(("delivered", ""), None)
+    rows.append({"state": "delivered_today", "reason": "", "owner": "-",
+                 "count": delivered["count"] if delivered else 0, "oldest_age_seconds": math.nan})
+    reasons = list(ABANDON_REASONS) + sorted(
+        reason for state, reason in found if state == "abandoned" and reason not in ABANDON_REASONS
+    )
+    for reason in reasons:
+        row = found.get(("abandoned", reason))
+        rows.append({"state": "abandoned_today", "reason": reason, "owner": "ops",
+                     "count": row["count"] if row else 0, "oldest_age_seconds": math.nan})
+    frame = pd.DataFrame(rows, columns=COLUMNS)
+    return frame.astype({"count": "int64", "oldest_age_seconds": "float64"})
+
+
+def backlog_numbers(frame: pd.DataFrame) -> dict[str, float | int]:
+    """Flat numbers (``pending_count``, ``pending_oldest_age_seconds``, …) to plot over time."""
+    numbers: dict[str, float | int] = {}
+    for row in frame.itertuples(index=False):
+        if row.state == "abandoned_today":
+            numbers[f"abandoned_today_{row.reason}_count"] = int(row.count)
+            continue
+        numbers[f"{row.state}_count"] = int(row.count)
+        if not math.isnan(row.oldest_age_seconds):
+            numbers[f"{row.state}_oldest_age_seconds"] = round(float(row.oldest_age_seconds), 1)
+    waiting = {state for state, _ in WAITING_STATES}
+    numbers["waiting_total"] = int(frame.loc[frame["state"].isin(waiting), "count"].sum())
+    numbers["abandoned_today_total"] = int(
+        frame.loc[frame["state"] == "abandoned_today", "count"].sum()
+    )
+    return numbers
+
+
+def _age(seconds: float) -> str:
+    if math.isnan(seconds):
+        return "-"
+    seconds = int(seconds)
+    if seconds < 120:
+        return f"{seconds}s"
+    if seconds < 7200:
+        return f"{seconds // 60}m"
+    if seconds < 172800:
+        return f"{seconds // 3600}h"
+    return f"{seconds // 86400}d"
+
+
+def markdown_table(frame: pd.DataFrame) -> str:
+    """The backlog as a markdown table (zero abandoned reasons left out)."""
+    lines = ["| state | reason | owner | count | oldest |", "|---|---|---|---:|---:|"]
+    for row in frame.itertuples(index=False):
+        if row.state == "abandoned_today" and row.count == 0:
+            continue
+        oldest = _age(row.oldest_age_seconds) if row.count else "-"
+        lines.append(f"| {row.state} | {row.reason or ''} | {row.owner} | {row.count} | {oldest} |")
+    return "\n".join(lines)

@@ -1,0 +1,59 @@
+"""Helpers for testing the Dagster layer against real Postgres and the sandbox."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from dagster import DagsterInstance, DagsterRunStatus
+from dagster._core.remote_origin import (
+    InProcessCodeLocationOrigin,
+    RemoteJobOrigin,
+    RemoteRepositoryOrigin,
+)
+from dagster._core.storage.dagster_run import DagsterRun
+from dagster._core.types.loadable_target_origin import LoadableTargetOrigin
+
+from delivery_pipeline.dagster_defs.resources import (
+    AppDatabase,
+    CloudApiResource,
+    DeliveryServiceResource,
+    GeneratorResource,
+    OpsChannelResource,
+)
+
+
+def resources_for(
+    database_url: str, sandbox_url: str | None = None, *, service_url: str | None = None,
+    internal_token: str | None = None,
+) -> dict[str, Any]:
+    """Every resource the definitions use, pointed at the test database and sandbox."""
+    resources: dict[str, Any] = {
+        "app_db": AppDatabase(database_url=database_url),
+        "generator": GeneratorResource(),
+        "delivery_service": DeliveryServiceResource(
+            service_url=service_url or "http://127.0.0.1:9", internal_token=internal_token,
+            timeout_seconds=0.5,
+        ),
+        "ops_channel": OpsChannelResource(),
+    }
+    if sandbox_url is not None:
+        resources["cloud_api"] = CloudApiResource(base_url=sandbox_url)
+    return resources
+
+
+def add_run(instance: DagsterInstance, job_name: str, status: DagsterRunStatus) -> DagsterRun:
+    """A run of ``job_name`` in ``status``, as the daemon would have recorded it."""
+    # a queued run must say where its code lives
+    origin = RemoteJobOrigin(
+        repository_origin=RemoteRepositoryOrigin(
+            code_location_origin=InProcessCodeLocationOrigin(
+                loadable_target_origin=LoadableTargetOrigin(
+                    module_name="delivery_pipeline.definitions")),
+            repository_name="__repository__",
+        ),
+        job_name=job_name,
+    )
+    run = DagsterRun(job_name=job_name, run_id=str(uuid.uuid4()), status=status,
+                     remote_job_origin=origin)
+    return instance.add_run(run)
