@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import re
+import sys
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -22,7 +23,16 @@ from delivery_pipeline.settings import PROJECT_ROOT, Settings
 
 log = logging.getLogger(__name__)
 
-SQL_DIR = PROJECT_ROOT / "sql"
+def _sql_dir() -> Path:
+    """``sql/`` beside the package (a checkout or editable install), else the copy a
+    regular ``pip install .`` puts under ``<prefix>/share/delivery_pipeline/sql``."""
+    beside = PROJECT_ROOT / "sql"
+    if beside.is_dir():
+        return beside
+    return Path(sys.prefix) / "share" / "delivery_pipeline" / "sql"
+
+
+SQL_DIR = _sql_dir()
 _NAME_HEADER = re.compile(r"^-- name: ([a-z_][a-z0-9_]*)\s*$", re.MULTILINE)
 
 
