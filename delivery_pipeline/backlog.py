@@ -75,8 +75,9 @@ def backlog_numbers(frame: pd.DataFrame) -> dict[str, float | int]:
     return numbers
 
 
-def _age(seconds: float) -> str:
-    if math.isnan(seconds):
+def format_age(seconds: float | None) -> str:
+    """120 → '2m', 7200 → '2h': ages as operators read them."""
+    if seconds is None or math.isnan(seconds):
         return "-"
     seconds = int(seconds)
     if seconds < 120:
@@ -94,6 +95,6 @@ def markdown_table(frame: pd.DataFrame) -> str:
     for row in frame.itertuples(index=False):
         if row.state == "abandoned_today" and row.count == 0:
             continue
-        oldest = _age(row.oldest_age_seconds) if row.count else "-"
+        oldest = format_age(row.oldest_age_seconds) if row.count else "-"
         lines.append(f"| {row.state} | {row.reason or ''} | {row.owner} | {row.count} | {oldest} |")
     return "\n".join(lines)

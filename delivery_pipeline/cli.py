@@ -191,6 +191,8 @@ def cmd_sweep(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_status(args: argparse.Namespace, settings: Settings) -> int:
+    from delivery_pipeline.backlog import format_age
+
     with connect(_database_url(settings)) as conn:
         rows = conn.execute(QUERIES.state_summary).fetchall()
         sender = conn.execute(QUERIES.sender_state).fetchone()
@@ -198,24 +200,11 @@ def cmd_status(args: argparse.Namespace, settings: Settings) -> int:
         print(json.dumps({"states": rows, "sender": sender}, default=str))
         return 0
     for row in rows:
-        row["oldest_age"] = _age(row["oldest_age_seconds"])
+        row["oldest_age"] = format_age(row["oldest_age_seconds"])
     _print_rows(rows, ["state", "reason", "count", "oldest_age"])
     if sender and sender["paused_at"]:
         print(f"\nSENDING PAUSED since {sender['paused_at']}: {sender['pause_reason']}")
     return 0
-
-
-def _age(seconds: float | None) -> str:
-    if seconds is None:
-        return "-"
-    seconds = int(seconds)
-    if seconds < 120:
-        return f"{seconds}s"
-    if seconds < 7200:
-        return f"{seconds // 60}m"
-    if seconds < 172800:
-        return f"{seconds // 3600}h"
-    return f"{seconds // 86400}d"
 
 
 # ── sandbox ─────────────────────────────────────────────────────────────

@@ -27,6 +27,7 @@ import httpx
 import psycopg
 
 from delivery_pipeline.db import QUERIES, connect
+from delivery_pipeline.envvars import env_number
 from delivery_pipeline.generator import (
     DocumentSpec,
     GenerationError,
@@ -40,16 +41,6 @@ log = logging.getLogger(__name__)
 
 KINDS = ("plan", "daily_brief")
 _E164 = re.compile(r"^\+[1-9][0-9]{6,14}$")
-
-
-def _env_number(env: Mapping[str, str], name: str, default: float, kind: type = float) -> Any:
-    raw = env.get(name)
-    if raw is None or raw == "":
-        return default
-    try:
-        return kind(raw)
-    except ValueError as exc:
-        raise ValueError(f"{name} must be a number, got {raw!r}") from exc
 
 
 @dataclass(frozen=True)
@@ -78,15 +69,15 @@ class GenerationPolicy:
         env = os.environ if env is None else env
         d = cls()
         return cls(
-            lease_seconds=_env_number(env, "GENERATION_LEASE_SECONDS", d.lease_seconds, int),
-            max_attempts=_env_number(env, "GENERATION_MAX_ATTEMPTS", d.max_attempts, int),
-            backoff_base_seconds=_env_number(
+            lease_seconds=env_number(env, "GENERATION_LEASE_SECONDS", d.lease_seconds, int),
+            max_attempts=env_number(env, "GENERATION_MAX_ATTEMPTS", d.max_attempts, int),
+            backoff_base_seconds=env_number(
                 env, "GENERATION_BACKOFF_BASE_SECONDS", d.backoff_base_seconds
             ),
-            backoff_max_seconds=_env_number(
+            backoff_max_seconds=env_number(
                 env, "GENERATION_BACKOFF_MAX_SECONDS", d.backoff_max_seconds
             ),
-            batch_size=_env_number(env, "GENERATION_BATCH_SIZE", d.batch_size, int),
+            batch_size=env_number(env, "GENERATION_BATCH_SIZE", d.batch_size, int),
         )
 
     @property

@@ -20,10 +20,11 @@ import os
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Protocol
 
 import httpx
 
+from delivery_pipeline.envvars import env_number
 from delivery_pipeline.generator_texts import DATE_FORMAT, FRAME, MONTHS, THEMES, WEEKDAYS
 
 log = logging.getLogger(__name__)
@@ -300,16 +301,6 @@ def _retry_after(response: httpx.Response) -> float | None:
 # ── settings: GENERATOR_* and OPENAI_* only ─────────────────────────────
 
 
-def _number(env: Mapping[str, str], name: str, default: float, kind: type = float) -> Any:
-    raw = env.get(name)
-    if raw is None or raw == "":
-        return default
-    try:
-        return kind(raw)
-    except ValueError as exc:
-        raise ValueError(f"{name} must be a number, got {raw!r}") from exc
-
-
 @dataclass(frozen=True)
 class GeneratorSettings:
     """Which generator, and how to reach it. Deliberately apart from ``Settings``,
@@ -339,8 +330,8 @@ class GeneratorSettings:
             openai_base_url=env.get("OPENAI_BASE_URL") or d.openai_base_url,
             openai_model=env.get("OPENAI_MODEL") or d.openai_model,
             openai_api_key=env.get("OPENAI_API_KEY") or None,
-            timeout_seconds=_number(env, "GENERATOR_TIMEOUT_SECONDS", d.timeout_seconds),
-            max_retries=_number(env, "GENERATOR_MAX_RETRIES", d.max_retries, int),
+            timeout_seconds=env_number(env, "GENERATOR_TIMEOUT_SECONDS", d.timeout_seconds),
+            max_retries=env_number(env, "GENERATOR_MAX_RETRIES", d.max_retries, int),
         )
 
     def build(self) -> Generator:

@@ -13,7 +13,7 @@ from typing import Any
 import httpx
 
 from delivery_pipeline.webhooks import sign
-from delivery_pipeline_tests.support.sandbox_server import REPO_ROOT, free_port
+from delivery_pipeline_tests.support.sandbox_server import REPO_ROOT, free_port, stop_process
 
 APP_SECRET = "test-app-secret"
 VERIFY_TOKEN = "test-verify-token"
@@ -43,13 +43,7 @@ class ServiceProcess:
 
     def stop(self) -> None:
         self.http.close()
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+        stop_process(self.process)
         self.log_path.unlink(missing_ok=True)
 
     def __enter__(self) -> ServiceProcess:
