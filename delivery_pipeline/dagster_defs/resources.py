@@ -14,13 +14,13 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-import httpx
 import psycopg
 from dagster import ConfigurableResource, EnvVar
 
 from delivery_pipeline.db import connect, resolve_database_url
 from delivery_pipeline.generation import GenerationPolicy, SweepPoke
 from delivery_pipeline.generator import Generator, GeneratorSettings
+from delivery_pipeline.ops_channel import OpsChannelError, OpsNotifier
 from delivery_pipeline.settings import (
     DEFAULT_DATA_DIR,
     SANDBOX_ACCESS_TOKEN,
@@ -125,6 +125,12 @@ class OpsChannelResource(ConfigurableResource):
 
     webhook_url: str | None = None
     timeout_seconds: float = 5.0
+    max_retries: int = 2
+
+    def notifier(self) -> OpsNotifier:
+        """The one notifier (``ops_channel.OpsNotifier``) with this resource's settings."""
+        return OpsNotifier(url=self.webhook_url, timeout_seconds=self.timeout_seconds,
+                           max_retries=self.max_retries)
 
     def post(self, text: str) -> bool:
         """Post one message; True when the channel took it. Never raises."""
@@ -132,12 +138,11 @@ class OpsChannelResource(ConfigurableResource):
             log.warning("ops alert (no OPS_WEBHOOK_URL): %s", text)
             return False
         try:
-            response = httpx.post(self.webhook_url, json={"text": text},
-                                  timeout=self.timeout_seconds)
-        except httpx.HTTPError as exc:
-            log.warning("ops channel unreachable (%r): %s", exc, text)
+            self.notifier().post(text)
+        except OpsChannelError as exc:
+            log.warning("ops channel did not take the alert (%s): %s", exc, text)
             return False
-        return response.is_success
+        return True
 
 
 def default_resources() -> dict[str, ConfigurableResource]:

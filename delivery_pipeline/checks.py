@@ -1,0 +1,466 @@
+"""The ops checks: one per waiting state, each with an owner, thresholds and a runbook line.
+
+Each check reads one query of ``sql/queries_checks.sql`` and returns a
+``CheckResult``: passed or not, WARN or ERROR, a one-line summary, and
+metadata (count, oldest age, the ids of the oldest few rows, what to do). No
+Dagster here: ``delivery_pipeline.dagster_defs.checks`` wraps each as an asset
+check on the backlog asset, and the alert sensor turns results into ops alerts.
+
+Thresholds come from the environment (``Thresholds.from_env``); every default
+is documented on its field.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import enum
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import psycopg
+
+from delivery_pipeline.db import QUERIES
+from delivery_pipeline.settings import Settings
+
+
+class Severity(enum.StrEnum):
+    WARN = "warn"
+    ERROR = "error"
+
+
+RUNBOOK = "README.md, 'What an alert means'"
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    name: str
+    owner: str
+    passed: bool
+    severity: Severity | None
+    summary: str
+    metadata: dict[str, Any]
+
+    @property
+    def count(self) -> int:
+        return int(self.metadata.get("count", 0))
+
+
+# ── thresholds ──────────────────────────────────────────────────────────
+
+
+def parse_tier(raw: str | None) -> int | None:
+    """``WHATSAPP_MESSAGING_TIER``: 250, 2000 (or 2k, TIER_2K), 10k, 100k, unlimited (None)."""
+    if raw is None or not raw.strip():
+        return 250
+    text = raw.strip().lower().removeprefix("tier_").replace(",", "").replace("_", "")
+    if text == "unlimited":
+        return None
+    multiplier = 1
+    if text.endswith("k"):
+        text, multiplier = text[:-1], 1000
+    try:
+        value = int(text) * multiplier
+    except ValueError:
+        raise ValueError(
+            f"WHATSAPP_MESSAGING_TIER must be 250, 2000, 10000, 100000 or unlimited, got {raw!r}"
+        ) from None
+    if value < 1:
+        raise ValueError("WHATSAPP_MESSAGING_TIER must be positive")
+    return value
+
+
+# field name → environment variable
+_ENV = {
+    "pending_warn_seconds": "CHECK_PENDING_WARN_SECONDS",
+    "pending_error_seconds": "CHECK_PENDING_ERROR_SECONDS",
+    "generating_warn_seconds": "CHECK_GENERATING_WARN_SECONDS",
+    "generating_error_seconds": "CHECK_GENERATING_ERROR_SECONDS",
+    "undelivered_warn_seconds": "CHECK_UNDELIVERED_WARN_SECONDS",
+    "undelivered_error_seconds": "CHECK_UNDELIVERED_ERROR_SECONDS",
+    "undelivered_slow_seconds": "CHECK_UNDELIVERED_SLOW_SECONDS",
+    "knock_settle_seconds": "CHECK_KNOCK_SETTLE_SECONDS",
+    "knock_answer_grace_seconds": "CHECK_KNOCK_ANSWER_GRACE_SECONDS",
+    "knock_min_sample": "CHECK_KNOCK_MIN_SAMPLE",
+    "knock_unanswered_share": "CHECK_KNOCK_UNANSWERED_SHARE",
+    "knock_undelivered_share": "CHECK_KNOCK_UNDELIVERED_SHARE",
+    "abandoned_warn_count": "CHECK_ABANDONED_WARN_COUNT",
+    "abandoned_error_count": "CHECK_ABANDONED_ERROR_COUNT",
+    "tier_warn_share": "CHECK_TIER_WARN_SHARE",
+    "tier_error_share": "CHECK_TIER_ERROR_SHARE",
+    "sample": "CHECK_SAMPLE_SIZE",
+}
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    """When each check warns and errs. Ages in seconds; shares in 0..1."""
+
+    # pending (owner: generator): created and not yet claimed for generation
+    pending_warn_seconds: float = 15 * 60
+    pending_error_seconds: float = 60 * 60
+    # generating (owner: generator): a claim this old is a dead or stuck worker
+    generating_warn_seconds: float = 15 * 60
+    generating_error_seconds: float = 60 * 60
+    # undelivered (owner: delivery): eligible now and due for this long = stranded
+    undelivered_warn_seconds: float = 30 * 60
+    undelivered_error_seconds: float = 2 * 60 * 60
+    # undelivered for this long since generation, even while retrying: WARN only
+    undelivered_slow_seconds: float = 2 * 60 * 60
+    # awaiting a knock reply (owner: the person): alert only on abnormal shares
+    knock_settle_seconds: float = 15 * 60  # a knock older than this should show `delivered`
+    knock_answer_grace_seconds: float = 60 * 60  # ... and this old, may count as unanswered
+    knock_min_sample: int = 5
+    knock_unanswered_share: float = 0.5  # WARN above
+    knock_undelivered_share: float = 0.5  # ERROR above: the template stopped working?
+    # abandoned or generation failed in the last day (owner: ops)
+    abandoned_warn_count: int = 1
+    abandoned_error_count: int = 10
+    expected_abandon_reasons: tuple[str, ...] = ("stale", "opted_out", "operator")
+    # messaging tier: unique people knocked in the rolling 24 h vs the limit (None: unlimited)
+    tier_limit: int | None = 250
+    tier_warn_share: float = 0.8
+    tier_error_share: float = 1.0
+    # the engine's eligibility parameters (Settings)
+    lease_seconds: float = 600
+    window_seconds: float = 24 * 3600 - 900
+    # how many ids of the oldest rows each result lists
+    sample: int = 5
+    period_seconds: float = 24 * 3600
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> Thresholds:
+        env = os.environ if env is None else env
+        settings = Settings.from_env(env)
+        values: dict[str, Any] = {
+            "lease_seconds": settings.lease_seconds,
+            "window_seconds": settings.window_seconds,
+            "tier_limit": parse_tier(env.get("WHATSAPP_MESSAGING_TIER")),
+        }
+        defaults = cls()
+        for name, variable in _ENV.items():
+            raw = env.get(variable)
+            if raw is None or raw == "":
+                continue
+            kind = type(getattr(defaults, name))
+            try:
+                values[name] = kind(raw)
+            except ValueError:
+                raise ValueError(f"{variable} must be a {kind.__name__}, got {raw!r}") from None
+        return cls(**values)
+
+    def interval(self, seconds: float) -> dt.timedelta:
+        return dt.timedelta(seconds=seconds)
+
+
+# ── helpers ─────────────────────────────────────────────────────────────
+
+
+def age_text(seconds: float | None) -> str:
+    """``95`` → ``1m 35s``; ``7300`` → ``2h 1m``."""
+    if seconds is None:
+        return "-"
+    seconds = int(seconds)
+    if seconds < 60:
+        return f"{seconds}s"
+    if seconds < 3600:
+        return f"{seconds // 60}m {seconds % 60}s"
+    if seconds < 86400:
+        return f"{seconds // 3600}h {seconds % 3600 // 60}m"
+    return f"{seconds // 86400}d {seconds % 86400 // 3600}h"
+
+
+def _severity(errs: bool, warns: bool) -> Severity | None:
+    if errs:
+        return Severity.ERROR
+    if warns:
+        return Severity.WARN
+    return None
+
+
+def _ids(rows: list[dict[str, Any]], key: str = "id") -> list[int]:
+    return [int(row[key]) for row in rows]
+
+
+def _first(rows: list[dict[str, Any]], key: str, default: Any = 0) -> Any:
+    return rows[0][key] if rows else default
+
+
+# ── the checks ──────────────────────────────────────────────────────────
+
+
+@dataclass(frozen=True)
+class CheckSpec:
+    name: str
+    owner: str
+    description: str
+    runbook: str
+    evaluate: Callable[[psycopg.Connection, Thresholds], CheckResult]
+
+
+def _result(spec_name: str, severity: Severity | None, summary: str,
+            metadata: dict[str, Any]) -> CheckResult:
+    spec = SPECS[spec_name]
+    return CheckResult(
+        name=spec.name, owner=spec.owner, passed=severity is None, severity=severity,
+        summary=summary,
+        metadata={"owner": spec.owner, **metadata, "runbook": spec.runbook},
+    )
+
+
+def _aged_state(query: str, name: str, noun: str, warn: float, error: float,
+                conn: psycopg.Connection, t: Thresholds,
+                listed: Callable[[dict[str, Any]], dict[str, Any]] | None = None) -> CheckResult:
+    rows = conn.execute(query, {"warn": t.interval(warn), "error": t.interval(error),
+                                "sample": t.sample}).fetchall()
+    total, over_warn, over_error = (int(_first(rows, k)) for k in ("total", "over_warn",
+                                                                    "over_error"))
+    oldest = float(_first(rows, "age_seconds", 0.0))
+    severity = _severity(over_error > 0, over_warn > 0)
+    limit = error if severity is Severity.ERROR else warn
+    over = over_error if severity is Severity.ERROR else over_warn
+    if severity is None:
+        summary = f"{total} {noun}, oldest {age_text(oldest)}: within {age_text(warn)}."
+    else:
+        summary = (f"{over} {noun} for over {age_text(limit)} (of {total}); oldest "
+                   f"{age_text(oldest)}: ids {', '.join(map(str, _ids(rows)))}.")
+    metadata: dict[str, Any] = {
+        "count": total, "over_warn": over_warn, "over_error": over_error,
+        "oldest_age_seconds": round(oldest, 1), "oldest_ids": _ids(rows),
+        "warn_after_seconds": warn, "error_after_seconds": error,
+    }
+    if listed is not None:
+        metadata["rows"] = [listed(row) for row in rows]
+    return _result(name, severity, summary, metadata)
+
+
+def check_pending(conn: psycopg.Connection, t: Thresholds) -> CheckResult:
+    return _aged_state(QUERIES.check_pending, "pending_too_long", "documents pending generation",
+                       t.pending_warn_seconds, t.pending_error_seconds, conn, t)
+
+
+def check_generating(conn: psycopg.Connection, t: Thresholds) -> CheckResult:
+    return _aged_state(
+        QUERIES.check_generating, "generating_too_long", "documents generating",
+        t.generating_warn_seconds, t.generating_error_seconds, conn, t,
+        listed=lambda r: {"id": r["id"], "person_id": r["person_id"], "kind": r["kind"],
+                          "attempts": r["attempts"], "claimed_for": age_text(r["age_seconds"])},
+    )
+
+
+def check_undelivered(conn: psycopg.Connection, t: Thresholds) -> CheckResult:
+    """Stranded: eligible now (the one eligibility function) and due for too long.
+
+    A document in backoff or under a live claim is not eligible, so it is not
+    stranded; but one undelivered for longer than ``undelivered_slow_seconds``
+    since generation still WARNs (retrying for hours is worth a look), never
+    ERRORs by that alone. Documents waiting on a knock reply are the person's.
+    """
+    rows = conn.execute(QUERIES.check_undelivered, {
+        "lease": t.interval(t.lease_seconds), "service_window": t.interval(t.window_seconds),
+        "warn": t.interval(t.undelivered_warn_seconds),
+        "error": t.interval(t.undelivered_error_seconds),
+        "slow": t.interval(t.undelivered_slow_seconds), "sample": t.sample,
+    }).fetchall()
+    keys = ("total", "eligible_total", "over_warn", "over_error", "over_slow")
+    total, eligible, over_warn, over_error, slow = (int(_first(rows, k)) for k in keys)
+    oldest = float(_first(rows, "oldest_age_seconds", 0.0))
+    stranded = [r for r in rows if r["stranded_seconds"] is not None
+                and r["stranded_seconds"] >= t.undelivered_warn_seconds]
+    severity = _severity(over_error > 0, over_warn > 0 or slow > 0)
+    ids = ", ".join(map(str, _ids(rows)))
+    if over_warn:
+        limit = t.undelivered_error_seconds if over_error else t.undelivered_warn_seconds
+        summary = (f"{over_error or over_warn} documents eligible for delivery and not taken by "
+                   f"any sweep for over {age_text(limit)} (stranded; longest "
+                   f"{age_text(stranded[0]['stranded_seconds'] if stranded else None)}): "
+                   f"ids {ids}.")
+    elif slow:
+        summary = (f"{slow} documents undelivered for over "
+                   f"{age_text(t.undelivered_slow_seconds)} since generation (retrying or "
+                   f"claimed, not stranded); oldest {age_text(oldest)}: ids {ids}.")
+    else:
+        summary = (f"{total} documents undelivered ({eligible} eligible now), oldest "
+                   f"{age_text(oldest)}: none stranded.")
+    return _result("undelivered_stranded", severity, summary, {
+        "count": total, "eligible": eligible, "stranded_over_warn": over_warn,
+        "stranded_over_error": over_error, "slow": slow,
+        "oldest_age_seconds": round(oldest, 1),
+        "longest_stranded_seconds": round(float(stranded[0]["stranded_seconds"]), 1)
+        if stranded else 0.0,
+        "oldest_ids": _ids(rows),
+        "rows": [{"id": r["id"], "eligible": r["eligible"], "action": r["action"],
+                  "attempts": r["attempts"], "age": age_text(r["age_seconds"]),
+                  "error": r["error"]} for r in rows],
+        "warn_after_seconds": t.undelivered_warn_seconds,
+        "error_after_seconds": t.undelivered_error_seconds,
+    })
+
+
+def _share(part: int, whole: int) -> float:
+    return round(part / whole, 3) if whole else 0.0
+
+
+def check_awaiting_reply(conn: psycopg.Connection, t: Thresholds) -> CheckResult:
+    """Counted always; alerts only when knocks look broken or go unanswered en masse."""
+    waiting = conn.execute(QUERIES.check_awaiting_reply, {"sample": t.sample}).fetchall()
+    health = conn.execute(QUERIES.check_knock_health, {
+        "period": t.interval(t.period_seconds), "settle": t.interval(t.knock_settle_seconds),
+        "answer_grace": t.interval(t.knock_answer_grace_seconds), "sample": t.sample,
+    }).fetchone()
+    total = int(_first(waiting, "total"))
+    oldest = float(_first(waiting, "age_seconds", 0.0))
+    settled, not_delivered = int(health["settled"]), int(health["not_delivered"])
+    answerable, unanswered = int(health["answerable"]), int(health["unanswered"])
+    undelivered_share = _share(not_delivered, settled)
+    unanswered_share = _share(unanswered, answerable)
+    broken = settled >= t.knock_min_sample and undelivered_share > t.knock_undelivered_share
+    ignored = answerable >= t.knock_min_sample and unanswered_share > t.knock_unanswered_share
+    severity = _severity(broken, ignored)
+    if broken:
+        summary = (f"{not_delivered} of {settled} knocks of the last day were never reported "
+                   f"delivered ({undelivered_share:.0%}): has the knock template stopped "
+                   f"working? ids {', '.join(map(str, health['not_delivered_ids']))}.")
+    elif ignored:
+        summary = (f"{unanswered} of {answerable} knocks of the last day are unanswered "
+                   f"({unanswered_share:.0%}); {total} documents wait on a reply.")
+    else:
+        summary = (f"{total} documents wait on a knock reply, oldest {age_text(oldest)}; "
+                   f"knocks of the last day: {health['knocked']}, {unanswered} unanswered.")
+    return _result("awaiting_reply", severity, summary, {
+        "count": total, "oldest_age_seconds": round(oldest, 1), "oldest_ids": _ids(waiting),
+        "knocked_last_day": int(health["knocked"]),
+        "knocks_not_delivered": not_delivered, "knocks_failed": int(health["failed"]),
+        "knocks_not_delivered_share": undelivered_share,
+        "knocks_unanswered": unanswered, "knocks_unanswered_share": unanswered_share,
+        "knocks_not_delivered_ids": [int(i) for i in health["not_delivered_ids"]],
+        "min_sample": t.knock_min_sample,
+    })
+
+
+def check_abandoned(conn: psycopg.Connection, t: Thresholds) -> CheckResult:
+    """Abandoned (by reason) or generation failed in the last day.
+
+    ``stale``, ``opted_out`` and ``operator`` are expected and only counted;
+    every other reason (and ``generation_failed``) is a document someone was
+    owed and did not get.
+    """
+    rows = conn.execute(QUERIES.check_abandoned_recent, {
+        "period": t.interval(t.period_seconds), "sample": t.sample}).fetchall()
+    by_reason = {r["reason"]: int(r["count"]) for r in rows}
+    problems = [r for r in rows if r["reason"] not in t.expected_abandon_reasons]
+    problem_count = sum(int(r["count"]) for r in problems)
+    oldest = max((float(r["oldest_age_seconds"]) for r in problems), default=0.0)
+    ids = sorted(int(i) for r in problems for i in r["oldest_ids"])[: t.sample]
+    severity = _severity(problem_count >= t.abandoned_error_count,
+                         problem_count >= t.abandoned_warn_count)
+    reasons = ", ".join(f"{r['reason']} {r['count']}" for r in problems) or "none"
+    if severity is None:
+        summary = (f"No document lost in the last day ({sum(by_reason.values())} abandoned "
+                   "for expected reasons).")
+    else:
+        summary = (f"{problem_count} documents abandoned or failed in the last day ({reasons}): "
+                   f"ids {', '.join(map(str, ids))}.")
+    return _result("abandoned_or_failed", severity, summary, {
+        "count": problem_count, "total_including_expected": sum(by_reason.values()),
+        "by_reason": by_reason, "oldest_age_seconds": round(oldest, 1), "oldest_ids": ids,
+        "warn_at_count": t.abandoned_warn_count, "error_at_count": t.abandoned_error_count,
+    })
+
+
+def check_tier(conn: psycopg.Connection, t: Thresholds) -> CheckResult:
+    rows = conn.execute(QUERIES.check_tier_usage, {"sample": t.sample}).fetchall()
+    reached = int(_first(rows, "total"))
+    oldest = float(_first(rows, "age_seconds", 0.0))
+    metadata: dict[str, Any] = {
+        "count": reached, "tier_limit": t.tier_limit if t.tier_limit else "unlimited",
+        "oldest_age_seconds": round(oldest, 1), "oldest_ids": _ids(rows, "person_id"),
+    }
+    if t.tier_limit is None:
+        return _result("messaging_tier_headroom", None,
+                       f"{reached} people reached outside the window in 24 h; tier unlimited.",
+                       {**metadata, "share": 0.0})
+    share = _share(reached, t.tier_limit)
+    severity = _severity(share >= t.tier_error_share, share >= t.tier_warn_share)
+    summary = (f"{reached} of {t.tier_limit} unique people reached outside the window in the "
+               f"rolling 24 h ({share:.0%} of the messaging tier)")
+    if severity is not None:
+        summary += (f"; the oldest knock leaves the 24 h in "
+                    f"{age_text(max(24 * 3600 - oldest, 0))}.")
+    return _result("messaging_tier_headroom", severity, summary + ("" if severity else "."),
+                   {**metadata, "share": share, "warn_at_share": t.tier_warn_share})
+
+
+def check_sender_paused(conn: psycopg.Connection, t: Thresholds) -> CheckResult:
+    row = conn.execute(QUERIES.check_sender_paused, {"sample": t.sample}).fetchone()
+    waiting = int(row["waiting"])
+    ids = [int(i) for i in row["waiting_ids"]]
+    if row["paused_at"] is None:
+        return _result("sender_paused", None, "Sending is not paused.", {
+            "count": waiting, "oldest_age_seconds": 0.0, "oldest_ids": [], "paused": False})
+    age = float(row["age_seconds"])
+    return _result("sender_paused", Severity.ERROR,
+                   f"Sending is paused by a global error since {age_text(age)} ago "
+                   f"(code {row['pause_code']}: {row['pause_reason']}); {waiting} documents "
+                   "wait behind it.", {
+                       "count": waiting, "oldest_age_seconds": round(age, 1),
+                       "oldest_ids": ids, "paused": True, "pause_code": row["pause_code"],
+                       "pause_reason": row["pause_reason"]})
+
+
+SPECS: dict[str, CheckSpec] = {
+    spec.name: spec
+    for spec in (
+        CheckSpec("pending_too_long", "generator",
+                  "Documents waiting for generation longer than the threshold.",
+                  "Is the pending_generation sensor running, and the generator reachable? "
+                  "See the generate_documents runs; " + RUNBOOK, check_pending),
+        CheckSpec("generating_too_long", "generator",
+                  "Documents whose generation claim is older than the threshold: a dead or "
+                  "stuck worker (the rows are listed).",
+                  "A generator died or hangs: its claim expires after GENERATION_LEASE_SECONDS "
+                  "and another takes over; if not, check generate_documents runs; " + RUNBOOK,
+                  check_generating),
+        CheckSpec("undelivered_stranded", "delivery",
+                  "Generated documents a sweep would deliver now (eligible_documents) that "
+                  "nothing has taken for longer than the threshold; also WARNs on documents "
+                  "undelivered for hours while retrying.",
+                  "Is the delivery_heartbeat sensor running and deliver_documents succeeding? "
+                  "`delivery-pipeline sweep` delivers by hand; " + RUNBOOK, check_undelivered),
+        CheckSpec("awaiting_reply", "the person",
+                  "Documents knocked for and waiting on the person's reply: counted; alerts "
+                  "only when most knocks go undelivered (template broken) or unanswered.",
+                  "Check the knock template's status in WhatsApp Manager and the knocks' "
+                  "status events; " + RUNBOOK, check_awaiting_reply),
+        CheckSpec("abandoned_or_failed", "ops",
+                  "Documents abandoned (by reason) or whose generation failed in the last day; "
+                  "stale, opted_out and operator are expected and only counted.",
+                  "`delivery-pipeline documents show ID` for the reason and the last error; "
+                  + RUNBOOK, check_abandoned),
+        CheckSpec("messaging_tier_headroom", "ops",
+                  "Unique people reached outside the window (knocked) in the rolling 24 h "
+                  "versus the messaging tier limit (WHATSAPP_MESSAGING_TIER).",
+                  "Near the limit further knocks are refused: raise the tier in WhatsApp "
+                  "Manager or set WHATSAPP_MESSAGING_TIER; " + RUNBOOK, check_tier),
+        CheckSpec("sender_paused", "ops",
+                  "Sending is paused by a global error (expired token, unknown phone number "
+                  "id, missing template, restricted account): ERROR at once.",
+                  "Fix the credential/template/account named in the reason; the next "
+                  "successful send resumes by itself; " + RUNBOOK, check_sender_paused),
+    )
+}
+
+CHECK_NAMES = tuple(SPECS)
+
+
+def evaluate(name: str, conn: psycopg.Connection, thresholds: Thresholds | None = None
+             ) -> CheckResult:
+    """Run one check by name."""
+    return SPECS[name].evaluate(conn, thresholds or Thresholds.from_env())
+
+
+def evaluate_all(conn: psycopg.Connection, thresholds: Thresholds | None = None
+                 ) -> list[CheckResult]:
+    thresholds = thresholds or Thresholds.from_env()
+    return [spec.evaluate(conn, thresholds) for spec in SPECS.values()]

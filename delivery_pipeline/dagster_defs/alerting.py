@@ -1,0 +1,155 @@
+"""Alert sensors: failed checks and failed runs reach the ops channel.
+
+Dagster OSS does not alert on a failed asset check (and a failed check does
+not fail its run), so ``ops_check_alerts`` reads each backlog check's latest
+completed evaluation from the instance and records what it calls for in
+``ops_alerts`` (``ops_channel.note_check``): an alert when a check starts
+failing, a reminder every ``OPS_ALERT_REMINDER_SECONDS`` (4 h) while it keeps
+failing, a new alert on escalation from WARN to ERROR, a resolved message when
+it passes again. Then it posts every unsent row (the engine's alerts too);
+what the channel did not take is retried on the next tick.
+
+``ops_run_failures`` posts once per failed run of any job.
+"""
+
+import os
+
+from dagster import (
+    AssetCheckEvaluation,
+    AssetCheckKey,
+    AssetCheckSeverity,
+    DagsterInstance,
+    DefaultSensorStatus,
+    RunFailureSensorContext,
+    SensorEvaluationContext,
+    SkipReason,
+    run_failure_sensor,
+    sensor,
+)
+
+from delivery_pipeline.dagster_defs.checks import CHECK_KEYS
+from delivery_pipeline.dagster_defs.resources import AppDatabase, OpsChannelResource
+from delivery_pipeline.ops_channel import (
+    DEFAULT_REMINDER_SECONDS,
+    OpsNotifier,
+    note_check,
+    record_once,
+    send_pending,
+)
+
+
+def _seconds(name: str, default: int) -> int:
+    raw = os.environ.get(name)
+    if not raw:
+        return default
+    try:
+        value = int(raw)
+    except ValueError as exc:
+        raise ValueError(f"{name} must be a whole number of seconds, got {raw!r}") from exc
+    if value < 1:
+        raise ValueError(f"{name} must be at least 1")
+    return value
+
+
+OPS_ALERT_SENSOR_SECONDS = _seconds("OPS_ALERT_SENSOR_SECONDS", 60)
+
+
+def reminder_seconds() -> int:
+    return _seconds("OPS_ALERT_REMINDER_SECONDS", DEFAULT_REMINDER_SECONDS)
+
+
+def notifier_for(ops_channel: OpsChannelResource) -> OpsNotifier:
+    return ops_channel.notifier()
+
+
+def latest_evaluation(instance: DagsterInstance, key: AssetCheckKey) -> AssetCheckEvaluation | None:
+    """The check's latest completed evaluation; None if never run (or one is in progress)."""
+    record = instance.get_latest_asset_check_evaluation_record(key)
+    if record is None or record.event is None or record.status.value not in (
+        "SUCCEEDED", "FAILED"
+    ):
+        return None
+    return record.event.asset_check_evaluation
+
+
+def _text(evaluation: AssetCheckEvaluation, name: str, default: str = "") -> str:
+    value = evaluation.metadata.get(name)
+    return str(value.value) if value is not None else default
+
+
+def alert_on_checks(instance: DagsterInstance, app_db: AppDatabase,
+                    keys: list[AssetCheckKey] | None = None) -> list[dict]:
+    """Record what each check's latest evaluation calls for; returns the rows written."""
+    written = []
+    with app_db.connect() as conn:
+        for key in keys or CHECK_KEYS:
+            evaluation = latest_evaluation(instance, key)
+            if evaluation is None:
+                continue
+            owner = _text(evaluation, "owner", "?")
+            summary = evaluation.description or _text(evaluation, "summary")
+            if evaluation.passed:
+                message = f"Check `{key.name}` (owner: {owner}) passes again. {summary}"
+            else:
+                message = (f"Check `{key.name}` (owner: {owner}): {summary} "
+                           f"What to do: {_text(evaluation, 'runbook')}")
+            severity = "error" if evaluation.severity == AssetCheckSeverity.ERROR else "warning"
+            details = {"check": key.name, "asset": key.asset_key.to_user_string(),
+                       "owner": owner, "passed": evaluation.passed, "severity": severity,
+                       "count": _text(evaluation, "count"),
+                       "oldest_ids": _text(evaluation, "oldest_ids")}
+            row = note_check(conn, f"check:{key.name}", failing=not evaluation.passed,
+                             severity=severity, message=message, details=details,
+                             reminder_seconds=reminder_seconds())
+            if row is not None:
+                written.append(row)
+    return written
+
+
+@sensor(
+    name="ops_check_alerts",
+    minimum_interval_seconds=OPS_ALERT_SENSOR_SECONDS,
+    default_status=DefaultSensorStatus.RUNNING,
+    description=(
+        "Posts each failing backlog check to the ops channel once when it starts failing, a "
+        "reminder while it keeps failing (OPS_ALERT_REMINDER_SECONDS), and a resolved message "
+        "when it passes; every alert is recorded in ops_alerts first, and unsent ones (the "
+        "engine's too) are retried each tick."
+    ),
+)
+def ops_check_alerts(
+    context: SensorEvaluationContext, app_db: AppDatabase, ops_channel: OpsChannelResource
+):
+    written = alert_on_checks(context.instance, app_db)
+    with app_db.connect() as conn:
+        report = send_pending(conn, notifier_for(ops_channel))
+    kinds = ", ".join(f"{r['kind']} {r['dedup_key']}" for r in written) or "nothing new"
+    return SkipReason(f"Recorded: {kinds}. Ops channel: {report.summary()}.")
+
+
+@run_failure_sensor(
+    name="ops_run_failures",
+    default_status=DefaultSensorStatus.RUNNING,
+    description="Posts once to the ops channel for each failed run of any job.",
+)
+def ops_run_failures(
+    context: RunFailureSensorContext, app_db: AppDatabase, ops_channel: OpsChannelResource
+) -> None:
+    run = context.dagster_run
+    steps = [event.step_key or "?" for event in context.get_step_failure_events()]
+    errors = [
+        event.step_failure_data.error.message.strip().splitlines()[0]
+        for event in context.get_step_failure_events()
+        if event.step_failure_data.error is not None
+    ]
+    message = f"Run of `{run.job_name}` failed (run {run.run_id})"
+    if steps:
+        message += f" in {', '.join(steps)}"
+    message += f": {errors[0][:300]}" if errors else f": {context.failure_event.message}"
+    with app_db.connect() as conn:
+        record_once(conn, f"run_failure:{run.run_id}", "error", message,
+                    {"run_id": run.run_id, "job": run.job_name, "steps": steps})
+        send_pending(conn, notifier_for(ops_channel))
+
+
+ALERT_SENSORS = [ops_check_alerts, ops_run_failures]

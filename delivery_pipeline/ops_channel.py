@@ -1,0 +1,229 @@
+"""The ops channel: a Slack-compatible incoming webhook, fed from the ``ops_alerts`` table.
+
+Every alert is a row first (``record``, ``note_check``, and the engine's
+``alerts.record_alert``); ``send_pending`` posts the rows the channel has not
+taken yet and marks each sent or failed, so an alert raised while the channel
+is down goes out on a later tick. With no ``OPS_WEBHOOK_URL`` the alerts are
+only logged and recorded. The URL is a secret: it is never logged, and error
+texts are scrubbed of it.
+
+No Dagster here: the alert sensors in ``dagster_defs/alerting.py`` call these.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+import psycopg
+from psycopg.types.json import Jsonb
+
+from delivery_pipeline.db import QUERIES
+
+log = logging.getLogger(__name__)
+
+TEXT_LIMIT = 3000  # a Slack section block's text limit; also keeps posts readable
+DEFAULT_REMINDER_SECONDS = 4 * 3600
+DEFAULT_MAX_AGE_SECONDS = 24 * 3600
+
+_PREFIX = {
+    ("alert", "error"): ":red_circle: *ERROR*",
+    ("alert", "warning"): ":warning: *WARN*",
+    ("alert", "info"): ":information_source:",
+    ("reminder", "error"): ":red_circle: *still failing (ERROR)*",
+    ("reminder", "warning"): ":warning: *still failing (WARN)*",
+    ("reminder", "info"): ":information_source: *reminder*",
+    ("resolved", "info"): ":white_check_mark: *resolved*",
+}
+
+
+class OpsChannelError(Exception):
+    """The channel did not take a post; ``transient`` means it may take it later."""
+
+    def __init__(self, message: str, *, transient: bool) -> None:
+        super().__init__(message)
+        self.transient = transient
+
+
+@dataclass(frozen=True)
+class OpsNotifier:
+    """Posts to a Slack-compatible incoming webhook: JSON ``{"text", "blocks"}``.
+
+    Bounded retries with backoff on network errors, 429 and 5xx; any other
+    answer than 2xx is final for that post.
+    """
+
+    url: str | None = field(default=None, repr=False)
+    timeout_seconds: float = 5.0
+    max_retries: int = 2
+    backoff_seconds: float = 0.5
+
+    @property
+    def configured(self) -> bool:
+        return bool(self.url)
+
+    def _scrub(self, text: str) -> str:
+        return text.replace(self.url, "<OPS_WEBHOOK_URL>") if self.url else text
+
+    def post(self, text: str, *, blocks: list[dict[str, Any]] | None = None) -> None:
+        """Post one message; raises ``OpsChannelError`` when the channel did not take it."""
+        if not self.url:
+            raise OpsChannelError("no OPS_WEBHOOK_URL configured", transient=False)
+        payload: dict[str, Any] = {"text": text[:TEXT_LIMIT]}
+        if blocks:
+            payload["blocks"] = blocks
+        last: OpsChannelError | None = None
+        with httpx.Client(timeout=self.timeout_seconds) as client:
+            for attempt in range(self.max_retries + 1):
+                if attempt:
+                    time.sleep(self.backoff_seconds * 2 ** (attempt - 1))
+                try:
+                    response = client.post(self.url, json=payload)
+                except httpx.HTTPError as exc:
+                    last = OpsChannelError(self._scrub(f"{type(exc).__name__}: {exc}"),
+                                           transient=True)
+                    continue
+                if response.is_success:
+                    return
+                detail = self._scrub(response.text[:200].strip())
+                error = f"HTTP {response.status_code}" + (f": {detail}" if detail else "")
+                transient = response.status_code == 429 or response.status_code >= 500
+                last = OpsChannelError(error, transient=transient)
+                if not transient:
+                    break
+        assert last is not None
+        raise last
+
+
+def payload_for(alert: dict[str, Any]) -> tuple[str, list[dict[str, Any]]]:
+    """The text and blocks for one ``ops_alerts`` row."""
+    prefix = _PREFIX.get((alert["kind"], alert["severity"]), f"*{alert['severity']}*")
+    text = f"{prefix} {alert['message']}"[:TEXT_LIMIT]
+    created = alert["created_at"]
+    when = created.astimezone(dt.UTC).strftime("%Y-%m-%d %H:%M UTC") if created else ""
+    blocks = [
+        {"type": "section", "text": {"type": "mrkdwn", "text": text}},
+        {"type": "context", "elements": [
+            {"type": "mrkdwn", "text": f"`{alert['dedup_key']}` · {alert['kind']} · {when}"}]},
+    ]
+    return text, blocks
+
+
+# ── recording ───────────────────────────────────────────────────────────
+
+
+def _insert(conn: psycopg.Connection, dedup_key: str, severity: str, kind: str, message: str,
+            details: dict[str, Any] | None) -> dict[str, Any]:
+    row = conn.execute(QUERIES.insert_alert, {
+        "dedup_key": dedup_key, "severity": severity, "kind": kind, "message": message,
+        "details": Jsonb(details or {}),
+    }).fetchone()
+    log.warning("ops %s [%s] %s: %s", kind, severity, dedup_key, message)
+    return row
+
+
+def record_once(conn: psycopg.Connection, dedup_key: str, severity: str, message: str,
+                details: dict[str, Any] | None = None) -> dict[str, Any] | None:
+    """Record an alert unless this key was ever recorded (a failed run: once per run)."""
+    with conn.transaction():
+        conn.execute(QUERIES.alert_lock, {"dedup_key": dedup_key})
+        if conn.execute(QUERIES.last_alert, {"dedup_key": dedup_key}).fetchone() is not None:
+            return None
+        return _insert(conn, dedup_key, severity, "alert", message, details)
+
+
+def note_check(
+    conn: psycopg.Connection,
+    dedup_key: str,
+    *,
+    failing: bool,
+    severity: str,
+    message: str,
+    details: dict[str, Any] | None = None,
+    reminder_seconds: float = DEFAULT_REMINDER_SECONDS,
+) -> dict[str, Any] | None:
+    """Record what a check's latest result calls for, if anything; returns the row.
+
+    * starts failing (no alert yet, or the last one was ``resolved``) → ``alert``
+    * keeps failing: escalated from warning to error → a new ``alert``; else a
+      ``reminder`` once ``reminder_seconds`` passed since the last row
+    * passes after failing → ``resolved``; passing and quiet → nothing
+
+    The state is the newest ``ops_alerts`` row for the key, so it survives
+    restarts and two evaluators cannot both alert (advisory lock per key).
+    """
+    with conn.transaction():
+        conn.execute(QUERIES.alert_lock, {"dedup_key": dedup_key})
+        last = conn.execute(QUERIES.last_alert, {"dedup_key": dedup_key}).fetchone()
+        open_episode = last is not None and last["kind"] != "resolved"
+        if not failing:
+            if open_episode:
+                return _insert(conn, dedup_key, "info", "resolved", message, details)
+            return None
+        if not open_episode:
+            return _insert(conn, dedup_key, severity, "alert", message, details)
+        if last["severity"] == "warning" and severity == "error":
+            return _insert(conn, dedup_key, severity, "alert", message, details)
+        if last["age_seconds"] >= reminder_seconds:
+            return _insert(conn, dedup_key, severity, "reminder", message, details)
+        return None
+
+
+# ── sending ─────────────────────────────────────────────────────────────
+
+
+@dataclass
+class SendReport:
+    sent: list[int] = field(default_factory=list)
+    failed: list[int] = field(default_factory=list)
+    unconfigured: bool = False
+    last_error: str | None = None
+
+    def summary(self) -> str:
+        if self.unconfigured:
+            return "no OPS_WEBHOOK_URL: alerts are logged and recorded only"
+        text = f"{len(self.sent)} alerts sent"
+        if self.failed:
+            text += f", {len(self.failed)} failed (retried next tick): {self.last_error}"
+        return text
+
+
+def send_pending(
+    conn: psycopg.Connection,
+    notifier: OpsNotifier,
+    *,
+    limit: int = 20,
+    max_age_seconds: float = DEFAULT_MAX_AGE_SECONDS,
+) -> SendReport:
+    """Post the alerts the channel has not taken yet, oldest first; mark each.
+
+    A transient failure (network, 429, 5xx) stops this pass: the channel is
+    down, the rest wait for the next tick. A permanent one (another 4xx) is
+    marked and the pass goes on. Alerts older than ``max_age_seconds`` stay
+    recorded and are no longer posted. Never raises for the channel's sake.
+    """
+    report = SendReport()
+    if not notifier.configured:
+        report.unconfigured = True
+        return report
+    rows = conn.execute(QUERIES.alerts_to_send, {
+        "max_age": dt.timedelta(seconds=max_age_seconds), "limit": limit}).fetchall()
+    for alert in rows:
+        text, blocks = payload_for(alert)
+        try:
+            notifier.post(text, blocks=blocks)
+        except OpsChannelError as exc:
+            conn.execute(QUERIES.alert_send_failed, {"id": alert["id"], "error": str(exc)[:500]})
+            report.failed.append(alert["id"])
+            report.last_error = str(exc)
+            log.warning("ops alert %s not sent: %s", alert["id"], exc)
+            if exc.transient:
+                break
+            continue
+        conn.execute(QUERIES.alert_sent, {"id": alert["id"]})
+        report.sent.append(alert["id"])
+    return report

@@ -1,0 +1,125 @@
+"""The daily delivery report: what reached people, how fast, and what did not.
+
+One UTC day's raw rows (``sql/queries_report.sql``) into pandas: documents
+generated and delivered, time from generated to delivered (p50/p95), chunks
+delivered and read, knocks sent / delivered / seen / answered, and abandoned
+by reason. "Seen" (a ``read`` status on the knock) against "answered" (the
+person wrote after it) is what tells not-seen from not-wanted.
+
+Chunks and knocks are counted by the day they were sent; their delivered,
+read and answered flags are as of when the report runs (a read after midnight
+still counts for the day the message went out). No Dagster here.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+import psycopg
+
+from delivery_pipeline.db import QUERIES
+
+
+@dataclass(frozen=True)
+class DeliveryReport:
+    day: dt.date
+    numbers: dict[str, Any]
+    abandoned_by_reason: dict[str, int]
+    by_kind: pd.DataFrame
+
+    def markdown(self) -> str:
+        n = self.numbers
+        lines = [
+            f"**Delivery report {self.day.isoformat()} (UTC)**", "",
+            "| | |", "|---|---:|",
+            f"| documents generated | {n['documents_generated']} |",
+            f"| documents delivered | {n['documents_delivered']} |",
+            f"| generated → delivered p50 | {_duration(n['time_to_deliver_p50_seconds'])} |",
+            f"| generated → delivered p95 | {_duration(n['time_to_deliver_p95_seconds'])} |",
+            f"| chunks sent / delivered / read | {n['chunks_sent']} / {n['chunks_delivered']} / "
+            f"{n['chunks_read']} |",
+            f"| knocks sent / delivered / seen / answered | {n['knocks_sent']} / "
+            f"{n['knocks_delivered']} / {n['knocks_seen']} / {n['knocks_answered']} |",
+            f"| abandoned or failed | {n['abandoned_total']} |",
+        ]
+        for reason, count in self.abandoned_by_reason.items():
+            lines.append(f"| — {reason} | {count} |")
+        return "\n".join(lines)
+
+
+def _duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    if seconds < 120:
+        return f"{seconds:.0f}s"
+    if seconds < 7200:
+        return f"{seconds / 60:.1f}m"
+    return f"{seconds / 3600:.1f}h"
+
+
+def _frame(conn: psycopg.Connection, query: str, params: dict[str, Any],
+           columns: list[str]) -> pd.DataFrame:
+    return pd.DataFrame(conn.execute(query, params).fetchall(), columns=columns)
+
+
+def _quantile(values: pd.Series, q: float) -> float | None:
+    if values.empty:
+        return None
+    value = float(values.quantile(q))
+    return None if math.isnan(value) else round(value, 1)
+
+
+def day_bounds(day: dt.date) -> tuple[dt.datetime, dt.datetime]:
+    start = dt.datetime.combine(day, dt.time(), tzinfo=dt.UTC)
+    return start, start + dt.timedelta(days=1)
+
+
+def delivery_report(conn: psycopg.Connection, day: dt.date) -> DeliveryReport:
+    """The report for one UTC day."""
+    start, end = day_bounds(day)
+    params = {"start": start, "end": end}
+    docs = _frame(conn, QUERIES.report_documents, params,
+                  ["id", "kind", "generated_at", "delivered_at", "generated_in_day",
+                   "delivered_in_day"])
+    chunks = _frame(conn, QUERIES.report_chunks, params,
+                    ["document_id", "chunk_index", "state", "delivered", "read"])
+    knocks = _frame(conn, QUERIES.report_knocks, params,
+                    ["id", "person_id", "knock_sent_at", "delivered", "seen", "answered"])
+    abandoned = _frame(conn, QUERIES.report_abandoned, params, ["id", "reason"])
+
+    generated = docs[docs["generated_in_day"].fillna(False).astype(bool)]
+    delivered = docs[docs["delivered_in_day"].fillna(False).astype(bool)]
+    waits = (pd.to_datetime(delivered["delivered_at"], utc=True)
+             - pd.to_datetime(delivered["generated_at"], utc=True)).dt.total_seconds()
+    by_reason = {str(k): int(v) for k, v in
+                 abandoned["reason"].value_counts().sort_index().items()}
+
+    kinds = sorted(set(docs["kind"]))
+    by_kind = pd.DataFrame({
+        "kind": kinds,
+        "generated": [int((generated["kind"] == k).sum()) for k in kinds],
+        "delivered": [int((delivered["kind"] == k).sum()) for k in kinds],
+    }, columns=["kind", "generated", "delivered"])
+
+    numbers: dict[str, Any] = {
+        "documents_generated": len(generated),
+        "documents_delivered": len(delivered),
+        "time_to_deliver_p50_seconds": _quantile(waits, 0.50),
+        "time_to_deliver_p95_seconds": _quantile(waits, 0.95),
+        "chunks_sent": len(chunks),
+        "chunks_delivered": int(chunks["delivered"].sum()),
+        "chunks_read": int(chunks["read"].sum()),
+        "knocks_sent": len(knocks),
+        "knocks_delivered": int(knocks["delivered"].sum()),
+        "knocks_seen": int(knocks["seen"].sum()),
+        "knocks_answered": int(knocks["answered"].sum()),
+        "abandoned_total": int(sum(by_reason.values())),
+    }
+    for reason, count in by_reason.items():
+        numbers[f"abandoned_{reason}"] = count
+    return DeliveryReport(day=day, numbers=numbers, abandoned_by_reason=by_reason,
+                          by_kind=by_kind)

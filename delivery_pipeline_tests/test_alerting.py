@@ -1,0 +1,261 @@
+"""Checks executed into a Dagster instance, then the alert sensors: one post
+when a check starts failing, none on the next tick, a resolved message when it
+passes again; one post per failed run; a healthy day posts nothing."""
+
+from __future__ import annotations
+
+import pytest
+from dagster import (
+    AssetCheckKey,
+    AssetCheckSeverity,
+    DagsterInstance,
+    Definitions,
+    Failure,
+    SkipReason,
+    build_run_status_sensor_context,
+    build_sensor_context,
+    job,
+    op,
+)
+
+from delivery_pipeline.dagster_defs.alerting import ops_check_alerts, ops_run_failures
+from delivery_pipeline.dagster_defs.assets import delivery_backlog
+from delivery_pipeline.dagster_defs.checks import (
+    BACKLOG_CHECKS,
+    BACKLOG_KEY,
+    CHECK_KEYS,
+    checks_every_5_minutes,
+    delivery_checks,
+)
+from delivery_pipeline.dagster_defs.jobs import refresh_backlog
+from delivery_pipeline.dagster_defs.resources import AppDatabase, OpsChannelResource
+from delivery_pipeline.engine import sweep_sync
+from delivery_pipeline_tests.support import ops
+from delivery_pipeline_tests.support.data import add_document, add_person
+from delivery_pipeline_tests.support.ops import HOUR, STRANDINGS
+
+pytestmark = pytest.mark.filterwarnings("ignore::dagster.BetaWarning")
+
+
+@pytest.fixture
+def instance():
+    with DagsterInstance.ephemeral() as inst:
+        yield inst
+
+
+def resources(database_url, ops_url):
+    return {"app_db": AppDatabase(database_url=database_url),
+            "ops_channel": OpsChannelResource(webhook_url=ops_url, timeout_seconds=2.0)}
+
+
+def definitions(database_url, ops_url=None):
+    return Definitions(
+        assets=[delivery_backlog], asset_checks=BACKLOG_CHECKS, jobs=[delivery_checks, refresh_backlog],
+        schedules=[checks_every_5_minutes], sensors=[ops_check_alerts, ops_run_failures],
+        resources=resources(database_url, ops_url),
+    )
+
+
+def run_checks(defs, instance):
+    result = defs.resolve_job_def("delivery_checks").execute_in_process(instance=instance)
+    assert result.success  # a failed check does not fail the run
+    return {e.check_name: e for e in result.get_asset_check_evaluations()}
+
+
+def tick(instance, database_url, ops_url):
+    context = build_sensor_context(instance=instance, resources=resources(database_url, ops_url))
+    outcome = ops_check_alerts(context)
+    assert isinstance(outcome, SkipReason)
+    return outcome
+
+
+def ops_url(sandbox):
+    return f"{sandbox.url}/_sandbox/ops"
+
+
+def test_checks_job_evaluates_every_check_and_the_backlog_job_runs_them_too(
+        database_url, instance):
+    defs = definitions(database_url)
+    evaluations = run_checks(defs, instance)
+    assert set(evaluations) == {key.name for key in CHECK_KEYS}
+    assert all(e.passed for e in evaluations.values())
+    assert all(e.asset_key == BACKLOG_KEY for e in evaluations.values())
+    result = defs.resolve_job_def("refresh_backlog").execute_in_process(instance=instance)
+    assert {e.check_name for e in result.get_asset_check_evaluations()} == set(evaluations)
+    Definitions.validate_loadable(defs)
+
+
+def test_checks_carry_owner_and_runbook_metadata():
+    for check in BACKLOG_CHECKS:
+        spec = next(iter(check.check_specs))
+        assert spec.metadata["owner"] and spec.metadata["runbook"]
+        assert "Owner:" in spec.description
+        assert not spec.blocking
+
+
+@pytest.mark.parametrize("name", sorted(STRANDINGS))
+def test_stranded_state_posts_once_then_resolves(db, database_url, instance, sandbox, monkeypatch,
+                                                 name):
+    stranding = STRANDINGS[name]
+    for key, value in stranding.env:
+        monkeypatch.setenv(key, value)
+    defs = definitions(database_url, ops_url(sandbox))
+    handle = stranding.strand(db)
+
+    evaluation = run_checks(defs, instance)[name]
+    assert not evaluation.passed
+    expected = {"warn": AssetCheckSeverity.WARN, "error": AssetCheckSeverity.ERROR}
+    assert evaluation.severity == expected[stranding.severity]
+    assert evaluation.metadata["count"].value >= 1
+    assert evaluation.metadata["oldest_ids"].value
+    assert evaluation.metadata["owner"].value and evaluation.metadata["runbook"].value
+
+    tick(instance, database_url, ops_url(sandbox))
+    posts = sandbox.ops_alerts()
+    assert len(posts) == 1
+    assert name in posts[0]["text"] and posts[0]["blocks"]
+    assert ("ERROR" if stranding.severity == "error" else "WARN") in posts[0]["text"]
+
+    run_checks(defs, instance)
+    tick(instance, database_url, ops_url(sandbox))
+    assert len(sandbox.ops_alerts()) == 1, "still failing: no duplicate before the reminder"
+
+    stranding.fix(db, handle)
+    assert run_checks(defs, instance)[name].passed
+    tick(instance, database_url, ops_url(sandbox))
+    posts = sandbox.ops_alerts()
+    assert len(posts) == 2
+    assert "resolved" in posts[1]["text"] and name in posts[1]["text"]
+    tick(instance, database_url, ops_url(sandbox))
+    assert len(sandbox.ops_alerts()) == 2
+
+    rows = db.execute("SELECT kind, severity, sent_at FROM ops_alerts ORDER BY id").fetchall()
+    assert [(r["kind"], r["sent_at"] is not None) for r in rows] == [
+        ("alert", True), ("resolved", True)]
+
+
+def test_reminder_after_the_interval_and_escalation_from_warn_to_error(
+        db, database_url, instance, sandbox):
+    defs = definitions(database_url, ops_url(sandbox))
+    doc = ops.pending(db, 20 * 60)  # WARN
+    run_checks(defs, instance)
+    tick(instance, database_url, ops_url(sandbox))
+    db.execute("UPDATE ops_alerts SET created_at = created_at - interval '5 hours'")
+    run_checks(defs, instance)
+    tick(instance, database_url, ops_url(sandbox))
+    posts = sandbox.ops_alerts()
+    assert len(posts) == 2 and "still failing" in posts[1]["text"]
+    db.execute("UPDATE documents SET created_at = now() - interval '3 hours' WHERE id = %(id)s",
+               {"id": doc})
+    run_checks(defs, instance)
+    tick(instance, database_url, ops_url(sandbox))
+    posts = sandbox.ops_alerts()
+    assert len(posts) == 3 and "ERROR" in posts[2]["text"]
+
+
+def test_a_healthy_day_raises_no_alert(db, database_url, instance, sandbox, settings):
+    """Documents flowing all day, delivered within minutes, knocks delivered and answered."""
+    for hour in range(1, 23):
+        person = add_person(db)
+        doc = add_document(db, person["id"], f"Plan of hour {hour}.")
+        db.execute(
+            "UPDATE documents SET created_at = now() - make_interval(hours => %(h)s), "
+            "generated_at = now() - make_interval(hours => %(h)s), "
+            "delivered_at = now() - make_interval(hours => %(h)s) + interval '3 minutes' "
+            "WHERE id = %(id)s", {"h": hour, "id": doc["id"]})
+        if hour % 3 == 0:
+            ops.knocked(db, hour * HOUR, read=True, answered=True)
+    ops.abandoned(db, "stale", age_seconds=5 * HOUR)  # a brief nobody asked for in time
+    ops.pending(db, 60)  # just requested
+    ops.knocked(db, 30 * 60)  # knocked half an hour ago, no reply yet
+    fresh = []
+    for _ in range(3):
+        person = add_person(db)
+        sandbox.set_window(person["phone"], 60)
+        fresh.append(add_document(db, person["id"], "Fresh.")["id"])
+    assert sweep_sync(settings, database_url).delivered == len(fresh)
+
+    defs = definitions(database_url, ops_url(sandbox))
+    evaluations = run_checks(defs, instance)
+    assert {n: e.description for n, e in evaluations.items() if not e.passed} == {}
+    tick(instance, database_url, ops_url(sandbox))
+    assert sandbox.ops_alerts() == []
+    assert db.execute("SELECT count(*) AS n FROM ops_alerts").fetchone()["n"] == 0
+
+
+def test_ops_webhook_down_records_unsent_and_retries_next_tick(
+        db, database_url, instance, sandbox):
+    defs = definitions(database_url)
+    ops.pause_sender(db)
+    run_checks(defs, instance)
+    down = "http://127.0.0.1:9/ops"  # nothing listens on the discard port
+    outcome = tick(instance, database_url, down)
+    assert "failed" in outcome.skip_message
+    row = db.execute("SELECT * FROM ops_alerts").fetchone()
+    assert row["sent_at"] is None and row["send_attempts"] == 1 and row["last_send_error"]
+    tick(instance, database_url, down)
+    assert db.execute("SELECT send_attempts FROM ops_alerts").fetchone()["send_attempts"] == 2
+
+    tick(instance, database_url, ops_url(sandbox))
+    posts = sandbox.ops_alerts()
+    assert len(posts) == 1 and "sender_paused" in posts[0]["text"]
+    row = db.execute("SELECT * FROM ops_alerts").fetchone()
+    assert row["sent_at"] is not None and row["last_send_error"] is None
+
+
+def test_no_webhook_url_logs_and_records_only(db, database_url, instance):
+    defs = definitions(database_url)
+    ops.pause_sender(db)
+    run_checks(defs, instance)
+    outcome = tick(instance, database_url, None)
+    assert "no OPS_WEBHOOK_URL" in outcome.skip_message
+    row = db.execute("SELECT * FROM ops_alerts").fetchone()
+    assert row["kind"] == "alert" and row["severity"] == "error" and row["sent_at"] is None
+
+
+def test_sensor_also_sends_the_engines_alerts(db, database_url, instance, sandbox):
+    db.execute("INSERT INTO ops_alerts (dedup_key, severity, message) "
+               "VALUES ('recipient:1', 'warning', 'Person 1 cannot receive WhatsApp messages')")
+    tick(instance, database_url, ops_url(sandbox))
+    assert [p["text"] for p in sandbox.ops_alerts()] == [
+        ":warning: *WARN* Person 1 cannot receive WhatsApp messages"]
+
+
+def test_unevaluated_checks_raise_nothing(database_url, instance, sandbox):
+    outcome = tick(instance, database_url, ops_url(sandbox))
+    assert "nothing new" in outcome.skip_message
+    assert sandbox.ops_alerts() == []
+    key = AssetCheckKey(BACKLOG_KEY, "pending_too_long")
+    assert instance.get_latest_asset_check_evaluation_record(key) is None
+
+
+@op
+def explode() -> None:
+    raise Failure(description="the generator is on fire")
+
+
+@job
+def doomed() -> None:
+    explode()
+
+
+def test_run_failure_posts_once_per_run(database_url, instance, sandbox, db):
+    result = doomed.execute_in_process(instance=instance, raise_on_error=False)
+    assert not result.success
+
+    def run_sensor():
+        context = build_run_status_sensor_context(
+            sensor_name="ops_run_failures", dagster_instance=instance,
+            dagster_run=result.dagster_run, dagster_event=result.get_run_failure_event(),
+            resources=resources(database_url, ops_url(sandbox)),
+        )
+        ops_run_failures(context)
+
+    run_sensor()
+    run_sensor()
+    posts = sandbox.ops_alerts()
+    assert len(posts) == 1
+    assert "doomed" in posts[0]["text"] and result.run_id in posts[0]["text"]
+    assert "the generator is on fire" in posts[0]["text"]
+    row = db.execute("SELECT dedup_key, sent_at FROM ops_alerts").fetchone()
+    assert row["dedup_key"] == f"run_failure:{result.run_id}" and row["sent_at"] is not None

@@ -1,0 +1,156 @@
+-- The ops checks on the backlog asset (delivery_pipeline/checks.py), one per
+-- waiting state. Each mirrors its state in the document_states view (001) with
+-- predicates the partial indexes answer, so a check costs the same however
+-- many documents were ever delivered. Each returns the oldest %(sample)s rows,
+-- every row carrying the totals (window aggregates run before the LIMIT); no
+-- row back means nothing waits.
+
+-- name: check_pending
+-- Documents waiting for generation (state 'pending'), oldest first, with the totals past %(warn)s and %(error)s.
+WITH waiting AS (
+    SELECT id, person_id, kind, generation_attempts, generation_error, created_at AS since
+    FROM documents
+    WHERE status = 'pending' AND abandoned_at IS NULL AND delivered_at IS NULL
+)
+SELECT id, person_id, kind, generation_attempts AS attempts, generation_error AS error,
+       extract(epoch FROM now() - since)::float8 AS age_seconds,
+       count(*) OVER () AS total,
+       count(*) FILTER (WHERE since <= now() - %(warn)s) OVER () AS over_warn,
+       count(*) FILTER (WHERE since <= now() - %(error)s) OVER () AS over_error
+FROM waiting
+ORDER BY since, id
+LIMIT %(sample)s
+
+-- name: check_generating
+-- Documents being generated (state 'generating'), longest-claimed first: a claim older than the thresholds is a dead or stuck worker.
+WITH waiting AS (
+    SELECT id, person_id, kind, generation_attempts, generation_claimed_at,
+           coalesce(generation_claimed_at, created_at) AS since
+    FROM documents
+    WHERE status = 'generating' AND abandoned_at IS NULL AND delivered_at IS NULL
+)
+SELECT id, person_id, kind, generation_attempts AS attempts, generation_claimed_at AS claimed_at,
+       extract(epoch FROM now() - since)::float8 AS age_seconds,
+       count(*) OVER () AS total,
+       count(*) FILTER (WHERE since <= now() - %(warn)s) OVER () AS over_warn,
+       count(*) FILTER (WHERE since <= now() - %(error)s) OVER () AS over_error
+FROM waiting
+ORDER BY since, id
+LIMIT %(sample)s
+
+-- name: check_undelivered
+-- Generated, undelivered documents not waiting on a reply (state 'undelivered'): which the eligibility function says a sweep would take now, for how long they have been due (stranded), and how long since generation (slow, e.g. retrying with backoff). Stranded first, then oldest.
+WITH undelivered AS (
+    SELECT d.id, d.person_id, d.kind, d.delivery_attempts, d.last_delivery_error,
+           coalesce(d.generated_at, d.created_at) AS since,
+           e.id IS NOT NULL AS eligible, e.action,
+           -- due since: generated, backoff elapsed, and any claim's lease expired
+           greatest(coalesce(d.generated_at, d.created_at), d.next_attempt_at,
+                    coalesce(d.claimed_at + %(lease)s, '-infinity')) AS due_since
+    FROM documents d
+    LEFT JOIN eligible_documents(%(lease)s, %(service_window)s) e ON e.id = d.id
+    WHERE d.status = 'succeeded' AND d.delivered_at IS NULL AND d.abandoned_at IS NULL
+      AND d.awaiting_reply_since IS NULL
+)
+SELECT id, person_id, kind, eligible, action, delivery_attempts AS attempts,
+       last_delivery_error AS error,
+       extract(epoch FROM now() - since)::float8 AS age_seconds,
+       extract(epoch FROM now() - min(since) OVER ())::float8 AS oldest_age_seconds,
+       CASE WHEN eligible THEN extract(epoch FROM now() - due_since)::float8 END
+           AS stranded_seconds,
+       count(*) OVER () AS total,
+       count(*) FILTER (WHERE eligible) OVER () AS eligible_total,
+       count(*) FILTER (WHERE eligible AND due_since <= now() - %(warn)s) OVER () AS over_warn,
+       count(*) FILTER (WHERE eligible AND due_since <= now() - %(error)s) OVER () AS over_error,
+       count(*) FILTER (WHERE since <= now() - %(slow)s) OVER () AS over_slow
+FROM undelivered
+ORDER BY (eligible AND due_since <= now() - %(warn)s) DESC, since, id
+LIMIT %(sample)s
+
+-- name: check_awaiting_reply
+-- Documents knocked for and waiting on the person (state 'awaiting_reply'), oldest first.
+SELECT id, person_id, kind, knock_sent_at,
+       extract(epoch FROM now() - awaiting_reply_since)::float8 AS age_seconds,
+       count(*) OVER () AS total
+FROM documents
+WHERE awaiting_reply_since IS NOT NULL AND delivered_at IS NULL AND abandoned_at IS NULL
+  AND status = 'succeeded'
+ORDER BY awaiting_reply_since, id
+LIMIT %(sample)s
+
+-- name: check_knock_health
+-- Knocks of the last %(period)s: how many the platform reports delivered (or failed) once %(settle)s old, and how many were answered (the person wrote after) once %(answer_grace)s old.
+WITH knocks AS (
+    SELECT d.id, d.knock_sent_at,
+           d.knock_sent_at <= now() - %(settle)s AS settled,
+           d.knock_sent_at <= now() - %(answer_grace)s AS answerable,
+           EXISTS (SELECT 1 FROM status_events s
+                   WHERE s.wa_message_id = d.knock_message_id
+                     AND s.status IN ('delivered', 'read')) AS delivered,
+           EXISTS (SELECT 1 FROM status_events s
+                   WHERE s.wa_message_id = d.knock_message_id AND s.status = 'failed') AS failed,
+           EXISTS (SELECT 1 FROM inbound_messages i
+                   WHERE i.person_id = d.person_id AND i.sent_at > d.knock_sent_at) AS answered
+    FROM documents d
+    WHERE d.knock_sent_at > now() - %(period)s
+)
+SELECT count(*) AS knocked,
+       count(*) FILTER (WHERE settled) AS settled,
+       count(*) FILTER (WHERE settled AND (failed OR NOT delivered)) AS not_delivered,
+       count(*) FILTER (WHERE failed) AS failed,
+       count(*) FILTER (WHERE answerable) AS answerable,
+       count(*) FILTER (WHERE answerable AND NOT answered) AS unanswered,
+       coalesce((array_agg(id ORDER BY knock_sent_at, id)
+                 FILTER (WHERE settled AND (failed OR NOT delivered)))[1:%(sample)s], '{}')
+           AS not_delivered_ids
+FROM knocks
+
+-- name: check_abandoned_recent
+-- Documents abandoned, or whose generation failed, in the last %(period)s, by reason: count, oldest age, the oldest ids.
+WITH recent AS (
+    SELECT id, abandon_reason AS reason, abandoned_at AS at
+    FROM documents WHERE abandoned_at > now() - %(period)s
+    UNION ALL
+    SELECT id, 'generation_failed', generation_failed_at
+    FROM documents WHERE status = 'failed' AND generation_failed_at > now() - %(period)s
+)
+SELECT reason, count(*) AS count,
+       extract(epoch FROM now() - min(at))::float8 AS oldest_age_seconds,
+       (array_agg(id ORDER BY at, id))[1:%(sample)s] AS oldest_ids
+FROM recent
+GROUP BY reason
+ORDER BY reason
+
+-- name: check_tier_usage
+-- People reached outside the window (knocked: a template) in the rolling last 24 h, those who leave it first first: each person's last knock is their only one within 24 h.
+SELECT id AS person_id,
+       extract(epoch FROM now() - last_knock_at)::float8 AS age_seconds,
+       count(*) OVER () AS total
+FROM people
+WHERE last_knock_at > now() - interval '24 hours'
+ORDER BY last_knock_at, id
+LIMIT %(sample)s
+
+-- name: check_sender_paused
+-- Is sending paused by a global error, since when, and how many documents wait behind it?
+SELECT s.paused_at, s.pause_code, s.pause_reason,
+       extract(epoch FROM now() - s.paused_at)::float8 AS age_seconds,
+       (SELECT count(*) FROM documents d
+        WHERE d.status = 'succeeded' AND d.delivered_at IS NULL AND d.abandoned_at IS NULL
+          AND d.awaiting_reply_since IS NULL) AS waiting,
+       coalesce((SELECT array_agg(id) FROM (
+            SELECT d.id FROM documents d
+            WHERE d.status = 'succeeded' AND d.delivered_at IS NULL AND d.abandoned_at IS NULL
+              AND d.awaiting_reply_since IS NULL
+            ORDER BY d.next_attempt_at, d.id LIMIT %(sample)s) oldest), '{}') AS waiting_ids
+FROM sender_state s
+
+-- ─────────────────────────── the ops outbox ──────────────────────────────
+
+-- name: alerts_to_send
+-- Alerts the ops channel has not taken yet and not older than %(max_age)s, oldest first (an alert stuck for a day is left recorded, unsent).
+SELECT id, dedup_key, severity, kind, message, details, created_at, send_attempts
+FROM ops_alerts
+WHERE sent_at IS NULL AND created_at > now() - %(max_age)s
+ORDER BY created_at, id
+LIMIT %(limit)s
