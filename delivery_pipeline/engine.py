@@ -10,6 +10,7 @@ person or document) and from the CLI. Exclusivity comes from the claim in
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 import logging
 import random
 import uuid
@@ -297,6 +298,7 @@ class DeliveryEngine:
                          "callback_data": callback}
             await self.limiter.acquire()
             try:
+                started_at = dt.datetime.now(dt.UTC)
                 wamid = await self.client.send_text(doc["phone"], text, callback_data=callback)
             except SendOutcomeUnknown as exc:
                 await self._fetch(QUERIES.chunk_unknown, chunk_key)
@@ -321,7 +323,7 @@ class DeliveryEngine:
                 return
             await self._fetch(QUERIES.chunk_sent, {**chunk_key, "wa_message_id": wamid})
             result.chunks_sent += 1
-            await self._sent_ok()
+            await self._sent_ok(started_at)
             if self.settings.chunk_interval_seconds and index < len(chunks) - 1:
                 await asyncio.sleep(self.settings.chunk_interval_seconds)
         delivered = await self._fetch_one(
@@ -356,8 +358,10 @@ class DeliveryEngine:
                     claim.document_id, index, grace)
         return "resend"
 
-    async def _sent_ok(self) -> None:
-        row = await self._fetch_one(QUERIES.resume_sender, {})
+    async def _sent_ok(self, started_at: dt.datetime) -> None:
+        """A send accepted: a pause recorded before it started is over. (One that was
+        already in flight when another worker hit the global error proves nothing.)"""
+        row = await self._fetch_one(QUERIES.resume_sender, {"send_started_at": started_at})
         if row is not None:
             log.warning("sending resumed after a global pause")
 
@@ -374,6 +378,7 @@ class DeliveryEngine:
                               self.settings.knock_param_max)
             await self.limiter.acquire()
             try:
+                started_at = dt.datetime.now(dt.UTC)
                 wamid = await self.client.send_template(
                     doc["phone"], knock.template, knock.language, knock.parameters,
                     callback_data=f"dp:{claim.document_id}:knock",
@@ -394,7 +399,7 @@ class DeliveryEngine:
                 await self._handle_error(claim, doc, exc, result)
                 return
             result.knocks_sent += 1
-            await self._sent_ok()
+            await self._sent_ok(started_at)
         row = await self._fetch_one(
             QUERIES.await_reply,
             {

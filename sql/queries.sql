@@ -303,9 +303,9 @@ SET paused_at = coalesce(paused_at, now()), pause_code = %(code)s, pause_reason 
 RETURNING paused_at
 
 -- name: resume_sender
--- A send succeeded: the pause (if any) is over.
+-- A send that started after the pause succeeded: the pause is over.
 UPDATE sender_state SET paused_at = NULL, pause_code = NULL, pause_reason = NULL, resumed_at = now()
-WHERE paused_at IS NOT NULL
+WHERE paused_at IS NOT NULL AND paused_at < %(send_started_at)s
 RETURNING resumed_at
 
 -- name: sender_state
