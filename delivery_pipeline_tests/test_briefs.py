@@ -19,6 +19,7 @@ from delivery_pipeline.briefs import (
     run_briefs,
 )
 from delivery_pipeline.db import QUERIES, connect
+from delivery_pipeline.generation import generation_due
 from delivery_pipeline.inbound import note_inbound
 from delivery_pipeline_tests.support.data import add_person, document
 
@@ -225,7 +226,6 @@ def test_abandons_every_open_brief_of_an_earlier_local_day(db):
     for doc_id in abandoned:
         row = document(db, doc_id)
         assert row["abandon_reason"] == "stale" and row["claim_token"] is None
-    assert document(db, docs["pending"])["next_generation_at"].year == 9999
     for untouched in ("delivered", "generation_failed", "live_claim", "today"):
         assert document(db, docs[untouched])["abandoned_at"] is None, untouched
     assert document(db, plan)["abandoned_at"] is None
@@ -233,6 +233,10 @@ def test_abandons_every_open_brief_of_an_earlier_local_day(db):
     row = db.execute("SELECT state, abandon_reason FROM document_states WHERE id = %(id)s",
                      {"id": docs["awaiting_reply"]}).fetchone()
     assert row == {"state": "abandoned", "abandon_reason": "stale"}
+    # The abandoned pending brief left the generation queue: with the two
+    # documents still legitimately pending gone, nothing is due.
+    db.execute("DELETE FROM documents WHERE id = ANY(%s)", ([docs["today"], plan],))
+    assert generation_due(db) is False
 
 
 def test_an_abandoned_brief_stays_abandoned_when_the_person_writes(db):

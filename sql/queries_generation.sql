@@ -8,7 +8,8 @@
 -- The generation sensor's guard: is any document due for generation (or its generation claim expired)? One range probe on documents_generation_queue.
 SELECT EXISTS (
     SELECT 1 FROM documents
-    WHERE status IN ('pending', 'generating') AND next_generation_at <= now()
+    WHERE status IN ('pending', 'generating') AND abandoned_at IS NULL
+      AND next_generation_at <= now()
 ) AS due
 
 -- name: fail_exhausted_generation
@@ -105,10 +106,7 @@ RETURNING id, person_id, for_date
 UPDATE documents d
 SET abandoned_at = now(), abandon_reason = 'stale',
     last_delivery_error = 'brief for a day already over',
-    claim_token = NULL, claimed_at = NULL,
-    next_generation_at = CASE WHEN d.status IN ('pending', 'generating')
-                              THEN timestamptz '9999-01-01 00:00+00'
-                              ELSE d.next_generation_at END
+    claim_token = NULL, claimed_at = NULL
 FROM people p
 WHERE p.id = d.person_id
   AND d.kind = 'daily_brief' AND d.delivered_at IS NULL AND d.abandoned_at IS NULL
