@@ -112,3 +112,173 @@ class RawHttpConnection:
 
     async def close(self) -> None:
         self.writer.close()
+
+
+# ── helpers for the throughput / comparison / memory / guard benchmarks ─────
+
+
+def median(values: list[float]) -> float:
+    return percentile(values, 50)
+
+
+def seed_ready_documents(url: str, count: int, body: str, phone_prefix: str,
+                         inbound_age_seconds: float | None = 60) -> list[str]:
+    """``count`` people (window open in our DB) with one ready document each, set-based.
+
+    Phones are ``phone_prefix`` + 7 digits; returns them in document-id order."""
+    from delivery_pipeline.db import connect
+
+    with connect(url) as conn:
+        conn.execute(
+            """INSERT INTO people (phone, name, last_inbound_at)
+               SELECT %(prefix)s || lpad(g::text, 7, '0'), 'P' || g,
+                      CASE WHEN %(age)s::float8 IS NULL THEN NULL
+                           ELSE now() - make_interval(secs => %(age)s::float8) END
+               FROM generate_series(1, %(n)s) g""",
+            {"prefix": phone_prefix, "n": count, "age": inbound_age_seconds})
+        conn.execute(
+            """INSERT INTO documents (person_id, kind, status, body, generated_at)
+               SELECT id, 'plan', 'succeeded', %(body)s, now() FROM people
+               WHERE phone LIKE %(like)s ORDER BY id""",
+            {"body": body, "like": phone_prefix + "%"})
+    return [f"{phone_prefix}{i:07d}" for i in range(1, count + 1)]
+
+
+def open_windows(sandbox_url: str, phones: list[str], age_seconds: float = 60,
+                 parallel: int = 16) -> None:
+    """Tell the sandbox each person wrote ``age_seconds`` ago (their window is open there too)."""
+    import asyncio
+    from urllib.parse import quote
+
+    import httpx
+
+    async def run() -> None:
+        queue = list(phones)
+        async with httpx.AsyncClient(base_url=sandbox_url, timeout=30) as http:
+            async def worker() -> None:
+                while queue:
+                    phone = queue.pop()
+                    r = await http.post(f"/_sandbox/people/{quote(phone, safe='')}/window",
+                                        json={"age_seconds": age_seconds})
+                    r.raise_for_status()
+            await asyncio.gather(*(worker() for _ in range(parallel)))
+
+    asyncio.run(run())
+
+
+def inbox_report(inboxes: dict[str, list[dict]], expected: dict[str, list[str]] | None = None
+                 ) -> dict[str, object]:
+    """Text messages received: count, duplicates (same text twice to one phone), missing
+    (expected texts never received) and the sorted accept times (epoch seconds)."""
+    from collections import Counter
+
+    received = duplicates = missing = 0
+    times: list[float] = []
+    for messages in inboxes.values():
+        texts = [m["text"] for m in messages if m["type"] == "text"]
+        received += len(texts)
+        duplicates += sum(n - 1 for n in Counter(texts).values() if n > 1)
+        times.extend(dt.datetime.fromisoformat(m["time"]).timestamp()
+                     for m in messages if m["type"] == "text")
+    if expected is not None:
+        for phone, texts in expected.items():
+            got = {m["text"] for m in inboxes.get(phone, []) if m["type"] == "text"}
+            missing += sum(1 for t in texts if t not in got)
+    times.sort()
+    return {"received": received, "duplicates": duplicates, "missing": missing, "times": times}
+
+
+def rates(times: list[float], trim: float = 0.1) -> dict[str, float]:
+    """Accept rate overall (first → last message) and steady state (the middle
+    ``1 - 2·trim`` of the messages, so ramp-up and tail are excluded), and the
+    busiest 1-second window."""
+    n = len(times)
+    if n < 2:
+        return {"overall": float("nan"), "steady": float("nan"), "peak_1s": float(n)}
+    overall = (n - 1) / max(times[-1] - times[0], 1e-9)
+    lo, hi = int(n * trim), int(n * (1 - trim)) - 1
+    steady = (hi - lo) / max(times[hi] - times[lo], 1e-9)
+    peak, j = 0, 0
+    for i in range(n):
+        while times[i] - times[j] >= 1.0:
+            j += 1
+        peak = max(peak, i - j + 1)
+    return {"overall": overall, "steady": steady, "peak_1s": float(peak)}
+
+
+def cpu_seconds(pid: int) -> float:
+    """user + system CPU seconds of a process so far (Linux /proc)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+class BackendCpu:
+    """Samples the CPU time of every Postgres backend connected to one database
+    (a thread; the server must be on this machine). ``total()`` after ``stop()``."""
+
+    def __init__(self, url: str, interval: float = 0.5) -> None:
+        import threading
+
+        self.url, self.interval = url, interval
+        self.start_cpu: dict[int, float] = {}
+        self.last_cpu: dict[int, float] = {}
+        self._first = True
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _sample(self, conn) -> None:  # type: ignore[no-untyped-def]
+        rows = conn.execute(
+            "SELECT pid FROM pg_stat_activity WHERE datname = current_database() "
+            "AND pid <> pg_backend_pid()").fetchall()
+        for row in rows:
+            pid = row["pid"] if isinstance(row, dict) else row[0]
+            cpu = cpu_seconds(pid)
+            # backends already there at the start count from then; new ones from 0
+            self.start_cpu.setdefault(pid, cpu if self._first else 0.0)
+            self.last_cpu[pid] = cpu
+        self._first = False
+
+    def _run(self) -> None:
+        from delivery_pipeline.db import connect
+
+        with connect(self.url) as conn:
+            self._sample(conn)
+            while not self._stop.wait(self.interval):
+                self._sample(conn)
+            self._sample(conn)
+
+    def __enter__(self) -> BackendCpu:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def total(self) -> float:
+        return sum(self.last_cpu[p] - self.start_cpu.get(p, 0.0) for p in self.last_cpu)
+
+
+def figures_comment(figures: dict[str, object]) -> str:
+    """A hidden, machine-readable line for a section (``run_all`` builds the summary from it)."""
+    import json
+
+    return f"<!-- figures: {json.dumps(figures, sort_keys=True)} -->"
+
+
+def read_section(name: str) -> str | None:
+    text = BENCHMARKS_MD.read_text() if BENCHMARKS_MD.exists() else ""
+    match = re.search(rf"<!-- bench:{re.escape(name)} -->(.*?)<!-- /bench:{re.escape(name)} -->",
+                      text, re.DOTALL)
+    return match.group(1) if match else None
+
+
+def read_figures(name: str) -> dict[str, object] | None:
+    import json
+
+    section = read_section(name)
+    match = re.search(r"<!-- figures: (\{.*?\}) -->", section or "")
+    return json.loads(match.group(1)) if match else None

@@ -182,6 +182,8 @@ CREATE TABLE sender_state (
 );
 INSERT INTO sender_state (id) VALUES (true);
 
+-- (Restated over the in_queue column by 006_queue_flag.sql, which is now the
+-- definition in force.)
 -- THE eligibility definition: which documents a sweep would act on now, and
 -- what it would do. The sweep selects from it and the heartbeat guard asks
 -- EXISTS on it. It reads only rows of the documents_queue partial index
