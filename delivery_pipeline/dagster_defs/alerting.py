@@ -12,7 +12,6 @@ what the channel did not take is retried on the next tick.
 ``ops_run_failures`` posts once per failed run of any job.
 """
 
-import os
 
 from dagster import (
     AssetCheckEvaluation,
@@ -29,6 +28,7 @@ from dagster import (
 
 from delivery_pipeline.dagster_defs.checks import CHECK_KEYS
 from delivery_pipeline.dagster_defs.resources import AppDatabase, OpsChannelResource
+from delivery_pipeline.dagster_defs.sensors import interval_seconds
 from delivery_pipeline.ops_channel import (
     DEFAULT_REMINDER_SECONDS,
     OpsNotifier,
@@ -37,25 +37,11 @@ from delivery_pipeline.ops_channel import (
     send_pending,
 )
 
-
-def _seconds(name: str, default: int) -> int:
-    raw = os.environ.get(name)
-    if not raw:
-        return default
-    try:
-        value = int(raw)
-    except ValueError as exc:
-        raise ValueError(f"{name} must be a whole number of seconds, got {raw!r}") from exc
-    if value < 1:
-        raise ValueError(f"{name} must be at least 1")
-    return value
-
-
-OPS_ALERT_SENSOR_SECONDS = _seconds("OPS_ALERT_SENSOR_SECONDS", 60)
+OPS_ALERT_SENSOR_SECONDS = interval_seconds("OPS_ALERT_SENSOR_SECONDS", 60)
 
 
 def reminder_seconds() -> int:
-    return _seconds("OPS_ALERT_REMINDER_SECONDS", DEFAULT_REMINDER_SECONDS)
+    return interval_seconds("OPS_ALERT_REMINDER_SECONDS", DEFAULT_REMINDER_SECONDS)
 
 
 def notifier_for(ops_channel: OpsChannelResource) -> OpsNotifier:
