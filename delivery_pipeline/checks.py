@@ -21,6 +21,7 @@ from typing import Any
 
 import psycopg
 
+from delivery_pipeline.backlog import format_age
 from delivery_pipeline.db import QUERIES
 from delivery_pipeline.settings import Settings
 
@@ -157,20 +158,6 @@ class Thresholds:
 # ── helpers ─────────────────────────────────────────────────────────────
 
 
-def age_text(seconds: float | None) -> str:
-    """``95`` → ``1m 35s``; ``7300`` → ``2h 1m``."""
-    if seconds is None:
-        return "-"
-    seconds = int(seconds)
-    if seconds < 60:
-        return f"{seconds}s"
-    if seconds < 3600:
-        return f"{seconds // 60}m {seconds % 60}s"
-    if seconds < 86400:
-        return f"{seconds // 3600}h {seconds % 3600 // 60}m"
-    return f"{seconds // 86400}d {seconds % 86400 // 3600}h"
-
-
 def _severity(errs: bool, warns: bool) -> Severity | None:
     if errs:
         return Severity.ERROR
@@ -221,10 +208,10 @@ def _aged_state(query: str, name: str, noun: str, warn: float, error: float,
     limit = error if severity is Severity.ERROR else warn
     over = over_error if severity is Severity.ERROR else over_warn
     if severity is None:
-        summary = f"{total} {noun}, oldest {age_text(oldest)}: within {age_text(warn)}."
+        summary = f"{total} {noun}, oldest {format_age(oldest, precise=True)}: within {format_age(warn, precise=True)}."
     else:
-        summary = (f"{over} {noun} for over {age_text(limit)} (of {total}); oldest "
-                   f"{age_text(oldest)}: ids {', '.join(map(str, _ids(rows)))}.")
+        summary = (f"{over} {noun} for over {format_age(limit, precise=True)} (of {total}); oldest "
+                   f"{format_age(oldest, precise=True)}: ids {', '.join(map(str, _ids(rows)))}.")
     metadata: dict[str, Any] = {
         "count": total, "over_warn": over_warn, "over_error": over_error,
         "oldest_age_seconds": round(oldest, 1), "oldest_ids": _ids(rows),
@@ -245,7 +232,7 @@ def check_generating(conn: psycopg.Connection, t: Thresholds) -> CheckResult:
         QUERIES.check_generating, "generating_too_long", "documents generating",
         t.generating_warn_seconds, t.generating_error_seconds, conn, t,
         listed=lambda r: {"id": r["id"], "person_id": r["person_id"], "kind": r["kind"],
-                          "attempts": r["attempts"], "claimed_for": age_text(r["age_seconds"])},
+                          "attempts": r["attempts"], "claimed_for": format_age(r["age_seconds"], precise=True)},
     )
 
 
@@ -273,16 +260,16 @@ def check_undelivered(conn: psycopg.Connection, t: Thresholds) -> CheckResult:
     if over_warn:
         limit = t.undelivered_error_seconds if over_error else t.undelivered_warn_seconds
         summary = (f"{over_error or over_warn} documents eligible for delivery and not taken by "
-                   f"any sweep for over {age_text(limit)} (stranded; longest "
-                   f"{age_text(stranded[0]['stranded_seconds'] if stranded else None)}): "
+                   f"any sweep for over {format_age(limit, precise=True)} (stranded; longest "
+                   f"{format_age(stranded[0]['stranded_seconds'] if stranded else None, precise=True)}): "
                    f"ids {ids}.")
     elif slow:
         summary = (f"{slow} documents undelivered for over "
-                   f"{age_text(t.undelivered_slow_seconds)} since generation (retrying or "
-                   f"claimed, not stranded); oldest {age_text(oldest)}: ids {ids}.")
+                   f"{format_age(t.undelivered_slow_seconds, precise=True)} since generation (retrying or "
+                   f"claimed, not stranded); oldest {format_age(oldest, precise=True)}: ids {ids}.")
     else:
         summary = (f"{total} documents undelivered ({eligible} eligible now), oldest "
-                   f"{age_text(oldest)}: none stranded.")
+                   f"{format_age(oldest, precise=True)}: none stranded.")
     return _result("undelivered_stranded", severity, summary, {
         "count": total, "eligible": eligible, "stranded_over_warn": over_warn,
         "stranded_over_error": over_error, "slow": slow,
@@ -291,7 +278,7 @@ def check_undelivered(conn: psycopg.Connection, t: Thresholds) -> CheckResult:
         if stranded else 0.0,
         "oldest_ids": _ids(rows),
         "rows": [{"id": r["id"], "eligible": r["eligible"], "action": r["action"],
-                  "attempts": r["attempts"], "age": age_text(r["age_seconds"]),
+                  "attempts": r["attempts"], "age": format_age(r["age_seconds"], precise=True),
                   "error": r["error"]} for r in rows],
         "warn_after_seconds": t.undelivered_warn_seconds,
         "error_after_seconds": t.undelivered_error_seconds,
@@ -326,7 +313,7 @@ def check_awaiting_reply(conn: psycopg.Connection, t: Thresholds) -> CheckResult
         summary = (f"{unanswered} of {answerable} knocks of the last day are unanswered "
                    f"({unanswered_share:.0%}); {total} documents wait on a reply.")
     else:
-        summary = (f"{total} documents wait on a knock reply, oldest {age_text(oldest)}; "
+        summary = (f"{total} documents wait on a knock reply, oldest {format_age(oldest, precise=True)}; "
                    f"knocks of the last day: {health['knocked']}, {unanswered} unanswered.")
     return _result("awaiting_reply", severity, summary, {
         "count": total, "oldest_age_seconds": round(oldest, 1), "oldest_ids": _ids(waiting),
@@ -387,7 +374,7 @@ def check_tier(conn: psycopg.Connection, t: Thresholds) -> CheckResult:
                f"rolling 24 h ({share:.0%} of the messaging tier)")
     if severity is not None:
         summary += (f"; the oldest knock leaves the 24 h in "
-                    f"{age_text(max(24 * 3600 - oldest, 0))}.")
+                    f"{format_age(max(24 * 3600 - oldest, 0), precise=True)}.")
     return _result("messaging_tier_headroom", severity, summary + ("" if severity else "."),
                    {**metadata, "share": share, "warn_at_share": t.tier_warn_share})
 
@@ -401,7 +388,7 @@ def check_sender_paused(conn: psycopg.Connection, t: Thresholds) -> CheckResult:
             "count": waiting, "oldest_age_seconds": 0.0, "oldest_ids": [], "paused": False})
     age = float(row["age_seconds"])
     return _result("sender_paused", Severity.ERROR,
-                   f"Sending is paused by a global error since {age_text(age)} ago "
+                   f"Sending is paused by a global error since {format_age(age, precise=True)} ago "
                    f"(code {row['pause_code']}: {row['pause_reason']}); {waiting} documents "
                    "wait behind it.", {
                        "count": waiting, "oldest_age_seconds": round(age, 1),
