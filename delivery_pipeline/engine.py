@@ -49,6 +49,7 @@ log = logging.getLogger(__name__)
 THROUGHPUT_PAUSE_SECONDS = 0.25
 PAIR_RATE_RETRY_SECONDS = 6.0
 SHORT_RETRY_SECONDS = 10.0
+MAX_ROUNDS = 5
 
 
 @dataclass
@@ -63,6 +64,7 @@ class SweepResult:
     retry_scheduled: int = 0
     unknown_outcomes: int = 0
     lost_claims: int = 0
+    due_again: int = 0
     abandoned: Counter[str] = field(default_factory=Counter)
     stopped_by: str | None = None
 
@@ -76,6 +78,7 @@ class SweepResult:
             "retry_scheduled": self.retry_scheduled,
             "unknown_outcomes": self.unknown_outcomes,
             "lost_claims": self.lost_claims,
+            "due_again": self.due_again,
             "abandoned": dict(self.abandoned),
             "stopped_by": self.stopped_by,
         }
@@ -180,6 +183,11 @@ class DeliveryEngine:
                         break
                     claims = await self._claim(batch, document_id, person_id)
                     if not claims:
+                        if document_id is not None or person_id is not None:
+                            # A targeted sweep (a reply, a poke) is done: what
+                            # it could not claim another sweep holds, and that
+                            # one goes round again for what comes back due.
+                            break
                         # Rows locked by a concurrent claimer are skipped, not
                         # waited for; look again briefly before calling it done.
                         idle_rounds += 1
@@ -187,7 +195,7 @@ class DeliveryEngine:
                             await asyncio.sleep(0.02 * idle_rounds)
                             continue
                         wait = self._short_retry_until - time.monotonic()
-                        if wait > 0 and document_id is None and person_id is None:
+                        if wait > 0:
                             await asyncio.sleep(wait + 0.05)
                             idle_rounds = 0
                             continue
@@ -230,7 +238,16 @@ class DeliveryEngine:
                     # where the document stopped, so nothing is sent twice.
                     database_lost(exc)
 
-        await asyncio.gather(produce(), *(work() for _ in range(concurrency)))
+        # A document can come back due now while its own sweep runs (the
+        # person wrote while we knocked; a chunk failed after acceptance):
+        # a sweeper that skipped it as claimed has already gone, so the
+        # sweep that released it goes round again.
+        for _ in range(MAX_ROUNDS):
+            due_again = result.due_again
+            queue = asyncio.Queue(maxsize=concurrency)
+            await asyncio.gather(produce(), *(work() for _ in range(concurrency)))
+            if stop.is_set() or result.due_again == due_again or limit is not None:
+                break
         return result
 
     async def _claim(
@@ -435,6 +452,8 @@ class DeliveryEngine:
             result.lost_claims += 1
         elif row["awaiting_reply_since"] is not None:
             result.awaiting_reply += 1
+        else:
+            result.due_again += 1
 
     # ── errors ──────────────────────────────────────────────────────────
 
@@ -507,7 +526,9 @@ class DeliveryEngine:
              "attempt": attempt, "error": error[:1000]},
         )
         result.retry_scheduled += 1
-        if 0 < delay <= SHORT_RETRY_SECONDS:
+        if delay <= 0:
+            result.due_again += 1
+        elif delay <= SHORT_RETRY_SECONDS:
             self._short_retry_until = max(self._short_retry_until, time.monotonic() + delay)
 
     async def _abandon(self, claim: _Claim, reason: str, error: str, result: SweepResult) -> None:
