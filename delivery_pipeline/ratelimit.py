@@ -36,6 +36,11 @@ class RateLimiter:
         """The pace actually kept, in sends per second."""
         return 1.0 / self._interval
 
+    @property
+    def last_sent(self) -> float | None:
+        """The monotonic time of the last slot handed out (what the window counts)."""
+        return self._sent[-1] if self._sent else None
+
     async def acquire(self) -> None:
         """Wait for the next send slot (first come, first served)."""
         async with self._gate:
@@ -48,9 +53,11 @@ class RateLimiter:
             # from becoming a burst.
             if len(self._sent) == self._sent.maxlen:
                 slot = max(slot, self._sent[0] + WINDOW_SECONDS)
-            if slot > now:
+            # asyncio may wake a timer up to its clock resolution early: wait
+            # until the slot has really come.
+            while (now := time.monotonic()) < slot:  # noqa: ASYNC110 - a clock, not an event
                 await asyncio.sleep(slot - now)
-            self._sent.append(time.monotonic())
+            self._sent.append(now)
 
     def back_off(self, seconds: float) -> None:
         """The platform said slow down: no slot for anybody for ``seconds``."""
