@@ -16,8 +16,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from delivery_pipeline.db import ensure_database, with_database  # noqa: E402
-from delivery_pipeline.migrations import upgrade  # noqa: E402
+from delivery_pipeline.store.db import ensure_database, with_database  # noqa: E402
+from delivery_pipeline.store.migrations import upgrade  # noqa: E402
 
 BENCHMARKS_MD = REPO / "docs" / "benchmarks.md"
 
@@ -126,7 +126,7 @@ def seed_ready_documents(url: str, count: int, body: str, phone_prefix: str,
     """``count`` people (window open in our DB) with one ready document each, set-based.
 
     Phones are ``phone_prefix`` + 7 digits; returns them in document-id order."""
-    from delivery_pipeline.db import connect
+    from delivery_pipeline.store.db import connect
 
     with connect(url) as conn:
         conn.execute(
@@ -242,7 +242,7 @@ class BackendCpu:
         self._first = False
 
     def _run(self) -> None:
-        from delivery_pipeline.db import connect
+        from delivery_pipeline.store.db import connect
 
         with connect(self.url) as conn:
             self._sample(conn)

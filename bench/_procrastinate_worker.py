@@ -25,8 +25,8 @@ import procrastinate  # noqa: E402
 from psycopg.rows import dict_row  # noqa: E402
 from psycopg_pool import AsyncConnectionPool  # noqa: E402
 
-from delivery_pipeline.chunking import chunk_text  # noqa: E402
-from delivery_pipeline.ratelimit import RateLimiter  # noqa: E402
+from delivery_pipeline.delivery.chunking import chunk_text  # noqa: E402
+from delivery_pipeline.delivery.pacer import RateLimiter  # noqa: E402
 from delivery_pipeline.settings import SANDBOX_ACCESS_TOKEN, SANDBOX_PHONE_NUMBER_ID  # noqa: E402
 
 URL = os.environ.get("BENCH_PG_URL", "")

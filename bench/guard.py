@@ -20,7 +20,7 @@ from datetime import timedelta
 
 from _common import figures_comment, percentile, scratch_database, write_section
 
-from delivery_pipeline.db import QUERIES, connect
+from delivery_pipeline.store.db import QUERIES, connect
 from delivery_pipeline.settings import Settings
 
 PEOPLE = 100_000

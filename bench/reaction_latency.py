@@ -17,8 +17,8 @@ import time
 
 from _common import percentile, scratch_database, write_section
 
-from delivery_pipeline.db import QUERIES, connect
-from delivery_pipeline.engine import run_sweep
+from delivery_pipeline.store.db import QUERIES, connect
+from delivery_pipeline.delivery.engine import run_sweep
 from delivery_pipeline.settings import Settings
 from delivery_pipeline_tests.support.sandbox_server import start_sandbox
 from delivery_pipeline_tests.support.service_server import APP_SECRET, start_service

@@ -16,8 +16,8 @@ import time
 
 from _common import RawHttpConnection, percentile, scratch_database, write_section
 
-from delivery_pipeline.db import connect
-from delivery_pipeline.webhooks import sign
+from delivery_pipeline.store.db import connect
+from delivery_pipeline.service.ingest import sign
 from delivery_pipeline_tests.support.payloads import envelope, status_item
 from delivery_pipeline_tests.support.service_server import APP_SECRET, start_service
 

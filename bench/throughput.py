@@ -45,10 +45,10 @@ from _common import (
     write_section,
 )
 
-from delivery_pipeline.chunking import chunk_text
-from delivery_pipeline.client import CloudApiClient
-from delivery_pipeline.db import async_pool
-from delivery_pipeline.engine import DeliveryEngine, pool_size, run_sweep
+from delivery_pipeline.delivery.chunking import chunk_text
+from delivery_pipeline.whatsapp.client import CloudApiClient
+from delivery_pipeline.store.db import async_pool
+from delivery_pipeline.delivery.engine import DeliveryEngine, pool_size, run_sweep
 from delivery_pipeline.settings import Settings
 from delivery_pipeline_tests.support.data import plan_body
 from delivery_pipeline_tests.support.sandbox_server import start_sandbox
@@ -129,7 +129,7 @@ async def sweep(settings: Settings, url: str, http_max: int | None, pool_max: in
 
 
 def delivered_count(url: str, prefix: str) -> int:
-    from delivery_pipeline.db import connect
+    from delivery_pipeline.store.db import connect
 
     with connect(url) as conn:
         return conn.execute(

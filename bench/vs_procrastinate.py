@@ -53,8 +53,8 @@ from _common import (
     write_section,
 )
 
-from delivery_pipeline.chunking import chunk_text
-from delivery_pipeline.db import connect
+from delivery_pipeline.delivery.chunking import chunk_text
+from delivery_pipeline.store.db import connect
 from delivery_pipeline_tests.support.data import plan_body
 from delivery_pipeline_tests.support.sandbox_server import start_sandbox
 from delivery_pipeline_tests.support.service_server import APP_SECRET, start_service

@@ -17,8 +17,8 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from delivery_pipeline.db import connect, ensure_database, with_database
-from delivery_pipeline.migrations import upgrade
+from delivery_pipeline.store.db import connect, ensure_database, with_database
+from delivery_pipeline.store.migrations import upgrade
 from delivery_pipeline.settings import Settings
 
 TEST_DB_ENV = "DELIVERY_TEST_DATABASE_URL"

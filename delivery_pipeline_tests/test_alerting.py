@@ -18,9 +18,9 @@ from dagster import (
     op,
 )
 
-from delivery_pipeline.dagster_defs.alerting import ops_check_alerts, ops_run_failures
+from delivery_pipeline.dagster_defs.alert_sensors import ops_check_alerts, ops_run_failures
 from delivery_pipeline.dagster_defs.assets import delivery_backlog
-from delivery_pipeline.dagster_defs.checks import (
+from delivery_pipeline.dagster_defs.asset_checks import (
     BACKLOG_CHECKS,
     BACKLOG_KEY,
     CHECK_KEYS,
@@ -29,7 +29,7 @@ from delivery_pipeline.dagster_defs.checks import (
 )
 from delivery_pipeline.dagster_defs.jobs import refresh_backlog
 from delivery_pipeline.dagster_defs.resources import AppDatabase, OpsChannelResource
-from delivery_pipeline.engine import sweep_sync
+from delivery_pipeline.delivery.engine import sweep_sync
 from delivery_pipeline_tests.support import ops
 from delivery_pipeline_tests.support.data import add_document, add_person
 from delivery_pipeline_tests.support.ops import HOUR, STRANDINGS

@@ -12,15 +12,15 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from delivery_pipeline.briefs import (
+from delivery_pipeline.generation.briefs import (
     abandon_stale_briefs,
     brief_due_date,
     enqueue_daily_briefs,
     run_briefs,
 )
-from delivery_pipeline.db import QUERIES, connect
-from delivery_pipeline.generation import generation_due
-from delivery_pipeline.inbound import note_inbound
+from delivery_pipeline.store.db import QUERIES, connect
+from delivery_pipeline.generation.worker import generation_due
+from delivery_pipeline.delivery.inbound import note_inbound
 from delivery_pipeline_tests.support.data import add_person, document
 
 UTC = dt.UTC

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from delivery_pipeline.checks import (
+from delivery_pipeline.watch.checks import (
     CHECK_NAMES,
     Severity,
     Thresholds,

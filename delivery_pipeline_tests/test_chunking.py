@@ -2,7 +2,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from delivery_pipeline.chunking import chunk_text
+from delivery_pipeline.delivery.chunking import chunk_text
 
 pytestmark = pytest.mark.engine
 

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from delivery_pipeline.cli import build_parser
+from delivery_pipeline.cli.main import build_parser
 from delivery_pipeline_tests.support.data import add_person, new_phone
 
 pytestmark = pytest.mark.engine

@@ -27,7 +27,7 @@ from dagster import (
     materialize,
 )
 
-from delivery_pipeline.chunking import chunk_text
+from delivery_pipeline.delivery.chunking import chunk_text
 from delivery_pipeline.dagster_defs.assets import delivery_backlog
 from delivery_pipeline.dagster_defs.jobs import (
     SWEEP_TAG,
@@ -44,8 +44,8 @@ from delivery_pipeline.dagster_defs.resources import (
 )
 from delivery_pipeline.dagster_defs.schedules import backlog_every_5_minutes, daily_briefs
 from delivery_pipeline.dagster_defs.sensors import delivery_heartbeat, pending_generation
-from delivery_pipeline.db import QUERIES
-from delivery_pipeline.inbound import note_inbound
+from delivery_pipeline.store.db import QUERIES
+from delivery_pipeline.delivery.inbound import note_inbound
 from delivery_pipeline_tests.support.dagster_support import add_run, resources_for
 from delivery_pipeline_tests.support.data import add_document, add_person, document, plan_body
 from delivery_pipeline_tests.support.inbox import knocks, texts
@@ -73,7 +73,7 @@ def pending(db, person_id: int, kind: str = "plan", for_date=None) -> dict:
 
 
 def test_definitions_load_with_everything_running_by_default():
-    from delivery_pipeline.definitions import defs
+    from delivery_pipeline.dagster_defs.definitions import defs
 
     repo = defs.get_repository_def()
     assert {j.name for j in repo.get_all_jobs()} >= {
@@ -99,7 +99,7 @@ def test_dagster_definitions_validate_passes(tmp_path):
     # Postgres storage is for the run command (DAGSTER_PG_URL).
     proc = subprocess.run(
         [str(Path(sys.executable).parent / "dagster"), "definitions", "validate",
-         "-m", "delivery_pipeline.definitions"],
+         "-m", "delivery_pipeline.dagster_defs.definitions"],
         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=180,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -145,7 +145,7 @@ def test_generator_resource_has_no_access_to_messaging_credentials(monkeypatch):
     # ...while the delivery resource does get them
     assert "WHATSAPP_ACCESS_TOKEN" in repr(resources["cloud_api"])
     # and a generation run is not given the Cloud API resource at all
-    from delivery_pipeline.definitions import defs
+    from delivery_pipeline.dagster_defs.definitions import defs
 
     def required(name: str) -> set[str]:
         return set(defs.resolve_job_def(name).get_required_resource_defs())
@@ -427,7 +427,7 @@ def _load_instance(tmp_path: Path, config: Path, env: dict[str, str], monkeypatc
 def dagster_storage_url(pg_admin_url):
     import psycopg
 
-    from delivery_pipeline.db import ensure_database, sqlalchemy_url, with_database
+    from delivery_pipeline.store.db import ensure_database, sqlalchemy_url, with_database
 
     name = f"dp_dagster_{uuid.uuid4().hex[:10]}"
     ensure_database(pg_admin_url, name)

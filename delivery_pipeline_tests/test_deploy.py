@@ -20,9 +20,9 @@ import httpx
 import pytest
 from dagster import DagsterInstance
 
-from delivery_pipeline.chunking import chunk_text
+from delivery_pipeline.delivery.chunking import chunk_text
 from delivery_pipeline.dagster_defs.jobs import deliver_documents
-from delivery_pipeline.generation import SweepPoke
+from delivery_pipeline.generation.worker import SweepPoke
 from delivery_pipeline_tests.support.dagster_support import resources_for
 from delivery_pipeline_tests.support.data import add_document, add_person, plan_body
 from delivery_pipeline_tests.support.inbox import texts
@@ -147,6 +147,6 @@ def test_container_file_copies_what_exists():
     assert copied, "the Dockerfile copies the project"
     missing = [src for src in copied if not (REPO / src).exists()]
     assert missing == []
-    assert "delivery_pipeline.definitions" in dockerfile
+    assert "delivery_pipeline.dagster_defs.definitions" in dockerfile
     for referenced in ("deploy/dagster.yaml", "deploy/workspace.yaml", "deploy/Dockerfile"):
         assert referenced in (REPO / "docs" / "deploy.md").read_text() or referenced in dockerfile

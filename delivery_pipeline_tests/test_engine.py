@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from delivery_pipeline.chunking import chunk_text
-from delivery_pipeline.db import QUERIES
-from delivery_pipeline.engine import run_sweep
-from delivery_pipeline.inbound import note_inbound
+from delivery_pipeline.delivery.chunking import chunk_text
+from delivery_pipeline.store.db import QUERIES
+from delivery_pipeline.delivery.engine import run_sweep
+from delivery_pipeline.delivery.inbound import note_inbound
 from delivery_pipeline_tests.support.data import (
     add_document,
     add_person,

@@ -22,10 +22,10 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from delivery_pipeline.chunking import chunk_text
-from delivery_pipeline.db import QUERIES, ensure_database, with_database
-from delivery_pipeline.engine import run_sweep
-from delivery_pipeline.migrations import upgrade
+from delivery_pipeline.delivery.chunking import chunk_text
+from delivery_pipeline.store.db import QUERIES, ensure_database, with_database
+from delivery_pipeline.delivery.engine import run_sweep
+from delivery_pipeline.store.migrations import upgrade
 from delivery_pipeline_tests.support.data import plan_body
 from delivery_pipeline_tests.support.service_server import APP_SECRET, start_service
 

@@ -12,8 +12,8 @@ from collections import Counter
 
 import pytest
 
-from delivery_pipeline.db import QUERIES
-from delivery_pipeline.generation import (
+from delivery_pipeline.store.db import QUERIES
+from delivery_pipeline.generation.worker import (
     GenerationPolicy,
     RequestError,
     SweepPoke,
@@ -21,7 +21,7 @@ from delivery_pipeline.generation import (
     generation_due,
     request_document,
 )
-from delivery_pipeline.generator import (
+from delivery_pipeline.generation.generator import (
     DocumentSpec,
     GeneratorMisconfigured,
     GeneratorRejected,
@@ -118,7 +118,7 @@ def test_success_pokes_the_webhook_service(db, database_url):
 
 @pytest.mark.parametrize("failure", ["5xx", "hangs", "down", "no token"])
 def test_a_failed_poke_is_logged_never_raised(db, database_url, failure, caplog):
-    caplog.set_level(logging.INFO, logger="delivery_pipeline.generation")
+    caplog.set_level(logging.INFO, logger="delivery_pipeline.generation.worker")
     person = add_person(db)
     doc = pending(db, person["id"])
     with FakeHttpServer(Answer(500, {"error": "boom"})) as service:

@@ -7,8 +7,8 @@ import datetime as dt
 
 import pytest
 
-from delivery_pipeline.chunking import chunk_text
-from delivery_pipeline.generator import (
+from delivery_pipeline.delivery.chunking import chunk_text
+from delivery_pipeline.generation.generator import (
     DocumentSpec,
     GeneratorMisconfigured,
     GeneratorRejected,

@@ -9,8 +9,8 @@ import uuid
 import psycopg
 import pytest
 
-from delivery_pipeline.db import ensure_database, with_database
-from delivery_pipeline.migrations import migration_files, upgrade
+from delivery_pipeline.store.db import ensure_database, with_database
+from delivery_pipeline.store.migrations import migration_files, upgrade
 
 pytestmark = pytest.mark.engine
 
@@ -34,7 +34,7 @@ def test_upgrade_applies_each_file_once(empty_database):
 
 
 def test_two_processes_upgrading_at_once(empty_database):
-    code = "import sys; from delivery_pipeline.migrations import upgrade; print(len(upgrade(sys.argv[1])))"
+    code = "import sys; from delivery_pipeline.store.migrations import upgrade; print(len(upgrade(sys.argv[1])))"
     procs = [subprocess.Popen([sys.executable, "-c", code, empty_database], stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True) for _ in range(2)]
     results = [p.communicate(timeout=60) for p in procs]

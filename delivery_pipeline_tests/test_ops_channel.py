@@ -8,7 +8,7 @@ import logging
 
 import pytest
 
-from delivery_pipeline.ops_channel import (
+from delivery_pipeline.watch.ops_channel import (
     OpsChannelError,
     OpsNotifier,
     note_check,

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from delivery_pipeline.ratelimit import HEADROOM, RateLimiter
+from delivery_pipeline.delivery.pacer import HEADROOM, RateLimiter
 
 pytestmark = pytest.mark.engine
 

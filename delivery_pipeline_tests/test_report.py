@@ -7,9 +7,9 @@ import datetime as dt
 import pytest
 from dagster import DagsterInstance, build_schedule_context, materialize
 
-from delivery_pipeline.dagster_defs.report import daily_delivery_report, delivery_report
+from delivery_pipeline.dagster_defs.report_asset import daily_delivery_report, delivery_report
 from delivery_pipeline.dagster_defs.resources import AppDatabase
-from delivery_pipeline.report import delivery_report as build_report
+from delivery_pipeline.watch.report import delivery_report as build_report
 from delivery_pipeline_tests.support.data import add_person
 from delivery_pipeline_tests.support.ops import add_status
 

@@ -1,4 +1,4 @@
-"""The run command for real: ``python -m delivery_pipeline.up`` starts the
+"""The run command for real: ``python -m delivery_pipeline.cli up`` starts the
 sandbox, the webhook service and ``dagster dev`` (webserver + daemon, Dagster
 storage on Postgres); we ask Dagster's GraphQL API what it runs, watch the
 heartbeat tick, and see a demo plan delivered after nothing but the person
@@ -22,9 +22,9 @@ import psycopg
 import pytest
 from dagster_graphql import DagsterGraphQLClient, DagsterGraphQLClientError
 
-from delivery_pipeline.chunking import chunk_text
-from delivery_pipeline.db import QUERIES, connect, ensure_database, with_database
-from delivery_pipeline.up import DEMO_PEOPLE
+from delivery_pipeline.delivery.chunking import chunk_text
+from delivery_pipeline.store.db import QUERIES, connect, ensure_database, with_database
+from delivery_pipeline.cli.up import DEMO_PEOPLE
 from delivery_pipeline_tests.support.inbox import knocks, texts
 from delivery_pipeline_tests.support.sandbox_server import free_port
 
@@ -102,7 +102,7 @@ def up(pg_admin_url: str, template_database: str, tmp_path_factory) -> Iterator[
         "WHATSAPP_API_BASE_URL": "http://127.0.0.1:9",
     }
     process = subprocess.Popen(
-        [sys.executable, "-m", "delivery_pipeline.up", "--demo",
+        [sys.executable, "-m", "delivery_pipeline.cli", "up", "--demo",
          "--sandbox-port", str(ports["sandbox"]), "--service-port", str(ports["service"]),
          "--dagster-port", str(ports["dagster"]), "--dagster-home", str(root / "dagster_home"),
          "--dagster-database", dagster_db],

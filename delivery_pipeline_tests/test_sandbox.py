@@ -11,8 +11,8 @@ from typing import Any, TypeVar
 import httpx
 import pytest
 
-from delivery_pipeline.client import CloudApiClient
-from delivery_pipeline.errors import (
+from delivery_pipeline.whatsapp.client import CloudApiClient
+from delivery_pipeline.whatsapp.errors import (
     GlobalSendError,
     RecipientUnreachable,
     ReEngagementRequired,

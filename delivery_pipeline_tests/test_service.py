@@ -14,9 +14,9 @@ from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 from starlette.testclient import TestClient
 
-from delivery_pipeline.engine import run_sweep
-from delivery_pipeline.service import create_app
-from delivery_pipeline.webhooks import sign
+from delivery_pipeline.delivery.engine import run_sweep
+from delivery_pipeline.service.app import create_app
+from delivery_pipeline.service.ingest import sign
 from delivery_pipeline_tests.support import payloads
 from delivery_pipeline_tests.support.data import (
     add_document,

@@ -8,8 +8,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from delivery_pipeline.chunking import chunk_text
-from delivery_pipeline.engine import run_sweep
+from delivery_pipeline.delivery.chunking import chunk_text
+from delivery_pipeline.delivery.engine import run_sweep
 from delivery_pipeline_tests.support.data import (
     add_document,
     add_person,

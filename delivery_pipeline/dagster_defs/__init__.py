@@ -8,5 +8,5 @@
 * ``sensors``   — the delivery heartbeat, pending generation
 * ``schedules`` — daily briefs every 15 minutes, the backlog every 5
 
-``delivery_pipeline.definitions`` assembles them into the one ``Definitions``.
+``delivery_pipeline.dagster_defs.definitions`` assembles them into the one ``Definitions``.
 """

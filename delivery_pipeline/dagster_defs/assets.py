@@ -4,7 +4,7 @@
 import pandas as pd
 from dagster import AssetExecutionContext, MetadataValue, Output, asset
 
-from delivery_pipeline.backlog import backlog_frame, backlog_numbers, markdown_table
+from delivery_pipeline.watch.backlog import backlog_frame, backlog_numbers, markdown_table
 from delivery_pipeline.dagster_defs.resources import AppDatabase
 
 

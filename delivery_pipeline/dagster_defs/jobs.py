@@ -25,7 +25,7 @@ from dagster import (
 )
 from pydantic import Field
 
-from delivery_pipeline.briefs import run_briefs
+from delivery_pipeline.generation.briefs import run_briefs
 from delivery_pipeline.dagster_defs.assets import delivery_backlog
 from delivery_pipeline.dagster_defs.resources import (
     AppDatabase,
@@ -33,8 +33,8 @@ from delivery_pipeline.dagster_defs.resources import (
     DeliveryServiceResource,
     GeneratorResource,
 )
-from delivery_pipeline.engine import sweep_sync
-from delivery_pipeline.generation import RequestError, generate_pending, request_document
+from delivery_pipeline.delivery.engine import sweep_sync
+from delivery_pipeline.generation.worker import RequestError, generate_pending, request_document
 from delivery_pipeline.settings import Settings
 
 SWEEP_TAG = "delivery_pipeline/sweep"

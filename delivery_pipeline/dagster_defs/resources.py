@@ -17,10 +17,10 @@ from typing import Any
 import psycopg
 from dagster import ConfigurableResource, EnvVar
 
-from delivery_pipeline.db import connect, resolve_database_url
-from delivery_pipeline.generation import GenerationPolicy, SweepPoke
-from delivery_pipeline.generator import Generator, GeneratorSettings
-from delivery_pipeline.ops_channel import OpsChannelError, OpsNotifier
+from delivery_pipeline.store.db import connect, resolve_database_url
+from delivery_pipeline.generation.worker import GenerationPolicy, SweepPoke
+from delivery_pipeline.generation.generator import Generator, GeneratorSettings
+from delivery_pipeline.watch.ops_channel import OpsChannelError, OpsNotifier
 from delivery_pipeline.settings import (
     DEFAULT_DATA_DIR,
     SANDBOX_ACCESS_TOKEN,

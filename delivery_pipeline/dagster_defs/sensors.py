@@ -28,8 +28,8 @@ from dagster import (
 
 from delivery_pipeline.dagster_defs.jobs import deliver_documents, generate_documents
 from delivery_pipeline.dagster_defs.resources import AppDatabase
-from delivery_pipeline.engine import eligible_now
-from delivery_pipeline.generation import generation_due
+from delivery_pipeline.delivery.engine import eligible_now
+from delivery_pipeline.generation.worker import generation_due
 from delivery_pipeline.settings import Settings
 
 IN_FLIGHT = [

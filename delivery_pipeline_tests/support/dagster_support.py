@@ -49,7 +49,7 @@ def add_run(instance: DagsterInstance, job_name: str, status: DagsterRunStatus) 
         repository_origin=RemoteRepositoryOrigin(
             code_location_origin=InProcessCodeLocationOrigin(
                 loadable_target_origin=LoadableTargetOrigin(
-                    module_name="delivery_pipeline.definitions")),
+                    module_name="delivery_pipeline.dagster_defs.definitions")),
             repository_name="__repository__",
         ),
         job_name=job_name,

@@ -7,7 +7,7 @@ from typing import Any
 
 import psycopg
 
-from delivery_pipeline.db import QUERIES
+from delivery_pipeline.store.db import QUERIES
 
 _numbers = itertools.count(1)
 

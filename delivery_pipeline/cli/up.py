@@ -31,7 +31,7 @@ from typing import IO, Any
 
 import httpx
 
-from delivery_pipeline.db import (
+from delivery_pipeline.store.db import (
     QUERIES,
     connect,
     embedded_server_uri,
@@ -39,7 +39,7 @@ from delivery_pipeline.db import (
     sqlalchemy_url,
     with_database,
 )
-from delivery_pipeline.migrations import upgrade
+from delivery_pipeline.store.migrations import upgrade
 from delivery_pipeline.settings import (
     PROJECT_ROOT,
     SANDBOX_ACCESS_TOKEN,
@@ -143,7 +143,7 @@ def dev_secrets(data_dir: Path) -> dict[str, str]:
 
 def seed_demo(database_url: str) -> list[dict[str, Any]]:
     """Demo people (one per language and zone), each with a plan requested; idempotent."""
-    from delivery_pipeline.generation import request_document
+    from delivery_pipeline.generation.worker import request_document
 
     people = []
     with connect(database_url) as conn:
@@ -445,7 +445,7 @@ def cmd_up(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m delivery_pipeline.up",
+    parser = argparse.ArgumentParser(prog="python -m delivery_pipeline.cli up",
                                      description=__doc__.splitlines()[0])
     add_up_arguments(parser)
     args = parser.parse_args(argv)

@@ -15,7 +15,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from delivery_pipeline.db import QUERIES, connect, resolve_database_url
+from delivery_pipeline.store.db import QUERIES, connect, resolve_database_url
 from delivery_pipeline.settings import LOCALES, Settings
 
 E164 = re.compile(r"^\+[1-9][0-9]{6,14}$")
@@ -57,7 +57,7 @@ def _print_rows(rows: list[dict[str, Any]], columns: Sequence[str]) -> None:
 # ── db ──────────────────────────────────────────────────────────────────
 
 def cmd_db_upgrade(args: argparse.Namespace, settings: Settings) -> int:
-    from delivery_pipeline.migrations import upgrade
+    from delivery_pipeline.store.migrations import upgrade
 
     applied = upgrade(_database_url(settings))
     print("applied: " + ", ".join(applied) if applied else "database is up to date")
@@ -171,7 +171,7 @@ def cmd_documents_show(args: argparse.Namespace, settings: Settings) -> int:
 # ── delivery ────────────────────────────────────────────────────────────
 
 def cmd_sweep(args: argparse.Namespace, settings: Settings) -> int:
-    from delivery_pipeline.engine import sweep_sync
+    from delivery_pipeline.delivery.engine import sweep_sync
 
     for name in ("limit", "concurrency"):
         value = getattr(args, name)
@@ -191,7 +191,7 @@ def cmd_sweep(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_status(args: argparse.Namespace, settings: Settings) -> int:
-    from delivery_pipeline.backlog import format_age
+    from delivery_pipeline.watch.backlog import format_age
 
     with connect(_database_url(settings)) as conn:
         rows = conn.execute(QUERIES.state_summary).fetchall()
@@ -217,7 +217,7 @@ def cmd_sandbox(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_service(args: argparse.Namespace, settings: Settings) -> int:
-    from delivery_pipeline import service
+    from delivery_pipeline.service import app as service
 
     service.main(["--host", args.host, "--port", str(args.port)])
     return 0
@@ -298,7 +298,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=SERVICE_DEFAULT_PORT)
 
-    from delivery_pipeline.up import add_up_parser
+    from delivery_pipeline.cli.up import add_up_parser
 
     add_up_parser(sub)
 

@@ -26,9 +26,9 @@ from typing import Any
 import httpx
 import psycopg
 
-from delivery_pipeline.db import QUERIES, connect
+from delivery_pipeline.store.db import QUERIES, connect
 from delivery_pipeline.envvars import env_number
-from delivery_pipeline.generator import (
+from delivery_pipeline.generation.generator import (
     DocumentSpec,
     GenerationError,
     Generator,

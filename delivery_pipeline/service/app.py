@@ -35,13 +35,13 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
 from delivery_pipeline import __version__
-from delivery_pipeline.client import CloudApiClient
-from delivery_pipeline.db import QUERIES, async_pool, resolve_database_url
-from delivery_pipeline.engine import DeliveryEngine, pool_size
+from delivery_pipeline.whatsapp.client import CloudApiClient
+from delivery_pipeline.store.db import QUERIES, async_pool, resolve_database_url
+from delivery_pipeline.delivery.engine import DeliveryEngine, pool_size
 from delivery_pipeline.settings import SERVICE_DEFAULT_PORT, Settings
-from delivery_pipeline.webhooks import WebhookOutcome, apply_payload, signature_valid
+from delivery_pipeline.service.ingest import WebhookOutcome, apply_payload, signature_valid
 
-log = logging.getLogger("delivery_pipeline.service")
+log = logging.getLogger(__name__)
 
 TARGETED_SWEEP_CONCURRENCY = 2
 

@@ -24,11 +24,11 @@ from typing import Any
 import psycopg
 from psycopg_pool import AsyncConnectionPool
 
-from delivery_pipeline.alerts import record_alert
-from delivery_pipeline.chunking import chunk_text
-from delivery_pipeline.client import CloudApiClient
-from delivery_pipeline.db import QUERIES, async_pool
-from delivery_pipeline.errors import (
+from delivery_pipeline.watch.alerts import record_alert
+from delivery_pipeline.delivery.chunking import chunk_text
+from delivery_pipeline.whatsapp.client import CloudApiClient
+from delivery_pipeline.store.db import QUERIES, async_pool
+from delivery_pipeline.whatsapp.errors import (
     CloudApiError,
     GlobalSendError,
     RecipientOptedOut,
@@ -38,8 +38,8 @@ from delivery_pipeline.errors import (
     SendOutcomeUnknown,
     Throttled,
 )
-from delivery_pipeline.knock import knock_for
-from delivery_pipeline.ratelimit import RateLimiter
+from delivery_pipeline.delivery.knock import knock_for
+from delivery_pipeline.delivery.pacer import RateLimiter
 from delivery_pipeline.settings import Settings
 
 log = logging.getLogger(__name__)

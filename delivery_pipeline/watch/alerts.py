@@ -13,7 +13,7 @@ from typing import Any
 from psycopg import AsyncConnection
 from psycopg.types.json import Jsonb
 
-from delivery_pipeline.db import QUERIES
+from delivery_pipeline.store.db import QUERIES
 
 log = logging.getLogger(__name__)
 

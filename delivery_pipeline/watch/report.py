@@ -21,7 +21,7 @@ from typing import Any
 import pandas as pd
 import psycopg
 
-from delivery_pipeline.db import QUERIES
+from delivery_pipeline.store.db import QUERIES
 
 
 @dataclass(frozen=True)

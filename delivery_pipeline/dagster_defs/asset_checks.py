@@ -1,4 +1,4 @@
-"""Asset checks on ``delivery_backlog``: one per waiting state (``delivery_pipeline.checks``).
+"""Asset checks on ``delivery_backlog``: one per waiting state (``delivery_pipeline.watch.checks``).
 
 Non-blocking, so they run in every job that materialises the backlog
 (``refresh_backlog`` selects the asset, and a selection of an asset includes
@@ -26,7 +26,7 @@ from dagster import (
     in_process_executor,
 )
 
-from delivery_pipeline.checks import SPECS, CheckResult, CheckSpec, Severity, Thresholds
+from delivery_pipeline.watch.checks import SPECS, CheckResult, CheckSpec, Severity, Thresholds
 from delivery_pipeline.dagster_defs.assets import delivery_backlog
 from delivery_pipeline.dagster_defs.resources import AppDatabase
 

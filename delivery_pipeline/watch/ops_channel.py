@@ -22,7 +22,7 @@ import httpx
 import psycopg
 from psycopg.types.json import Jsonb
 
-from delivery_pipeline.db import QUERIES
+from delivery_pipeline.store.db import QUERIES
 
 log = logging.getLogger(__name__)
 

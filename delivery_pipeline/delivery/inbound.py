@@ -7,7 +7,7 @@ import datetime as dt
 
 import psycopg
 
-from delivery_pipeline.db import QUERIES
+from delivery_pipeline.store.db import QUERIES
 
 
 def note_inbound(conn: psycopg.Connection, person_id: int, sent_at: dt.datetime) -> list[int]:

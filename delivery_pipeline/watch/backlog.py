@@ -17,7 +17,7 @@ from typing import Any
 import pandas as pd
 import psycopg
 
-from delivery_pipeline.db import QUERIES
+from delivery_pipeline.store.db import QUERIES
 
 # (state, owner): every waiting state has an owner.
 WAITING_STATES = (

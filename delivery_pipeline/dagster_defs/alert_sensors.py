@@ -26,10 +26,10 @@ from dagster import (
     sensor,
 )
 
-from delivery_pipeline.dagster_defs.checks import CHECK_KEYS
+from delivery_pipeline.dagster_defs.asset_checks import CHECK_KEYS
 from delivery_pipeline.dagster_defs.resources import AppDatabase, OpsChannelResource
 from delivery_pipeline.dagster_defs.sensors import interval_seconds
-from delivery_pipeline.ops_channel import (
+from delivery_pipeline.watch.ops_channel import (
     DEFAULT_REMINDER_SECONDS,
     OpsNotifier,
     note_check,

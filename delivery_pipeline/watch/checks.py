@@ -3,7 +3,7 @@
 Each check reads one query of ``sql/queries_checks.sql`` and returns a
 ``CheckResult``: passed or not, WARN or ERROR, a one-line summary, and
 metadata (count, oldest age, the ids of the oldest few rows, what to do). No
-Dagster here: ``delivery_pipeline.dagster_defs.checks`` wraps each as an asset
+Dagster here: ``delivery_pipeline.dagster_defs.asset_checks`` wraps each as an asset
 check on the backlog asset, and the alert sensor turns results into ops alerts.
 
 Thresholds come from the environment (``Thresholds.from_env``); every default
@@ -21,8 +21,8 @@ from typing import Any
 
 import psycopg
 
-from delivery_pipeline.backlog import format_age
-from delivery_pipeline.db import QUERIES
+from delivery_pipeline.watch.backlog import format_age
+from delivery_pipeline.store.db import QUERIES
 from delivery_pipeline.settings import Settings
 
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import httpx
 
-from delivery_pipeline.errors import (
+from delivery_pipeline.whatsapp.errors import (
     CloudApiError,
     SendNotAttempted,
     SendOutcomeUnknown,

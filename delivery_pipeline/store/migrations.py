@@ -6,7 +6,7 @@ import logging
 import re
 from pathlib import Path
 
-from delivery_pipeline.db import QUERIES, SQL_DIR, connect
+from delivery_pipeline.store.db import QUERIES, SQL_DIR, connect
 
 log = logging.getLogger(__name__)
 

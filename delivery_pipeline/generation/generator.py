@@ -25,7 +25,7 @@ from typing import Protocol
 import httpx
 
 from delivery_pipeline.envvars import env_number
-from delivery_pipeline.generator_texts import DATE_FORMAT, FRAME, MONTHS, THEMES, WEEKDAYS
+from delivery_pipeline.generation.texts import DATE_FORMAT, FRAME, MONTHS, THEMES, WEEKDAYS
 
 log = logging.getLogger(__name__)
 

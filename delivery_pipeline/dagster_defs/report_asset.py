@@ -23,9 +23,9 @@ from dagster import (
     schedule,
 )
 
-from delivery_pipeline.dagster_defs.checks import metadata_values
+from delivery_pipeline.dagster_defs.asset_checks import metadata_values
 from delivery_pipeline.dagster_defs.resources import AppDatabase
-from delivery_pipeline.report import delivery_report as build_report
+from delivery_pipeline.watch.report import delivery_report as build_report
 
 REPORT_DAYS = DailyPartitionsDefinition(
     start_date=os.environ.get("REPORT_START_DATE") or "2026-01-01",

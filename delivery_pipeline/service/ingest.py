@@ -20,9 +20,9 @@ import psycopg
 from psycopg import AsyncConnection
 from psycopg.types.json import Jsonb
 
-from delivery_pipeline.alerts import record_alert
-from delivery_pipeline.db import QUERIES
-from delivery_pipeline.errors import (
+from delivery_pipeline.watch.alerts import record_alert
+from delivery_pipeline.store.db import QUERIES
+from delivery_pipeline.whatsapp.errors import (
     CloudApiError,
     GlobalSendError,
     RecipientOptedOut,

@@ -16,7 +16,7 @@ from typing import Any
 
 import psycopg
 
-from delivery_pipeline.db import QUERIES
+from delivery_pipeline.store.db import QUERIES
 
 log = logging.getLogger(__name__)
 
