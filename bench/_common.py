@@ -73,8 +73,9 @@ def write_section(name: str, command: str, body: str) -> None:
         f"<!-- /bench:{name} -->"
     )
     text = BENCHMARKS_MD.read_text() if BENCHMARKS_MD.exists() else "# Benchmarks\n"
-    pattern = re.compile(rf"<!-- bench:{re.escape(name)} -->.*?<!-- /bench:{re.escape(name)} -->",
-                         re.DOTALL)
+    pattern = re.compile(
+        rf"<!-- bench:{re.escape(name)} -->.*?<!-- /bench:{re.escape(name)} -->", re.DOTALL
+    )
     if pattern.search(text):
         text = pattern.sub(lambda _: section, text)
     else:
@@ -98,8 +99,11 @@ class RawHttpConnection:
         self.reader, self.writer = await asyncio.open_connection(self.host, self.port)
 
     async def post(self, path: str, body: bytes, headers: dict[str, str]) -> tuple[int, bytes]:
-        head = [f"POST {path} HTTP/1.1", f"Host: {self.host}:{self.port}",
-                f"Content-Length: {len(body)}"] + [f"{k}: {v}" for k, v in headers.items()]
+        head = [
+            f"POST {path} HTTP/1.1",
+            f"Host: {self.host}:{self.port}",
+            f"Content-Length: {len(body)}",
+        ] + [f"{k}: {v}" for k, v in headers.items()]
         self.writer.write(("\r\n".join(head) + "\r\n\r\n").encode() + body)
         status_line = await self.reader.readline()
         length = 0
@@ -121,8 +125,9 @@ def median(values: list[float]) -> float:
     return percentile(values, 50)
 
 
-def seed_ready_documents(url: str, count: int, body: str, phone_prefix: str,
-                         inbound_age_seconds: float | None = 60) -> list[str]:
+def seed_ready_documents(
+    url: str, count: int, body: str, phone_prefix: str, inbound_age_seconds: float | None = 60
+) -> list[str]:
     """``count`` people (window open in our DB) with one ready document each, set-based.
 
     Phones are ``phone_prefix`` + 7 digits; returns them in document-id order."""
@@ -135,17 +140,20 @@ def seed_ready_documents(url: str, count: int, body: str, phone_prefix: str,
                       CASE WHEN %(age)s::float8 IS NULL THEN NULL
                            ELSE now() - make_interval(secs => %(age)s::float8) END
                FROM generate_series(1, %(n)s) g""",
-            {"prefix": phone_prefix, "n": count, "age": inbound_age_seconds})
+            {"prefix": phone_prefix, "n": count, "age": inbound_age_seconds},
+        )
         conn.execute(
             """INSERT INTO documents (person_id, kind, status, body, generated_at)
                SELECT id, 'plan', 'succeeded', %(body)s, now() FROM people
                WHERE phone LIKE %(like)s ORDER BY id""",
-            {"body": body, "like": phone_prefix + "%"})
+            {"body": body, "like": phone_prefix + "%"},
+        )
     return [f"{phone_prefix}{i:07d}" for i in range(1, count + 1)]
 
 
-def open_windows(sandbox_url: str, phones: list[str], age_seconds: float = 60,
-                 parallel: int = 16) -> None:
+def open_windows(
+    sandbox_url: str, phones: list[str], age_seconds: float = 60, parallel: int = 16
+) -> None:
     """Tell the sandbox each person wrote ``age_seconds`` ago (their window is open there too)."""
     import asyncio
     from urllib.parse import quote
@@ -155,19 +163,24 @@ def open_windows(sandbox_url: str, phones: list[str], age_seconds: float = 60,
     async def run() -> None:
         queue = list(phones)
         async with httpx.AsyncClient(base_url=sandbox_url, timeout=30) as http:
+
             async def worker() -> None:
                 while queue:
                     phone = queue.pop()
-                    r = await http.post(f"/_sandbox/people/{quote(phone, safe='')}/window",
-                                        json={"age_seconds": age_seconds})
+                    r = await http.post(
+                        f"/_sandbox/people/{quote(phone, safe='')}/window",
+                        json={"age_seconds": age_seconds},
+                    )
                     r.raise_for_status()
+
             await asyncio.gather(*(worker() for _ in range(parallel)))
 
     asyncio.run(run())
 
 
-def inbox_report(inboxes: dict[str, list[dict]], expected: dict[str, list[str]] | None = None
-                 ) -> dict[str, object]:
+def inbox_report(
+    inboxes: dict[str, list[dict]], expected: dict[str, list[str]] | None = None
+) -> dict[str, object]:
     """Text messages received: count, duplicates (same text twice to one phone), missing
     (expected texts never received) and the sorted accept times (epoch seconds)."""
     from collections import Counter
@@ -178,8 +191,11 @@ def inbox_report(inboxes: dict[str, list[dict]], expected: dict[str, list[str]] 
         texts = [m["text"] for m in messages if m["type"] == "text"]
         received += len(texts)
         duplicates += sum(n - 1 for n in Counter(texts).values() if n > 1)
-        times.extend(dt.datetime.fromisoformat(m["time"]).timestamp()
-                     for m in messages if m["type"] == "text")
+        times.extend(
+            dt.datetime.fromisoformat(m["time"]).timestamp()
+            for m in messages
+            if m["type"] == "text"
+        )
     if expected is not None:
         for phone, texts in expected.items():
             got = {m["text"] for m in inboxes.get(phone, []) if m["type"] == "text"}
@@ -232,7 +248,8 @@ class BackendCpu:
     def _sample(self, conn) -> None:  # type: ignore[no-untyped-def]
         rows = conn.execute(
             "SELECT pid FROM pg_stat_activity WHERE datname = current_database() "
-            "AND pid <> pg_backend_pid()").fetchall()
+            "AND pid <> pg_backend_pid()"
+        ).fetchall()
         for row in rows:
             pid = row["pid"] if isinstance(row, dict) else row[0]
             cpu = cpu_seconds(pid)
@@ -271,8 +288,9 @@ def figures_comment(figures: dict[str, object]) -> str:
 
 def read_section(name: str) -> str | None:
     text = BENCHMARKS_MD.read_text() if BENCHMARKS_MD.exists() else ""
-    match = re.search(rf"<!-- bench:{re.escape(name)} -->(.*?)<!-- /bench:{re.escape(name)} -->",
-                      text, re.DOTALL)
+    match = re.search(
+        rf"<!-- bench:{re.escape(name)} -->(.*?)<!-- /bench:{re.escape(name)} -->", text, re.DOTALL
+    )
     return match.group(1) if match else None
 
 

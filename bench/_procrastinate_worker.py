@@ -41,11 +41,18 @@ _state: dict[str, object] = {}
 def _resources() -> tuple[httpx.AsyncClient, RateLimiter, AsyncConnectionPool]:
     if not _state:
         _state["http"] = httpx.AsyncClient(
-            headers={"Authorization": f"Bearer {SANDBOX_ACCESS_TOKEN}"}, timeout=10.0,
-            limits=httpx.Limits(max_connections=CONCURRENCY, max_keepalive_connections=CONCURRENCY))
+            headers={"Authorization": f"Bearer {SANDBOX_ACCESS_TOKEN}"},
+            timeout=10.0,
+            limits=httpx.Limits(max_connections=CONCURRENCY, max_keepalive_connections=CONCURRENCY),
+        )
         _state["limiter"] = RateLimiter(RATE)
-        _state["pool"] = AsyncConnectionPool(URL, min_size=1, max_size=4, open=False,
-                                             kwargs={"autocommit": True, "row_factory": dict_row})
+        _state["pool"] = AsyncConnectionPool(
+            URL,
+            min_size=1,
+            max_size=4,
+            open=False,
+            kwargs={"autocommit": True, "row_factory": dict_row},
+        )
     return _state["http"], _state["limiter"], _state["pool"]  # type: ignore[return-value]
 
 
@@ -55,16 +62,27 @@ async def send_document(document_id: int) -> None:
     if pool.closed:
         await pool.open()
     async with pool.connection() as conn:
-        row = await (await conn.execute(
-            "SELECT d.body, p.phone FROM documents d JOIN people p ON p.id = d.person_id "
-            "WHERE d.id = %s", (document_id,))).fetchone()
+        row = await (
+            await conn.execute(
+                "SELECT d.body, p.phone FROM documents d JOIN people p ON p.id = d.person_id "
+                "WHERE d.id = %s",
+                (document_id,),
+            )
+        ).fetchone()
     url = f"{SANDBOX}/v25.0/{SANDBOX_PHONE_NUMBER_ID}/messages"
     for text in chunk_text(row["body"], 4096):
         while True:
             await limiter.acquire()
-            response = await http.post(url, json={
-                "messaging_product": "whatsapp", "recipient_type": "individual", "to": row["phone"],
-                "type": "text", "text": {"preview_url": False, "body": text}})
+            response = await http.post(
+                url,
+                json={
+                    "messaging_product": "whatsapp",
+                    "recipient_type": "individual",
+                    "to": row["phone"],
+                    "type": "text",
+                    "text": {"preview_url": False, "body": text},
+                },
+            )
             if response.status_code == 200:
                 break
             code = (response.json().get("error") or {}).get("code")
@@ -74,7 +92,9 @@ async def send_document(document_id: int) -> None:
                 continue
             raise RuntimeError(f"send failed: {response.status_code} {response.text[:200]}")
     async with pool.connection() as conn:
-        await conn.execute("UPDATE documents SET delivered_at = now() WHERE id = %s", (document_id,))
+        await conn.execute(
+            "UPDATE documents SET delivered_at = now() WHERE id = %s", (document_id,)
+        )
 
 
 async def main(command: str, arg: str | None) -> None:
@@ -85,14 +105,22 @@ async def main(command: str, arg: str | None) -> None:
             import psycopg
 
             async with await psycopg.AsyncConnection.connect(URL) as conn:
-                ids = [r[0] for r in await (await conn.execute(
-                    "SELECT d.id FROM documents d JOIN people p ON p.id = d.person_id "
-                    "WHERE p.phone LIKE %s ORDER BY d.id", (arg + "%",))).fetchall()]
+                ids = [
+                    r[0]
+                    for r in await (
+                        await conn.execute(
+                            "SELECT d.id FROM documents d JOIN people p ON p.id = d.person_id "
+                            "WHERE p.phone LIKE %s ORDER BY d.id",
+                            (arg + "%",),
+                        )
+                    ).fetchall()
+                ]
             await send_document.batch_defer_async(*({"document_id": i} for i in ids))
             print(len(ids))
         elif command == "work":
-            await app.run_worker_async(concurrency=CONCURRENCY, wait=False,
-                                       install_signal_handlers=False)
+            await app.run_worker_async(
+                concurrency=CONCURRENCY, wait=False, install_signal_handlers=False
+            )
             if _state:
                 await _state["http"].aclose()  # type: ignore[attr-defined]
                 await _state["pool"].close()  # type: ignore[attr-defined]

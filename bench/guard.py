@@ -20,8 +20,8 @@ from datetime import timedelta
 
 from _common import figures_comment, percentile, scratch_database, write_section
 
-from delivery_pipeline.store.db import QUERIES, connect
 from delivery_pipeline.settings import Settings
+from delivery_pipeline.store.db import QUERIES, connect
 
 PEOPLE = 100_000
 
@@ -35,8 +35,12 @@ def load(conn, delivered: int, awaiting: int) -> None:  # type: ignore[no-untype
             """INSERT INTO people (phone, name, last_inbound_at, last_knock_at)
                SELECT '+1777' || lpad(g::text, 7, '0'), 'P' || g, now() - interval '2 days',
                       now() - interval '1 hour'
-               FROM generate_series(%(from)s::bigint, %(to)s::bigint) g""", {"from": have + 1, "to": PEOPLE})
-    n = conn.execute("SELECT count(*) AS n FROM documents WHERE delivered_at IS NOT NULL").fetchone()["n"]
+               FROM generate_series(%(from)s::bigint, %(to)s::bigint) g""",
+            {"from": have + 1, "to": PEOPLE},
+        )
+    n = conn.execute(
+        "SELECT count(*) AS n FROM documents WHERE delivered_at IS NOT NULL"
+    ).fetchone()["n"]
     if n < delivered:
         conn.execute(
             """INSERT INTO documents (person_id, kind, status, body, generated_at, delivered_at,
@@ -45,9 +49,11 @@ def load(conn, delivered: int, awaiting: int) -> None:  # type: ignore[no-untype
                       'delivered body ' || g, now() - interval '3 days', now() - interval '2 days',
                       now() - interval '3 days'
                FROM generate_series(%(from)s::bigint, %(to)s::bigint) g""",
-            {"people": PEOPLE, "from": n + 1, "to": delivered})
-    n = conn.execute("SELECT count(*) AS n FROM documents WHERE awaiting_reply_since IS NOT NULL"
-                     ).fetchone()["n"]
+            {"people": PEOPLE, "from": n + 1, "to": delivered},
+        )
+    n = conn.execute(
+        "SELECT count(*) AS n FROM documents WHERE awaiting_reply_since IS NOT NULL"
+    ).fetchone()["n"]
     if n < awaiting:
         conn.execute(
             """INSERT INTO documents (person_id, kind, status, body, generated_at, knock_sent_at,
@@ -56,7 +62,8 @@ def load(conn, delivered: int, awaiting: int) -> None:  # type: ignore[no-untype
                       'waiting body ' || g, now() - interval '1 hour', now() - interval '1 hour',
                       now() - interval '1 hour', now() - interval '1 hour'
                FROM generate_series(%(from)s::bigint, %(to)s::bigint) g""",
-            {"people": PEOPLE, "from": n + 1, "to": awaiting})
+            {"people": PEOPLE, "from": n + 1, "to": awaiting},
+        )
     conn.execute("VACUUM ANALYZE people")
     conn.execute("VACUUM ANALYZE documents")
 
@@ -79,18 +86,28 @@ def explain(conn, params: dict) -> str:  # type: ignore[no-untyped-def]
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--iterations", type=int, default=2000)
     parser.add_argument("--repeats", type=int, default=3, help="measurement rounds per case")
     parser.add_argument("--delivered", type=int, default=1_000_000)
     parser.add_argument("--awaiting", type=int, default=100_000)
     args = parser.parse_args()
     settings = Settings()
-    params = {"lease": timedelta(seconds=settings.lease_seconds),
-              "service_window": timedelta(seconds=settings.window_seconds)}
-    cases = [("empty table", 0, 0), (f"{args.delivered:,} delivered + 1,000 awaiting", args.delivered, 1000),
-             (f"{args.delivered:,} delivered + {args.awaiting:,} awaiting", args.delivered, args.awaiting)]
+    params = {
+        "lease": timedelta(seconds=settings.lease_seconds),
+        "service_window": timedelta(seconds=settings.window_seconds),
+    }
+    cases = [
+        ("empty table", 0, 0),
+        (f"{args.delivered:,} delivered + 1,000 awaiting", args.delivered, 1000),
+        (
+            f"{args.delivered:,} delivered + {args.awaiting:,} awaiting",
+            args.delivered,
+            args.awaiting,
+        ),
+    ]
     results = []
     plans = {}
     with scratch_database() as url, connect(url) as conn:
@@ -104,12 +121,15 @@ def main() -> None:
             allt = [t for r in rounds for t in r]
             results.append((label, med, percentile(allt, 99), loaded))
             plans[label] = explain(conn, params)
-            print(f"{label}: median {med:.3f} ms p99 {percentile(allt, 99):.3f} ms "
-                  f"(load {loaded:.1f} s)")
+            print(
+                f"{label}: median {med:.3f} ms p99 {percentile(allt, 99):.3f} ms "
+                f"(load {loaded:.1f} s)"
+            )
         server_version = conn.execute("SHOW server_version").fetchone()["server_version"]
     base = results[0][1]
-    rows = "\n".join(f"| {label} | {med:.3f} | {p99:.3f} | {med / base:.2f} |"
-                     for label, med, p99, _ in results)
+    rows = "\n".join(
+        f"| {label} | {med:.3f} | {p99:.3f} | {med / base:.2f} |" for label, med, p99, _ in results
+    )
     big, small = results[-1], results[1]
     body = (
         f"`guard_exists` on PostgreSQL {server_version}, one connection, prepared, "
@@ -121,8 +141,14 @@ def main() -> None:
         "| documents | median ms | p99 ms | ratio to empty |\n|---|---|---|---|\n" + rows + "\n\n"
         f"`EXPLAIN (ANALYZE, BUFFERS)` at {big[0]}:\n\n```\n{plans[big[0]]}\n```\n\n"
         f"`EXPLAIN (ANALYZE, BUFFERS)` on the empty table:\n\n```\n{plans[results[0][0]]}\n```\n\n"
-        + figures_comment({"guard_ms": big[1], "guard_ratio": big[1] / base,
-                           "guard_1k_ms": small[1], "guard_empty_ms": base})
+        + figures_comment(
+            {
+                "guard_ms": big[1],
+                "guard_ratio": big[1] / base,
+                "guard_1k_ms": small[1],
+                "guard_empty_ms": base,
+            }
+        )
     )
     write_section(
         "guard",

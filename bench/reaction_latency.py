@@ -17,9 +17,9 @@ import time
 
 from _common import percentile, scratch_database, write_section
 
-from delivery_pipeline.store.db import QUERIES, connect
 from delivery_pipeline.delivery.engine import run_sweep
 from delivery_pipeline.settings import Settings
+from delivery_pipeline.store.db import QUERIES, connect
 from delivery_pipeline_tests.support.sandbox_server import start_sandbox
 from delivery_pipeline_tests.support.service_server import APP_SECRET, start_service
 
@@ -27,25 +27,50 @@ from delivery_pipeline_tests.support.service_server import APP_SECRET, start_ser
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--replies", type=int, default=200)
-    parser.add_argument("--spacing-ms", type=float, default=20.0,
-                        help="time between two people's replies")
-    parser.add_argument("--no-statuses", action="store_true", help="sandbox sends no status webhooks")
+    parser.add_argument(
+        "--spacing-ms", type=float, default=20.0, help="time between two people's replies"
+    )
+    parser.add_argument(
+        "--no-statuses", action="store_true", help="sandbox sends no status webhooks"
+    )
     args = parser.parse_args()
 
-    with scratch_database() as url, start_sandbox() as sandbox, start_service(url, sandbox.url) as svc:
-        sandbox.faults(webhook_url=svc.webhook_url, app_secret=APP_SECRET, pair_rate_enabled=False,
-                       throughput_limit=0,
-                       statuses_enabled=not args.no_statuses)
+    with (
+        scratch_database() as url,
+        start_sandbox() as sandbox,
+        start_service(url, sandbox.url) as svc,
+    ):
+        sandbox.faults(
+            webhook_url=svc.webhook_url,
+            app_secret=APP_SECRET,
+            pair_rate_enabled=False,
+            throughput_limit=0,
+            statuses_enabled=not args.no_statuses,
+        )
         phones = []
         with connect(url) as conn:
             for i in range(args.replies):
                 phone = f"+1555{i:07d}"
-                person = conn.execute(QUERIES.insert_person, {
-                    "phone": phone, "name": f"P{i}", "locale": "en", "time_zone": "UTC",
-                    "brief_opt_in": False, "brief_local_time": dt.time(7)}).fetchone()
-                conn.execute(QUERIES.insert_ready_document, {
-                    "person_id": person["id"], "kind": "plan", "for_date": None,
-                    "body": f"Your plan, {i}.\n\nSecond part."})
+                person = conn.execute(
+                    QUERIES.insert_person,
+                    {
+                        "phone": phone,
+                        "name": f"P{i}",
+                        "locale": "en",
+                        "time_zone": "UTC",
+                        "brief_opt_in": False,
+                        "brief_local_time": dt.time(7),
+                    },
+                ).fetchone()
+                conn.execute(
+                    QUERIES.insert_ready_document,
+                    {
+                        "person_id": person["id"],
+                        "kind": "plan",
+                        "for_date": None,
+                        "body": f"Your plan, {i}.\n\nSecond part.",
+                    },
+                )
                 phones.append(phone)
         settings = Settings(api_base_url=sandbox.url, rate_limit=5000, concurrency=32)
         knocked = asyncio.run(run_sweep(settings, url))
@@ -72,7 +97,9 @@ def main() -> None:
     missing = args.replies - len(latencies)
     p50, p95, p99 = (percentile(latencies, p) for p in (50, 95, 99))
     print(f"replies={args.replies} delivered={len(latencies)} missing={missing}")
-    print(f"reaction latency ms: p50={p50:.1f} p95={p95:.1f} p99={p99:.1f} max={max(latencies):.1f}")
+    print(
+        f"reaction latency ms: p50={p50:.1f} p95={p95:.1f} p99={p99:.1f} max={max(latencies):.1f}"
+    )
     write_section(
         "reaction_latency",
         f"./dev shell bench/reaction_latency.py --replies {args.replies} --spacing-ms {args.spacing_ms:g}",

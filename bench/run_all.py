@@ -46,61 +46,120 @@ def summary_rows() -> list[tuple[str, str, str, bool | None]]:
     rows: list[tuple[str, str, str, bool | None]] = []
 
     def add(figure: str, target: str, value: float | None, fmt: str, ok: bool | None) -> None:
-        rows.append((figure, target, "not run" if value is None else fmt.format(value),
-                     None if value is None else ok))
+        rows.append(
+            (
+                figure,
+                target,
+                "not run" if value is None else fmt.format(value),
+                None if value is None else ok,
+            )
+        )
 
     t = read_figures("throughput") or {}
     v = t.get("share_80")
-    add("throughput at 80 msg/s, 150 ms latency (steady, share of limit)", "≥ 95 %",
-        None if v is None else 100 * float(v), "{:.1f} %", v is not None and float(v) >= 0.95)
+    add(
+        "throughput at 80 msg/s, 150 ms latency (steady, share of limit)",
+        "≥ 95 %",
+        None if v is None else 100 * float(v),
+        "{:.1f} %",
+        v is not None and float(v) >= 0.95,
+    )
     v = t.get("throttled_80")
     add("throttling errors at 80 msg/s (all runs)", "0", v, "{:.0f}", v == 0)
     v = t.get("rate_fast")
-    add(f"throughput with the limit at {t.get('fast_limit', 1000):,} msg/s (steady)",
-        "report (as close as the machine allows)", v, "{:.0f} msg/s", None)
+    add(
+        f"throughput with the limit at {t.get('fast_limit', 1000):,} msg/s (steady)",
+        "report (as close as the machine allows)",
+        v,
+        "{:.0f} msg/s",
+        None,
+    )
     v = t.get("one_plan_s")
-    add("one nine-chunk plan at 150 ms latency, wall", "≤ 1.6 s", v, "{:.2f} s",
-        v is not None and float(v) <= 1.6)
+    add(
+        "one nine-chunk plan at 150 ms latency, wall",
+        "≤ 1.6 s",
+        v,
+        "{:.2f} s",
+        v is not None and float(v) <= 1.6,
+    )
     p = read_figures("vs_procrastinate") or {}
     for key in sorted(k for k in p if k.startswith("ratio_")):
         limit = int(key.split("_")[1])
-        add(f"ours / procrastinate, msg/s at a {limit:,} msg/s limit", "≥ 1.2", p[key], "{:.2f}",
-            float(p[key]) >= 1.2)
+        add(
+            f"ours / procrastinate, msg/s at a {limit:,} msg/s limit",
+            "≥ 1.2",
+            p[key],
+            "{:.2f}",
+            float(p[key]) >= 1.2,
+        )
     v = p.get("dup_ours")
     amb = p.get("ambiguous_ours")
-    add("duplicated chunks after SIGKILLs, ours, no status webhooks, grace 0 (policy resend)",
-        "only chunks whose outcome was unknown at the kill" + (f" ({amb})" if amb is not None else ""),
-        v, "{:.0f}", None if amb is None else int(v) <= int(amb))
+    add(
+        "duplicated chunks after SIGKILLs, ours, no status webhooks, grace 0 (policy resend)",
+        "only chunks whose outcome was unknown at the kill"
+        + (f" ({amb})" if amb is not None else ""),
+        v,
+        "{:.0f}",
+        None if amb is None else int(v) <= int(amb),
+    )
     v = p.get("dup_ours_webhooks")
-    add("duplicated chunks after SIGKILLs, ours, status webhooks → service", "0", v, "{:.0f}", v == 0)
+    add(
+        "duplicated chunks after SIGKILLs, ours, status webhooks → service",
+        "0",
+        v,
+        "{:.0f}",
+        v == 0,
+    )
     v = p.get("dup_theirs")
     add("duplicated chunks after SIGKILLs, procrastinate (for comparison)", "—", v, "{:.0f}", None)
     v = sum(int(p.get(k, 0)) for k in p if k.startswith("missing_ours")) if p else None
     add("missing chunks after SIGKILLs, ours", "0", v, "{:.0f}", v == 0)
     g = read_figures("guard") or {}
     v = g.get("guard_ms")
-    add("heartbeat guard, 1M delivered + 100k awaiting (median)", "≤ 0.2 ms", v, "{:.3f} ms",
-        v is not None and float(v) <= 0.2)
+    add(
+        "heartbeat guard, 1M delivered + 100k awaiting (median)",
+        "≤ 0.2 ms",
+        v,
+        "{:.3f} ms",
+        v is not None and float(v) <= 0.2,
+    )
     v = g.get("guard_ratio")
     add("guard ratio to an empty table", "≤ 1.5", v, "{:.2f}", v is not None and float(v) <= 1.5)
     v = g.get("guard_1k_ms")
-    add("guard, 1M delivered + 1,000 awaiting (DESIGN.md's naive guard: ~2 ms)", "≤ 0.2 ms", v,
-        "{:.3f} ms", v is not None and float(v) <= 0.2)
+    add(
+        "guard, 1M delivered + 1,000 awaiting (DESIGN.md's naive guard: ~2 ms)",
+        "≤ 0.2 ms",
+        v,
+        "{:.3f} ms",
+        v is not None and float(v) <= 0.2,
+    )
     m = read_figures("memory") or {}
     v = m.get("rss_large_mib")
-    add("peak RSS of a sweep over 10k documents", "≤ 150 MB", v, "{:.0f} MiB",
-        v is not None and float(v) * 1.048576 <= 150)
+    add(
+        "peak RSS of a sweep over 10k documents",
+        "≤ 150 MB",
+        v,
+        "{:.0f} MiB",
+        v is not None and float(v) * 1.048576 <= 150,
+    )
     v = m.get("rss_ratio")
     add("peak RSS 10k / 1k", "≤ 1.2", v, "{:.2f}", v is not None and float(v) <= 1.2)
     r = _table_row(read_section("reaction_latency"), "200") or None
-    for label, idx, target, limit in (("reaction latency p50", 2, "≤ 150 ms", 150),
-                                      ("reaction latency p99", 4, "≤ 500 ms", 500)):
+    for label, idx, target, limit in (
+        ("reaction latency p50", 2, "≤ 150 ms", 150),
+        ("reaction latency p99", 4, "≤ 500 ms", 500),
+    ):
         v = _num(r[idx]) if r else None
         add(label, target, v, "{:.0f} ms", v is not None and v <= limit)
     s = _table_row(read_section("status_ingest"), "1")
     v = _num(s[3]) if s else None
-    add("status webhook ingest, one update per POST", "≥ 1,000 updates/s", v, "{:,.0f}/s",
-        v is not None and v >= 1000)
+    add(
+        "status webhook ingest, one update per POST",
+        "≥ 1,000 updates/s",
+        v,
+        "{:,.0f}/s",
+        v is not None and v >= 1000,
+    )
     v = _num(s[5]) if s else None
     add("status webhook ack p99", "≤ 250 ms", v, "{:.1f} ms", v is not None and v <= 250)
     return rows
@@ -124,7 +183,7 @@ def write_summary(command: str) -> None:
     block = re.search(r"<!-- bench:summary -->.*?<!-- /bench:summary -->\n?", text, re.DOTALL)
     first = text.find("<!-- bench:")
     if block and first != block.start():
-        text = text[:block.start()] + text[block.end():]
+        text = text[: block.start()] + text[block.end() :]
         first = text.find("<!-- bench:")
         first = len(text) if first < 0 else first
         text = text[:first] + block.group(0).rstrip("\n") + "\n\n" + text[first:]
@@ -132,11 +191,15 @@ def write_summary(command: str) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--skip", default="", help="comma-separated benchmark names to skip")
-    parser.add_argument("--summary-only", action="store_true",
-                        help="only regenerate the summary from the sections already written")
+    parser.add_argument(
+        "--summary-only",
+        action="store_true",
+        help="only regenerate the summary from the sections already written",
+    )
     args = parser.parse_args()
     skip = {s for s in args.skip.split(",") if s}
     failed = []
@@ -146,8 +209,9 @@ def main() -> None:
                 continue
             print(f"── {name} {' '.join(extra)}", flush=True)
             started = time.monotonic()
-            status = subprocess.call([sys.executable, str(REPO / "bench" / f"{name}.py"), *extra],
-                                     cwd=REPO)
+            status = subprocess.call(
+                [sys.executable, str(REPO / "bench" / f"{name}.py"), *extra], cwd=REPO
+            )
             print(f"── {name}: exit {status} in {time.monotonic() - started:.0f} s", flush=True)
             if status != 0:
                 failed.append(name)

@@ -16,8 +16,8 @@ import time
 
 from _common import RawHttpConnection, percentile, scratch_database, write_section
 
-from delivery_pipeline.store.db import connect
 from delivery_pipeline.service.ingest import sign
+from delivery_pipeline.store.db import connect
 from delivery_pipeline_tests.support.payloads import envelope, status_item
 from delivery_pipeline_tests.support.service_server import APP_SECRET, start_service
 
@@ -45,8 +45,11 @@ async def _load(port: int, bodies: list[bytes], connections: int) -> tuple[float
         while not queue.empty():
             body = queue.get_nowait()
             start = time.perf_counter()
-            status, answer = await conn.post("/webhooks/whatsapp", body, {
-                "X-Hub-Signature-256": sign(APP_SECRET, body), "Content-Type": "application/json"})
+            status, answer = await conn.post(
+                "/webhooks/whatsapp",
+                body,
+                {"X-Hub-Signature-256": sign(APP_SECRET, body), "Content-Type": "application/json"},
+            )
             acks.append((time.perf_counter() - start) * 1000)
             assert status == 200, answer
         await conn.close()
@@ -67,20 +70,30 @@ def main() -> None:
             for statement in SEED_CHUNKS:
                 conn.execute(statement, {"n": args.updates})
         for batch, state in ((1, "delivered"), (100, "read")):
-            items = [status_item(f"wamid.BENCH{i}", state, callback=f"dp:{i}:0:1")
-                     for i in range(1, args.updates + 1)]
-            bodies = [json.dumps(envelope({"statuses": items[i:i + batch]})).encode()
-                      for i in range(0, len(items), batch)]
+            items = [
+                status_item(f"wamid.BENCH{i}", state, callback=f"dp:{i}:0:1")
+                for i in range(1, args.updates + 1)
+            ]
+            bodies = [
+                json.dumps(envelope({"statuses": items[i : i + batch]})).encode()
+                for i in range(0, len(items), batch)
+            ]
             elapsed, acks = asyncio.run(_load(svc.port, bodies, args.connections))
             with connect(db_url) as conn:
-                stored = conn.execute("SELECT count(*) AS n FROM status_events WHERE status = %s",
-                                      (state,)).fetchone()["n"]
+                stored = conn.execute(
+                    "SELECT count(*) AS n FROM status_events WHERE status = %s", (state,)
+                ).fetchone()["n"]
             rate = args.updates / elapsed
-            rows.append((batch, len(bodies), stored, rate, percentile(acks, 50), percentile(acks, 99)))
-            print(f"batch={batch:>3} posts={len(bodies)} stored={stored} updates/s={rate:,.0f} "
-                  f"ack p50={percentile(acks, 50):.1f}ms p99={percentile(acks, 99):.1f}ms")
-    table = "\n".join(f"| {b} | {p} | {s} | {r:,.0f} | {p50:.1f} | {p99:.1f} |"
-                      for b, p, s, r, p50, p99 in rows)
+            rows.append(
+                (batch, len(bodies), stored, rate, percentile(acks, 50), percentile(acks, 99))
+            )
+            print(
+                f"batch={batch:>3} posts={len(bodies)} stored={stored} updates/s={rate:,.0f} "
+                f"ack p50={percentile(acks, 50):.1f}ms p99={percentile(acks, 99):.1f}ms"
+            )
+    table = "\n".join(
+        f"| {b} | {p} | {s} | {r:,.0f} | {p50:.1f} | {p99:.1f} |" for b, p, s, r, p50, p99 in rows
+    )
     write_section(
         "status_ingest",
         f"./dev shell bench/status_ingest.py --updates {args.updates} --connections {args.connections}",

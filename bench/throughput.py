@@ -46,10 +46,10 @@ from _common import (
 )
 
 from delivery_pipeline.delivery.chunking import chunk_text
-from delivery_pipeline.whatsapp.client import CloudApiClient
-from delivery_pipeline.store.db import async_pool
 from delivery_pipeline.delivery.engine import DeliveryEngine, pool_size, run_sweep
 from delivery_pipeline.settings import Settings
+from delivery_pipeline.store.db import async_pool
+from delivery_pipeline.whatsapp.client import CloudApiClient
 from delivery_pipeline_tests.support.data import plan_body
 from delivery_pipeline_tests.support.sandbox_server import start_sandbox
 
@@ -61,9 +61,20 @@ def py_spy() -> str | None:
     return found if Path(found).exists() else None
 
 
-def deliver_batch(url: str, sandbox, *, docs: int, chunks: int, limit: int, rate: float,
-                  concurrency: int, latency_ms: float, profile_to: Path | None = None,
-                  http_max: int | None = None, pool_max: int | None = None) -> dict[str, object]:
+def deliver_batch(
+    url: str,
+    sandbox,
+    *,
+    docs: int,
+    chunks: int,
+    limit: int,
+    rate: float,
+    concurrency: int,
+    latency_ms: float,
+    profile_to: Path | None = None,
+    http_max: int | None = None,
+    pool_max: int | None = None,
+) -> dict[str, object]:
     """One measured run on a fresh batch of people; returns the figures."""
     sandbox.reset()
     sandbox.faults(latency_ms=latency_ms, throughput_limit=limit, pair_rate_enabled=True)
@@ -76,9 +87,23 @@ def deliver_batch(url: str, sandbox, *, docs: int, chunks: int, limit: int, rate
 
     spy = None
     if profile_to is not None and py_spy():
-        spy = subprocess.Popen([py_spy(), "record", "--pid", str(os.getpid()), "--format", "raw",
-                                "--nonblocking", "--rate", "200", "-o", str(profile_to)],
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        spy = subprocess.Popen(
+            [
+                py_spy(),
+                "record",
+                "--pid",
+                str(os.getpid()),
+                "--format",
+                "raw",
+                "--nonblocking",
+                "--rate",
+                "200",
+                "-o",
+                str(profile_to),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         time.sleep(1.0)
     sandbox_cpu0, own_cpu0 = cpu_seconds(sandbox.process.pid), time.process_time()
     with BackendCpu(url) as backends:
@@ -102,15 +127,27 @@ def deliver_batch(url: str, sandbox, *, docs: int, chunks: int, limit: int, rate
     report = inbox_report(sandbox.inboxes(), {p: texts for p in phones})
     r = rates(report["times"])
     return {
-        "limit": limit, "rate": rate, "concurrency": concurrency, "docs": docs,
-        "expected": docs * len(texts), "received": report["received"],
-        "duplicates": report["duplicates"], "missing": report["missing"],
-        "delivered": delivered_count(url, prefix), "delivered_first_sweep": first.delivered,
-        "sweeps": sweeps, "first_sweep_wall": first_wall, "wall": wall,
-        "end_to_end": report["received"] / wall, **r,
-        "throttled": stats["throttled"], "rejected": stats["rejected"],
+        "limit": limit,
+        "rate": rate,
+        "concurrency": concurrency,
+        "docs": docs,
+        "expected": docs * len(texts),
+        "received": report["received"],
+        "duplicates": report["duplicates"],
+        "missing": report["missing"],
+        "delivered": delivered_count(url, prefix),
+        "delivered_first_sweep": first.delivered,
+        "sweeps": sweeps,
+        "first_sweep_wall": first_wall,
+        "wall": wall,
+        "end_to_end": report["received"] / wall,
+        **r,
+        "throttled": stats["throttled"],
+        "rejected": stats["rejected"],
         "rejected_by_code": stats["rejected_by_code"],
-        "cpu_engine": own_cpu, "cpu_sandbox": sandbox_cpu, "cpu_postgres": backends.total(),
+        "cpu_engine": own_cpu,
+        "cpu_sandbox": sandbox_cpu,
+        "cpu_postgres": backends.total(),
         "backends": len(backends.last_cpu),
     }
 
@@ -122,8 +159,9 @@ async def sweep(settings: Settings, url: str, http_max: int | None, pool_max: in
         return await run_sweep(settings, url)
     async with (
         async_pool(url, max_size=pool_max or pool_size(settings.concurrency)) as pool,
-        CloudApiClient.from_settings(settings, max_connections=http_max or settings.concurrency)
-        as client,
+        CloudApiClient.from_settings(
+            settings, max_connections=http_max or settings.concurrency
+        ) as client,
     ):
         return await DeliveryEngine(settings, pool, client).sweep()
 
@@ -134,7 +172,9 @@ def delivered_count(url: str, prefix: str) -> int:
     with connect(url) as conn:
         return conn.execute(
             "SELECT count(*) AS n FROM documents d JOIN people p ON p.id = d.person_id "
-            "WHERE p.phone LIKE %s AND d.delivered_at IS NOT NULL", (prefix + "%",)).fetchone()["n"]
+            "WHERE p.phone LIKE %s AND d.delivered_at IS NOT NULL",
+            (prefix + "%",),
+        ).fetchone()["n"]
 
 
 def one_plan(url: str, sandbox, *, chunks: int, latency_ms: float, repeats: int) -> list[float]:
@@ -187,8 +227,11 @@ def summarise_profile(path: Path, top: int = 12) -> str:
         for frame in reversed(frames):
             fname, _, fwhere = frame.partition(" (")
             short = fname.rsplit(".", 1)[-1]
-            found = [lab for f, fn, lab in markers if short == fn and fwhere.startswith(f"{f}:")
-                     or short == fn and f"/{f}:" in fwhere]
+            found = [
+                lab
+                for f, fn, lab in markers
+                if short == fn and fwhere.startswith(f"{f}:") or short == fn and f"/{f}:" in fwhere
+            ]
             if found:
                 label = found[0]
                 break
@@ -197,20 +240,26 @@ def summarise_profile(path: Path, top: int = 12) -> str:
         return "(empty profile)"
 
     def table(counter: Counter[str], head: str, k: int) -> str:
-        rows = "\n".join(f"| {name} | {100 * n / total:.1f} % |" for name, n in counter.most_common(k))
+        rows = "\n".join(
+            f"| {name} | {100 * n / total:.1f} % |" for name, n in counter.most_common(k)
+        )
         return f"| {head} | share of samples |\n|---|---|\n{rows}"
 
-    return (f"{total:,} CPU samples of the engine process (py-spy, idle excluded).\n\n"
-            + table(activity, "what the engine was doing (innermost engine frame)", 10) + "\n\n"
-            + table(leaf_pkg, "package of the running function (self time)", 10) + "\n\n"
-            + table(leaf_fn, "function (self time)", top))
+    return (
+        f"{total:,} CPU samples of the engine process (py-spy, idle excluded).\n\n"
+        + table(activity, "what the engine was doing (innermost engine frame)", 10)
+        + "\n\n"
+        + table(leaf_pkg, "package of the running function (self time)", 10)
+        + "\n\n"
+        + table(leaf_fn, "function (self time)", top)
+    )
 
 
 def _package(file: str) -> str:
     """py-spy shortens paths to ``package/module.py``; the first part names the package."""
     parts = Path(file).parts
     if "site-packages" in parts:
-        parts = parts[parts.index("site-packages") + 1:]
+        parts = parts[parts.index("site-packages") + 1 :]
     if "delivery_pipeline" in parts:
         return "delivery_pipeline"
     if len(parts) > 1:
@@ -219,19 +268,29 @@ def _package(file: str) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--docs", type=int, default=500)
     parser.add_argument("--chunks", type=int, default=9)
     parser.add_argument("--latency-ms", type=float, default=150.0)
     parser.add_argument("--repeats", type=int, default=2, help="runs per limit (median reported)")
-    parser.add_argument("--concurrency", type=int, default=32, help="documents in flight at 80 msg/s")
+    parser.add_argument(
+        "--concurrency", type=int, default=32, help="documents in flight at 80 msg/s"
+    )
     parser.add_argument("--fast-limit", type=int, default=1000)
-    parser.add_argument("--fast-concurrency", type=int, default=192,
-                        help="documents in flight at the high limit (≈ latency × rate + headroom)")
+    parser.add_argument(
+        "--fast-concurrency",
+        type=int,
+        default=192,
+        help="documents in flight at the high limit (≈ latency × rate + headroom)",
+    )
     parser.add_argument("--no-profile", action="store_true")
-    parser.add_argument("--no-whatif", action="store_true",
-                        help="skip the two single what-if runs (engine knobs the shipped code lacks)")
+    parser.add_argument(
+        "--no-whatif",
+        action="store_true",
+        help="skip the two single what-if runs (engine knobs the shipped code lacks)",
+    )
     args = parser.parse_args()
 
     runs: dict[int, list[dict[str, object]]] = {80: [], args.fast_limit: []}
@@ -241,30 +300,62 @@ def main() -> None:
         print(f"one {args.chunks}-chunk plan: wall {', '.join(f'{w:.3f}' for w in walls)} s")
         for _ in range(args.repeats):  # interleaved, so both limits see the same machine load
             for limit, conc in ((80, args.concurrency), (args.fast_limit, args.fast_concurrency)):
-                run = deliver_batch(url, sandbox, docs=args.docs, chunks=args.chunks, limit=limit,
-                                    rate=limit, concurrency=conc, latency_ms=args.latency_ms)
+                run = deliver_batch(
+                    url,
+                    sandbox,
+                    docs=args.docs,
+                    chunks=args.chunks,
+                    limit=limit,
+                    rate=limit,
+                    concurrency=conc,
+                    latency_ms=args.latency_ms,
+                )
                 runs[limit].append(run)
                 print({k: (round(v, 2) if isinstance(v, float) else v) for k, v in run.items()})
         whatifs = []
         if not args.no_whatif:
             for label, kw in (
-                (f"{args.fast_limit:,}, concurrency 32 (less CPU per message)",
-                 dict(limit=args.fast_limit, rate=args.fast_limit, concurrency=32)),
-                (f"{args.fast_limit:,}, HTTP pool capped at 32, DB pool at 16",
-                 dict(limit=args.fast_limit, rate=args.fast_limit, concurrency=args.fast_concurrency,
-                      http_max=32, pool_max=16)),
+                (
+                    f"{args.fast_limit:,}, concurrency 32 (less CPU per message)",
+                    dict(limit=args.fast_limit, rate=args.fast_limit, concurrency=32),
+                ),
+                (
+                    f"{args.fast_limit:,}, HTTP pool capped at 32, DB pool at 16",
+                    dict(
+                        limit=args.fast_limit,
+                        rate=args.fast_limit,
+                        concurrency=args.fast_concurrency,
+                        http_max=32,
+                        pool_max=16,
+                    ),
+                ),
             ):
-                run = deliver_batch(url, sandbox, docs=args.docs, chunks=args.chunks,
-                                    latency_ms=args.latency_ms, **kw)
+                run = deliver_batch(
+                    url,
+                    sandbox,
+                    docs=args.docs,
+                    chunks=args.chunks,
+                    latency_ms=args.latency_ms,
+                    **kw,
+                )
                 whatifs.append((label, run))
-                print(label, {k: (round(v, 2) if isinstance(v, float) else v) for k, v in run.items()})
+                print(
+                    label, {k: (round(v, 2) if isinstance(v, float) else v) for k, v in run.items()}
+                )
         if not args.no_profile:
             if py_spy():
                 path = Path("/tmp") / f"dp-bench-throughput-{os.getpid()}.txt"
-                deliver_batch(url, sandbox, docs=args.docs, chunks=args.chunks,
-                              limit=args.fast_limit, rate=args.fast_limit,
-                              concurrency=args.fast_concurrency, latency_ms=args.latency_ms,
-                              profile_to=path)
+                deliver_batch(
+                    url,
+                    sandbox,
+                    docs=args.docs,
+                    chunks=args.chunks,
+                    limit=args.fast_limit,
+                    rate=args.fast_limit,
+                    concurrency=args.fast_concurrency,
+                    latency_ms=args.latency_ms,
+                    profile_to=path,
+                )
                 profile_md = summarise_profile(path)
                 if not os.environ.get("BENCH_KEEP_PROFILE"):
                     path.unlink(missing_ok=True)
@@ -287,17 +378,23 @@ def main() -> None:
             f"{sum(int(r['throttled']) for r in rs)} / {sum(int(r['rejected']) for r in rs)} | "
             f"{sum(int(r['duplicates']) for r in rs)} / {sum(int(r['missing']) for r in rs)} | "
             f"{med(limit, 'cpu_engine'):.1f} / {med(limit, 'cpu_sandbox'):.1f} / "
-            f"{med(limit, 'cpu_postgres'):.1f} | {med(limit, 'wall'):.1f} |")
+            f"{med(limit, 'cpu_postgres'):.1f} | {med(limit, 'wall'):.1f} |"
+        )
+
     def whatif_row(label: str, r: dict[str, object]) -> str:
         limit = int(r["limit"])
-        return (f"| {label} | {r['concurrency']} | {r['received']}/{r['expected']} | "
-                f"{float(r['steady']):.1f} ({100 * float(r['steady']) / limit:.1f} %) | "
-                f"{float(r['overall']):.1f} ({100 * float(r['overall']) / limit:.1f} %) | "
-                f"{float(r['end_to_end']):.1f} | {int(float(r['peak_1s']))} | {r['throttled']} / "
-                f"{r['rejected']} | {r['duplicates']} / {r['missing']} | {float(r['cpu_engine']):.1f} / "
-                f"{float(r['cpu_sandbox']):.1f} / {float(r['cpu_postgres']):.1f} | {float(r['wall']):.1f} |")
+        return (
+            f"| {label} | {r['concurrency']} | {r['received']}/{r['expected']} | "
+            f"{float(r['steady']):.1f} ({100 * float(r['steady']) / limit:.1f} %) | "
+            f"{float(r['overall']):.1f} ({100 * float(r['overall']) / limit:.1f} %) | "
+            f"{float(r['end_to_end']):.1f} | {int(float(r['peak_1s']))} | {r['throttled']} / "
+            f"{r['rejected']} | {r['duplicates']} / {r['missing']} | {float(r['cpu_engine']):.1f} / "
+            f"{float(r['cpu_sandbox']):.1f} / {float(r['cpu_postgres']):.1f} | {float(r['wall']):.1f} |"
+        )
 
-    per_msg = {limit: 1000 * med(limit, "cpu_engine") / max(med(limit, "received"), 1) for limit in runs}
+    per_msg = {
+        limit: 1000 * med(limit, "cpu_engine") / max(med(limit, "received"), 1) for limit in runs
+    }
     body = (
         f"{args.docs} plans × {args.chunks} chunks (~4,000 characters each) per run, sandbox latency "
         f"{args.latency_ms:g} ms per send, pair rate on (45 burst; 9 per person never binds), engine "
@@ -316,7 +413,8 @@ def main() -> None:
         "end to end msg/s | busiest 1 s | throttled / refused | duplicated / missing | "
         "CPU s engine / sandbox / Postgres | wall s |\n"
         "|---|---|---|---|---|---|---|---|---|---|---|\n"
-        + "\n".join(whatif_row(label, r) for label, r in whatifs) + "\n\n"
+        + "\n".join(whatif_row(label, r) for label, r in whatifs)
+        + "\n\n"
         f"Engine CPU per accepted message: {per_msg[80]:.1f} ms at 80 msg/s, "
         f"{per_msg[args.fast_limit]:.1f} ms at {args.fast_limit:,} msg/s (CPU seconds in the bench "
         "process / messages), i.e. one core sustains at most "
@@ -326,12 +424,20 @@ def main() -> None:
         f"{max(walls):.3f}); target ≤ 1.6 s; the floor is {args.chunks} × {args.latency_ms:g} ms = "
         f"{args.chunks * args.latency_ms / 1000:.2f} s.\n\n"
         f"Profile of one extra run at {args.fast_limit:,} msg/s (not one of the measured runs):\n\n"
-        + profile_md + "\n\n" + figures_comment({
-            "share_80": med(80, "steady") / 80,
-            "throttled_80": sum(int(r["throttled"]) + int(r["rejected"]) for r in runs[80]),
-            "rate_fast": med(args.fast_limit, "steady"), "fast_limit": args.fast_limit,
-            "throttled_fast": sum(int(r["throttled"]) + int(r["rejected"]) for r in runs[args.fast_limit]),
-            "one_plan_s": median(walls)})
+        + profile_md
+        + "\n\n"
+        + figures_comment(
+            {
+                "share_80": med(80, "steady") / 80,
+                "throttled_80": sum(int(r["throttled"]) + int(r["rejected"]) for r in runs[80]),
+                "rate_fast": med(args.fast_limit, "steady"),
+                "fast_limit": args.fast_limit,
+                "throttled_fast": sum(
+                    int(r["throttled"]) + int(r["rejected"]) for r in runs[args.fast_limit]
+                ),
+                "one_plan_s": median(walls),
+            }
+        )
     )
     write_section(
         "throughput",

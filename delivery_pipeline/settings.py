@@ -129,8 +129,12 @@ class Settings:
                 env, "DELIVERY_WINDOW_MARGIN_SECONDS", d.window_margin_seconds
             ),
             max_attempts=_env_int(env, "DELIVERY_MAX_ATTEMPTS", d.max_attempts),
-            backoff_base_seconds=_env_float(env, "DELIVERY_BACKOFF_BASE_SECONDS", d.backoff_base_seconds),
-            backoff_max_seconds=_env_float(env, "DELIVERY_BACKOFF_MAX_SECONDS", d.backoff_max_seconds),
+            backoff_base_seconds=_env_float(
+                env, "DELIVERY_BACKOFF_BASE_SECONDS", d.backoff_base_seconds
+            ),
+            backoff_max_seconds=_env_float(
+                env, "DELIVERY_BACKOFF_MAX_SECONDS", d.backoff_max_seconds
+            ),
             rate_limit=_env_float(env, "DELIVERY_RATE_LIMIT", d.rate_limit),
             concurrency=_env_int(env, "DELIVERY_CONCURRENCY", d.concurrency),
             chunk_limit=_env_int(env, "DELIVERY_CHUNK_LIMIT", d.chunk_limit),
@@ -138,14 +142,20 @@ class Settings:
                 env, "DELIVERY_CHUNK_INTERVAL_SECONDS", d.chunk_interval_seconds
             ),
             unknown_policy=env.get("DELIVERY_UNKNOWN_POLICY") or d.unknown_policy,
-            unknown_grace_seconds=_env_int(env, "DELIVERY_UNKNOWN_GRACE_SECONDS", d.unknown_grace_seconds),
-            knock_templates=_parse_templates(env.get("DELIVERY_KNOCK_TEMPLATES") or DEFAULT_KNOCK_TEMPLATES),
+            unknown_grace_seconds=_env_int(
+                env, "DELIVERY_UNKNOWN_GRACE_SECONDS", d.unknown_grace_seconds
+            ),
+            knock_templates=_parse_templates(
+                env.get("DELIVERY_KNOCK_TEMPLATES") or DEFAULT_KNOCK_TEMPLATES
+            ),
             knock_param_max=_env_int(env, "DELIVERY_KNOCK_PARAM_MAX", d.knock_param_max),
             verify_token=env.get("WHATSAPP_VERIFY_TOKEN") or None,
             app_secret=env.get("WHATSAPP_APP_SECRET") or None,
             internal_token=env.get("DELIVERY_INTERNAL_TOKEN") or None,
             service_url=(env.get("DELIVERY_SERVICE_URL") or d.service_url).rstrip("/"),
-            webhook_max_body_bytes=_env_int(env, "WEBHOOK_MAX_BODY_BYTES", d.webhook_max_body_bytes),
+            webhook_max_body_bytes=_env_int(
+                env, "WEBHOOK_MAX_BODY_BYTES", d.webhook_max_body_bytes
+            ),
             ops_webhook_url=env.get("OPS_WEBHOOK_URL") or None,
         )
 

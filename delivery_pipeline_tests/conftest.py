@@ -17,9 +17,9 @@ from pathlib import Path
 import psycopg
 import pytest
 
+from delivery_pipeline.settings import Settings
 from delivery_pipeline.store.db import connect, ensure_database, with_database
 from delivery_pipeline.store.migrations import upgrade
-from delivery_pipeline.settings import Settings
 
 TEST_DB_ENV = "DELIVERY_TEST_DATABASE_URL"
 
@@ -54,8 +54,11 @@ def template_database(pg_admin_url: str) -> Iterator[str]:
 
 def _drop(admin_url: str, name: str) -> None:
     with psycopg.connect(admin_url, autocommit=True) as conn:
-        conn.execute(psycopg.sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(
-            psycopg.sql.Identifier(name)))
+        conn.execute(
+            psycopg.sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(
+                psycopg.sql.Identifier(name)
+            )
+        )
 
 
 @pytest.fixture

@@ -19,7 +19,6 @@ from dagster import (
 )
 
 from delivery_pipeline.dagster_defs.alert_sensors import ops_check_alerts, ops_run_failures
-from delivery_pipeline.dagster_defs.assets import delivery_backlog
 from delivery_pipeline.dagster_defs.asset_checks import (
     BACKLOG_CHECKS,
     BACKLOG_KEY,
@@ -27,6 +26,7 @@ from delivery_pipeline.dagster_defs.asset_checks import (
     checks_every_5_minutes,
     delivery_checks,
 )
+from delivery_pipeline.dagster_defs.assets import delivery_backlog
 from delivery_pipeline.dagster_defs.jobs import refresh_backlog
 from delivery_pipeline.dagster_defs.resources import AppDatabase, OpsChannelResource
 from delivery_pipeline.delivery.engine import sweep_sync
@@ -44,14 +44,19 @@ def instance():
 
 
 def resources(database_url, ops_url):
-    return {"app_db": AppDatabase(database_url=database_url),
-            "ops_channel": OpsChannelResource(webhook_url=ops_url, timeout_seconds=2.0)}
+    return {
+        "app_db": AppDatabase(database_url=database_url),
+        "ops_channel": OpsChannelResource(webhook_url=ops_url, timeout_seconds=2.0),
+    }
 
 
 def definitions(database_url, ops_url=None):
     return Definitions(
-        assets=[delivery_backlog], asset_checks=BACKLOG_CHECKS, jobs=[delivery_checks, refresh_backlog],
-        schedules=[checks_every_5_minutes], sensors=[ops_check_alerts, ops_run_failures],
+        assets=[delivery_backlog],
+        asset_checks=BACKLOG_CHECKS,
+        jobs=[delivery_checks, refresh_backlog],
+        schedules=[checks_every_5_minutes],
+        sensors=[ops_check_alerts, ops_run_failures],
         resources=resources(database_url, ops_url),
     )
 
@@ -73,8 +78,7 @@ def ops_url(sandbox):
     return f"{sandbox.url}/_sandbox/ops"
 
 
-def test_checks_job_evaluates_every_check_and_the_backlog_job_runs_them_too(
-        database_url, instance):
+def test_checks_job_evaluates_every_check_and_the_backlog_job_runs_them_too(database_url, instance):
     defs = definitions(database_url)
     evaluations = run_checks(defs, instance)
     assert set(evaluations) == {key.name for key in CHECK_KEYS}
@@ -94,8 +98,9 @@ def test_checks_carry_owner_and_runbook_metadata():
 
 
 @pytest.mark.parametrize("name", sorted(STRANDINGS))
-def test_stranded_state_posts_once_then_resolves(db, database_url, instance, sandbox, monkeypatch,
-                                                 name):
+def test_stranded_state_posts_once_then_resolves(
+    db, database_url, instance, sandbox, monkeypatch, name
+):
     stranding = STRANDINGS[name]
     for key, value in stranding.env:
         monkeypatch.setenv(key, value)
@@ -131,11 +136,14 @@ def test_stranded_state_posts_once_then_resolves(db, database_url, instance, san
 
     rows = db.execute("SELECT kind, severity, sent_at FROM ops_alerts ORDER BY id").fetchall()
     assert [(r["kind"], r["sent_at"] is not None) for r in rows] == [
-        ("alert", True), ("resolved", True)]
+        ("alert", True),
+        ("resolved", True),
+    ]
 
 
 def test_reminder_after_the_interval_and_escalation_from_warn_to_error(
-        db, database_url, instance, sandbox):
+    db, database_url, instance, sandbox
+):
     defs = definitions(database_url, ops_url(sandbox))
     doc = ops.pending(db, 20 * 60)  # WARN
     run_checks(defs, instance)
@@ -145,8 +153,10 @@ def test_reminder_after_the_interval_and_escalation_from_warn_to_error(
     tick(instance, database_url, ops_url(sandbox))
     posts = sandbox.ops_alerts()
     assert len(posts) == 2 and "still failing" in posts[1]["text"]
-    db.execute("UPDATE documents SET created_at = now() - interval '3 hours' WHERE id = %(id)s",
-               {"id": doc})
+    db.execute(
+        "UPDATE documents SET created_at = now() - interval '3 hours' WHERE id = %(id)s",
+        {"id": doc},
+    )
     run_checks(defs, instance)
     tick(instance, database_url, ops_url(sandbox))
     posts = sandbox.ops_alerts()
@@ -162,7 +172,9 @@ def test_a_healthy_day_raises_no_alert(db, database_url, instance, sandbox, sett
             "UPDATE documents SET created_at = now() - make_interval(hours => %(h)s), "
             "generated_at = now() - make_interval(hours => %(h)s), "
             "delivered_at = now() - make_interval(hours => %(h)s) + interval '3 minutes' "
-            "WHERE id = %(id)s", {"h": hour, "id": doc["id"]})
+            "WHERE id = %(id)s",
+            {"h": hour, "id": doc["id"]},
+        )
         if hour % 3 == 0:
             ops.knocked(db, hour * HOUR, read=True, answered=True)
     ops.abandoned(db, "stale", age_seconds=5 * HOUR)  # a brief nobody asked for in time
@@ -183,8 +195,7 @@ def test_a_healthy_day_raises_no_alert(db, database_url, instance, sandbox, sett
     assert db.execute("SELECT count(*) AS n FROM ops_alerts").fetchone()["n"] == 0
 
 
-def test_ops_webhook_down_records_unsent_and_retries_next_tick(
-        db, database_url, instance, sandbox):
+def test_ops_webhook_down_records_unsent_and_retries_next_tick(db, database_url, instance, sandbox):
     defs = definitions(database_url)
     ops.pause_sender(db)
     run_checks(defs, instance)
@@ -214,11 +225,14 @@ def test_no_webhook_url_logs_and_records_only(db, database_url, instance):
 
 
 def test_sensor_also_sends_the_engines_alerts(db, database_url, instance, sandbox):
-    db.execute("INSERT INTO ops_alerts (dedup_key, severity, message) "
-               "VALUES ('recipient:1', 'warning', 'Person 1 cannot receive WhatsApp messages')")
+    db.execute(
+        "INSERT INTO ops_alerts (dedup_key, severity, message) "
+        "VALUES ('recipient:1', 'warning', 'Person 1 cannot receive WhatsApp messages')"
+    )
     tick(instance, database_url, ops_url(sandbox))
     assert [p["text"] for p in sandbox.ops_alerts()] == [
-        ":warning: *WARN* Person 1 cannot receive WhatsApp messages"]
+        ":warning: *WARN* Person 1 cannot receive WhatsApp messages"
+    ]
 
 
 def test_unevaluated_checks_raise_nothing(database_url, instance, sandbox):
@@ -245,8 +259,10 @@ def test_run_failure_posts_once_per_run(database_url, instance, sandbox, db):
 
     def run_sensor():
         context = build_run_status_sensor_context(
-            sensor_name="ops_run_failures", dagster_instance=instance,
-            dagster_run=result.dagster_run, dagster_event=result.get_run_failure_event(),
+            sensor_name="ops_run_failures",
+            dagster_instance=instance,
+            dagster_run=result.dagster_run,
+            dagster_event=result.get_run_failure_event(),
             resources=resources(database_url, ops_url(sandbox)),
         )
         ops_run_failures(context)

@@ -12,15 +12,15 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
+from delivery_pipeline.delivery.inbound import note_inbound
 from delivery_pipeline.generation.briefs import (
     abandon_stale_briefs,
     brief_due_date,
     enqueue_daily_briefs,
     run_briefs,
 )
-from delivery_pipeline.store.db import QUERIES, connect
 from delivery_pipeline.generation.worker import generation_due
-from delivery_pipeline.delivery.inbound import note_inbound
+from delivery_pipeline.store.db import QUERIES, connect
 from delivery_pipeline_tests.support.data import add_person, document
 
 UTC = dt.UTC
@@ -30,9 +30,21 @@ LEASE = dt.timedelta(minutes=10)
 # (Lord Howe), DST abolished (Sao Paulo since 2019), a skipped calendar day
 # (Apia, 2011-12-30), negative DST (Dublin), and ±14 h.
 ZONES = [
-    "UTC", "America/New_York", "America/Sao_Paulo", "America/Santiago", "America/St_Johns",
-    "Europe/Lisbon", "Europe/Madrid", "Europe/Dublin", "Australia/Lord_Howe", "Asia/Kolkata",
-    "Asia/Kathmandu", "Pacific/Chatham", "Pacific/Apia", "Pacific/Kiritimati", "Pacific/Pago_Pago",
+    "UTC",
+    "America/New_York",
+    "America/Sao_Paulo",
+    "America/Santiago",
+    "America/St_Johns",
+    "Europe/Lisbon",
+    "Europe/Madrid",
+    "Europe/Dublin",
+    "Australia/Lord_Howe",
+    "Asia/Kolkata",
+    "Asia/Kathmandu",
+    "Pacific/Chatham",
+    "Pacific/Apia",
+    "Pacific/Kiritimati",
+    "Pacific/Pago_Pago",
 ]
 
 
@@ -47,23 +59,35 @@ def utc(*args: int) -> dt.datetime:
 
 
 def brief(db, person_id: int, for_date: dt.date) -> dict:
-    return db.execute(QUERIES.insert_pending_document,
-                      {"person_id": person_id, "kind": "daily_brief", "for_date": for_date}).fetchone()
+    return db.execute(
+        QUERIES.insert_pending_document,
+        {"person_id": person_id, "kind": "daily_brief", "for_date": for_date},
+    ).fetchone()
 
 
 def briefs_of(db, person_id: int) -> list[dt.date]:
-    return [r["for_date"] for r in db.execute(
-        "SELECT for_date FROM documents WHERE person_id = %(p)s AND kind = 'daily_brief' "
-        "ORDER BY for_date", {"p": person_id})]
+    return [
+        r["for_date"]
+        for r in db.execute(
+            "SELECT for_date FROM documents WHERE person_id = %(p)s AND kind = 'daily_brief' "
+            "ORDER BY for_date",
+            {"p": person_id},
+        )
+    ]
 
 
 # ── the local-date logic ────────────────────────────────────────────────
 
 
-@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=400, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(
-    at=st.datetimes(min_value=dt.datetime(2000, 1, 1), max_value=dt.datetime(2035, 12, 31),
-                    timezones=st.just(UTC)),
+    at=st.datetimes(
+        min_value=dt.datetime(2000, 1, 1),
+        max_value=dt.datetime(2035, 12, 31),
+        timezones=st.just(UTC),
+    ),
     zone=st.sampled_from(ZONES),
     brief_time=st.times(),
 )
@@ -83,10 +107,15 @@ def test_brief_due_date_matches_zoneinfo(db, at, zone, brief_time):
     assert brief_due_date(db, at, zone, brief_time) == local_due_date(at, zone, brief_time)
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(
-    at=st.datetimes(min_value=dt.datetime(2000, 1, 1), max_value=dt.datetime(2035, 12, 31),
-                    timezones=st.just(UTC)),
+    at=st.datetimes(
+        min_value=dt.datetime(2000, 1, 1),
+        max_value=dt.datetime(2035, 12, 31),
+        timezones=st.just(UTC),
+    ),
     zone=st.sampled_from(ZONES),
     days_back=st.integers(min_value=-1, max_value=2),
 )
@@ -126,15 +155,20 @@ def test_enqueue_uses_each_persons_zone(db):
     at = utc(2031, 6, 1, 12, 0)
     tokyo = add_person(db, time_zone="Asia/Tokyo", brief_opt_in=True)  # 21:00 on 1 June
     la = add_person(db, time_zone="America/Los_Angeles", brief_opt_in=True)  # 05:00
-    kiritimati = add_person(db, time_zone="Pacific/Kiritimati", brief_opt_in=True,
-                            brief_local_time="01:00")  # 02:00 on 2 June
-    honolulu = add_person(db, time_zone="Pacific/Honolulu", brief_opt_in=True,
-                          brief_local_time="01:00")  # 02:00 on 1 June
+    kiritimati = add_person(
+        db, time_zone="Pacific/Kiritimati", brief_opt_in=True, brief_local_time="01:00"
+    )  # 02:00 on 2 June
+    honolulu = add_person(
+        db, time_zone="Pacific/Honolulu", brief_opt_in=True, brief_local_time="01:00"
+    )  # 02:00 on 1 June
 
     rows = {r["person_id"]: r["for_date"] for r in enqueue_daily_briefs(db, at=at)}
 
-    assert rows == {tokyo["id"]: dt.date(2031, 6, 1), kiritimati["id"]: dt.date(2031, 6, 2),
-                    honolulu["id"]: dt.date(2031, 6, 1)}
+    assert rows == {
+        tokyo["id"]: dt.date(2031, 6, 1),
+        kiritimati["id"]: dt.date(2031, 6, 2),
+        honolulu["id"]: dt.date(2031, 6, 1),
+    }
     assert la["id"] not in rows
 
 
@@ -143,9 +177,17 @@ def test_enqueue_skips_the_opted_out_the_unreachable_and_the_not_opted_in(db):
     add_person(db, brief_opt_in=False)
     gone = add_person(db, brief_opt_in=True)
     db.execute("UPDATE people SET opted_out_at = now() WHERE id = %(id)s", {"id": gone["id"]})
-    db.execute(QUERIES.insert_person, {"phone": None, "name": "no number", "locale": "en",
-                                       "time_zone": "UTC", "brief_opt_in": True,
-                                       "brief_local_time": dt.time(7)})
+    db.execute(
+        QUERIES.insert_person,
+        {
+            "phone": None,
+            "name": "no number",
+            "locale": "en",
+            "time_zone": "UTC",
+            "brief_opt_in": True,
+            "brief_local_time": dt.time(7),
+        },
+    )
     assert enqueue_daily_briefs(db, at=at) == []
 
 
@@ -179,7 +221,9 @@ def test_concurrent_enqueues_create_one_brief_each(db, database_url):
 def test_enqueue_with_the_real_clock(db):
     person = add_person(db, time_zone="Asia/Kathmandu", brief_opt_in=True, brief_local_time="00:00")
     [row] = enqueue_daily_briefs(db)
-    local_today = db.execute("SELECT (now() AT TIME ZONE 'Asia/Kathmandu')::date AS d").fetchone()["d"]
+    local_today = db.execute("SELECT (now() AT TIME ZONE 'Asia/Kathmandu')::date AS d").fetchone()[
+        "d"
+    ]
     assert (row["person_id"], row["for_date"]) == (person["id"], local_today)
 
 
@@ -197,32 +241,49 @@ def test_abandons_every_open_brief_of_an_earlier_local_day(db):
     person2 = add_person(db, time_zone="Europe/Madrid")
     docs = {}
     for state, who, day in [
-        ("pending", person, yesterday), ("generating", person2, yesterday),
-        ("undelivered", add_person(db), yesterday), ("awaiting_reply", add_person(db), yesterday),
-        ("delivered", add_person(db), yesterday), ("generation_failed", add_person(db), yesterday),
-        ("expired_claim", add_person(db), yesterday), ("live_claim", add_person(db), yesterday),
+        ("pending", person, yesterday),
+        ("generating", person2, yesterday),
+        ("undelivered", add_person(db), yesterday),
+        ("awaiting_reply", add_person(db), yesterday),
+        ("delivered", add_person(db), yesterday),
+        ("generation_failed", add_person(db), yesterday),
+        ("expired_claim", add_person(db), yesterday),
+        ("live_claim", add_person(db), yesterday),
         ("today", person, today),
     ]:
         docs[state] = brief(db, who["id"], day)["id"]
-    plan = db.execute(QUERIES.insert_pending_document,
-                      {"person_id": person["id"], "kind": "plan", "for_date": None}).fetchone()["id"]
+    plan = db.execute(
+        QUERIES.insert_pending_document,
+        {"person_id": person["id"], "kind": "plan", "for_date": None},
+    ).fetchone()["id"]
     _set(db, plan, "created_at = now() - interval '3 days'")
-    _set(db, docs["generating"], "status = 'generating', generation_claim_token = gen_random_uuid(), "
-         "generation_claimed_at = now(), next_generation_at = now() + interval '10 minutes'")
+    _set(
+        db,
+        docs["generating"],
+        "status = 'generating', generation_claim_token = gen_random_uuid(), "
+        "generation_claimed_at = now(), next_generation_at = now() + interval '10 minutes'",
+    )
     for key in ("undelivered", "awaiting_reply", "delivered", "expired_claim", "live_claim"):
         _set(db, docs[key], "status = 'succeeded', body = 'b', generated_at = now()")
     _set(db, docs["awaiting_reply"], "knock_sent_at = now(), awaiting_reply_since = now()")
     _set(db, docs["delivered"], "delivered_at = now()")
     _set(db, docs["generation_failed"], "status = 'failed', generation_error = 'x'")
-    _set(db, docs["expired_claim"], "claim_token = gen_random_uuid(), "
-         "claimed_at = now() - interval '11 minutes'")
+    _set(
+        db,
+        docs["expired_claim"],
+        "claim_token = gen_random_uuid(), claimed_at = now() - interval '11 minutes'",
+    )
     _set(db, docs["live_claim"], "claim_token = gen_random_uuid(), claimed_at = now()")
 
     abandoned = {r["id"]: r["status"] for r in abandon_stale_briefs(db, lease=LEASE, at=at)}
 
-    assert abandoned == {docs["pending"]: "pending", docs["generating"]: "generating",
-                         docs["undelivered"]: "succeeded", docs["awaiting_reply"]: "succeeded",
-                         docs["expired_claim"]: "succeeded"}
+    assert abandoned == {
+        docs["pending"]: "pending",
+        docs["generating"]: "generating",
+        docs["undelivered"]: "succeeded",
+        docs["awaiting_reply"]: "succeeded",
+        docs["expired_claim"]: "succeeded",
+    }
     for doc_id in abandoned:
         row = document(db, doc_id)
         assert row["abandon_reason"] == "stale" and row["claim_token"] is None
@@ -230,8 +291,10 @@ def test_abandons_every_open_brief_of_an_earlier_local_day(db):
         assert document(db, docs[untouched])["abandoned_at"] is None, untouched
     assert document(db, plan)["abandoned_at"] is None
     assert abandon_stale_briefs(db, lease=LEASE, at=at) == []
-    row = db.execute("SELECT state, abandon_reason FROM document_states WHERE id = %(id)s",
-                     {"id": docs["awaiting_reply"]}).fetchone()
+    row = db.execute(
+        "SELECT state, abandon_reason FROM document_states WHERE id = %(id)s",
+        {"id": docs["awaiting_reply"]},
+    ).fetchone()
     assert row == {"state": "abandoned", "abandon_reason": "stale"}
     # The abandoned pending brief left the generation queue: with the two
     # documents still legitimately pending gone, nothing is due.
@@ -242,12 +305,16 @@ def test_abandons_every_open_brief_of_an_earlier_local_day(db):
 def test_an_abandoned_brief_stays_abandoned_when_the_person_writes(db):
     person = add_person(db, time_zone="UTC", inbound_age_seconds=None)
     doc = brief(db, person["id"], dt.date(2031, 6, 1))
-    _set(db, doc["id"], "status = 'succeeded', body = 'b', knock_sent_at = now(), "
-         "awaiting_reply_since = now()")
+    _set(
+        db,
+        doc["id"],
+        "status = 'succeeded', body = 'b', knock_sent_at = now(), awaiting_reply_since = now()",
+    )
     abandon_stale_briefs(db, lease=LEASE, at=utc(2031, 6, 2, 0, 0, 1))
     assert note_inbound(db, person["id"], dt.datetime.now(UTC)) == []
-    state = db.execute("SELECT state, abandon_reason FROM document_states WHERE id = %(id)s",
-                       {"id": doc["id"]}).fetchone()
+    state = db.execute(
+        "SELECT state, abandon_reason FROM document_states WHERE id = %(id)s", {"id": doc["id"]}
+    ).fetchone()
     assert state == {"state": "abandoned", "abandon_reason": "stale"}
 
 
@@ -263,16 +330,25 @@ def test_stale_depends_on_the_persons_zone(db):
 
 
 def test_run_briefs_abandons_yesterdays_and_enqueues_todays(db):
-    person = add_person(db, time_zone="America/New_York", brief_opt_in=True,
-                        brief_local_time="06:30", inbound_age_seconds=None)
+    person = add_person(
+        db,
+        time_zone="America/New_York",
+        brief_opt_in=True,
+        brief_local_time="06:30",
+        inbound_age_seconds=None,
+    )
     first = run_briefs(db, lease=LEASE, at=utc(2031, 3, 10, 11, 0))  # 07:00 EDT
     assert [(r["person_id"], r["for_date"]) for r in first.enqueued] == [
-        (person["id"], dt.date(2031, 3, 10))]
+        (person["id"], dt.date(2031, 3, 10))
+    ]
     second = run_briefs(db, lease=LEASE, at=utc(2031, 3, 11, 10, 45))  # 06:45 EDT next day
     assert [r["id"] for r in second.abandoned] == [first.enqueued[0]["id"]]
     assert [r["for_date"] for r in second.enqueued] == [dt.date(2031, 3, 11)]
-    assert second.as_dict() == {"enqueued": 1, "abandoned_stale": 1,
-                                "abandoned_by_state": {"pending": 1}}
+    assert second.as_dict() == {
+        "enqueued": 1,
+        "abandoned_stale": 1,
+        "abandoned_by_state": {"pending": 1},
+    }
 
 
 @pytest.mark.parametrize("zone", ["Not/AZone"])

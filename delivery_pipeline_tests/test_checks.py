@@ -128,8 +128,10 @@ def test_backoff_is_not_stranded_but_hours_of_retrying_warn(db):
 def test_due_since_counts_from_the_end_of_the_backoff(db):
     """Generated 3 h ago, its backoff ended 5 minutes ago: due for 5 minutes, slow, not stranded."""
     doc = ops.undelivered(db, 3 * HOUR)
-    db.execute("UPDATE documents SET next_attempt_at = now() - interval '5 minutes' "
-               "WHERE id = %(id)s", {"id": doc})
+    db.execute(
+        "UPDATE documents SET next_attempt_at = now() - interval '5 minutes' WHERE id = %(id)s",
+        {"id": doc},
+    )
     result = evaluate("undelivered_stranded", db, T)
     assert result.severity == Severity.WARN
     assert result.metadata["stranded_over_warn"] == 0 and result.metadata["slow"] == 1
@@ -137,11 +139,16 @@ def test_due_since_counts_from_the_end_of_the_backoff(db):
 
 def test_live_claim_is_not_stranded_but_an_expired_one_is(db):
     doc = ops.undelivered(db, 40 * 60)
-    db.execute("UPDATE documents SET claim_token = gen_random_uuid(), claimed_at = now() "
-               "WHERE id = %(id)s", {"id": doc})
+    db.execute(
+        "UPDATE documents SET claim_token = gen_random_uuid(), claimed_at = now() "
+        "WHERE id = %(id)s",
+        {"id": doc},
+    )
     assert evaluate("undelivered_stranded", db, T).passed
-    db.execute("UPDATE documents SET claimed_at = now() - interval '50 minutes' "
-               "WHERE id = %(id)s", {"id": doc})
+    db.execute(
+        "UPDATE documents SET claimed_at = now() - interval '50 minutes' WHERE id = %(id)s",
+        {"id": doc},
+    )
     result = evaluate("undelivered_stranded", db, T)
     # the lease (10 min) expired 40 minutes ago: due, and nothing took it over
     assert result.severity == Severity.WARN
@@ -204,8 +211,12 @@ def test_abandoned_by_reason_expected_reasons_only_counted(db):
     result = evaluate("abandoned_or_failed", db, T)
     assert result.severity == Severity.WARN
     assert result.metadata["count"] == 2
-    assert result.metadata["by_reason"] == {"stale": 1, "opted_out": 1, "max_attempts": 1,
-                                            "generation_failed": 1}
+    assert result.metadata["by_reason"] == {
+        "stale": 1,
+        "opted_out": 1,
+        "max_attempts": 1,
+        "generation_failed": 1,
+    }
     assert result.metadata["oldest_ids"] == sorted([lost, failed])
     assert result.metadata["oldest_age_seconds"] == pytest.approx(2 * HOUR, abs=5)
     old = ops.abandoned(db, "undeliverable", age_seconds=30 * HOUR)  # not in the last day
@@ -218,8 +229,9 @@ def test_abandoned_by_reason_expected_reasons_only_counted(db):
 
 def test_generation_failed_at_is_set_by_the_database(db):
     doc = ops.generation_failed(db)
-    row = db.execute("SELECT generation_failed_at FROM documents WHERE id = %(id)s",
-                     {"id": doc}).fetchone()
+    row = db.execute(
+        "SELECT generation_failed_at FROM documents WHERE id = %(id)s", {"id": doc}
+    ).fetchone()
     assert row["generation_failed_at"] is not None
 
 
@@ -239,10 +251,20 @@ def test_tier_headroom_warns_at_80_percent_and_errs_at_the_limit(db):
     assert evaluate("messaging_tier_headroom", db, Thresholds(tier_limit=None)).passed
 
 
-@pytest.mark.parametrize(("raw", "limit"), [
-    (None, 250), ("", 250), ("250", 250), ("2000", 2000), ("2k", 2000), ("TIER_10K", 10000),
-    ("100,000", 100000), ("unlimited", None), ("TIER_UNLIMITED", None),
-])
+@pytest.mark.parametrize(
+    ("raw", "limit"),
+    [
+        (None, 250),
+        ("", 250),
+        ("250", 250),
+        ("2000", 2000),
+        ("2k", 2000),
+        ("TIER_10K", 10000),
+        ("100,000", 100000),
+        ("unlimited", None),
+        ("TIER_UNLIMITED", None),
+    ],
+)
 def test_parse_tier(raw, limit):
     assert parse_tier(raw) == limit
 
@@ -262,10 +284,19 @@ def test_sender_paused_is_an_error_at_once(db):
 
 
 def test_thresholds_from_env():
-    t = Thresholds.from_env({"CHECK_UNDELIVERED_WARN_SECONDS": "60",
-                             "CHECK_KNOCK_MIN_SAMPLE": "2", "WHATSAPP_MESSAGING_TIER": "2k",
-                             "DELIVERY_LEASE_SECONDS": "30"})
+    t = Thresholds.from_env(
+        {
+            "CHECK_UNDELIVERED_WARN_SECONDS": "60",
+            "CHECK_KNOCK_MIN_SAMPLE": "2",
+            "WHATSAPP_MESSAGING_TIER": "2k",
+            "DELIVERY_LEASE_SECONDS": "30",
+        }
+    )
     assert (t.undelivered_warn_seconds, t.knock_min_sample, t.tier_limit, t.lease_seconds) == (
-        60.0, 2, 2000, 30)
+        60.0,
+        2,
+        2000,
+        30,
+    )
     with pytest.raises(ValueError, match="CHECK_KNOCK_MIN_SAMPLE"):
         Thresholds.from_env({"CHECK_KNOCK_MIN_SAMPLE": "many"})

@@ -36,8 +36,11 @@ def test_chunks_respect_limit_and_give_back_the_text(text: str, limit: int) -> N
 
 
 @given(
-    paragraphs=st.lists(st.text(alphabet="abc d.", min_size=1, max_size=50).filter(str.strip),
-                        min_size=1, max_size=20),
+    paragraphs=st.lists(
+        st.text(alphabet="abc d.", min_size=1, max_size=50).filter(str.strip),
+        min_size=1,
+        max_size=20,
+    ),
     limit=st.integers(min_value=60, max_value=500),
 )
 @settings(max_examples=200, deadline=None)
@@ -52,7 +55,9 @@ def test_cut_prefers_paragraph_then_sentence_then_word() -> None:
     text = "First paragraph.\n\nSecond one. It has two sentences."
     assert chunk_text(text, 40) == ["First paragraph.", "Second one. It has two sentences."]
     assert chunk_text("One sentence here. Another sentence there.", 25) == [
-        "One sentence here.", "Another sentence there."]
+        "One sentence here.",
+        "Another sentence there.",
+    ]
     assert chunk_text("alpha beta gamma delta", 11) == ["alpha beta", "gamma delta"]
     assert chunk_text("x" * 25, 10) == ["x" * 10, "x" * 10, "x" * 5]
 

@@ -18,7 +18,10 @@ pytestmark = pytest.mark.engine
 def run(database_url: str, *args: str, stdin: str = "", **env: str) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-m", "delivery_pipeline.cli", *args],
-        input=stdin, capture_output=True, text=True, timeout=60,
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=60,
         env={**os.environ, "DATABASE_URL": database_url, **env},
     )
 
@@ -40,11 +43,30 @@ def test_every_subcommand_has_help(database_url):
 
 def test_people_and_documents_round_trip(database_url, db):
     phone = new_phone("+5511")
-    added = run(database_url, "people", "add", "--phone", phone, "--name", "Bia", "--locale", "pt",
-                "--time-zone", "America/Sao_Paulo")
+    added = run(
+        database_url,
+        "people",
+        "add",
+        "--phone",
+        phone,
+        "--name",
+        "Bia",
+        "--locale",
+        "pt",
+        "--time-zone",
+        "America/Sao_Paulo",
+    )
     assert added.returncode == 0, added.stderr
-    doc = run(database_url, "documents", "add", "--person", phone, "--kind", "plan",
-              stdin="First part.\n\nSecond part.")
+    doc = run(
+        database_url,
+        "documents",
+        "add",
+        "--person",
+        phone,
+        "--kind",
+        "plan",
+        stdin="First part.\n\nSecond part.",
+    )
     assert doc.returncode == 0, doc.stderr
     status = run(database_url, "status", "--json")
     states = {row["state"]: row["count"] for row in json.loads(status.stdout)["states"]}
@@ -56,33 +78,59 @@ def test_people_and_documents_round_trip(database_url, db):
     [
         (("people", "add", "--phone", "5511987654321"), "", "E.164"),
         (("people", "add", "--phone", "+5511987654321", "--locale", "fr"), "", "locale"),
-        (("people", "add", "--phone", "+5511987654321", "--time-zone", "Mars/Olympus"), "", "time zone"),
+        (
+            ("people", "add", "--phone", "+5511987654321", "--time-zone", "Mars/Olympus"),
+            "",
+            "time zone",
+        ),
         (("documents", "add", "--person", "999999", "--kind", "plan"), "text", "no person"),
         (("documents", "add", "--person", "PERSON", "--kind", "plan"), "   \n", "empty"),
         (("documents", "add", "--person", "PERSON", "--kind", "memo"), "text", "--kind"),
         (("documents", "add", "--person", "PERSON", "--kind", "daily_brief"), "text", "--for-date"),
-        (("documents", "add", "--person", "PERSON", "--kind", "daily_brief", "--for-date", "2026-13-01"),
-         "text", "YYYY-MM-DD"),
+        (
+            (
+                "documents",
+                "add",
+                "--person",
+                "PERSON",
+                "--kind",
+                "daily_brief",
+                "--for-date",
+                "2026-13-01",
+            ),
+            "text",
+            "YYYY-MM-DD",
+        ),
         (("sweep", "--limit", "0"), "", "--limit"),
     ],
 )
 def test_bad_input_is_refused_and_writes_nothing(database_url, db, args, stdin, message):
     person = add_person(db)
     args = tuple(str(person["id"]) if a == "PERSON" else a for a in args)
-    before = db.execute("SELECT (SELECT count(*) FROM people) AS p, (SELECT count(*) FROM documents) AS d"
-                        ).fetchone()
+    before = db.execute(
+        "SELECT (SELECT count(*) FROM people) AS p, (SELECT count(*) FROM documents) AS d"
+    ).fetchone()
     result = run(database_url, *args, stdin=stdin)
     assert result.returncode == 2, result
     assert message in result.stderr and "Traceback" not in result.stderr
-    after = db.execute("SELECT (SELECT count(*) FROM people) AS p, (SELECT count(*) FROM documents) AS d"
-                       ).fetchone()
+    after = db.execute(
+        "SELECT (SELECT count(*) FROM people) AS p, (SELECT count(*) FROM documents) AS d"
+    ).fetchone()
     assert after == before
 
 
 def test_duplicate_brief_for_a_day_is_refused(database_url, db):
     person = add_person(db)
-    args = ("documents", "add", "--person", str(person["id"]), "--kind", "daily_brief",
-            "--for-date", "2026-11-29")
+    args = (
+        "documents",
+        "add",
+        "--person",
+        str(person["id"]),
+        "--kind",
+        "daily_brief",
+        "--for-date",
+        "2026-11-29",
+    )
     assert run(database_url, *args, stdin="Brief.").returncode == 0
     second = run(database_url, *args, stdin="Brief again.")
     assert second.returncode == 2 and "already has a brief" in second.stderr

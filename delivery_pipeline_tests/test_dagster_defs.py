@@ -27,7 +27,6 @@ from dagster import (
     materialize,
 )
 
-from delivery_pipeline.delivery.chunking import chunk_text
 from delivery_pipeline.dagster_defs.assets import delivery_backlog
 from delivery_pipeline.dagster_defs.jobs import (
     SWEEP_TAG,
@@ -44,8 +43,9 @@ from delivery_pipeline.dagster_defs.resources import (
 )
 from delivery_pipeline.dagster_defs.schedules import backlog_every_5_minutes, daily_briefs
 from delivery_pipeline.dagster_defs.sensors import delivery_heartbeat, pending_generation
-from delivery_pipeline.store.db import QUERIES
+from delivery_pipeline.delivery.chunking import chunk_text
 from delivery_pipeline.delivery.inbound import note_inbound
+from delivery_pipeline.store.db import QUERIES
 from delivery_pipeline_tests.support.dagster_support import add_run, resources_for
 from delivery_pipeline_tests.support.data import add_document, add_person, document, plan_body
 from delivery_pipeline_tests.support.inbox import knocks, texts
@@ -65,8 +65,10 @@ def sensor_context(instance, database_url):
 
 
 def pending(db, person_id: int, kind: str = "plan", for_date=None) -> dict:
-    return db.execute(QUERIES.insert_pending_document,
-                      {"person_id": person_id, "kind": kind, "for_date": for_date}).fetchone()
+    return db.execute(
+        QUERIES.insert_pending_document,
+        {"person_id": person_id, "kind": kind, "for_date": for_date},
+    ).fetchone()
 
 
 # ── definitions ─────────────────────────────────────────────────────────
@@ -77,8 +79,13 @@ def test_definitions_load_with_everything_running_by_default():
 
     repo = defs.get_repository_def()
     assert {j.name for j in repo.get_all_jobs()} >= {
-        "deliver_documents", "generate_documents", "generate_and_deliver", "request_document",
-        "enqueue_daily_briefs", "refresh_backlog"}
+        "deliver_documents",
+        "generate_documents",
+        "generate_and_deliver",
+        "request_document",
+        "enqueue_daily_briefs",
+        "refresh_backlog",
+    }
     sensors = {s.name: s for s in repo.sensor_defs}
     assert set(sensors) >= {"delivery_heartbeat", "pending_generation"}
     assert sensors["delivery_heartbeat"].default_status == DefaultSensorStatus.RUNNING
@@ -98,9 +105,18 @@ def test_dagster_definitions_validate_passes(tmp_path):
     # Not from the repository root: the CLI would load its dagster.yaml, whose
     # Postgres storage is for the run command (DAGSTER_PG_URL).
     proc = subprocess.run(
-        [str(Path(sys.executable).parent / "dagster"), "definitions", "validate",
-         "-m", "delivery_pipeline.dagster_defs.definitions"],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=180,
+        [
+            str(Path(sys.executable).parent / "dagster"),
+            "definitions",
+            "validate",
+            "-m",
+            "delivery_pipeline.dagster_defs.definitions",
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=180,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "Validation successful" in proc.stdout + proc.stderr
@@ -109,10 +125,19 @@ def test_dagster_definitions_validate_passes(tmp_path):
 def test_heartbeat_interval_comes_from_the_environment():
     env = {**os.environ, "PYTHONPATH": str(REPO), "DELIVERY_HEARTBEAT_SECONDS": "7"}
     out = subprocess.run(
-        [sys.executable, "-W", "ignore", "-c",
-         "from delivery_pipeline.dagster_defs.sensors import delivery_heartbeat as s; "
-         "print(s.minimum_interval_seconds)"],
-        env=env, capture_output=True, text=True, timeout=120, check=True,
+        [
+            sys.executable,
+            "-W",
+            "ignore",
+            "-c",
+            "from delivery_pipeline.dagster_defs.sensors import delivery_heartbeat as s; "
+            "print(s.minimum_interval_seconds)",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
     )
     assert out.stdout.strip() == "7"
 
@@ -135,12 +160,20 @@ def test_generator_resource_has_no_access_to_messaging_credentials(monkeypatch):
 
     # by construction: no field that could carry one
     assert set(GeneratorResource.model_fields) == {
-        "backend", "openai_base_url", "openai_model", "openai_api_key", "timeout_seconds",
-        "max_retries"}
+        "backend",
+        "openai_base_url",
+        "openai_model",
+        "openai_api_key",
+        "timeout_seconds",
+        "max_retries",
+    }
     # the configured resource and what it builds hold none of the values
     generator_resource = resources["generator"]
-    for text in (repr(generator_resource), repr(generator_resource.generator_settings()),
-                 repr(vars(generator_resource.build()))):
+    for text in (
+        repr(generator_resource),
+        repr(generator_resource.generator_settings()),
+        repr(vars(generator_resource.build())),
+    ):
         assert not any(secret in text for secret in MESSAGING_SECRETS.values()), text
     # ...while the delivery resource does get them
     assert "WHATSAPP_ACCESS_TOKEN" in repr(resources["cloud_api"])
@@ -150,8 +183,12 @@ def test_generator_resource_has_no_access_to_messaging_credentials(monkeypatch):
     def required(name: str) -> set[str]:
         return set(defs.resolve_job_def(name).get_required_resource_defs())
 
-    assert required("generate_documents") == {"io_manager", "app_db", "generator",
-                                              "delivery_service"}
+    assert required("generate_documents") == {
+        "io_manager",
+        "app_db",
+        "generator",
+        "delivery_service",
+    }
     for name in ("request_document", "enqueue_daily_briefs", "refresh_backlog"):
         assert "cloud_api" not in required(name) and "generator" not in required(name), name
     assert required("deliver_documents") == {"io_manager", "app_db", "cloud_api"}
@@ -171,8 +208,9 @@ def test_a_generation_run_never_initialises_the_cloud_api(db, database_url, inst
 
     generated = generate_documents.execute_in_process(resources=resources, instance=instance)
     assert generated.success
-    swept = deliver_documents.execute_in_process(resources=resources, instance=instance,
-                                                 raise_on_error=False)
+    swept = deliver_documents.execute_in_process(
+        resources=resources, instance=instance, raise_on_error=False
+    )
     assert not swept.success, "the tripwire works: delivery does need the Cloud API"
 
 
@@ -194,8 +232,15 @@ def test_heartbeat_requests_one_sweep_when_something_is_eligible(db, database_ur
     assert not result.run_key.removeprefix("heartbeat-").startswith(str(person["id"]))
 
 
-@pytest.mark.parametrize("status", [DagsterRunStatus.QUEUED, DagsterRunStatus.STARTING,
-                                    DagsterRunStatus.STARTED, DagsterRunStatus.NOT_STARTED])
+@pytest.mark.parametrize(
+    "status",
+    [
+        DagsterRunStatus.QUEUED,
+        DagsterRunStatus.STARTING,
+        DagsterRunStatus.STARTED,
+        DagsterRunStatus.NOT_STARTED,
+    ],
+)
 def test_heartbeat_requests_nothing_while_a_sweep_is_in_flight(db, database_url, instance, status):
     person = add_person(db)
     add_document(db, person["id"], "A plan.")
@@ -207,8 +252,9 @@ def test_heartbeat_requests_nothing_while_a_sweep_is_in_flight(db, database_url,
     assert isinstance(result, SkipReason) and run.run_id in result.skip_message
 
 
-@pytest.mark.parametrize("status", [DagsterRunStatus.SUCCESS, DagsterRunStatus.FAILURE,
-                                    DagsterRunStatus.CANCELED])
+@pytest.mark.parametrize(
+    "status", [DagsterRunStatus.SUCCESS, DagsterRunStatus.FAILURE, DagsterRunStatus.CANCELED]
+)
 def test_heartbeat_requests_again_after_the_sweep_ended(db, database_url, instance, status):
     person = add_person(db)
     add_document(db, person["id"], "A plan.")
@@ -217,14 +263,16 @@ def test_heartbeat_requests_again_after_the_sweep_ended(db, database_url, instan
     assert isinstance(delivery_heartbeat(sensor_context(instance, database_url)), RunRequest)
 
 
-def test_heartbeat_is_quiet_for_a_document_awaiting_a_knock_reply(db, database_url, instance,
-                                                                    sandbox):
+def test_heartbeat_is_quiet_for_a_document_awaiting_a_knock_reply(
+    db, database_url, instance, sandbox
+):
     person = add_person(db, inbound_age_seconds=None)  # never wrote: window closed
     doc = add_document(db, person["id"], plan_body(3))
     assert isinstance(delivery_heartbeat(sensor_context(instance, database_url)), RunRequest)
 
-    run = deliver_documents.execute_in_process(resources=resources_for(database_url, sandbox.url),
-                                               instance=instance)
+    run = deliver_documents.execute_in_process(
+        resources=resources_for(database_url, sandbox.url), instance=instance
+    )
     assert run.output_for_node("sweep_documents")["knocks_sent"] == 1
     assert len(knocks(sandbox.inbox(person["phone"]))) == 1
     assert document(db, doc["id"])["awaiting_reply_since"] is not None
@@ -250,8 +298,10 @@ def test_generation_sensor(db, database_url, instance):
 # ── schedules ───────────────────────────────────────────────────────────
 
 
-@pytest.mark.parametrize(("schedule", "job_name"), [(daily_briefs, "enqueue_daily_briefs"),
-                                                    (backlog_every_5_minutes, "refresh_backlog")])
+@pytest.mark.parametrize(
+    ("schedule", "job_name"),
+    [(daily_briefs, "enqueue_daily_briefs"), (backlog_every_5_minutes, "refresh_backlog")],
+)
 def test_schedules_request_their_job(instance, schedule, job_name):
     at = dt.datetime(2031, 6, 1, 7, 15, tzinfo=dt.UTC)
     context = build_schedule_context(instance=instance, scheduled_execution_time=at)
@@ -264,8 +314,13 @@ def test_schedules_request_their_job(instance, schedule, job_name):
 
 
 def test_enqueue_daily_briefs_job_is_idempotent_and_abandons_stale(db, database_url, instance):
-    person = add_person(db, time_zone="Asia/Tokyo", brief_opt_in=True, brief_local_time="00:00",
-                        inbound_age_seconds=None)
+    person = add_person(
+        db,
+        time_zone="Asia/Tokyo",
+        brief_opt_in=True,
+        brief_local_time="00:00",
+        inbound_age_seconds=None,
+    )
     old = pending(db, person["id"], "daily_brief", dt.date(2020, 1, 1))
     resources = resources_for(database_url)
 
@@ -273,48 +328,62 @@ def test_enqueue_daily_briefs_job_is_idempotent_and_abandons_stale(db, database_
     second = enqueue_daily_briefs.execute_in_process(resources=resources, instance=instance)
 
     assert first.output_for_node("enqueue_briefs_op") == {
-        "enqueued": 1, "abandoned_stale": 1, "abandoned_by_state": {"pending": 1}}
+        "enqueued": 1,
+        "abandoned_stale": 1,
+        "abandoned_by_state": {"pending": 1},
+    }
     assert second.output_for_node("enqueue_briefs_op")["enqueued"] == 0
     assert document(db, old["id"])["abandon_reason"] == "stale"
     local_today = db.execute("SELECT (now() AT TIME ZONE 'Asia/Tokyo')::date AS d").fetchone()["d"]
-    briefs = db.execute("SELECT for_date FROM documents WHERE person_id = %(p)s AND "
-                        "abandoned_at IS NULL", {"p": person["id"]}).fetchall()
+    briefs = db.execute(
+        "SELECT for_date FROM documents WHERE person_id = %(p)s AND abandoned_at IS NULL",
+        {"p": person["id"]},
+    ).fetchall()
     assert briefs == [{"for_date": local_today}]
-    [materialization] = [
-        e for e in first.all_node_events if e.event_type_value == "STEP_OUTPUT"
-    ]
+    [materialization] = [e for e in first.all_node_events if e.event_type_value == "STEP_OUTPUT"]
     assert materialization.event_specific_data.metadata["enqueued"].value == 1
 
 
 def test_request_document_job(db, database_url, instance):
     person = add_person(db)
     ok = request_document_job.execute_in_process(
-        run_config={"ops": {"request_document_op": {"config": {"person": person["phone"],
-                                                                "kind": "plan"}}}},
-        resources=resources_for(database_url), instance=instance)
+        run_config={
+            "ops": {"request_document_op": {"config": {"person": person["phone"], "kind": "plan"}}}
+        },
+        resources=resources_for(database_url),
+        instance=instance,
+    )
     doc = document(db, ok.output_for_node("request_document_op"))
     assert (doc["person_id"], doc["kind"], doc["status"]) == (person["id"], "plan", "pending")
 
     bad = request_document_job.execute_in_process(
         run_config={"ops": {"request_document_op": {"config": {"person": "+15550000000"}}}},
-        resources=resources_for(database_url), instance=instance, raise_on_error=False)
+        resources=resources_for(database_url),
+        instance=instance,
+        raise_on_error=False,
+    )
     assert not bad.success
     [failure] = [e for e in bad.all_events if e.event_type_value == "STEP_FAILURE"]
     assert "no person" in str(failure.event_specific_data.error.message)
 
 
-def test_generation_job_fails_visibly_when_the_generator_is_misconfigured(db, database_url,
-                                                                         instance):
+def test_generation_job_fails_visibly_when_the_generator_is_misconfigured(
+    db, database_url, instance
+):
     from delivery_pipeline_tests.support.fake_http import Answer, FakeHttpServer
 
     person = add_person(db)
     doc = pending(db, person["id"])
     with FakeHttpServer(Answer(401, {"error": "bad key"})) as fake:
-        resources = {**resources_for(database_url),
-                     "generator": GeneratorResource(backend="openai", openai_base_url=fake.url,
-                                                    openai_api_key="sk-wrong")}
-        result = generate_documents.execute_in_process(resources=resources, instance=instance,
-                                                       raise_on_error=False)
+        resources = {
+            **resources_for(database_url),
+            "generator": GeneratorResource(
+                backend="openai", openai_base_url=fake.url, openai_api_key="sk-wrong"
+            ),
+        }
+        result = generate_documents.execute_in_process(
+            resources=resources, instance=instance, raise_on_error=False
+        )
     assert not result.success
     assert document(db, doc["id"])["status"] == "pending"
 
@@ -326,13 +395,16 @@ def test_a_job_generates_and_delivers_a_plan_end_to_end(db, database_url, instan
     note_inbound(db, person["id"], dt.datetime.now(dt.UTC))
     requested = request_document_job.execute_in_process(
         run_config={"ops": {"request_document_op": {"config": {"person": str(person["id"])}}}},
-        resources=resources_for(database_url), instance=instance)
+        resources=resources_for(database_url),
+        instance=instance,
+    )
     doc_id = requested.output_for_node("request_document_op")
     request = pending_generation(sensor_context(instance, database_url))
     assert isinstance(request, RunRequest)
 
     result = generate_and_deliver.execute_in_process(
-        resources=resources_for(database_url, sandbox.url), instance=instance)
+        resources=resources_for(database_url, sandbox.url), instance=instance
+    )
 
     assert result.success
     generated = result.output_for_node("generate_documents_op")
@@ -353,7 +425,8 @@ def test_deliver_documents_records_the_sweep_as_metadata(db, database_url, insta
     sandbox.say(person["phone"], "hi")
     add_document(db, person["id"], plan_body(2))
     result = deliver_documents.execute_in_process(
-        resources=resources_for(database_url, sandbox.url), instance=instance)
+        resources=resources_for(database_url, sandbox.url), instance=instance
+    )
     [output] = [e for e in result.all_node_events if e.event_type_value == "STEP_OUTPUT"]
     metadata = output.event_specific_data.metadata
     assert metadata["delivered"].value == 1 and metadata["chunks_sent"].value == 2
@@ -367,25 +440,38 @@ def test_backlog_asset_counts_and_ages_per_state(db, database_url, instance):
     person = add_person(db)
     pending(db, person["id"])
     old = pending(db, person["id"])
-    db.execute("UPDATE documents SET created_at = now() - interval '2 hours' WHERE id = %(id)s",
-               {"id": old["id"]})
+    db.execute(
+        "UPDATE documents SET created_at = now() - interval '2 hours' WHERE id = %(id)s",
+        {"id": old["id"]},
+    )
     undelivered = add_document(db, person["id"], "x")
-    db.execute("UPDATE documents SET generated_at = now() - interval '45 minutes' "
-               "WHERE id = %(id)s", {"id": undelivered["id"]})
+    db.execute(
+        "UPDATE documents SET generated_at = now() - interval '45 minutes' WHERE id = %(id)s",
+        {"id": undelivered["id"]},
+    )
     awaiting = add_document(db, person["id"], "y")
     delivered = add_document(db, person["id"], "z")
     stale = add_document(db, person["id"], "w", kind="daily_brief", for_date=dt.date(2020, 1, 1))
-    db.execute("UPDATE documents SET awaiting_reply_since = now() WHERE id = %(id)s",
-               {"id": awaiting["id"]})
-    db.execute("UPDATE documents SET delivered_at = now() WHERE id = %(id)s", {"id": delivered["id"]})
-    db.execute("UPDATE documents SET abandoned_at = now(), abandon_reason = 'stale' "
-               "WHERE id = %(id)s", {"id": stale["id"]})
+    db.execute(
+        "UPDATE documents SET awaiting_reply_since = now() WHERE id = %(id)s",
+        {"id": awaiting["id"]},
+    )
+    db.execute(
+        "UPDATE documents SET delivered_at = now() WHERE id = %(id)s", {"id": delivered["id"]}
+    )
+    db.execute(
+        "UPDATE documents SET abandoned_at = now(), abandon_reason = 'stale' WHERE id = %(id)s",
+        {"id": stale["id"]},
+    )
     yesterday = add_document(db, person["id"], "v")
-    db.execute("UPDATE documents SET delivered_at = now() - interval '2 days' WHERE id = %(id)s",
-               {"id": yesterday["id"]})
+    db.execute(
+        "UPDATE documents SET delivered_at = now() - interval '2 days' WHERE id = %(id)s",
+        {"id": yesterday["id"]},
+    )
 
-    result = materialize([delivery_backlog], resources=resources_for(database_url),
-                         instance=instance)
+    result = materialize(
+        [delivery_backlog], resources=resources_for(database_url), instance=instance
+    )
 
     frame: pd.DataFrame = result.output_for_node("delivery_backlog")
     counts = {(r.state, r.reason): r.count for r in frame.itertuples()}
@@ -405,8 +491,9 @@ def test_backlog_asset_counts_and_ages_per_state(db, database_url, instance):
 
 
 def test_backlog_of_an_empty_database_is_all_zeros(database_url, instance):
-    result = materialize([delivery_backlog], resources=resources_for(database_url),
-                         instance=instance)
+    result = materialize(
+        [delivery_backlog], resources=resources_for(database_url), instance=instance
+    )
     frame = result.output_for_node("delivery_backlog")
     assert frame["count"].sum() == 0 and len(frame) == 6 + 7
 
@@ -414,7 +501,9 @@ def test_backlog_of_an_empty_database_is_all_zeros(database_url, instance):
 # ── instance configuration ──────────────────────────────────────────────
 
 
-def _load_instance(tmp_path: Path, config: Path, env: dict[str, str], monkeypatch) -> DagsterInstance:
+def _load_instance(
+    tmp_path: Path, config: Path, env: dict[str, str], monkeypatch
+) -> DagsterInstance:
     home = tmp_path / f"home-{uuid.uuid4().hex[:6]}"
     home.mkdir()
     (home / "dagster.yaml").write_text(config.read_text())
@@ -465,11 +554,13 @@ def test_deploy_dagster_yaml_loads_on_postgres(tmp_path, monkeypatch, dagster_st
 
     _, libpq = dagster_storage_url
     info = psycopg.conninfo.conninfo_to_dict(libpq)
-    env = {"DAGSTER_PG_HOST": info.get("host") or "127.0.0.1",
-           "DAGSTER_PG_PORT": str(info.get("port") or 5432),
-           "DAGSTER_PG_USER": info.get("user") or "postgres",
-           "DAGSTER_PG_PASSWORD": info.get("password") or "unused-with-trust-auth",
-           "DAGSTER_PG_DB": info["dbname"]}
+    env = {
+        "DAGSTER_PG_HOST": info.get("host") or "127.0.0.1",
+        "DAGSTER_PG_PORT": str(info.get("port") or 5432),
+        "DAGSTER_PG_USER": info.get("user") or "postgres",
+        "DAGSTER_PG_PASSWORD": info.get("password") or "unused-with-trust-auth",
+        "DAGSTER_PG_DB": info["dbname"],
+    }
     deploy = REPO / "deploy" / "dagster.yaml"
     # the whole file against Dagster's instance schema, run launcher included
     config, _ = dagster_instance_config(str(deploy.parent), "dagster.yaml")

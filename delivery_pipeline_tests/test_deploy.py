@@ -20,8 +20,8 @@ import httpx
 import pytest
 from dagster import DagsterInstance
 
-from delivery_pipeline.delivery.chunking import chunk_text
 from delivery_pipeline.dagster_defs.jobs import deliver_documents
+from delivery_pipeline.delivery.chunking import chunk_text
 from delivery_pipeline.generation.worker import SweepPoke
 from delivery_pipeline_tests.support.dagster_support import resources_for
 from delivery_pipeline_tests.support.data import add_document, add_person, plan_body
@@ -37,14 +37,31 @@ class Service:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         env = {k: v for k, v in os.environ.items() if not k.startswith(("WHATSAPP_", "DELIVERY_"))}
-        env.update({"PYTHONPATH": str(REPO), "DATABASE_URL": database_url,
-                    "WHATSAPP_API_BASE_URL": sandbox_url, "WHATSAPP_APP_SECRET": "s",
-                    "DELIVERY_INTERNAL_TOKEN": TOKEN, "DELIVERY_RATE_LIMIT": "1000"})
+        env.update(
+            {
+                "PYTHONPATH": str(REPO),
+                "DATABASE_URL": database_url,
+                "WHATSAPP_API_BASE_URL": sandbox_url,
+                "WHATSAPP_APP_SECRET": "s",
+                "DELIVERY_INTERNAL_TOKEN": TOKEN,
+                "DELIVERY_RATE_LIMIT": "1000",
+            }
+        )
         self.log = tempfile.TemporaryFile()
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "delivery_pipeline.service", "--host", "127.0.0.1",
-             "--port", str(self.port)],
-            cwd=REPO, env=env, stdout=self.log, stderr=subprocess.STDOUT,
+            [
+                sys.executable,
+                "-m",
+                "delivery_pipeline.service",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(self.port),
+            ],
+            cwd=REPO,
+            env=env,
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
         )
 
     def wait_ready(self) -> None:
@@ -83,8 +100,9 @@ def two_services(database_url, sandbox) -> Iterator[list[Service]]:
 
 @pytest.mark.slow
 @pytest.mark.filterwarnings("ignore::dagster.BetaWarning")
-def test_two_services_and_two_sweep_runs_deliver_every_chunk_once(db, database_url, sandbox,
-                                                                   two_services):
+def test_two_services_and_two_sweep_runs_deliver_every_chunk_once(
+    db, database_url, sandbox, two_services
+):
     sandbox.faults(throughput_limit=None)
     people = [add_person(db) for _ in range(10)]
     docs = []
@@ -110,10 +128,19 @@ def test_two_services_and_two_sweep_runs_deliver_every_chunk_once(db, database_u
 
     def sweep_run() -> None:
         with DagsterInstance.ephemeral() as instance:
-            assert deliver_documents.execute_in_process(resources=resources, instance=instance).success
+            assert deliver_documents.execute_in_process(
+                resources=resources, instance=instance
+            ).success
 
-    threads = [threading.Thread(target=guarded, args=(fn,)) for fn in (
-        lambda: poke_all(two_services[0]), lambda: poke_all(two_services[1]), sweep_run, sweep_run)]
+    threads = [
+        threading.Thread(target=guarded, args=(fn,))
+        for fn in (
+            lambda: poke_all(two_services[0]),
+            lambda: poke_all(two_services[1]),
+            sweep_run,
+            sweep_run,
+        )
+    ]
     for t in threads:
         t.start()
     for t in threads:
@@ -121,8 +148,9 @@ def test_two_services_and_two_sweep_runs_deliver_every_chunk_once(db, database_u
     assert errors == []
 
     def undelivered() -> int:
-        return db.execute("SELECT count(*) AS n FROM documents WHERE delivered_at IS NULL"
-                          ).fetchone()["n"]
+        return db.execute(
+            "SELECT count(*) AS n FROM documents WHERE delivered_at IS NULL"
+        ).fetchone()["n"]
 
     deadline = time.monotonic() + 60
     while undelivered() and time.monotonic() < deadline:
@@ -133,17 +161,22 @@ def test_two_services_and_two_sweep_runs_deliver_every_chunk_once(db, database_u
     assert undelivered() == 0
 
     for i, person in enumerate(people):
-        expected = Counter(c for doc in docs[2 * i: 2 * i + 2] for c in chunk_text(doc["body"]))
+        expected = Counter(c for doc in docs[2 * i : 2 * i + 2] for c in chunk_text(doc["body"]))
         assert Counter(texts(sandbox.inbox(person["phone"]))) == expected, person["phone"]
-    attempts = db.execute("SELECT state, send_attempts, count(*) AS n FROM delivery_chunks "
-                          "GROUP BY state, send_attempts").fetchall()
+    attempts = db.execute(
+        "SELECT state, send_attempts, count(*) AS n FROM delivery_chunks "
+        "GROUP BY state, send_attempts"
+    ).fetchall()
     assert attempts == [{"state": "sent", "send_attempts": 1, "n": 80}]
 
 
 def test_container_file_copies_what_exists():
     dockerfile = (REPO / "deploy" / "Dockerfile").read_text()
-    copied = [src for line in re.findall(r"^COPY (.+)$", dockerfile, re.MULTILINE)
-              for src in line.split()[:-1]]
+    copied = [
+        src
+        for line in re.findall(r"^COPY (.+)$", dockerfile, re.MULTILINE)
+        for src in line.split()[:-1]
+    ]
     assert copied, "the Dockerfile copies the project"
     missing = [src for src in copied if not (REPO / src).exists()]
     assert missing == []

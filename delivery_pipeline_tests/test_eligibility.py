@@ -34,38 +34,65 @@ CASES = [
     ("queued, window closed, never knocked", {"inbound_age_seconds": None}, {}, "knock"),
     ("window closed 25h ago", {"inbound_age_seconds": 25 * 3600}, {}, "knock"),
     ("inside the safety margin", {"inbound_age_seconds": 24 * 3600 - 60}, {}, "knock"),
-    ("knocked, awaiting the reply", {"inbound_age_seconds": None},
-     {"knock_sent_at": "now()", "awaiting_reply_since": "now()"}, None),
-    ("knocked, window closed again, not awaiting", {"inbound_age_seconds": None},
-     {"knock_sent_at": "now() - interval '2 days'"}, "knock"),
+    (
+        "knocked, awaiting the reply",
+        {"inbound_age_seconds": None},
+        {"knock_sent_at": "now()", "awaiting_reply_since": "now()"},
+        None,
+    ),
+    (
+        "knocked, window closed again, not awaiting",
+        {"inbound_age_seconds": None},
+        {"knock_sent_at": "now() - interval '2 days'"},
+        "knock",
+    ),
     ("backoff not elapsed", {}, {"next_attempt_at": "now() + interval '5 minutes'"}, None),
     ("backoff elapsed", {}, {"next_attempt_at": "now() - interval '1 second'"}, "deliver"),
     ("claimed, lease fresh", {}, {"claim_token": "gen_random_uuid()", "claimed_at": "now()"}, None),
-    ("claimed, lease expired", {},
-     {"claim_token": "gen_random_uuid()", "claimed_at": "now() - interval '11 minutes'"}, "deliver"),
+    (
+        "claimed, lease expired",
+        {},
+        {"claim_token": "gen_random_uuid()", "claimed_at": "now() - interval '11 minutes'"},
+        "deliver",
+    ),
     ("delivered", {}, {"delivered_at": "now()"}, None),
     ("abandoned", {}, {"abandoned_at": "now()", "abandon_reason": "'operator'"}, None),
     ("pending generation", {}, {"status": "'pending'"}, None),
     ("generation failed", {}, {"status": "'failed'"}, None),
-    ("brief for yesterday (person's zone)", {"time_zone": "Asia/Tokyo"},
-     {"kind": "daily_brief", "for_date": "yesterday"}, "abandon_stale"),
-    ("brief for today (person's zone)", {"time_zone": "America/Los_Angeles"},
-     {"kind": "daily_brief", "for_date": "today"}, "deliver"),
-    ("stale brief beats the closed window", {"inbound_age_seconds": None, "time_zone": "UTC"},
-     {"kind": "daily_brief", "for_date": "yesterday"}, "abandon_stale"),
+    (
+        "brief for yesterday (person's zone)",
+        {"time_zone": "Asia/Tokyo"},
+        {"kind": "daily_brief", "for_date": "yesterday"},
+        "abandon_stale",
+    ),
+    (
+        "brief for today (person's zone)",
+        {"time_zone": "America/Los_Angeles"},
+        {"kind": "daily_brief", "for_date": "today"},
+        "deliver",
+    ),
+    (
+        "stale brief beats the closed window",
+        {"inbound_age_seconds": None, "time_zone": "UTC"},
+        {"kind": "daily_brief", "for_date": "yesterday"},
+        "abandon_stale",
+    ),
     ("person opted out", {}, {}, "abandon_unreachable"),
     ("platform refused after their last message", {}, {}, "knock"),
 ]
 
 
-@pytest.mark.parametrize(("name", "person_kwargs", "updates", "expected"), CASES,
-                         ids=[c[0] for c in CASES])
+@pytest.mark.parametrize(
+    ("name", "person_kwargs", "updates", "expected"), CASES, ids=[c[0] for c in CASES]
+)
 def test_guard_view_and_claim_agree(db, name, person_kwargs, updates, expected):
     updates = dict(updates)
     if updates.get("for_date") in ("today", "yesterday"):
         tz = person_kwargs.get("time_zone", "UTC")
         today = db.execute("SELECT (now() AT TIME ZONE %s)::date AS d", (tz,)).fetchone()["d"]
-        updates["for_date"] = today if updates["for_date"] == "today" else today - dt.timedelta(days=1)
+        updates["for_date"] = (
+            today if updates["for_date"] == "today" else today - dt.timedelta(days=1)
+        )
     doc = _case_doc(db, person_kwargs, **updates)
     if name == "person opted out":
         db.execute("UPDATE people SET opted_out_at = now() WHERE id = %s", (doc["person_id"],))
@@ -76,13 +103,21 @@ def test_guard_view_and_claim_agree(db, name, person_kwargs, updates, expected):
     view = db.execute(QUERIES.eligible_ids, PARAMS).fetchall()
     claimed = db.execute(
         QUERIES.claim_batch,
-        {**PARAMS, "document_id": None, "person_id": None, "limit": 10, "token": uuid.uuid4(),
-         "chunk_limit": 4096},
+        {
+            **PARAMS,
+            "document_id": None,
+            "person_id": None,
+            "limit": 10,
+            "token": uuid.uuid4(),
+            "chunk_limit": 4096,
+        },
     ).fetchall()
 
     assert guard is (expected is not None)
     assert [(r["id"], r["action"]) for r in view] == ([(doc["id"], expected)] if expected else [])
-    assert [(r["id"], r["action"]) for r in claimed] == ([(doc["id"], expected)] if expected else [])
+    assert [(r["id"], r["action"]) for r in claimed] == (
+        [(doc["id"], expected)] if expected else []
+    )
 
 
 def test_claim_is_exclusive(db):
@@ -107,4 +142,3 @@ def test_guard_uses_the_partial_index(db):
     text = "\n".join(row["QUERY PLAN"] for row in plan)
     assert "documents_queue" in text, text
     assert "Seq Scan on documents" not in text, text
-

@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from delivery_pipeline.delivery.chunking import chunk_text
-from delivery_pipeline.store.db import QUERIES
 from delivery_pipeline.delivery.engine import run_sweep
 from delivery_pipeline.delivery.inbound import note_inbound
+from delivery_pipeline.store.db import QUERIES
 from delivery_pipeline_tests.support.data import (
     add_document,
     add_person,
@@ -73,7 +73,10 @@ def test_window_closed_knocks_once_then_delivers_after_reply(db, sandbox, settin
     assert knock["parameters"] == ["Ana Maria    Silva"]
     assert document(db, first["id"])["awaiting_reply_since"] is not None
     with db.cursor() as cur:
-        assert cur.execute(QUERIES.guard_exists, _window_params(settings)).fetchone()["eligible"] is False
+        assert (
+            cur.execute(QUERIES.guard_exists, _window_params(settings)).fetchone()["eligible"]
+            is False
+        )
 
     # A second document for the same person the same day: no second knock.
     second = add_document(db, person["id"], plan_body(2))
@@ -87,12 +90,16 @@ def test_window_closed_knocks_once_then_delivers_after_reply(db, sandbox, settin
     assert result.delivered == 2
     inbox = sandbox.inbox(person["phone"])
     assert len(knocks(inbox)) == 1
-    expected = chunk_text(document(db, first["id"])["body"]) + chunk_text(document(db, second["id"])["body"])
+    expected = chunk_text(document(db, first["id"])["body"]) + chunk_text(
+        document(db, second["id"])["body"]
+    )
     assert sorted(texts(inbox)) == sorted(expected)
 
 
 def test_knock_uses_locale_template(db, sandbox, settings):
-    people = {loc: add_person(db, locale=loc, inbound_age_seconds=None) for loc in ("en", "es", "pt")}
+    people = {
+        loc: add_person(db, locale=loc, inbound_age_seconds=None) for loc in ("en", "es", "pt")
+    }
     for p in people.values():
         add_document(db, p["id"], "A short plan.")
     sweep(settings)
@@ -102,9 +109,16 @@ def test_knock_uses_locale_template(db, sandbox, settings):
 
 def test_stale_brief_is_abandoned_without_a_send(db, sandbox, settings):
     person = add_person(db, time_zone="Pacific/Kiritimati", inbound_age_seconds=None)
-    local_today = db.execute("SELECT (now() AT TIME ZONE 'Pacific/Kiritimati')::date AS d").fetchone()["d"]
-    stale = add_document(db, person["id"], "Yesterday's brief.", kind="daily_brief",
-                         for_date=local_today - dt.timedelta(days=1))
+    local_today = db.execute(
+        "SELECT (now() AT TIME ZONE 'Pacific/Kiritimati')::date AS d"
+    ).fetchone()["d"]
+    stale = add_document(
+        db,
+        person["id"],
+        "Yesterday's brief.",
+        kind="daily_brief",
+        for_date=local_today - dt.timedelta(days=1),
+    )
 
     result = sweep(settings)
 
@@ -181,8 +195,9 @@ def test_transient_faults_exhaust_attempts_then_abandon(db, sandbox, settings):
         sweep(tight)
     row = document(db, doc["id"])
     assert row["abandon_reason"] == "max_attempts" and row["delivery_attempts"] == 2
-    alerts = db.execute("SELECT * FROM ops_alerts WHERE dedup_key = %s",
-                        (f"max_attempts:{doc['id']}",)).fetchall()
+    alerts = db.execute(
+        "SELECT * FROM ops_alerts WHERE dedup_key = %s", (f"max_attempts:{doc['id']}",)
+    ).fetchall()
     assert len(alerts) == 1
 
 
@@ -196,8 +211,13 @@ def test_permanent_error_abandons_with_reason(db, sandbox, settings):
 
     assert result.abandoned == {"undeliverable": 1}
     assert document(db, doc["id"])["abandon_reason"] == "undeliverable"
-    assert db.execute("SELECT count(*) AS n FROM ops_alerts WHERE dedup_key = %s",
-                      (f"recipient:{person['id']}",)).fetchone()["n"] == 1
+    assert (
+        db.execute(
+            "SELECT count(*) AS n FROM ops_alerts WHERE dedup_key = %s",
+            (f"recipient:{person['id']}",),
+        ).fetchone()["n"]
+        == 1
+    )
     # Never retried.
     assert sweep(settings).claimed == 0
 
@@ -217,8 +237,12 @@ def test_expired_token_stops_the_sweep_without_burning_attempts(db, sandbox, set
     docs = db.execute("SELECT * FROM documents").fetchall()
     assert all(d["delivery_attempts"] == 0 and d["claim_token"] is None for d in docs)
     assert all(d["abandoned_at"] is None for d in docs)
-    assert db.execute("SELECT count(*) AS n FROM ops_alerts WHERE dedup_key LIKE 'sender_paused:%'"
-                      ).fetchone()["n"] == 1
+    assert (
+        db.execute(
+            "SELECT count(*) AS n FROM ops_alerts WHERE dedup_key LIKE 'sender_paused:%'"
+        ).fetchone()["n"]
+        == 1
+    )
     assert db.execute(QUERIES.sender_state).fetchone()["paused_at"] is not None
 
     fixed = sweep(settings)
@@ -245,7 +269,9 @@ def test_drop_after_accept_is_unknown_and_not_resent_blindly(db, sandbox, settin
     db.execute("UPDATE documents SET next_attempt_at = now() WHERE id = %s", (doc["id"],))
     sweep(settings)
     assert len(sandbox.inbox(person["phone"])) == 1
-    assert document(db, doc["id"])["next_attempt_at"] > db.execute("SELECT now() AS n").fetchone()["n"]
+    assert (
+        document(db, doc["id"])["next_attempt_at"] > db.execute("SELECT now() AS n").fetchone()["n"]
+    )
 
 
 def test_unknown_outcome_policy_after_grace(db, sandbox, settings):
@@ -312,7 +338,9 @@ def test_taken_over_sender_sends_nothing_more(db, sandbox, settings):
     assert texts(sandbox.inbox(person["phone"])) == chunk_text(body)
 
 
-def _sweep_process(settings, *args: str, extra_env: dict[str, str] | None = None) -> subprocess.Popen:
+def _sweep_process(
+    settings, *args: str, extra_env: dict[str, str] | None = None
+) -> subprocess.Popen:
     env = {
         **os.environ,
         "DATABASE_URL": settings.database_url,
@@ -323,7 +351,11 @@ def _sweep_process(settings, *args: str, extra_env: dict[str, str] | None = None
     }
     return subprocess.Popen(
         [sys.executable, "-m", "delivery_pipeline.cli", "sweep", "--json", *args],
-        env=env, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env=env,
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
 
 
@@ -345,7 +377,9 @@ def test_killed_sender_resumes_from_first_unsent_chunk(db, sandbox, settings):
     sent_before = len(texts(sandbox.inbox(person["phone"])))
     assert 3 <= sent_before < 8
     # The dead sender's lease lapses (the clock, moved through the data).
-    db.execute("UPDATE documents SET claimed_at = now() - interval '1 hour' WHERE id = %s", (doc["id"],))
+    db.execute(
+        "UPDATE documents SET claimed_at = now() - interval '1 hour' WHERE id = %s", (doc["id"],)
+    )
 
     result = sweep(settings)
 
@@ -365,8 +399,10 @@ def test_eight_processes_race_for_500_documents(db, sandbox, settings):
     for person in people:
         sandbox.say(person["phone"], "hi")
 
-    procs = [_sweep_process(settings, "--concurrency", "8", extra_env={"DELIVERY_CHUNK_LIMIT": "300"})
-             for _ in range(8)]
+    procs = [
+        _sweep_process(settings, "--concurrency", "8", extra_env={"DELIVERY_CHUNK_LIMIT": "300"})
+        for _ in range(8)
+    ]
     outputs = [p.communicate(timeout=300) for p in procs]
     assert all(p.returncode == 0 for p in procs), [o[1][-2000:] for o in outputs]
 
@@ -374,10 +410,14 @@ def test_eight_processes_race_for_500_documents(db, sandbox, settings):
     for i, person in enumerate(people):
         body = plan_body(3, chunk_limit=300, tag=f"D{i} ")
         assert texts(inboxes.get(person["phone"], [])) == chunk_text(body, 300), person["phone"]
-    delivered = db.execute("SELECT count(*) AS n FROM documents WHERE delivered_at IS NOT NULL").fetchone()
+    delivered = db.execute(
+        "SELECT count(*) AS n FROM documents WHERE delivered_at IS NOT NULL"
+    ).fetchone()
     assert delivered["n"] == 500
 
 
 def _window_params(settings):
-    return {"lease": dt.timedelta(seconds=settings.lease_seconds),
-            "service_window": dt.timedelta(seconds=settings.window_seconds)}
+    return {
+        "lease": dt.timedelta(seconds=settings.lease_seconds),
+        "service_window": dt.timedelta(seconds=settings.window_seconds),
+    }

@@ -23,8 +23,8 @@ import psycopg
 import pytest
 
 from delivery_pipeline.delivery.chunking import chunk_text
-from delivery_pipeline.store.db import QUERIES, ensure_database, with_database
 from delivery_pipeline.delivery.engine import run_sweep
+from delivery_pipeline.store.db import QUERIES, ensure_database, with_database
 from delivery_pipeline.store.migrations import upgrade
 from delivery_pipeline_tests.support.data import plan_body
 from delivery_pipeline_tests.support.service_server import APP_SECRET, start_service
@@ -52,7 +52,9 @@ def seed(conn: psycopg.Connection, count: int, chunks: int = 9) -> dict[str, lis
             rows.append((person["id"], body))
         cur.executemany(
             "INSERT INTO documents (person_id, kind, status, body, generated_at) "
-            "VALUES (%s, 'plan', 'succeeded', %s, now())", rows)
+            "VALUES (%s, 'plan', 'succeeded', %s, now())",
+            rows,
+        )
     return expected
 
 
@@ -72,32 +74,51 @@ def count_inboxes(sandbox, expected: dict[str, list[str]]) -> tuple[int, int]:
     return duplicates, missing
 
 
-def sweeper(database_url: str, api_url: str, *args: str, stdout: bool = False,
-            **env: str) -> subprocess.Popen:
+def sweeper(
+    database_url: str, api_url: str, *args: str, stdout: bool = False, **env: str
+) -> subprocess.Popen:
     return subprocess.Popen(
         [sys.executable, "-m", "delivery_pipeline.cli", "sweep", "--json", *args],
-        cwd=REPO, stdout=subprocess.PIPE if stdout else subprocess.DEVNULL, stderr=subprocess.PIPE,
+        cwd=REPO,
+        stdout=subprocess.PIPE if stdout else subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
         text=True,
-        env={**os.environ, "DATABASE_URL": database_url, "WHATSAPP_API_BASE_URL": api_url,
-             "DELIVERY_RATE_LIMIT": "5000", "DELIVERY_CHUNK_LIMIT": str(CHUNK_LIMIT),
-             "DELIVERY_BACKOFF_BASE_SECONDS": "0.05", "DELIVERY_BACKOFF_MAX_SECONDS": "0.5",
-             "DELIVERY_MAX_ATTEMPTS": "50", **env},
+        env={
+            **os.environ,
+            "DATABASE_URL": database_url,
+            "WHATSAPP_API_BASE_URL": api_url,
+            "DELIVERY_RATE_LIMIT": "5000",
+            "DELIVERY_CHUNK_LIMIT": str(CHUNK_LIMIT),
+            "DELIVERY_BACKOFF_BASE_SECONDS": "0.05",
+            "DELIVERY_BACKOFF_MAX_SECONDS": "0.5",
+            "DELIVERY_MAX_ATTEMPTS": "50",
+            **env,
+        },
     )
 
 
 def finish(settings, db, sandbox, *, grace: int = 3, rounds: int = 60) -> None:
     """Final sweeps until nothing is left: leases of dead senders lapse (through the
     data), unsettled chunks wait out the grace period, then the policy applies."""
-    final = settings.with_(chunk_limit=CHUNK_LIMIT, unknown_grace_seconds=grace,
-                           backoff_base_seconds=0.05, backoff_max_seconds=0.5, max_attempts=50,
-                           concurrency=32)
+    final = settings.with_(
+        chunk_limit=CHUNK_LIMIT,
+        unknown_grace_seconds=grace,
+        backoff_base_seconds=0.05,
+        backoff_max_seconds=0.5,
+        max_attempts=50,
+        concurrency=32,
+    )
     for _ in range(rounds):
         sandbox.wait_webhooks_idle(timeout=10)
-        db.execute("UPDATE documents SET claim_token = NULL, claimed_at = NULL "
-                   "WHERE claim_token IS NOT NULL AND claimed_at < now() - interval '2 seconds'")
+        db.execute(
+            "UPDATE documents SET claim_token = NULL, claimed_at = NULL "
+            "WHERE claim_token IS NOT NULL AND claimed_at < now() - interval '2 seconds'"
+        )
         asyncio.run(run_sweep(final, settings.database_url))
-        left = db.execute("SELECT count(*) AS n FROM documents WHERE delivered_at IS NULL "
-                          "AND abandoned_at IS NULL").fetchone()["n"]
+        left = db.execute(
+            "SELECT count(*) AS n FROM documents WHERE delivered_at IS NULL "
+            "AND abandoned_at IS NULL"
+        ).fetchone()["n"]
         if left == 0:
             return
         time.sleep(0.5)
@@ -108,9 +129,15 @@ def finish(settings, db, sandbox, *, grace: int = 3, rounds: int = 60) -> None:
 def wired(sandbox, settings):
     """The sandbox's status webhooks go to a real webhook service."""
     with start_service(settings.database_url, sandbox.url) as service:
-        sandbox.faults(webhook_url=service.webhook_url, app_secret=APP_SECRET, status_delay_ms=20,
-                       status_batch=50, pair_rate_enabled=False, throughput_limit=0,
-                       webhook_retries=8)
+        sandbox.faults(
+            webhook_url=service.webhook_url,
+            app_secret=APP_SECRET,
+            status_delay_ms=20,
+            status_batch=50,
+            pair_rate_enabled=False,
+            throughput_limit=0,
+            webhook_retries=8,
+        )
         yield service
 
 
@@ -119,22 +146,30 @@ def test_eight_sweepers_one_thousand_nine_chunk_documents(db, sandbox, settings)
     expected = seed(db, 1000)
     open_sandbox_windows(sandbox, expected)
 
-    procs = [sweeper(settings.database_url, sandbox.url, "--concurrency", "16", stdout=True)
-             for _ in range(8)]
+    procs = [
+        sweeper(settings.database_url, sandbox.url, "--concurrency", "16", stdout=True)
+        for _ in range(8)
+    ]
     outputs = [p.communicate(timeout=600) for p in procs]
     errors = [e for _, e in outputs]
     claimed = [json.loads(out)["claimed"] for out, _ in outputs]
     assert sum(claimed) == 1000 and all(n > 0 for n in claimed), "every sweeper got a share"
 
     assert all(p.returncode == 0 for p in procs), [e[-1500:] for e in errors]
-    stuck = db.execute("SELECT d.id, d.last_delivery_error, d.delivery_attempts, d.next_attempt_at, "
-                       "d.claim_token, (SELECT array_agg(state ORDER BY chunk_index) FROM "
-                       "delivery_chunks c WHERE c.document_id = d.id) AS chunks FROM documents d "
-                       "WHERE delivered_at IS NULL").fetchall()
+    stuck = db.execute(
+        "SELECT d.id, d.last_delivery_error, d.delivery_attempts, d.next_attempt_at, "
+        "d.claim_token, (SELECT array_agg(state ORDER BY chunk_index) FROM "
+        "delivery_chunks c WHERE c.document_id = d.id) AS chunks FROM documents d "
+        "WHERE delivered_at IS NULL"
+    ).fetchall()
     assert stuck == []
     assert count_inboxes(sandbox, expected) == (0, 0)
-    assert db.execute("SELECT count(*) AS n FROM documents WHERE delivered_at IS NOT NULL"
-                      ).fetchone()["n"] == 1000
+    assert (
+        db.execute("SELECT count(*) AS n FROM documents WHERE delivered_at IS NOT NULL").fetchone()[
+            "n"
+        ]
+        == 1000
+    )
 
 
 def test_twenty_rounds_of_sigkill_with_restarts(db, sandbox, settings, wired):
@@ -143,7 +178,9 @@ def test_twenty_rounds_of_sigkill_with_restarts(db, sandbox, settings, wired):
     open_sandbox_windows(sandbox, expected)
     rng = random.Random(20261129)
     env = {"DELIVERY_LEASE_SECONDS": "3", "DELIVERY_UNKNOWN_GRACE_SECONDS": "5"}
-    procs = [sweeper(settings.database_url, sandbox.url, "--concurrency", "8", **env) for _ in range(4)]
+    procs = [
+        sweeper(settings.database_url, sandbox.url, "--concurrency", "8", **env) for _ in range(4)
+    ]
     kills = 0
     try:
         for _ in range(20):
@@ -166,8 +203,14 @@ def test_twenty_rounds_of_sigkill_with_restarts(db, sandbox, settings, wired):
 
 
 def test_sandbox_faults_at_once(db, sandbox, settings, wired):
-    sandbox.faults(error_5xx_rate=0.2, drop_after_accept_rate=0.05, latency_ms=5,
-                   latency_spike_rate=0.05, latency_spike_ms=300, seed=11)
+    sandbox.faults(
+        error_5xx_rate=0.2,
+        drop_after_accept_rate=0.05,
+        latency_ms=5,
+        latency_spike_rate=0.05,
+        latency_spike_ms=300,
+        seed=11,
+    )
     expected = seed(db, 150)
     open_sandbox_windows(sandbox, expected)
 
@@ -175,16 +218,23 @@ def test_sandbox_faults_at_once(db, sandbox, settings, wired):
 
     stats = sandbox.stats()
     assert stats["injected_5xx"] > 0 and stats["dropped"] > 0
-    states = db.execute("SELECT count(*) FILTER (WHERE delivered_at IS NOT NULL) AS delivered, "
-                        "count(*) FILTER (WHERE abandoned_at IS NOT NULL) AS abandoned "
-                        "FROM documents").fetchone()
+    states = db.execute(
+        "SELECT count(*) FILTER (WHERE delivered_at IS NOT NULL) AS delivered, "
+        "count(*) FILTER (WHERE abandoned_at IS NOT NULL) AS abandoned "
+        "FROM documents"
+    ).fetchone()
     assert states["delivered"] + states["abandoned"] == 150
     duplicates, missing = count_inboxes(sandbox, expected)
-    abandoned_phones = {r["phone"] for r in db.execute(
-        "SELECT p.phone FROM documents d JOIN people p ON p.id = d.person_id "
-        "WHERE d.abandoned_at IS NOT NULL")}
+    abandoned_phones = {
+        r["phone"]
+        for r in db.execute(
+            "SELECT p.phone FROM documents d JOIN people p ON p.id = d.person_id "
+            "WHERE d.abandoned_at IS NOT NULL"
+        )
+    }
     _, missing_delivered = count_inboxes(
-        sandbox, {k: v for k, v in expected.items() if k not in abandoned_phones})
+        sandbox, {k: v for k, v in expected.items() if k not in abandoned_phones}
+    )
     assert duplicates == 0, "every dropped response was settled by its status webhook"
     assert missing_delivered == 0
 
@@ -206,14 +256,20 @@ def test_expired_token_mid_sweep_pauses_and_a_fixed_token_resumes(db, sandbox, s
 
     assert stopped.stopped_by and "190" in stopped.stopped_by
     assert stopped.delivered < 60
-    docs = db.execute("SELECT delivery_attempts, claim_token, abandoned_at FROM documents").fetchall()
+    docs = db.execute(
+        "SELECT delivery_attempts, claim_token, abandoned_at FROM documents"
+    ).fetchall()
     assert all(d["delivery_attempts"] == 0 and d["abandoned_at"] is None for d in docs)
     assert all(d["claim_token"] is None for d in docs), "claims released, not left to lapse"
-    alerts = db.execute("SELECT * FROM ops_alerts WHERE dedup_key LIKE 'sender_paused:%'").fetchall()
+    alerts = db.execute(
+        "SELECT * FROM ops_alerts WHERE dedup_key LIKE 'sender_paused:%'"
+    ).fetchall()
     assert len(alerts) == 1
     assert db.execute(QUERIES.sender_state).fetchone()["paused_at"] is not None
 
-    resumed = asyncio.run(run_sweep(slow.with_(access_token="rotated-token"), settings.database_url))
+    resumed = asyncio.run(
+        run_sweep(slow.with_(access_token="rotated-token"), settings.database_url)
+    )
 
     assert resumed.stopped_by is None
     assert db.execute(QUERIES.sender_state).fetchone()["paused_at"] is None
@@ -245,8 +301,13 @@ def test_postgres_restarted_in_the_middle_of_a_sweep(own_postgres, sandbox, sett
     # One webhook service throughout: while Postgres is down it answers 503
     # and the sandbox redelivers, as Meta would.
     with start_service(url, sandbox.url) as service:
-        sandbox.faults(webhook_url=service.webhook_url, app_secret=APP_SECRET, status_delay_ms=20,
-                       webhook_retries=10, webhook_backoff_ms=200)
+        sandbox.faults(
+            webhook_url=service.webhook_url,
+            app_secret=APP_SECRET,
+            status_delay_ms=20,
+            webhook_retries=10,
+            webhook_backoff_ms=200,
+        )
         with psycopg.connect(url, autocommit=True, row_factory=psycopg.rows.dict_row) as setup:
             expected = seed(setup, 80)
         open_sandbox_windows(sandbox, expected)
@@ -255,8 +316,12 @@ def test_postgres_restarted_in_the_middle_of_a_sweep(own_postgres, sandbox, sett
             assert proc.poll() is None, proc.stderr.read()
             time.sleep(0.02)
 
-        pg_ctl(["-w", "-m", "fast", "restart"], pgdata=own_postgres.pgdata,
-               user=own_postgres.system_user, timeout=60)
+        pg_ctl(
+            ["-w", "-m", "fast", "restart"],
+            pgdata=own_postgres.pgdata,
+            user=own_postgres.system_user,
+            timeout=60,
+        )
         _, err = proc.communicate(timeout=120)
         assert "Traceback" not in err, err[-3000:]
 

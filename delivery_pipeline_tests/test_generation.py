@@ -12,15 +12,6 @@ from collections import Counter
 
 import pytest
 
-from delivery_pipeline.store.db import QUERIES
-from delivery_pipeline.generation.worker import (
-    GenerationPolicy,
-    RequestError,
-    SweepPoke,
-    generate_pending,
-    generation_due,
-    request_document,
-)
 from delivery_pipeline.generation.generator import (
     DocumentSpec,
     GeneratorMisconfigured,
@@ -29,6 +20,15 @@ from delivery_pipeline.generation.generator import (
     OfflineGenerator,
     format_date,
 )
+from delivery_pipeline.generation.worker import (
+    GenerationPolicy,
+    RequestError,
+    SweepPoke,
+    generate_pending,
+    generation_due,
+    request_document,
+)
+from delivery_pipeline.store.db import QUERIES
 from delivery_pipeline_tests.support.data import add_person, document
 from delivery_pipeline_tests.support.fake_http import Answer, FakeHttpServer
 from delivery_pipeline_tests.support.sandbox_server import free_port
@@ -38,19 +38,24 @@ LEASE = dt.timedelta(minutes=10)
 
 
 def pending(db, person_id: int, kind: str = "plan", for_date=None) -> dict:
-    return db.execute(QUERIES.insert_pending_document,
-                      {"person_id": person_id, "kind": kind, "for_date": for_date}).fetchone()
+    return db.execute(
+        QUERIES.insert_pending_document,
+        {"person_id": person_id, "kind": kind, "for_date": for_date},
+    ).fetchone()
 
 
 def make_due(db, document_id: int) -> None:
     """The clock, through the data: the retry backoff or the lease has run out."""
-    db.execute("UPDATE documents SET next_generation_at = now() - interval '1 second' "
-               "WHERE id = %(id)s", {"id": document_id})
+    db.execute(
+        "UPDATE documents SET next_generation_at = now() - interval '1 second' WHERE id = %(id)s",
+        {"id": document_id},
+    )
 
 
 def eligible(db) -> list[dict]:
-    return db.execute(QUERIES.eligible_ids, {"lease": LEASE,
-                                             "service_window": dt.timedelta(hours=23)}).fetchall()
+    return db.execute(
+        QUERIES.eligible_ids, {"lease": LEASE, "service_window": dt.timedelta(hours=23)}
+    ).fetchall()
 
 
 class Scripted:
@@ -83,13 +88,26 @@ def test_generates_a_pending_plan_into_the_delivery_queue(db, database_url):
     result = generate_pending(database_url, OfflineGenerator(), policy=POLICY)
 
     assert result.as_dict() | {"document_ids": None} == {
-        "claimed": 1, "succeeded": 1, "retry_scheduled": 0, "failed": 0, "exhausted": 0,
-        "lost_claims": 0, "poked": 0, "poke_failed": 0, "stopped_by": None, "document_ids": None}
+        "claimed": 1,
+        "succeeded": 1,
+        "retry_scheduled": 0,
+        "failed": 0,
+        "exhausted": 0,
+        "lost_claims": 0,
+        "poked": 0,
+        "poke_failed": 0,
+        "stopped_by": None,
+        "document_ids": None,
+    }
     row = document(db, doc["id"])
     assert row["status"] == "succeeded" and row["generated_at"] is not None
     assert row["generation_claim_token"] is None and row["generation_attempts"] == 1
-    local_today = db.execute("SELECT (now() AT TIME ZONE 'Europe/Madrid')::date AS d").fetchone()["d"]
-    assert row["body"].startswith("Lucía, tu plan") and format_date(local_today, "es") in row["body"]
+    local_today = db.execute("SELECT (now() AT TIME ZONE 'Europe/Madrid')::date AS d").fetchone()[
+        "d"
+    ]
+    assert (
+        row["body"].startswith("Lucía, tu plan") and format_date(local_today, "es") in row["body"]
+    )
     assert [(e["id"], e["action"]) for e in eligible(db)] == [(doc["id"], "deliver")]
     assert not generation_due(db)
     assert generate_pending(database_url, OfflineGenerator(), policy=POLICY).claimed == 0
@@ -145,8 +163,11 @@ def test_transient_failures_retry_with_backoff_then_fail_for_good(db, database_u
     row = document(db, doc["id"])
     assert first.retry_scheduled == 1 and row["status"] == "pending"
     assert row["generation_attempts"] == 1 and row["generation_error"] == "503 number 0"
-    backoff = db.execute("SELECT extract(epoch FROM next_generation_at - now()) AS s FROM documents "
-                         "WHERE id = %(id)s", {"id": doc["id"]}).fetchone()["s"]
+    backoff = db.execute(
+        "SELECT extract(epoch FROM next_generation_at - now()) AS s FROM documents "
+        "WHERE id = %(id)s",
+        {"id": doc["id"]},
+    ).fetchone()["s"]
     assert 30 < backoff <= 75
     assert not generation_due(db), "not due again before the backoff"
     assert generate_pending(database_url, generator, policy=POLICY).claimed == 0
@@ -208,9 +229,16 @@ def test_a_live_claim_excludes_others_and_an_expired_one_is_fenced(db, database_
     person = add_person(db)
     doc = pending(db, person["id"])
     stale_token = uuid.uuid4()
-    [claimed] = db.execute(QUERIES.claim_generation_batch, {
-        "token": stale_token, "lease": LEASE, "limit": 10, "max_attempts": 3, "document_id": None,
-    }).fetchall()
+    [claimed] = db.execute(
+        QUERIES.claim_generation_batch,
+        {
+            "token": stale_token,
+            "lease": LEASE,
+            "limit": 10,
+            "max_attempts": 3,
+            "document_id": None,
+        },
+    ).fetchall()
     assert claimed["id"] == doc["id"] and document(db, doc["id"])["status"] == "generating"
 
     assert not generation_due(db)
@@ -220,18 +248,22 @@ def test_a_live_claim_excludes_others_and_an_expired_one_is_fenced(db, database_
     result = generate_pending(database_url, OfflineGenerator(), policy=POLICY)
     assert result.succeeded == 1
     assert document(db, doc["id"])["generation_attempts"] == 2
-    late = db.execute(QUERIES.generation_succeeded,
-                      {"document_id": doc["id"], "token": stale_token, "body": "late"}).fetchone()
+    late = db.execute(
+        QUERIES.generation_succeeded,
+        {"document_id": doc["id"], "token": stale_token, "body": "late"},
+    ).fetchone()
     assert late is None and document(db, doc["id"])["body"] != "late"
 
 
 def test_generation_that_never_finishes_is_failed_after_max_attempts(db, database_url):
     person = add_person(db)
     doc = pending(db, person["id"])
-    db.execute("UPDATE documents SET status = 'generating', generation_attempts = 3, "
-               "generation_claim_token = gen_random_uuid(), generation_claimed_at = now(), "
-               "next_generation_at = now() - interval '1 second' WHERE id = %(id)s",
-               {"id": doc["id"]})
+    db.execute(
+        "UPDATE documents SET status = 'generating', generation_attempts = 3, "
+        "generation_claim_token = gen_random_uuid(), generation_claimed_at = now(), "
+        "next_generation_at = now() - interval '1 second' WHERE id = %(id)s",
+        {"id": doc["id"]},
+    )
     assert generation_due(db)
     result = generate_pending(database_url, Scripted(), policy=POLICY)
     row = document(db, doc["id"])
@@ -264,7 +296,9 @@ def test_concurrent_runs_generate_every_document_once(db, database_url):
 def test_limit_and_single_document(db, database_url):
     person = add_person(db)
     docs = [pending(db, person["id"]) for _ in range(5)]
-    one = generate_pending(database_url, OfflineGenerator(), policy=POLICY, document_id=docs[3]["id"])
+    one = generate_pending(
+        database_url, OfflineGenerator(), policy=POLICY, document_id=docs[3]["id"]
+    )
     assert one.document_ids == [docs[3]["id"]]
     some = generate_pending(database_url, OfflineGenerator(), policy=POLICY, limit=3)
     assert some.claimed == 3 and some.document_ids == [docs[0]["id"], docs[1]["id"], docs[2]["id"]]
@@ -284,7 +318,9 @@ def test_request_document(db):
     plan = request_document(db, person["phone"], "plan")
     assert plan["status"] == "pending" and plan["for_date"] is None
     brief = request_document(db, str(person["id"]), "daily_brief")
-    local_today = db.execute("SELECT (now() AT TIME ZONE 'Pacific/Kiritimati')::date AS d").fetchone()["d"]
+    local_today = db.execute(
+        "SELECT (now() AT TIME ZONE 'Pacific/Kiritimati')::date AS d"
+    ).fetchone()["d"]
     assert brief["for_date"] == local_today
     with pytest.raises(RequestError, match="already has a brief"):
         request_document(db, person["id"], "daily_brief")
@@ -297,7 +333,9 @@ def test_request_document(db):
 
 
 def test_policy_from_env():
-    policy = GenerationPolicy.from_env({"GENERATION_MAX_ATTEMPTS": "5", "GENERATION_BATCH_SIZE": "9"})
+    policy = GenerationPolicy.from_env(
+        {"GENERATION_MAX_ATTEMPTS": "5", "GENERATION_BATCH_SIZE": "9"}
+    )
     assert policy.max_attempts == 5 and policy.batch_size == 9
     with pytest.raises(ValueError, match="GENERATION_MAX_ATTEMPTS"):
         GenerationPolicy.from_env({"GENERATION_MAX_ATTEMPTS": "0"})

@@ -24,8 +24,15 @@ START = dt.date(2025, 3, 3)  # a Monday
 
 
 def spec(kind: str = "plan", locale: str = "en", name: str = "Ana", **kw: object) -> DocumentSpec:
-    values = {"document_id": 7, "kind": kind, "name": name, "locale": locale,
-              "time_zone": "America/Sao_Paulo", "for_date": START, **kw}
+    values = {
+        "document_id": 7,
+        "kind": kind,
+        "name": name,
+        "locale": locale,
+        "time_zone": "America/Sao_Paulo",
+        "for_date": START,
+        **kw,
+    }
     return DocumentSpec(**values)  # type: ignore[arg-type]
 
 
@@ -58,7 +65,11 @@ def test_offline_is_deterministic_and_personal():
     assert g.generate(spec(kind="daily_brief")) == g.generate(spec(kind="daily_brief"))
     # the theme order varies between documents; the last week stays the review
     orders = {
-        tuple(line for line in g.generate(spec(document_id=i)).splitlines() if line.startswith("Week") and " of 6, " in line)
+        tuple(
+            line
+            for line in g.generate(spec(document_id=i)).splitlines()
+            if line.startswith("Week") and " of 6, " in line
+        )
         for i in range(20)
     }
     assert len(orders) > 1
@@ -67,9 +78,11 @@ def test_offline_is_deterministic_and_personal():
 
 @pytest.mark.parametrize(
     ("locale", "greeting", "date"),
-    [("en", "Good morning, Bia.", "Monday 3 March"),
-     ("es", "Buenos días, Bia.", "lunes 3 de marzo"),
-     ("pt", "Bom dia, Bia.", "segunda-feira, 3 de março")],
+    [
+        ("en", "Good morning, Bia.", "Monday 3 March"),
+        ("es", "Buenos días, Bia.", "lunes 3 de marzo"),
+        ("pt", "Bom dia, Bia.", "segunda-feira, 3 de março"),
+    ],
 )
 def test_offline_brief_is_short_and_local(locale, greeting, date):
     body = OfflineGenerator().generate(spec(kind="daily_brief", locale=locale, name="Bia"))
@@ -79,8 +92,10 @@ def test_offline_brief_is_short_and_local(locale, greeting, date):
 
 def test_offline_brief_changes_with_the_day():
     g = OfflineGenerator()
-    briefs = {g.generate(spec(kind="daily_brief", for_date=START + dt.timedelta(days=i)))
-              for i in range(7)}
+    briefs = {
+        g.generate(spec(kind="daily_brief", for_date=START + dt.timedelta(days=i)))
+        for i in range(7)
+    }
     assert len(briefs) == 7
 
 
@@ -133,8 +148,11 @@ def test_openai_sends_a_chat_completion_and_returns_the_text(fake):
 
 
 def test_openai_retries_transient_errors_with_backoff(fake):
-    fake.answer(Answer(503, {"error": "busy"}), Answer(500, {"error": "oops"}),
-                Answer(200, chat_completion("done")))
+    fake.answer(
+        Answer(503, {"error": "busy"}),
+        Answer(500, {"error": "oops"}),
+        Answer(200, chat_completion("done")),
+    )
     gen, delays = openai(fake, retry_base_seconds=0.5)
     assert gen.generate(spec()) == "done"
     assert len(fake.requests) == 3
@@ -142,9 +160,11 @@ def test_openai_retries_transient_errors_with_backoff(fake):
 
 
 def test_openai_honours_retry_after_capped(fake):
-    fake.answer(Answer(429, {"error": "slow down"}, headers=(("Retry-After", "7"),)),
-                Answer(429, {"error": "slow down"}, headers=(("Retry-After", "900"),)),
-                Answer(200, chat_completion("ok")))
+    fake.answer(
+        Answer(429, {"error": "slow down"}, headers=(("Retry-After", "7"),)),
+        Answer(429, {"error": "slow down"}, headers=(("Retry-After", "900"),)),
+        Answer(200, chat_completion("ok")),
+    )
     gen, delays = openai(fake)
     assert gen.generate(spec()) == "ok"
     assert delays == [7.0, 30.0]
@@ -177,7 +197,11 @@ def test_openai_rejected_request_is_permanent(fake):
 
 @pytest.mark.parametrize(
     "answer",
-    [Answer(200, chat_completion("   ")), Answer(200, {"choices": []}), Answer(200, raw=b"not json")],
+    [
+        Answer(200, chat_completion("   ")),
+        Answer(200, {"choices": []}),
+        Answer(200, raw=b"not json"),
+    ],
 )
 def test_openai_unusable_answers_are_retried_then_unavailable(fake, answer):
     fake.default = answer
@@ -197,8 +221,9 @@ def test_openai_timeout_is_unavailable(fake):
 def test_openai_unreachable_is_unavailable():
     from delivery_pipeline_tests.support.sandbox_server import free_port
 
-    gen = OpenAIGenerator(f"http://127.0.0.1:{free_port()}/v1", "m", None, max_retries=1,
-                          sleep=lambda s: None)
+    gen = OpenAIGenerator(
+        f"http://127.0.0.1:{free_port()}/v1", "m", None, max_retries=1, sleep=lambda s: None
+    )
     with pytest.raises(GeneratorUnavailable, match="could not reach"):
         gen.generate(spec())
 
@@ -214,9 +239,15 @@ def test_openai_without_key_sends_no_authorization(fake):
 
 
 def test_settings_from_env_read_only_generator_variables(fake):
-    env = {"GENERATOR_BACKEND": "OpenAI", "OPENAI_BASE_URL": f"{fake.url}/v1",
-           "OPENAI_MODEL": "m1", "OPENAI_API_KEY": "sk-secret", "GENERATOR_MAX_RETRIES": "0",
-           "WHATSAPP_ACCESS_TOKEN": "wa-secret", "WHATSAPP_APP_SECRET": "app-secret"}
+    env = {
+        "GENERATOR_BACKEND": "OpenAI",
+        "OPENAI_BASE_URL": f"{fake.url}/v1",
+        "OPENAI_MODEL": "m1",
+        "OPENAI_API_KEY": "sk-secret",
+        "GENERATOR_MAX_RETRIES": "0",
+        "WHATSAPP_ACCESS_TOKEN": "wa-secret",
+        "WHATSAPP_APP_SECRET": "app-secret",
+    }
     settings = GeneratorSettings.from_env(env)
     assert settings.backend == "openai" and settings.max_retries == 0
     assert "sk-secret" not in repr(settings)

@@ -35,8 +35,15 @@ def test_upgrade_applies_each_file_once(empty_database):
 
 def test_two_processes_upgrading_at_once(empty_database):
     code = "import sys; from delivery_pipeline.store.migrations import upgrade; print(len(upgrade(sys.argv[1])))"
-    procs = [subprocess.Popen([sys.executable, "-c", code, empty_database], stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", code, empty_database],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(2)
+    ]
     results = [p.communicate(timeout=60) for p in procs]
     assert all(p.returncode == 0 for p in procs), [r[1] for r in results]
     applied = sorted(int(out.strip()) for out, _ in results)

@@ -60,8 +60,9 @@ def test_a_client_error_is_final(sink):
 
 def test_a_timeout_is_transient_and_the_url_never_shows(sink, caplog):
     sink.answer(*[Answer(200, delay_seconds=1.0)] * 2)
-    slow = OpsNotifier(url=sink.url + SECRET_PATH, timeout_seconds=0.2, max_retries=1,
-                       backoff_seconds=0.0)
+    slow = OpsNotifier(
+        url=sink.url + SECRET_PATH, timeout_seconds=0.2, max_retries=1, backoff_seconds=0.0
+    )
     with caplog.at_level(logging.DEBUG), pytest.raises(OpsChannelError) as raised:
         slow.post("x")
     assert raised.value.transient
@@ -137,8 +138,10 @@ def test_no_url_leaves_alerts_recorded_and_unsent(db):
 
 
 def kinds(db):
-    return [(r["kind"], r["severity"]) for r in
-            db.execute("SELECT kind, severity FROM ops_alerts ORDER BY id")]
+    return [
+        (r["kind"], r["severity"])
+        for r in db.execute("SELECT kind, severity FROM ops_alerts ORDER BY id")
+    ]
 
 
 def test_alert_once_reminder_escalation_resolved(db):
@@ -146,18 +149,32 @@ def test_alert_once_reminder_escalation_resolved(db):
     assert note_check(db, "c", failing=True, severity="warning", message="bad")["kind"] == "alert"
     assert note_check(db, "c", failing=True, severity="warning", message="bad") is None
     db.execute("UPDATE ops_alerts SET created_at = created_at - interval '2 hours'")
-    assert note_check(db, "c", failing=True, severity="warning", message="bad",
-                      reminder_seconds=3 * 3600) is None
-    assert note_check(db, "c", failing=True, severity="warning", message="bad",
-                      reminder_seconds=3600)["kind"] == "reminder"
+    assert (
+        note_check(
+            db, "c", failing=True, severity="warning", message="bad", reminder_seconds=3 * 3600
+        )
+        is None
+    )
+    assert (
+        note_check(db, "c", failing=True, severity="warning", message="bad", reminder_seconds=3600)[
+            "kind"
+        ]
+        == "reminder"
+    )
     assert note_check(db, "c", failing=True, severity="error", message="worse")["kind"] == "alert"
     assert note_check(db, "c", failing=True, severity="warning", message="better") is None
     assert note_check(db, "c", failing=False, severity="warning", message="ok")["kind"] == (
-        "resolved")
+        "resolved"
+    )
     assert note_check(db, "c", failing=False, severity="warning", message="ok") is None
     assert note_check(db, "c", failing=True, severity="error", message="again")["kind"] == "alert"
-    assert kinds(db) == [("alert", "warning"), ("reminder", "warning"), ("alert", "error"),
-                         ("resolved", "info"), ("alert", "error")]
+    assert kinds(db) == [
+        ("alert", "warning"),
+        ("reminder", "warning"),
+        ("alert", "error"),
+        ("resolved", "info"),
+        ("alert", "error"),
+    ]
 
 
 def test_keys_are_independent(db):

@@ -18,21 +18,42 @@ UTC = dt.UTC
 
 
 def at(day_offset: int, hour: int, minute: int = 0) -> dt.datetime:
-    return dt.datetime.combine(DAY + dt.timedelta(days=day_offset), dt.time(hour, minute),
-                               tzinfo=UTC)
+    return dt.datetime.combine(
+        DAY + dt.timedelta(days=day_offset), dt.time(hour, minute), tzinfo=UTC
+    )
 
 
-def doc(db, person_id, *, generated=None, delivered=None, kind="plan", status="succeeded",
-        abandoned=None, reason=None, knock=None, knock_id=None):
+def doc(
+    db,
+    person_id,
+    *,
+    generated=None,
+    delivered=None,
+    kind="plan",
+    status="succeeded",
+    abandoned=None,
+    reason=None,
+    knock=None,
+    knock_id=None,
+):
     return db.execute(
         "INSERT INTO documents (person_id, kind, for_date, status, body, created_at, "
         "generated_at, delivered_at, abandoned_at, abandon_reason, knock_sent_at, "
         "knock_message_id) VALUES (%(p)s, %(k)s, %(fd)s, %(s)s, 'body', "
         "coalesce(%(g)s, %(a)s, %(kn)s, now()), %(g)s, %(d)s, %(a)s, %(r)s, %(kn)s, %(ki)s) "
         "RETURNING id",
-        {"p": person_id, "k": kind, "fd": DAY if kind == "daily_brief" else None, "s": status,
-         "g": generated, "d": delivered, "a": abandoned, "r": reason, "kn": knock,
-         "ki": knock_id},
+        {
+            "p": person_id,
+            "k": kind,
+            "fd": DAY if kind == "daily_brief" else None,
+            "s": status,
+            "g": generated,
+            "d": delivered,
+            "a": abandoned,
+            "r": reason,
+            "kn": knock,
+            "ki": knock_id,
+        },
     ).fetchone()["id"]
 
 
@@ -86,8 +107,10 @@ def day_of_data(db):
         doc(db, caro, abandoned=at(0, 15), reason=reason)
     doc(db, caro, abandoned=at(-1, 15), reason="max_attempts")
     failed = doc(db, caro, status="pending")
-    db.execute("UPDATE documents SET status = 'failed', generation_failed_at = %(t)s "
-               "WHERE id = %(id)s", {"t": at(0, 16), "id": failed})
+    db.execute(
+        "UPDATE documents SET status = 'failed', generation_failed_at = %(t)s WHERE id = %(id)s",
+        {"t": at(0, 16), "id": failed},
+    )
     return db
 
 
@@ -101,7 +124,11 @@ def test_report_numbers(day_of_data):
     assert n["time_to_deliver_p95_seconds"] == pytest.approx(300 + 0.75 * 5100)
     assert (n["chunks_sent"], n["chunks_delivered"], n["chunks_read"]) == (4, 3, 2)
     assert (n["knocks_sent"], n["knocks_delivered"], n["knocks_seen"], n["knocks_answered"]) == (
-        3, 2, 1, 1)
+        3,
+        2,
+        1,
+        1,
+    )
     assert report.abandoned_by_reason == {"generation_failed": 1, "stale": 2, "undeliverable": 1}
     assert n["abandoned_total"] == 4 and n["abandoned_stale"] == 2
     assert report.by_kind.set_index("kind").to_dict("index") == {
@@ -129,8 +156,12 @@ def test_an_empty_day(db):
 
 def test_report_asset_shows_the_numbers_as_metadata(day_of_data, database_url):
     with DagsterInstance.ephemeral() as instance:
-        result = materialize([delivery_report], partition_key=DAY.isoformat(), instance=instance,
-                             resources={"app_db": AppDatabase(database_url=database_url)})
+        result = materialize(
+            [delivery_report],
+            partition_key=DAY.isoformat(),
+            instance=instance,
+            resources={"app_db": AppDatabase(database_url=database_url)},
+        )
     assert result.success
     metadata = result.asset_materializations_for_node("delivery_report")[0].metadata
     assert metadata["documents_delivered"].value == 6
@@ -141,6 +172,7 @@ def test_report_asset_shows_the_numbers_as_metadata(day_of_data, database_url):
 
 def test_daily_schedule_asks_for_yesterday():
     context = build_schedule_context(
-        scheduled_execution_time=dt.datetime(2026, 3, 11, 0, 15, tzinfo=UTC))
+        scheduled_execution_time=dt.datetime(2026, 3, 11, 0, 15, tzinfo=UTC)
+    )
     request = daily_delivery_report(context)
     assert request.partition_key == "2026-03-10"

@@ -105,12 +105,18 @@ def post_raw(
 
 
 def text_payload(to: str, body: str = "hello", **extra: Any) -> dict[str, Any]:
-    return {"messaging_product": "whatsapp", "to": to, "type": "text", "text": {"body": body},
-            **extra}
+    return {
+        "messaging_product": "whatsapp",
+        "to": to,
+        "type": "text",
+        "text": {"body": body},
+        **extra,
+    }
 
 
-def template_payload(to: str, parameters: list[Any], name: str = "document_ready",
-                     language: str = "en") -> dict[str, Any]:
+def template_payload(
+    to: str, parameters: list[Any], name: str = "document_ready", language: str = "en"
+) -> dict[str, Any]:
     return {
         "messaging_product": "whatsapp",
         "to": to,
@@ -294,8 +300,11 @@ def test_templates_are_allowed_outside_the_window_and_do_not_open_it(
     wamid = send_template(sandbox, number, ["Ana"], language="pt_BR", callback_data="knock:7")
     [message] = sandbox.inbox(number)
     assert message["id"] == wamid and message["type"] == "template"
-    assert message["template"] == {"name": "document_ready", "language": "pt_BR",
-                                   "parameters": ["Ana"]}
+    assert message["template"] == {
+        "name": "document_ready",
+        "language": "pt_BR",
+        "parameters": ["Ana"],
+    }
     assert message["text"].startswith("Olá Ana")
     assert message["callback_data"] == "knock:7"
     with pytest.raises(ReEngagementRequired):
@@ -323,12 +332,14 @@ def test_async_refusal_accepts_then_posts_a_failed_status(
     assert status["status"] == "failed"
     assert status["recipient_id"] == number[1:]
     assert status["biz_opaque_callback_data"] == "doc:9:chunk:0"
-    assert status["errors"] == [{
-        "code": 131047,
-        "title": "Re-engagement message",
-        "message": "Re-engagement message",
-        "error_data": {"details": REENGAGEMENT_DETAILS},
-    }]
+    assert status["errors"] == [
+        {
+            "code": 131047,
+            "title": "Re-engagement message",
+            "message": "Re-engagement message",
+            "error_data": {"details": REENGAGEMENT_DETAILS},
+        }
+    ]
     assert isinstance(from_error_object(status["errors"][0]), ReEngagementRequired)
     assert [s["status"] for s in statuses_for(hooked, wamid)] == ["failed"]
 
@@ -388,8 +399,9 @@ def test_inbound_message_opens_the_window_and_posts_a_signed_webhook(
 
 def test_person_paths_accept_plus_and_percent_encoded_plus(sandbox: SandboxProcess) -> None:
     for path_number in ("+15550100031", "%2B15550100031"):
-        response = sandbox.http.post(f"/_sandbox/people/{path_number}/messages",
-                                     json={"text": "hi"})
+        response = sandbox.http.post(
+            f"/_sandbox/people/{path_number}/messages", json={"text": "hi"}
+        )
         assert response.status_code == 200 and response.json()["id"].startswith("wamid.")
     assert sandbox.person("+15550100031")["written"][1]["text"] == "hi"
     assert sandbox.http.get("/_sandbox/people/+15550100031/inbox").json() == []
@@ -435,9 +447,11 @@ def test_statuses_can_be_batched(sandbox: SandboxProcess, hooked: WebhookReceive
 
     async def burst(client: CloudApiClient) -> list[str]:
         numbers = [f"+1555010005{i}" for i in range(8)]
-        return list(await asyncio.gather(
-            *(client.send_template(n, "document_ready", "en", ["Ana"]) for n in numbers)
-        ))
+        return list(
+            await asyncio.gather(
+                *(client.send_template(n, "document_ready", "en", ["Ana"]) for n in numbers)
+            )
+        )
 
     wamids = with_client(sandbox, burst)
     stats = sandbox.wait_webhooks_idle()
@@ -462,14 +476,18 @@ def test_a_non_200_answer_is_redelivered_with_the_same_bytes(
     sandbox.faults(statuses_enabled=False)
     hooked.answer_next(500, 503)
     sandbox.say("+15550100043", "hello")
-    attempts = about(hooked.wait_for(lambda got: len(about(got, "+15550100043")) == 3),
-                     "+15550100043")
+    attempts = about(
+        hooked.wait_for(lambda got: len(about(got, "+15550100043")) == 3), "+15550100043"
+    )
     assert [w.answered for w in attempts] == [500, 503, 200]
     assert len({w.body for w in attempts}) == 1
     assert all(w.signature_valid(SECRET) for w in attempts)
     stats = sandbox.wait_webhooks_idle()
     assert (stats["webhooks_retried"], stats["webhooks_posted"], stats["webhooks_failed"]) == (
-        2, 1, 0)
+        2,
+        1,
+        0,
+    )
 
 
 def test_redelivery_is_bounded(sandbox: SandboxProcess, hooked: WebhookReceiver) -> None:
@@ -479,7 +497,10 @@ def test_redelivery_is_bounded(sandbox: SandboxProcess, hooked: WebhookReceiver)
     hooked.wait_for(lambda got: len(about(got, "+15550100044")) == 4)
     stats = sandbox.wait_webhooks_idle()
     assert (stats["webhooks_retried"], stats["webhooks_failed"], stats["webhooks_posted"]) == (
-        3, 1, 0)
+        3,
+        1,
+        0,
+    )
     time.sleep(0.3)
     assert len(about(hooked.received, "+15550100044")) == 4
 
@@ -494,8 +515,9 @@ def test_throughput_limit_is_130429(sandbox: SandboxProcess) -> None:
         outcomes: list[Any] = []
         for i in range(8):
             try:
-                outcomes.append(await client.send_template(f"+1555010006{i}", "document_ready",
-                                                           "en", ["Ana"]))
+                outcomes.append(
+                    await client.send_template(f"+1555010006{i}", "document_ready", "en", ["Ana"])
+                )
             except Throttled as exc:
                 outcomes.append(exc)
         return outcomes
@@ -572,10 +594,12 @@ def test_latency_is_applied_without_blocking_other_requests(sandbox: SandboxProc
         await client.send_template("+15550100090", "document_ready", "en", ["Ana"])
         single = time.perf_counter() - started
         started = time.perf_counter()
-        await asyncio.gather(*(
-            client.send_template(f"+1555010009{i}", "document_ready", "en", ["Ana"])
-            for i in range(10)
-        ))
+        await asyncio.gather(
+            *(
+                client.send_template(f"+1555010009{i}", "document_ready", "en", ["Ana"])
+                for i in range(10)
+            )
+        )
         return single, time.perf_counter() - started
 
     single, ten_at_once = with_client(sandbox, timed)
@@ -583,8 +607,9 @@ def test_latency_is_applied_without_blocking_other_requests(sandbox: SandboxProc
     assert ten_at_once < 1.5  # ten serialised sends would take 3 s
 
     async def stats_during_send(client: CloudApiClient) -> float:
-        send = asyncio.create_task(client.send_template("+15550100099", "document_ready", "en",
-                                                        ["Ana"]))
+        send = asyncio.create_task(
+            client.send_template("+15550100099", "document_ready", "en", ["Ana"])
+        )
         await asyncio.sleep(0.05)
         async with httpx.AsyncClient() as other:
             started = time.perf_counter()
@@ -602,8 +627,9 @@ def test_seeded_faults_are_reproducible(sandbox: SandboxProcess) -> None:
             results = []
             for i in range(20):
                 try:
-                    await client.send_template(f"+155501001{i:02d}", "document_ready", "en",
-                                               ["Ana"])
+                    await client.send_template(
+                        f"+155501001{i:02d}", "document_ready", "en", ["Ana"]
+                    )
                     results.append(True)
                 except TransientError:
                     results.append(False)
@@ -708,7 +734,10 @@ def test_startup_config_comes_from_the_environment(receiver: WebhookReceiver) ->
     ) as other:
         config = other.config()
         assert (config["refusal_mode"], config["latency_ms"], config["throughput_limit"]) == (
-            "async", 5.0, 7)
+            "async",
+            5.0,
+            7,
+        )
         assert (config["read_rate"], config["pair_rate_enabled"]) == (0.5, False)
         assert config["webhook_url"] == receiver.url and config["app_secret_set"] is True
         wamid = send_text(other, "+15550100130")

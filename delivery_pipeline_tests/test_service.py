@@ -32,8 +32,12 @@ FIXTURES = Path(__file__).parent / "fixtures" / "meta-webhooks"
 
 @pytest.fixture
 def service_settings(settings):
-    return settings.with_(app_secret=APP_SECRET, verify_token=VERIFY_TOKEN,
-                          internal_token=INTERNAL_TOKEN, webhook_max_body_bytes=64 * 1024)
+    return settings.with_(
+        app_secret=APP_SECRET,
+        verify_token=VERIFY_TOKEN,
+        internal_token=INTERNAL_TOKEN,
+        webhook_max_body_bytes=64 * 1024,
+    )
 
 
 @pytest.fixture
@@ -57,12 +61,19 @@ def count(db, table: str) -> int:
 
 
 def test_verification_handshake(client):
-    ok = client.get("/webhooks/whatsapp", params={"hub.mode": "subscribe",
-                                                  "hub.verify_token": VERIFY_TOKEN,
-                                                  "hub.challenge": "1158201444"})
+    ok = client.get(
+        "/webhooks/whatsapp",
+        params={
+            "hub.mode": "subscribe",
+            "hub.verify_token": VERIFY_TOKEN,
+            "hub.challenge": "1158201444",
+        },
+    )
     assert ok.status_code == 200 and ok.text == "1158201444"
-    wrong = client.get("/webhooks/whatsapp", params={"hub.mode": "subscribe",
-                                                     "hub.verify_token": "nope", "hub.challenge": "x"})
+    wrong = client.get(
+        "/webhooks/whatsapp",
+        params={"hub.mode": "subscribe", "hub.verify_token": "nope", "hub.challenge": "x"},
+    )
     assert wrong.status_code == 403
 
 
@@ -78,7 +89,9 @@ def test_every_fixture_is_answered_without_5xx(client, db, path):
     assert count(db, "status_events") == len(statuses)
     text = [m for m in messages if m.get("type") == "text"]
     if text:
-        stored = db.execute("SELECT body FROM inbound_messages WHERE message_type = 'text'").fetchall()
+        stored = db.execute(
+            "SELECT body FROM inbound_messages WHERE message_type = 'text'"
+        ).fetchall()
         assert [r["body"] for r in stored] == [m["text"]["body"] for m in text]
     if not messages and not statuses:
         assert count(db, "raw_webhooks") == 1, "other fields are recorded for inspection"
@@ -127,16 +140,19 @@ def test_older_message_never_lowers_last_inbound(client, db):
     now = time.time()
     post(client, payloads.inbound(person["phone"], "wamid.NEW", timestamp=now - 60))
     post(client, payloads.inbound(person["phone"], "wamid.OLD", timestamp=now - 7200))
-    last = db.execute("SELECT extract(epoch FROM last_inbound_at) AS t FROM people WHERE id = %s",
-                      (person["id"],)).fetchone()["t"]
+    last = db.execute(
+        "SELECT extract(epoch FROM last_inbound_at) AS t FROM people WHERE id = %s", (person["id"],)
+    ).fetchone()["t"]
     assert abs(float(last) - (int(now) - 60)) < 1
 
 
 def test_inbound_reply_wakes_awaiting_documents(client, db, sandbox):
     person = add_person(db, inbound_age_seconds=None)
     doc = add_document(db, person["id"], "A short plan.")
-    db.execute("UPDATE documents SET knock_sent_at = now(), awaiting_reply_since = now() WHERE id = %s",
-               (doc["id"],))
+    db.execute(
+        "UPDATE documents SET knock_sent_at = now(), awaiting_reply_since = now() WHERE id = %s",
+        (doc["id"],),
+    )
     sandbox.say(person["phone"], "here I am")  # the sandbox's window opens too
     assert post(client, payloads.inbound(person["phone"], "wamid.WAKE")).status_code == 200
     # The targeted sweep runs in the background after the 200.
@@ -204,12 +220,18 @@ def test_async_unreachable_abandons_with_reason(client, db, sandbox, settings):
 
 def test_async_reengagement_undelivers_and_closes_the_window(client, db, sandbox, settings):
     person, doc, chunk = _delivered_chunk(db, sandbox, settings)
-    post(client, payloads.status(chunk["wa_message_id"], "failed",
-                                 errors=[payloads.REENGAGEMENT_ERROR]))
+    post(
+        client,
+        payloads.status(chunk["wa_message_id"], "failed", errors=[payloads.REENGAGEMENT_ERROR]),
+    )
     row = document(db, doc["id"])
     assert row["delivered_at"] is None and row["abandoned_at"] is None
-    assert db.execute("SELECT window_refused_at FROM people WHERE id = %s",
-                      (person["id"],)).fetchone()["window_refused_at"] is not None
+    assert (
+        db.execute(
+            "SELECT window_refused_at FROM people WHERE id = %s", (person["id"],)
+        ).fetchone()["window_refused_at"]
+        is not None
+    )
 
 
 def test_poke_requires_the_token_and_a_target(client):
@@ -218,9 +240,13 @@ def test_poke_requires_the_token_and_a_target(client):
     assert client.post("/internal/sweep", json={"document_id": 1}, headers=bad).status_code == 401
     good = {"Authorization": f"Bearer {INTERNAL_TOKEN}"}
     assert client.post("/internal/sweep", json={}, headers=good).status_code == 400
-    assert client.post("/internal/sweep", json={"document_id": "7"}, headers=good).status_code == 400
+    assert (
+        client.post("/internal/sweep", json={"document_id": "7"}, headers=good).status_code == 400
+    )
     assert client.post("/internal/sweep", content=b"[", headers=good).status_code == 400
-    assert client.post("/internal/sweep", json={"document_id": 99999}, headers=good).status_code == 202
+    assert (
+        client.post("/internal/sweep", json={"document_id": 99999}, headers=good).status_code == 202
+    )
 
 
 def test_healthz(client):
@@ -230,17 +256,43 @@ def test_healthz(client):
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=20),
-    lambda children: st.lists(children, max_size=4) | st.dictionaries(
-        st.sampled_from(["entry", "changes", "value", "messages", "statuses", "errors", "id",
-                         "from", "timestamp", "type", "text", "body", "status", "field",
-                         "biz_opaque_callback_data", "contacts", "recipient_id", "code"]),
-        children, max_size=5),
+    lambda children: (
+        st.lists(children, max_size=4)
+        | st.dictionaries(
+            st.sampled_from(
+                [
+                    "entry",
+                    "changes",
+                    "value",
+                    "messages",
+                    "statuses",
+                    "errors",
+                    "id",
+                    "from",
+                    "timestamp",
+                    "type",
+                    "text",
+                    "body",
+                    "status",
+                    "field",
+                    "biz_opaque_callback_data",
+                    "contacts",
+                    "recipient_id",
+                    "code",
+                ]
+            ),
+            children,
+            max_size=5,
+        )
+    ),
     max_leaves=25,
 )
 
 
 @given(payload=json_values)
-@hsettings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@hsettings(
+    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 def test_fuzzed_signed_bodies_never_5xx(client, payload):
     body = json.dumps({"object": "whatsapp_business_account", "entry": payload}).encode()
     assert post(client, body).status_code == 200

@@ -51,15 +51,21 @@ def test_reply_to_a_knock_delivers_without_any_other_trigger(db, sandbox, settin
     wait_for(lambda: document(db, doc["id"])["delivered_at"], what="delivery after the reply")
     assert texts(sandbox.inbox(person["phone"])) == chunk_text(body)
     # Status webhooks fill the ledger.
-    wait_for(lambda: all(c["delivered_at"] for c in chunks(db, doc["id"])), what="delivered statuses")
+    wait_for(
+        lambda: all(c["delivered_at"] for c in chunks(db, doc["id"])), what="delivered statuses"
+    )
 
 
-def test_async_reengagement_mid_plan_resends_only_what_never_arrived(db, sandbox, settings, service):
+def test_async_reengagement_mid_plan_resends_only_what_never_arrived(
+    db, sandbox, settings, service
+):
     sandbox.faults(refusal_mode="async")
     person = add_person(db, inbound_age_seconds=60)
     sandbox.say(person["phone"], "hi")
-    wait_for(lambda: db.execute("SELECT count(*) AS n FROM inbound_messages").fetchone()["n"],
-             what="the inbound webhook")
+    wait_for(
+        lambda: db.execute("SELECT count(*) AS n FROM inbound_messages").fetchone()["n"],
+        what="the inbound webhook",
+    )
     body = plan_body(9, tag="A")
     doc = add_document(db, person["id"], body)
     # The platform's window closes ~2 s from now; ours still looks open.
@@ -74,8 +80,10 @@ def test_async_reengagement_mid_plan_resends_only_what_never_arrived(db, sandbox
     wait_for(lambda: document(db, doc["id"])["awaiting_reply_since"], what="awaiting the reply")
     # Every chunk that never arrived is marked failed once its status is in
     # (the knock may go out before the last of them arrives).
-    wait_for(lambda: sum(c["state"] == "failed" for c in chunks(db, doc["id"])) == 9 - len(arrived),
-             what="a failed status for every chunk that never arrived")
+    wait_for(
+        lambda: sum(c["state"] == "failed" for c in chunks(db, doc["id"])) == 9 - len(arrived),
+        what="a failed status for every chunk that never arrived",
+    )
 
     sandbox.say(person["phone"], "ok, send it")
 
@@ -86,7 +94,9 @@ def test_async_reengagement_mid_plan_resends_only_what_never_arrived(db, sandbox
     assert len(knocks(sandbox.inbox(person["phone"]))) == 1
 
 
-def test_poke_delivers_a_ready_document_and_a_second_poke_sends_nothing(db, sandbox, settings, service):
+def test_poke_delivers_a_ready_document_and_a_second_poke_sends_nothing(
+    db, sandbox, settings, service
+):
     person = add_person(db)
     sandbox.say(person["phone"], "hi")
     doc = add_document(db, person["id"], plan_body(3))

@@ -15,8 +15,8 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from delivery_pipeline.store.db import QUERIES, connect, resolve_database_url
 from delivery_pipeline.settings import LOCALES, Settings
+from delivery_pipeline.store.db import QUERIES, connect, resolve_database_url
 
 E164 = re.compile(r"^\+[1-9][0-9]{6,14}$")
 KINDS = ("plan", "daily_brief")
@@ -48,13 +48,16 @@ def _find_person(conn: Any, ref: str) -> dict[str, Any]:
 
 
 def _print_rows(rows: list[dict[str, Any]], columns: Sequence[str]) -> None:
-    widths = [max(len(c), *(len(str(r.get(c, ""))) for r in rows)) if rows else len(c) for c in columns]
+    widths = [
+        max(len(c), *(len(str(r.get(c, ""))) for r in rows)) if rows else len(c) for c in columns
+    ]
     print("  ".join(c.ljust(w) for c, w in zip(columns, widths, strict=True)))
     for row in rows:
         print("  ".join(str(row.get(c, "")).ljust(w) for c, w in zip(columns, widths, strict=True)))
 
 
 # ── db ──────────────────────────────────────────────────────────────────
+
 
 def cmd_db_upgrade(args: argparse.Namespace, settings: Settings) -> int:
     from delivery_pipeline.store.migrations import upgrade
@@ -71,6 +74,7 @@ def cmd_db_url(args: argparse.Namespace, settings: Settings) -> int:
 
 # ── people ──────────────────────────────────────────────────────────────
 
+
 def cmd_people_add(args: argparse.Namespace, settings: Settings) -> int:
     phone = _phone(args.phone)
     if args.locale not in LOCALES:
@@ -80,14 +84,24 @@ def cmd_people_add(args: argparse.Namespace, settings: Settings) -> int:
     except ValueError:
         raise UsageError(f"--brief-time {args.brief_time!r} is not HH:MM") from None
     with connect(_database_url(settings)) as conn:
-        if not conn.execute(QUERIES.time_zone_is_valid, {"time_zone": args.time_zone}).fetchone()["valid"]:
-            raise UsageError(f"unknown time zone {args.time_zone!r} (use an IANA name like America/Sao_Paulo)")
+        if not conn.execute(QUERIES.time_zone_is_valid, {"time_zone": args.time_zone}).fetchone()[
+            "valid"
+        ]:
+            raise UsageError(
+                f"unknown time zone {args.time_zone!r} (use an IANA name like America/Sao_Paulo)"
+            )
         if conn.execute(QUERIES.person_by_phone, {"phone": phone}).fetchone():
             raise UsageError(f"a person with number {phone} already exists")
         person = conn.execute(
             QUERIES.insert_person,
-            {"phone": phone, "name": args.name, "locale": args.locale, "time_zone": args.time_zone,
-             "brief_opt_in": args.brief_opt_in, "brief_local_time": brief_time},
+            {
+                "phone": phone,
+                "name": args.name,
+                "locale": args.locale,
+                "time_zone": args.time_zone,
+                "brief_opt_in": args.brief_opt_in,
+                "brief_local_time": brief_time,
+            },
         ).fetchone()
     print(f"person {person['id']}: {person['name'] or '(no name)'} {person['phone']}")
     return 0
@@ -96,11 +110,14 @@ def cmd_people_add(args: argparse.Namespace, settings: Settings) -> int:
 def cmd_people_list(args: argparse.Namespace, settings: Settings) -> int:
     with connect(_database_url(settings)) as conn:
         rows = conn.execute(QUERIES.list_people).fetchall()
-    _print_rows(rows, ["id", "phone", "name", "locale", "time_zone", "brief_opt_in", "last_inbound_at"])
+    _print_rows(
+        rows, ["id", "phone", "name", "locale", "time_zone", "brief_opt_in", "last_inbound_at"]
+    )
     return 0
 
 
 # ── documents ───────────────────────────────────────────────────────────
+
 
 def _kind_and_date(args: argparse.Namespace) -> tuple[str, dt.date | None]:
     if args.kind not in KINDS:
@@ -112,7 +129,9 @@ def _kind_and_date(args: argparse.Namespace) -> tuple[str, dt.date | None]:
         except ValueError:
             raise UsageError(f"--for-date {args.for_date!r} is not YYYY-MM-DD") from None
     if args.kind == "daily_brief" and for_date is None:
-        raise UsageError("a daily_brief needs --for-date (the day it describes, person's time zone)")
+        raise UsageError(
+            "a daily_brief needs --for-date (the day it describes, person's time zone)"
+        )
     return args.kind, for_date
 
 
@@ -137,7 +156,9 @@ def cmd_documents_add(args: argparse.Namespace, settings: Settings) -> int:
             ).fetchone()
         except Exception as exc:  # unique brief per day
             if "documents_one_brief_per_day" in str(exc):
-                raise UsageError(f"person {person['id']} already has a brief for {for_date}") from None
+                raise UsageError(
+                    f"person {person['id']} already has a brief for {for_date}"
+                ) from None
             raise
     print(f"document {doc['id']}: {kind} for person {person['id']}, ready for delivery")
     return 0
@@ -170,6 +191,7 @@ def cmd_documents_show(args: argparse.Namespace, settings: Settings) -> int:
 
 # ── delivery ────────────────────────────────────────────────────────────
 
+
 def cmd_sweep(args: argparse.Namespace, settings: Settings) -> int:
     from delivery_pipeline.delivery.engine import sweep_sync
 
@@ -178,8 +200,12 @@ def cmd_sweep(args: argparse.Namespace, settings: Settings) -> int:
         if value is not None and value < 1:
             raise UsageError(f"--{name} must be at least 1")
     result = sweep_sync(
-        settings, _database_url(settings), document_id=args.document, person_id=args.person,
-        limit=args.limit, concurrency=args.concurrency,
+        settings,
+        _database_url(settings),
+        document_id=args.document,
+        person_id=args.person,
+        limit=args.limit,
+        concurrency=args.concurrency,
     )
     summary = result.as_dict()
     if args.json:
@@ -209,6 +235,7 @@ def cmd_status(args: argparse.Namespace, settings: Settings) -> int:
 
 # ── sandbox ─────────────────────────────────────────────────────────────
 
+
 def cmd_sandbox(args: argparse.Namespace, settings: Settings) -> int:
     from delivery_pipeline import sandbox
 
@@ -227,8 +254,11 @@ def cmd_sandbox_say(args: argparse.Namespace, settings: Settings) -> int:
     import httpx
 
     phone = _phone(args.number)
-    response = httpx.post(f"{args.sandbox_url.rstrip('/')}/_sandbox/people/{phone}/messages",
-                          json={"text": args.text}, timeout=10)
+    response = httpx.post(
+        f"{args.sandbox_url.rstrip('/')}/_sandbox/people/{phone}/messages",
+        json={"text": args.text},
+        timeout=10,
+    )
     if response.status_code != 200:
         raise UsageError(f"sandbox answered {response.status_code}: {response.text[:200]}")
     print(f"{phone} wrote {args.text!r} ({response.json().get('id')})")
@@ -236,6 +266,7 @@ def cmd_sandbox_say(args: argparse.Namespace, settings: Settings) -> int:
 
 
 # ── parser ──────────────────────────────────────────────────────────────
+
 
 def build_parser() -> argparse.ArgumentParser:
     from delivery_pipeline.settings import SANDBOX_DEFAULT_PORT, SERVICE_DEFAULT_PORT
@@ -248,7 +279,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("-v", "--verbose", action="store_true", help="log at INFO")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    def add(parent: Any, name: str, func: Callable[..., int], help_: str) -> argparse.ArgumentParser:
+    def add(
+        parent: Any, name: str, func: Callable[..., int], help_: str
+    ) -> argparse.ArgumentParser:
         p = parent.add_parser(name, help=help_, description=help_)
         p.set_defaults(func=func)
         return p
@@ -256,7 +289,12 @@ def build_parser() -> argparse.ArgumentParser:
     db = sub.add_parser("db", help="database schema", description="Database schema.")
     db_sub = db.add_subparsers(dest="db_command", required=True, metavar="COMMAND")
     add(db_sub, "upgrade", cmd_db_upgrade, "apply pending migrations from sql/ (idempotent)")
-    add(db_sub, "url", cmd_db_url, "print the database URL in use (starts the embedded one if needed)")
+    add(
+        db_sub,
+        "url",
+        cmd_db_url,
+        "print the database URL in use (starts the embedded one if needed)",
+    )
 
     people = sub.add_parser("people", help="people who receive documents", description="People.")
     people_sub = people.add_subparsers(dest="people_command", required=True, metavar="COMMAND")
@@ -284,7 +322,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = add(docs_sub, "show", cmd_documents_show, "show a document's delivery state and chunks")
     p.add_argument("id", type=int)
 
-    p = add(sub, "sweep", cmd_sweep, "one delivery pass over eligible documents; prints what it did")
+    p = add(
+        sub, "sweep", cmd_sweep, "one delivery pass over eligible documents; prints what it did"
+    )
     p.add_argument("--document", type=int, help="only this document")
     p.add_argument("--person", type=int, help="only this person's documents")
     p.add_argument("--limit", type=int, help="claim at most N documents")
@@ -294,7 +334,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = add(sub, "status", cmd_status, "count and oldest age per document state")
     p.add_argument("--json", action="store_true", help="machine-readable output")
 
-    p = add(sub, "service", cmd_service, "run the webhook service (Meta webhooks, the generator's poke)")
+    p = add(
+        sub, "service", cmd_service, "run the webhook service (Meta webhooks, the generator's poke)"
+    )
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=SERVICE_DEFAULT_PORT)
 
@@ -306,7 +348,9 @@ def build_parser() -> argparse.ArgumentParser:
     sb.add_argument("--host", default="127.0.0.1")
     sb.add_argument("--port", type=int, default=SANDBOX_DEFAULT_PORT)
     sb_sub = sb.add_subparsers(dest="sandbox_command", metavar="COMMAND")
-    p = add(sb_sub, "say", cmd_sandbox_say, "a person writes to us in the sandbox (opens their window)")
+    p = add(
+        sb_sub, "say", cmd_sandbox_say, "a person writes to us in the sandbox (opens their window)"
+    )
     p.add_argument("number", help="the person's E.164 number")
     p.add_argument("text", help="what they write")
     p.add_argument("--sandbox-url", default=f"http://127.0.0.1:{SANDBOX_DEFAULT_PORT}")

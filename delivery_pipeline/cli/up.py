@@ -31,6 +31,14 @@ from typing import IO, Any
 
 import httpx
 
+from delivery_pipeline.settings import (
+    PROJECT_ROOT,
+    SANDBOX_ACCESS_TOKEN,
+    SANDBOX_DEFAULT_PORT,
+    SANDBOX_PHONE_NUMBER_ID,
+    SERVICE_DEFAULT_PORT,
+    Settings,
+)
 from delivery_pipeline.store.db import (
     QUERIES,
     connect,
@@ -40,14 +48,6 @@ from delivery_pipeline.store.db import (
     with_database,
 )
 from delivery_pipeline.store.migrations import upgrade
-from delivery_pipeline.settings import (
-    PROJECT_ROOT,
-    SANDBOX_ACCESS_TOKEN,
-    SANDBOX_DEFAULT_PORT,
-    SANDBOX_PHONE_NUMBER_ID,
-    SERVICE_DEFAULT_PORT,
-    Settings,
-)
 
 log = logging.getLogger(__name__)
 
@@ -58,8 +58,14 @@ STOP_TIMEOUT_SECONDS = 20.0
 # Variables that could point a child at the real platform or a real channel:
 # never inherited, always set explicitly below.
 _NOT_INHERITED = (
-    "WHATSAPP_", "SANDBOX_", "DATABASE_URL", "DELIVERY_INTERNAL_TOKEN", "DELIVERY_SERVICE_URL",
-    "OPS_WEBHOOK_URL", "DAGSTER_HOME", "DAGSTER_PG_URL",
+    "WHATSAPP_",
+    "SANDBOX_",
+    "DATABASE_URL",
+    "DELIVERY_INTERNAL_TOKEN",
+    "DELIVERY_SERVICE_URL",
+    "OPS_WEBHOOK_URL",
+    "DAGSTER_HOME",
+    "DAGSTER_PG_URL",
 )
 
 
@@ -152,9 +158,14 @@ def seed_demo(database_url: str) -> list[dict[str, Any]]:
             if person is None:
                 person = conn.execute(
                     QUERIES.insert_person,
-                    {"phone": demo.phone, "name": demo.name, "locale": demo.locale,
-                     "time_zone": demo.time_zone, "brief_opt_in": True,
-                     "brief_local_time": demo.brief_local_time},
+                    {
+                        "phone": demo.phone,
+                        "name": demo.name,
+                        "locale": demo.locale,
+                        "time_zone": demo.time_zone,
+                        "brief_opt_in": True,
+                        "brief_local_time": demo.brief_local_time,
+                    },
                 ).fetchone()
                 request_document(conn, person["id"], "plan")
             people.append(person)
@@ -181,8 +192,13 @@ class Child:
         # Its own process group: Ctrl-C reaches only us, and we stop the
         # children in order (dagster dev first, then the service, the sandbox).
         self.process = subprocess.Popen(
-            self.argv, cwd=cwd, env=self.env, stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
+            self.argv,
+            cwd=cwd,
+            env=self.env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
         )
         self._pump = threading.Thread(target=self._copy_output, args=(stream,), daemon=True)
         self._pump.start()
@@ -270,25 +286,31 @@ class Ports:
 
 
 def child_environment(
-    base: dict[str, str], databases: Databases, secrets_: dict[str, str], ports: Ports,
-    data_dir: Path, dagster_home: Path,
+    base: dict[str, str],
+    databases: Databases,
+    secrets_: dict[str, str],
+    ports: Ports,
+    data_dir: Path,
+    dagster_home: Path,
 ) -> dict[str, str]:
     """What every child sees: the sandbox as the channel, dev secrets, both databases."""
     env = {k: v for k, v in base.items() if not k.startswith(_NOT_INHERITED)}
     env.update(secrets_)
-    env.update({
-        "PYTHONUNBUFFERED": "1",
-        "DATABASE_URL": databases.app_url,
-        "DELIVERY_DATA_DIR": str(data_dir),
-        "WHATSAPP_API_BASE_URL": ports.url(ports.sandbox),
-        "WHATSAPP_PHONE_NUMBER_ID": SANDBOX_PHONE_NUMBER_ID,
-        "WHATSAPP_ACCESS_TOKEN": SANDBOX_ACCESS_TOKEN,
-        "DELIVERY_SERVICE_URL": ports.url(ports.service),
-        "OPS_WEBHOOK_URL": ports.url(ports.sandbox) + "/_sandbox/ops",
-        "SANDBOX_WEBHOOK_URL": ports.url(ports.service) + "/webhooks/whatsapp",
-        "DAGSTER_HOME": str(dagster_home),
-        "DAGSTER_PG_URL": sqlalchemy_url(databases.dagster_url),
-    })
+    env.update(
+        {
+            "PYTHONUNBUFFERED": "1",
+            "DATABASE_URL": databases.app_url,
+            "DELIVERY_DATA_DIR": str(data_dir),
+            "WHATSAPP_API_BASE_URL": ports.url(ports.sandbox),
+            "WHATSAPP_PHONE_NUMBER_ID": SANDBOX_PHONE_NUMBER_ID,
+            "WHATSAPP_ACCESS_TOKEN": SANDBOX_ACCESS_TOKEN,
+            "DELIVERY_SERVICE_URL": ports.url(ports.service),
+            "OPS_WEBHOOK_URL": ports.url(ports.sandbox) + "/_sandbox/ops",
+            "SANDBOX_WEBHOOK_URL": ports.url(ports.service) + "/webhooks/whatsapp",
+            "DAGSTER_HOME": str(dagster_home),
+            "DAGSTER_PG_URL": sqlalchemy_url(databases.dagster_url),
+        }
+    )
     project_path = str(PROJECT_ROOT)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [project_path, base.get("PYTHONPATH")]))
     return env
@@ -296,18 +318,52 @@ def child_environment(
 
 def build_children(env: dict[str, str], ports: Ports, logs: Path) -> list[Child]:
     return [
-        Child("sandbox",
-              [_python(), "-m", "delivery_pipeline.sandbox", "--host", ports.host,
-               "--port", str(ports.sandbox)],
-              env, ports.url(ports.sandbox) + "/_sandbox/stats", logs / "sandbox.log"),
-        Child("service",
-              [_python(), "-m", "delivery_pipeline.service", "--host", ports.host,
-               "--port", str(ports.service)],
-              env, ports.url(ports.service) + "/healthz", logs / "service.log"),
-        Child("dagster",
-              [_dagster_executable(), "dev", "-w", str(PROJECT_ROOT / "workspace.yaml"),
-               "-h", ports.host, "-p", str(ports.dagster)],
-              env, ports.url(ports.dagster) + "/server_info", logs / "dagster.log"),
+        Child(
+            "sandbox",
+            [
+                _python(),
+                "-m",
+                "delivery_pipeline.sandbox",
+                "--host",
+                ports.host,
+                "--port",
+                str(ports.sandbox),
+            ],
+            env,
+            ports.url(ports.sandbox) + "/_sandbox/stats",
+            logs / "sandbox.log",
+        ),
+        Child(
+            "service",
+            [
+                _python(),
+                "-m",
+                "delivery_pipeline.service",
+                "--host",
+                ports.host,
+                "--port",
+                str(ports.service),
+            ],
+            env,
+            ports.url(ports.service) + "/healthz",
+            logs / "service.log",
+        ),
+        Child(
+            "dagster",
+            [
+                _dagster_executable(),
+                "dev",
+                "-w",
+                str(PROJECT_ROOT / "workspace.yaml"),
+                "-h",
+                ports.host,
+                "-p",
+                str(ports.dagster),
+            ],
+            env,
+            ports.url(ports.dagster) + "/server_info",
+            logs / "dagster.log",
+        ),
     ]
 
 
@@ -329,14 +385,22 @@ def _banner(ports: Ports, databases: Databases, people: list[dict[str, Any]], lo
         f"  logs              {logs}/",
     ]
     if people:
-        lines += ["", "Demo people (their plans generate now; each gets a knock, since "
-                  "they have not written yet):"]
-        lines += [f"  {p['name']:<12} {p['phone']:<15} {p['locale']}  {p['time_zone']}" for p in people]
+        lines += [
+            "",
+            "Demo people (their plans generate now; each gets a knock, since "
+            "they have not written yet):",
+        ]
+        lines += [
+            f"  {p['name']:<12} {p['phone']:<15} {p['locale']}  {p['time_zone']}" for p in people
+        ]
         first = people[0]["phone"]
-        lines += ["", "Answer as a person, and watch the plan arrive:",
-                  f"  delivery-pipeline sandbox say {first} \"oi\" "
-                  f"--sandbox-url {ports.url(ports.sandbox)}",
-                  f"  curl -s {ports.url(ports.sandbox)}/_sandbox/people/%2B{first[1:]}/inbox"]
+        lines += [
+            "",
+            "Answer as a person, and watch the plan arrive:",
+            f'  delivery-pipeline sandbox say {first} "oi" '
+            f"--sandbox-url {ports.url(ports.sandbox)}",
+            f"  curl -s {ports.url(ports.sandbox)}/_sandbox/people/%2B{first[1:]}/inbox",
+        ]
     lines += ["", "Ctrl-C stops everything.", ""]
     return "\n".join(lines)
 
@@ -347,8 +411,11 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     logs = data_dir / "logs"
     dagster_home = prepare_dagster_home(Path(args.dagster_home).resolve())
     if os.environ.get("WHATSAPP_ACCESS_TOKEN"):
-        print("note: WHATSAPP_* credentials in the environment are ignored; `up` always uses "
-              "the sandbox.", file=sys.stderr)
+        print(
+            "note: WHATSAPP_* credentials in the environment are ignored; `up` always uses "
+            "the sandbox.",
+            file=sys.stderr,
+        )
 
     print("preparing the databases...", file=sys.stderr)
     databases = prepare_databases(settings, args.dagster_database)
@@ -366,8 +433,9 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
             print("applied migrations: " + ", ".join(applied), file=sys.stderr)
         seed = args.demo if args.demo is not None else not settings.database_url
         people = seed_demo(databases.app_url) if seed else []
-        env = child_environment(dict(os.environ), databases, dev_secrets(data_dir), ports,
-                                data_dir, dagster_home)
+        env = child_environment(
+            dict(os.environ), databases, dev_secrets(data_dir), ports, data_dir, dagster_home
+        )
         children = build_children(env, ports, logs)
         for child in children:
             print(f"starting {child.name}...", file=sys.stderr)
@@ -377,7 +445,9 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         while not stopping.is_set():
             for child in children:
                 if not child.alive():
-                    raise RuntimeError(f"{child.name} exited with status {child.process.returncode}")
+                    raise RuntimeError(
+                        f"{child.name} exited with status {child.process.returncode}"
+                    )
             stopping.wait(0.5)
     except _Stop:
         pass
@@ -413,8 +483,10 @@ def _wait_ready(child: Child, stopping: threading.Event) -> None:
 
 def add_up_parser(sub: Any) -> argparse.ArgumentParser:
     """``delivery-pipeline up``: wire into ``cli.build_parser`` with ``func=cmd_up``."""
-    help_ = ("start everything on embedded defaults: Postgres, the sandbox, the webhook "
-             "service and Dagster (UI + daemon); Ctrl-C stops it")
+    help_ = (
+        "start everything on embedded defaults: Postgres, the sandbox, the webhook "
+        "service and Dagster (UI + daemon); Ctrl-C stops it"
+    )
     p = sub.add_parser("up", help=help_, description=help_)
     p.set_defaults(func=cmd_up)
     add_up_arguments(p)
@@ -426,18 +498,33 @@ def add_up_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--sandbox-port", type=int, default=SANDBOX_DEFAULT_PORT)
     p.add_argument("--service-port", type=int, default=SERVICE_DEFAULT_PORT)
     p.add_argument("--dagster-port", type=int, default=DAGSTER_DEFAULT_PORT)
-    p.add_argument("--dagster-home", default=str(PROJECT_ROOT / ".dagster_home"),
-                   help="DAGSTER_HOME (default: .dagster_home/ in the project)")
-    p.add_argument("--dagster-database", default="dagster",
-                   help="database for Dagster's storage, beside the app database")
+    p.add_argument(
+        "--dagster-home",
+        default=str(PROJECT_ROOT / ".dagster_home"),
+        help="DAGSTER_HOME (default: .dagster_home/ in the project)",
+    )
+    p.add_argument(
+        "--dagster-database",
+        default="dagster",
+        help="database for Dagster's storage, beside the app database",
+    )
     demo = p.add_mutually_exclusive_group()
-    demo.add_argument("--demo", dest="demo", action="store_true", default=None,
-                      help="seed the demo people (default only on the embedded database)")
+    demo.add_argument(
+        "--demo",
+        dest="demo",
+        action="store_true",
+        default=None,
+        help="seed the demo people (default only on the embedded database)",
+    )
     demo.add_argument("--no-demo", dest="demo", action="store_false")
-    p.add_argument("--keep-db", action="store_true",
-                   help="leave the embedded Postgres running on exit")
-    p.add_argument("--follow", action="store_true",
-                   help="stream every child's output here (always written to .data/logs/)")
+    p.add_argument(
+        "--keep-db", action="store_true", help="leave the embedded Postgres running on exit"
+    )
+    p.add_argument(
+        "--follow",
+        action="store_true",
+        help="stream every child's output here (always written to .data/logs/)",
+    )
 
 
 def cmd_up(args: argparse.Namespace, settings: Settings) -> int:
@@ -445,8 +532,9 @@ def cmd_up(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m delivery_pipeline.cli up",
-                                     description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m delivery_pipeline.cli up", description=__doc__.splitlines()[0]
+    )
     add_up_arguments(parser)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")

@@ -12,7 +12,6 @@ what the channel did not take is retried on the next tick.
 ``ops_run_failures`` posts once per failed run of any job.
 """
 
-
 from dagster import (
     AssetCheckEvaluation,
     AssetCheckKey,
@@ -51,9 +50,7 @@ def notifier_for(ops_channel: OpsChannelResource) -> OpsNotifier:
 def latest_evaluation(instance: DagsterInstance, key: AssetCheckKey) -> AssetCheckEvaluation | None:
     """The check's latest completed evaluation; None if never run (or one is in progress)."""
     record = instance.get_latest_asset_check_evaluation_record(key)
-    if record is None or record.event is None or record.status.value not in (
-        "SUCCEEDED", "FAILED"
-    ):
+    if record is None or record.event is None or record.status.value not in ("SUCCEEDED", "FAILED"):
         return None
     return record.event.asset_check_evaluation
 
@@ -63,8 +60,9 @@ def _text(evaluation: AssetCheckEvaluation, name: str, default: str = "") -> str
     return str(value.value) if value is not None else default
 
 
-def alert_on_checks(instance: DagsterInstance, app_db: AppDatabase,
-                    keys: list[AssetCheckKey] | None = None) -> list[dict]:
+def alert_on_checks(
+    instance: DagsterInstance, app_db: AppDatabase, keys: list[AssetCheckKey] | None = None
+) -> list[dict]:
     """Record what each check's latest evaluation calls for; returns the rows written."""
     written = []
     with app_db.connect() as conn:
@@ -77,16 +75,29 @@ def alert_on_checks(instance: DagsterInstance, app_db: AppDatabase,
             if evaluation.passed:
                 message = f"Check `{key.name}` (owner: {owner}) passes again. {summary}"
             else:
-                message = (f"Check `{key.name}` (owner: {owner}): {summary} "
-                           f"What to do: {_text(evaluation, 'runbook')}")
+                message = (
+                    f"Check `{key.name}` (owner: {owner}): {summary} "
+                    f"What to do: {_text(evaluation, 'runbook')}"
+                )
             severity = "error" if evaluation.severity == AssetCheckSeverity.ERROR else "warning"
-            details = {"check": key.name, "asset": key.asset_key.to_user_string(),
-                       "owner": owner, "passed": evaluation.passed, "severity": severity,
-                       "count": _text(evaluation, "count"),
-                       "oldest_ids": _text(evaluation, "oldest_ids")}
-            row = note_check(conn, f"check:{key.name}", failing=not evaluation.passed,
-                             severity=severity, message=message, details=details,
-                             reminder_seconds=reminder_seconds())
+            details = {
+                "check": key.name,
+                "asset": key.asset_key.to_user_string(),
+                "owner": owner,
+                "passed": evaluation.passed,
+                "severity": severity,
+                "count": _text(evaluation, "count"),
+                "oldest_ids": _text(evaluation, "oldest_ids"),
+            }
+            row = note_check(
+                conn,
+                f"check:{key.name}",
+                failing=not evaluation.passed,
+                severity=severity,
+                message=message,
+                details=details,
+                reminder_seconds=reminder_seconds(),
+            )
             if row is not None:
                 written.append(row)
     return written
@@ -133,8 +144,13 @@ def ops_run_failures(
         message += f" in {', '.join(steps)}"
     message += f": {errors[0][:300]}" if errors else f": {context.failure_event.message}"
     with app_db.connect() as conn:
-        record_once(conn, f"run_failure:{run.run_id}", "error", message,
-                    {"run_id": run.run_id, "job": run.job_name, "steps": steps})
+        record_once(
+            conn,
+            f"run_failure:{run.run_id}",
+            "error",
+            message,
+            {"run_id": run.run_id, "job": run.job_name, "steps": steps},
+        )
         send_pending(conn, notifier_for(ops_channel))
 
 

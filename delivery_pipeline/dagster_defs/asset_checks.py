@@ -26,9 +26,9 @@ from dagster import (
     in_process_executor,
 )
 
-from delivery_pipeline.watch.checks import SPECS, CheckResult, CheckSpec, Severity, Thresholds
 from delivery_pipeline.dagster_defs.assets import delivery_backlog
 from delivery_pipeline.dagster_defs.resources import AppDatabase
+from delivery_pipeline.watch.checks import SPECS, CheckResult, CheckSpec, Severity, Thresholds
 
 BACKLOG_KEY = delivery_backlog.key
 

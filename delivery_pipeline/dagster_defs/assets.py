@@ -1,11 +1,10 @@
 """Assets: the delivery backlog, counts and oldest age per state."""
 
-
 import pandas as pd
 from dagster import AssetExecutionContext, MetadataValue, Output, asset
 
-from delivery_pipeline.watch.backlog import backlog_frame, backlog_numbers, markdown_table
 from delivery_pipeline.dagster_defs.resources import AppDatabase
+from delivery_pipeline.watch.backlog import backlog_frame, backlog_numbers, markdown_table
 
 
 @asset(

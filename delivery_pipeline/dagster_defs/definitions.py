@@ -6,12 +6,12 @@ from __future__ import annotations
 from dagster import Definitions
 
 from delivery_pipeline.dagster_defs.alert_sensors import ALERT_SENSORS
-from delivery_pipeline.dagster_defs.assets import delivery_backlog
 from delivery_pipeline.dagster_defs.asset_checks import (
     BACKLOG_CHECKS,
     checks_every_5_minutes,
     delivery_checks,
 )
+from delivery_pipeline.dagster_defs.assets import delivery_backlog
 from delivery_pipeline.dagster_defs.jobs import JOBS
 from delivery_pipeline.dagster_defs.report_asset import (
     daily_delivery_report,

@@ -6,7 +6,6 @@ lets one such run at a time through the run queue (exclusivity per document
 still comes from the claim, this only keeps sweeps from piling up).
 """
 
-
 import datetime as dt
 from typing import Any
 
@@ -25,7 +24,6 @@ from dagster import (
 )
 from pydantic import Field
 
-from delivery_pipeline.generation.briefs import run_briefs
 from delivery_pipeline.dagster_defs.assets import delivery_backlog
 from delivery_pipeline.dagster_defs.resources import (
     AppDatabase,
@@ -34,6 +32,7 @@ from delivery_pipeline.dagster_defs.resources import (
     GeneratorResource,
 )
 from delivery_pipeline.delivery.engine import sweep_sync
+from delivery_pipeline.generation.briefs import run_briefs
 from delivery_pipeline.generation.worker import RequestError, generate_pending, request_document
 from delivery_pipeline.settings import Settings
 
@@ -72,8 +71,11 @@ def sweep_documents(
     return Output(result.as_dict(), metadata=as_metadata(result.as_dict()))
 
 
-@job(tags=SWEEP_TAGS, executor_def=in_process_executor,
-     description="Deliver every eligible document (requested by the heartbeat sensor).")
+@job(
+    tags=SWEEP_TAGS,
+    executor_def=in_process_executor,
+    description="Deliver every eligible document (requested by the heartbeat sensor).",
+)
 def deliver_documents() -> None:
     sweep_documents()
 
@@ -95,8 +97,12 @@ def generate_documents_op(
     delivery_service: DeliveryServiceResource,
 ) -> Output[dict]:
     result = generate_pending(
-        app_db.url(), generator.build(), policy=generator.policy(), poke=delivery_service.poke(),
-        document_id=config.document_id, limit=config.limit,
+        app_db.url(),
+        generator.build(),
+        policy=generator.policy(),
+        poke=delivery_service.poke(),
+        document_id=config.document_id,
+        limit=config.limit,
     )
     summary = result.as_dict()
     if result.stopped_by:
@@ -107,14 +113,19 @@ def generate_documents_op(
     return Output(summary, metadata=as_metadata(summary))
 
 
-@job(executor_def=in_process_executor,
-     description="Generate pending documents (requested by the pending-generation sensor).")
+@job(
+    executor_def=in_process_executor,
+    description="Generate pending documents (requested by the pending-generation sensor).",
+)
 def generate_documents() -> None:
     generate_documents_op()
 
 
-@job(tags=SWEEP_TAGS, executor_def=in_process_executor,
-     description="Generate pending documents, then sweep: for running by hand.")
+@job(
+    tags=SWEEP_TAGS,
+    executor_def=in_process_executor,
+    description="Generate pending documents, then sweep: for running by hand.",
+)
 def generate_and_deliver() -> None:
     sweep_documents(after=generate_documents_op())
 
@@ -141,12 +152,17 @@ def request_document_op(
     except RequestError as exc:
         raise Failure(description=str(exc)) from None
     context.log.info(f"document {doc['id']}: {doc['kind']} for person {doc['person_id']}, pending")
-    return Output(doc["id"], metadata={"document_id": doc["id"], "person_id": doc["person_id"],
-                                       "kind": doc["kind"]})
+    return Output(
+        doc["id"],
+        metadata={"document_id": doc["id"], "person_id": doc["person_id"], "kind": doc["kind"]},
+    )
 
 
-@job(name="request_document", executor_def=in_process_executor,
-     description="Request a document for a person (config: person, kind).")
+@job(
+    name="request_document",
+    executor_def=in_process_executor,
+    description="Request a document for a person (config: person, kind).",
+)
 def request_document_job() -> None:
     request_document_op()
 
@@ -163,16 +179,26 @@ def enqueue_briefs_op(context: OpExecutionContext, app_db: AppDatabase) -> Outpu
     return Output(summary, metadata=as_metadata(summary))
 
 
-@job(executor_def=in_process_executor,
-     description="Enqueue the daily briefs whose local time has come (every 15 minutes).")
+@job(
+    executor_def=in_process_executor,
+    description="Enqueue the daily briefs whose local time has come (every 15 minutes).",
+)
 def enqueue_daily_briefs() -> None:
     enqueue_briefs_op()
 
 
 refresh_backlog = define_asset_job(
-    "refresh_backlog", selection=[delivery_backlog], executor_def=in_process_executor,
+    "refresh_backlog",
+    selection=[delivery_backlog],
+    executor_def=in_process_executor,
     description="Materialise the delivery backlog (every 5 minutes).",
 )
 
-JOBS = [deliver_documents, generate_documents, generate_and_deliver, request_document_job,
-        enqueue_daily_briefs, refresh_backlog]
+JOBS = [
+    deliver_documents,
+    generate_documents,
+    generate_and_deliver,
+    request_document_job,
+    enqueue_daily_briefs,
+    refresh_backlog,
+]

@@ -58,8 +58,10 @@ def delivery_report(context: AssetExecutionContext, app_db: AppDatabase) -> Outp
 
 
 delivery_report_job = define_asset_job(
-    "delivery_report_job", selection=[delivery_report],
-    executor_def=in_process_executor, description="Materialise one day of the delivery report.",
+    "delivery_report_job",
+    selection=[delivery_report],
+    executor_def=in_process_executor,
+    description="Materialise one day of the delivery report.",
 )
 
 
@@ -72,6 +74,7 @@ delivery_report_job = define_asset_job(
     description="Materialises yesterday's (UTC) delivery report shortly after midnight.",
 )
 def daily_delivery_report(context: ScheduleEvaluationContext) -> RunRequest:
-    yesterday = (context.scheduled_execution_time.astimezone(dt.UTC).date()
-                 - dt.timedelta(days=1)).isoformat()
+    yesterday = (
+        context.scheduled_execution_time.astimezone(dt.UTC).date() - dt.timedelta(days=1)
+    ).isoformat()
     return RunRequest(run_key=f"delivery_report-{yesterday}", partition_key=yesterday)

@@ -6,7 +6,6 @@ asked for: generation gets ``generator``, ``app_db`` and ``delivery_service``
 that could hold a WhatsApp credential.
 """
 
-
 import logging
 import os
 from collections.abc import Iterator
@@ -17,16 +16,16 @@ from typing import Any
 import psycopg
 from dagster import ConfigurableResource, EnvVar
 
-from delivery_pipeline.store.db import connect, resolve_database_url
-from delivery_pipeline.generation.worker import GenerationPolicy, SweepPoke
 from delivery_pipeline.generation.generator import Generator, GeneratorSettings
-from delivery_pipeline.watch.ops_channel import OpsChannelError, OpsNotifier
+from delivery_pipeline.generation.worker import GenerationPolicy, SweepPoke
 from delivery_pipeline.settings import (
     DEFAULT_DATA_DIR,
     SANDBOX_ACCESS_TOKEN,
     SANDBOX_PHONE_NUMBER_ID,
     Settings,
 )
+from delivery_pipeline.store.db import connect, resolve_database_url
+from delivery_pipeline.watch.ops_channel import OpsChannelError, OpsNotifier
 
 log = logging.getLogger(__name__)
 
@@ -129,8 +128,9 @@ class OpsChannelResource(ConfigurableResource):
 
     def notifier(self) -> OpsNotifier:
         """The one notifier (``ops_channel.OpsNotifier``) with this resource's settings."""
-        return OpsNotifier(url=self.webhook_url, timeout_seconds=self.timeout_seconds,
-                           max_retries=self.max_retries)
+        return OpsNotifier(
+            url=self.webhook_url, timeout_seconds=self.timeout_seconds, max_retries=self.max_retries
+        )
 
     def post(self, text: str) -> bool:
         """Post one message; True when the channel took it. Never raises."""

@@ -1,6 +1,5 @@
 """Schedules: the daily briefs every 15 minutes, the backlog every 5."""
 
-
 import os
 
 from dagster import DefaultScheduleStatus, ScheduleDefinition

@@ -10,7 +10,6 @@ Run keys are time buckets, never document ids: a document stranded again
 later must be able to trigger a later run.
 """
 
-
 import os
 import time
 
@@ -59,9 +58,7 @@ GENERATION_SENSOR_SECONDS = interval_seconds("GENERATION_SENSOR_SECONDS", 30)
 
 def run_in_flight(instance: DagsterInstance, job_name: str) -> DagsterRun | None:
     """A run of this job that is queued or running, if any."""
-    records = instance.get_run_records(
-        RunsFilter(job_name=job_name, statuses=IN_FLIGHT), limit=1
-    )
+    records = instance.get_run_records(RunsFilter(job_name=job_name, statuses=IN_FLIGHT), limit=1)
     return records[0].dagster_run if records else None
 
 

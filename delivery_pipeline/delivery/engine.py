@@ -24,10 +24,13 @@ from typing import Any
 import psycopg
 from psycopg_pool import AsyncConnectionPool
 
-from delivery_pipeline.watch.alerts import record_alert
 from delivery_pipeline.delivery.chunking import chunk_text
-from delivery_pipeline.whatsapp.client import CloudApiClient
+from delivery_pipeline.delivery.knock import knock_for
+from delivery_pipeline.delivery.pacer import RateLimiter
+from delivery_pipeline.settings import Settings
 from delivery_pipeline.store.db import QUERIES, async_pool
+from delivery_pipeline.watch.alerts import record_alert
+from delivery_pipeline.whatsapp.client import CloudApiClient
 from delivery_pipeline.whatsapp.errors import (
     CloudApiError,
     GlobalSendError,
@@ -38,9 +41,6 @@ from delivery_pipeline.whatsapp.errors import (
     SendOutcomeUnknown,
     Throttled,
 )
-from delivery_pipeline.delivery.knock import knock_for
-from delivery_pipeline.delivery.pacer import RateLimiter
-from delivery_pipeline.settings import Settings
 
 log = logging.getLogger(__name__)
 
@@ -169,7 +169,9 @@ class DeliveryEngine:
 
         def database_lost(exc: Exception) -> None:
             if not stop.is_set():
-                log.error("database unavailable, sweep stopped (claims lapse with their lease): %s", exc)
+                log.error(
+                    "database unavailable, sweep stopped (claims lapse with their lease): %s", exc
+                )
             result.stopped_by = result.stopped_by or f"database unavailable: {exc}"
             stop.set()
 
@@ -229,10 +231,12 @@ class DeliveryEngine:
                     except psycopg.OperationalError:
                         raise
                     except Exception:
-                        log.exception("document %s: unexpected error; claim released",
-                                      claim.document_id)
-                        await self._release_for_retry(claim, attempt=1, error="internal error",
-                                                      result=result)
+                        log.exception(
+                            "document %s: unexpected error; claim released", claim.document_id
+                        )
+                        await self._release_for_retry(
+                            claim, attempt=1, error="internal error", result=result
+                        )
                 except psycopg.OperationalError as exc:
                     # The claim stays until its lease lapses; the ledger says
                     # where the document stopped, so nothing is sent twice.
@@ -298,7 +302,9 @@ class DeliveryEngine:
         chunks = chunk_text(doc["body"], doc["chunk_limit"] or self.settings.chunk_limit)
         ledger = {
             row["chunk_index"]: row
-            for row in await self._fetch(QUERIES.document_chunks_with_age, {"document_id": claim.document_id})
+            for row in await self._fetch(
+                QUERIES.document_chunks_with_age, {"document_id": claim.document_id}
+            )
         }
         for index, text in enumerate(chunks):
             row = ledger.get(index)
@@ -327,10 +333,15 @@ class DeliveryEngine:
             )
             if fenced is None:
                 result.lost_claims += 1
-                log.info("document %s: claim lost before chunk %s; stopping", claim.document_id, index)
+                log.info(
+                    "document %s: claim lost before chunk %s; stopping", claim.document_id, index
+                )
                 return
-            chunk_key = {"document_id": claim.document_id, "chunk_index": index,
-                         "callback_data": callback}
+            chunk_key = {
+                "document_id": claim.document_id,
+                "chunk_index": index,
+                "callback_data": callback,
+            }
             await self.limiter.acquire()
             try:
                 started_at = dt.datetime.now(dt.UTC)
@@ -339,19 +350,29 @@ class DeliveryEngine:
                 await self._fetch(QUERIES.chunk_unknown, chunk_key)
                 result.unknown_outcomes += 1
                 await self._release_for_retry(
-                    claim, attempt=0, delay=self.settings.unknown_grace_seconds,
-                    error=f"chunk {index}: outcome unknown ({exc.reason})", result=result,
+                    claim,
+                    attempt=0,
+                    delay=self.settings.unknown_grace_seconds,
+                    error=f"chunk {index}: outcome unknown ({exc.reason})",
+                    result=result,
                 )
                 return
             except SendNotAttempted as exc:
                 await self._fetch(QUERIES.chunk_failed, {**chunk_key, "error_code": None})
-                await self._release_for_retry(claim, attempt=0, error=f"not sent: {exc}", result=result,
-                                              delay=self._backoff(doc["delivery_attempts"] + 1))
+                await self._release_for_retry(
+                    claim,
+                    attempt=0,
+                    error=f"not sent: {exc}",
+                    result=result,
+                    delay=self._backoff(doc["delivery_attempts"] + 1),
+                )
                 return
             except CloudApiError as exc:
                 await self._fetch(QUERIES.chunk_failed, {**chunk_key, "error_code": exc.code})
                 if isinstance(exc, ReEngagementRequired):
-                    await self._fetch(QUERIES.refuse_window, {"person_id": doc["person_id"], "at": None})
+                    await self._fetch(
+                        QUERIES.refuse_window, {"person_id": doc["person_id"], "at": None}
+                    )
                     await self._knock(claim, doc, result)
                     return
                 await self._handle_error(claim, doc, exc, result)
@@ -370,8 +391,9 @@ class DeliveryEngine:
         else:
             # A status webhook failed one of the chunks meanwhile (async
             # refusal): give the document back, due now, for the next pass.
-            await self._release_for_retry(claim, attempt=0, error="a chunk failed after acceptance",
-                                          result=result)
+            await self._release_for_retry(
+                claim, attempt=0, error="a chunk failed after acceptance", result=result
+            )
 
     async def _settle_ambiguous(
         self, claim: _Claim, index: int, row: dict[str, Any], result: SweepResult
@@ -381,16 +403,24 @@ class DeliveryEngine:
         age = row["ambiguous_age_seconds"]
         if age < grace:
             await self._release_for_retry(
-                claim, attempt=0, delay=grace - age,
-                error=f"chunk {index}: outcome unknown, waiting for a status webhook", result=result,
+                claim,
+                attempt=0,
+                delay=grace - age,
+                error=f"chunk {index}: outcome unknown, waiting for a status webhook",
+                result=result,
             )
             return "wait"
         if self.settings.unknown_policy == "abandon":
-            await self._abandon(claim, "unknown_outcome",
-                                f"chunk {index}: outcome never settled", result)
+            await self._abandon(
+                claim, "unknown_outcome", f"chunk {index}: outcome never settled", result
+            )
             return "abandoned"
-        log.warning("document %s chunk %s: outcome unsettled after %ss; resending (policy)",
-                    claim.document_id, index, grace)
+        log.warning(
+            "document %s chunk %s: outcome unsettled after %ss; resending (policy)",
+            claim.document_id,
+            index,
+            grace,
+        )
         return "resend"
 
     async def _sent_ok(self, started_at: dt.datetime) -> None:
@@ -409,16 +439,25 @@ class DeliveryEngine:
         """Window closed: knock once per document, at most once per person per 24 h."""
         reservation = None
         if doc["knock_sent_at"] is None:
-            reservation = await self._fetch_one(QUERIES.reserve_knock, {"person_id": doc["person_id"]})
+            reservation = await self._fetch_one(
+                QUERIES.reserve_knock, {"person_id": doc["person_id"]}
+            )
         wamid: str | None = None
         if reservation is not None:
-            knock = knock_for(doc["locale"], doc["name"], self.settings.knock_templates,
-                              self.settings.knock_param_max)
+            knock = knock_for(
+                doc["locale"],
+                doc["name"],
+                self.settings.knock_templates,
+                self.settings.knock_param_max,
+            )
             await self.limiter.acquire()
             try:
                 started_at = dt.datetime.now(dt.UTC)
                 wamid = await self.client.send_template(
-                    doc["phone"], knock.template, knock.language, knock.parameters,
+                    doc["phone"],
+                    knock.template,
+                    knock.language,
+                    knock.parameters,
                     callback_data=f"dp:{claim.document_id}:knock",
                 )
             except SendOutcomeUnknown:
@@ -426,13 +465,22 @@ class DeliveryEngine:
                 # than risk a second knock.
                 wamid = None
             except (CloudApiError, SendNotAttempted) as exc:
-                await self._fetch(QUERIES.unreserve_knock, {"person_id": doc["person_id"],
-                                                            "previous": reservation["previous"],
-                                                            "reserved": reservation["reserved"]})
+                await self._fetch(
+                    QUERIES.unreserve_knock,
+                    {
+                        "person_id": doc["person_id"],
+                        "previous": reservation["previous"],
+                        "reserved": reservation["reserved"],
+                    },
+                )
                 if isinstance(exc, SendNotAttempted):
-                    await self._release_for_retry(claim, attempt=0, error=f"knock not sent: {exc}",
-                                                  delay=self._backoff(doc["delivery_attempts"] + 1),
-                                                  result=result)
+                    await self._release_for_retry(
+                        claim,
+                        attempt=0,
+                        error=f"knock not sent: {exc}",
+                        delay=self._backoff(doc["delivery_attempts"] + 1),
+                        result=result,
+                    )
                     return
                 await self._handle_error(claim, doc, exc, result)
                 return
@@ -466,7 +514,9 @@ class DeliveryEngine:
             self._maybe_paused = True
             async with self.pool.connection() as conn:
                 await record_alert(
-                    conn, f"sender_paused:{exc.code}", "error",
+                    conn,
+                    f"sender_paused:{exc.code}",
+                    "error",
                     f"Sending paused: WhatsApp refused every send ({exc}). "
                     "Fix the credentials/template/account; the next sweep resumes by itself.",
                     {"code": exc.code, "document_id": claim.document_id},
@@ -478,10 +528,16 @@ class DeliveryEngine:
             await self._abandon(claim, exc.abandon_reason, str(exc), result)
             async with self.pool.connection() as conn:
                 await record_alert(
-                    conn, f"recipient:{doc['person_id']}", "warning",
+                    conn,
+                    f"recipient:{doc['person_id']}",
+                    "warning",
                     f"Person {doc['person_id']} cannot receive WhatsApp messages ({exc}); "
                     f"document {claim.document_id} abandoned.",
-                    {"code": exc.code, "document_id": claim.document_id, "person_id": doc["person_id"]},
+                    {
+                        "code": exc.code,
+                        "document_id": claim.document_id,
+                        "person_id": doc["person_id"],
+                    },
                 )
             return
         if isinstance(exc, Throttled):
@@ -490,8 +546,13 @@ class DeliveryEngine:
             else:
                 self.limiter.back_off(THROUGHPUT_PAUSE_SECONDS)
                 delay = THROUGHPUT_PAUSE_SECONDS
-            await self._release_for_retry(claim, attempt=0, delay=delay * random.uniform(1, 1.5),
-                                          error=str(exc), result=result)
+            await self._release_for_retry(
+                claim,
+                attempt=0,
+                delay=delay * random.uniform(1, 1.5),
+                error=str(exc),
+                result=result,
+            )
             return
         # Transient (or unknown): bounded retries with backoff.
         attempts = doc["delivery_attempts"] + 1
@@ -499,13 +560,16 @@ class DeliveryEngine:
             await self._abandon(claim, "max_attempts", f"{attempts} attempts, last: {exc}", result)
             async with self.pool.connection() as conn:
                 await record_alert(
-                    conn, f"max_attempts:{claim.document_id}", "warning",
+                    conn,
+                    f"max_attempts:{claim.document_id}",
+                    "warning",
                     f"Document {claim.document_id} abandoned after {attempts} attempts: {exc}",
                     {"document_id": claim.document_id, "code": exc.code},
                 )
             return
-        await self._release_for_retry(claim, attempt=1, delay=self._backoff(attempts),
-                                      error=str(exc), result=result)
+        await self._release_for_retry(
+            claim, attempt=1, delay=self._backoff(attempts), error=str(exc), result=result
+        )
 
     def _backoff(self, attempts: int) -> float:
         """Exponential in the attempts so far, with ±25 % jitter, capped."""
@@ -515,15 +579,22 @@ class DeliveryEngine:
     # ── releasing ───────────────────────────────────────────────────────
 
     async def _release(self, claim: _Claim) -> None:
-        await self._fetch(QUERIES.release_claim, {"document_id": claim.document_id, "token": claim.token})
+        await self._fetch(
+            QUERIES.release_claim, {"document_id": claim.document_id, "token": claim.token}
+        )
 
     async def _release_for_retry(
         self, claim: _Claim, *, attempt: int, error: str, result: SweepResult, delay: float = 0.0
     ) -> None:
         await self._fetch(
             QUERIES.release_for_retry,
-            {"document_id": claim.document_id, "token": claim.token, "delay_seconds": delay,
-             "attempt": attempt, "error": error[:1000]},
+            {
+                "document_id": claim.document_id,
+                "token": claim.token,
+                "delay_seconds": delay,
+                "attempt": attempt,
+                "error": error[:1000],
+            },
         )
         result.retry_scheduled += 1
         if delay <= 0:
@@ -534,8 +605,12 @@ class DeliveryEngine:
     async def _abandon(self, claim: _Claim, reason: str, error: str, result: SweepResult) -> None:
         row = await self._fetch_one(
             QUERIES.abandon_document,
-            {"document_id": claim.document_id, "token": claim.token, "reason": reason,
-             "error": error[:1000]},
+            {
+                "document_id": claim.document_id,
+                "token": claim.token,
+                "reason": reason,
+                "error": error[:1000],
+            },
         )
         if row is not None:
             result.abandoned[reason] += 1
@@ -576,8 +651,10 @@ def eligible_now(conn: psycopg.Connection, settings: Settings) -> bool:
     """The heartbeat guard for synchronous callers: one indexed EXISTS."""
     row = conn.execute(
         QUERIES.guard_exists,
-        {"lease": timedelta(seconds=settings.lease_seconds),
-         "service_window": timedelta(seconds=settings.window_seconds)},
+        {
+            "lease": timedelta(seconds=settings.lease_seconds),
+            "service_window": timedelta(seconds=settings.window_seconds),
+        },
     ).fetchone()
     return bool(row and (row["eligible"] if isinstance(row, dict) else row[0]))
 

@@ -19,4 +19,6 @@ def note_inbound(conn: psycopg.Connection, person_id: int, sent_at: dt.datetime)
     before the second statement looks for it.
     """
     conn.execute(QUERIES.raise_last_inbound, {"person_id": person_id, "sent_at": sent_at})
-    return [row["id"] for row in conn.execute(QUERIES.wake_awaiting_documents, {"person_id": person_id})]
+    return [
+        row["id"] for row in conn.execute(QUERIES.wake_awaiting_documents, {"person_id": person_id})
+    ]

@@ -66,7 +66,9 @@ def abandon_stale_briefs(
     return conn.execute(QUERIES.abandon_stale_briefs, {"at": at, "lease": lease}).fetchall()
 
 
-def enqueue_daily_briefs(conn: psycopg.Connection, *, at: dt.datetime | None = None) -> list[dict[str, Any]]:
+def enqueue_daily_briefs(
+    conn: psycopg.Connection, *, at: dt.datetime | None = None
+) -> list[dict[str, Any]]:
     """A pending brief for each opted-in person whose brief time has passed today (local)."""
     return conn.execute(QUERIES.enqueue_daily_briefs, {"at": at}).fetchall()
 

@@ -26,7 +26,6 @@ from typing import Any
 import httpx
 import psycopg
 
-from delivery_pipeline.store.db import QUERIES, connect
 from delivery_pipeline.envvars import env_number
 from delivery_pipeline.generation.generator import (
     DocumentSpec,
@@ -36,6 +35,7 @@ from delivery_pipeline.generation.generator import (
     GeneratorRejected,
 )
 from delivery_pipeline.settings import Settings
+from delivery_pipeline.store.db import QUERIES, connect
 
 log = logging.getLogger(__name__)
 
@@ -105,8 +105,11 @@ class SweepPoke:
     def __call__(self, document_id: int) -> bool:
         """True when the service accepted; any failure is logged and returns False."""
         if not self.internal_token:
-            log.info("document %s: no DELIVERY_INTERNAL_TOKEN, not poking; the heartbeat "
-                     "will deliver it", document_id)
+            log.info(
+                "document %s: no DELIVERY_INTERNAL_TOKEN, not poking; the heartbeat "
+                "will deliver it",
+                document_id,
+            )
             return False
         url = f"{self.service_url.rstrip('/')}/internal/sweep"
         try:
@@ -117,12 +120,20 @@ class SweepPoke:
                 timeout=self.timeout_seconds,
             )
         except httpx.HTTPError as exc:
-            log.warning("document %s: poking %s failed (%r); the heartbeat will deliver it",
-                        document_id, url, exc)
+            log.warning(
+                "document %s: poking %s failed (%r); the heartbeat will deliver it",
+                document_id,
+                url,
+                exc,
+            )
             return False
         if not response.is_success:
-            log.warning("document %s: %s answered %s; the heartbeat will deliver it",
-                        document_id, url, response.status_code)
+            log.warning(
+                "document %s: %s answered %s; the heartbeat will deliver it",
+                document_id,
+                url,
+                response.status_code,
+            )
             return False
         return True
 
@@ -182,26 +193,41 @@ def generate_pending(
             ).fetchall()
         )
         while result.stopped_by is None and (limit is None or result.claimed < limit):
-            batch = policy.batch_size if limit is None else min(policy.batch_size, limit - result.claimed)
+            batch = (
+                policy.batch_size
+                if limit is None
+                else min(policy.batch_size, limit - result.claimed)
+            )
             token = uuid.uuid4()
             rows = conn.execute(
                 QUERIES.claim_generation_batch,
-                {"token": token, "lease": policy.lease, "limit": batch,
-                 "max_attempts": policy.max_attempts, "document_id": document_id},
+                {
+                    "token": token,
+                    "lease": policy.lease,
+                    "limit": batch,
+                    "max_attempts": policy.max_attempts,
+                    "document_id": document_id,
+                },
             ).fetchall()
             if not rows:
                 break
             result.claimed += len(rows)
             for row in rows:
                 if result.stopped_by is not None:
-                    _give_back(conn, row["id"], token, policy, "not attempted: " + result.stopped_by)
+                    _give_back(
+                        conn, row["id"], token, policy, "not attempted: " + result.stopped_by
+                    )
                     continue
                 _generate_one(conn, row, token, generator, policy, poke, result)
         if result.stopped_by is not None:
-            conn.execute(QUERIES.pause_generation,
-                         {"delay_seconds": policy.misconfigured_pause_seconds})
-            log.error("generation stopped for %ss: %s", policy.misconfigured_pause_seconds,
-                      result.stopped_by)
+            conn.execute(
+                QUERIES.pause_generation, {"delay_seconds": policy.misconfigured_pause_seconds}
+            )
+            log.error(
+                "generation stopped for %ss: %s",
+                policy.misconfigured_pause_seconds,
+                result.stopped_by,
+            )
     return result
 
 
@@ -232,13 +258,27 @@ def _generate_one(
         _failed(conn, row, token, policy, result, str(exc), final=True)
         return
     except GenerationError as exc:
-        _failed(conn, row, token, policy, result, str(exc),
-                final=row["generation_attempts"] >= policy.max_attempts)
+        _failed(
+            conn,
+            row,
+            token,
+            policy,
+            result,
+            str(exc),
+            final=row["generation_attempts"] >= policy.max_attempts,
+        )
         return
     except Exception as exc:  # a bug in a generator counts as an attempt, not a crash
         log.exception("document %s: generator %s raised", row["id"], generator.name)
-        _failed(conn, row, token, policy, result, f"{type(exc).__name__}: {exc}",
-                final=row["generation_attempts"] >= policy.max_attempts)
+        _failed(
+            conn,
+            row,
+            token,
+            policy,
+            result,
+            f"{type(exc).__name__}: {exc}",
+            final=row["generation_attempts"] >= policy.max_attempts,
+        )
         return
     stored = conn.execute(
         QUERIES.generation_succeeded, {"document_id": row["id"], "token": token, "body": body}
@@ -268,8 +308,14 @@ def _failed(
 ) -> None:
     updated = conn.execute(
         QUERIES.generation_failed,
-        {"document_id": row["id"], "token": token, "error": error[:1000], "final": final,
-         "refund": 0, "delay_seconds": policy.backoff(row["generation_attempts"])},
+        {
+            "document_id": row["id"],
+            "token": token,
+            "error": error[:1000],
+            "final": final,
+            "refund": 0,
+            "delay_seconds": policy.backoff(row["generation_attempts"]),
+        },
     ).fetchone()
     if updated is None:
         result.lost_claims += 1
@@ -282,12 +328,22 @@ def _failed(
 
 
 def _give_back(
-    conn: psycopg.Connection, document_id: int, token: uuid.UUID, policy: GenerationPolicy, error: str
+    conn: psycopg.Connection,
+    document_id: int,
+    token: uuid.UUID,
+    policy: GenerationPolicy,
+    error: str,
 ) -> None:
     conn.execute(
         QUERIES.generation_failed,
-        {"document_id": document_id, "token": token, "error": error[:1000], "final": False,
-         "refund": 1, "delay_seconds": policy.misconfigured_pause_seconds},
+        {
+            "document_id": document_id,
+            "token": token,
+            "error": error[:1000],
+            "final": False,
+            "refund": 1,
+            "delay_seconds": policy.misconfigured_pause_seconds,
+        },
     )
 
 
@@ -325,9 +381,9 @@ def request_document(
             "local_today"
         ]
     doc = conn.execute(
-        QUERIES.insert_pending_document, {"person_id": row["id"], "kind": kind, "for_date": for_date}
+        QUERIES.insert_pending_document,
+        {"person_id": row["id"], "kind": kind, "for_date": for_date},
     ).fetchone()
     if doc is None:
         raise RequestError(f"person {row['id']} already has a brief for {for_date}")
     return doc
-

@@ -117,8 +117,13 @@ class Sandbox:
         else:
             state.stats.refused_async += 1
             state.failures.append(
-                {"id": wamid, "to": message.to, "code": failure, "time": iso(now),
-                 "callback_data": message.callback_data}
+                {
+                    "id": wamid,
+                    "to": message.to,
+                    "code": failure,
+                    "time": iso(now),
+                    "callback_data": message.callback_data,
+                }
             )
             value = failed_status_value(message, wamid, failure)
             self.outbox.post([("failed", lambda: value)], config.status_delay_ms / 1000)
@@ -188,8 +193,11 @@ class BrokenResponse(Response):
         _dropping.set(True)
         await send({"type": "http.response.start", "status": 200, "headers": self.raw_headers})
         await send(
-            {"type": "http.response.body", "body": self.body[: len(self.body) // 2],
-             "more_body": True}
+            {
+                "type": "http.response.body",
+                "body": self.body[: len(self.body) // 2],
+                "more_body": True,
+            }
         )
 
 
@@ -218,17 +226,25 @@ async def send_message(request: Request) -> Response:
     token = _token(request)
     if token is None or not hmac.compare_digest(token.encode(), config.access_token.encode()):
         sandbox.state.stats.rejected[190] += 1
-        return _error(Refusal(190, "Error validating access token: the token is invalid or "
-                                   "missing.", http_status=401))
+        return _error(
+            Refusal(
+                190,
+                "Error validating access token: the token is invalid or missing.",
+                http_status=401,
+            )
+        )
     phone_number_id = request.path_params["phone_number_id"]
     if phone_number_id != config.phone_number_id:
         sandbox.state.stats.rejected[100] += 1
-        return _error(Refusal(
-            100,
-            f"Unsupported post request. Object with ID '{phone_number_id}' does not exist, "
-            "cannot be loaded due to missing permissions, or does not support this operation.",
-            message="Unsupported post request.", error_type="GraphMethodException",
-        ))
+        return _error(
+            Refusal(
+                100,
+                f"Unsupported post request. Object with ID '{phone_number_id}' does not exist, "
+                "cannot be loaded due to missing permissions, or does not support this operation.",
+                message="Unsupported post request.",
+                error_type="GraphMethodException",
+            )
+        )
     try:
         payload = json.loads(await request.body())
     except ValueError:
@@ -261,8 +277,7 @@ async def send_message(request: Request) -> Response:
 def _injected_5xx(rng: random.Random) -> Refusal:
     if rng.random() < 0.5:
         return Refusal(131000, "Something went wrong (injected by the sandbox).", http_status=500)
-    return Refusal(2, "Service temporarily unavailable (injected by the sandbox).",
-                   http_status=503)
+    return Refusal(2, "Service temporarily unavailable (injected by the sandbox).", http_status=503)
 
 
 # --- controls ------------------------------------------------------------------

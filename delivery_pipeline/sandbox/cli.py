@@ -23,8 +23,9 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=SANDBOX_DEFAULT_PORT)
-    parser.add_argument("--log-level", default="warning",
-                        choices=["critical", "error", "warning", "info", "debug"])
+    parser.add_argument(
+        "--log-level", default="warning", choices=["critical", "error", "warning", "info", "debug"]
+    )
     args = parser.parse_args(argv)
     try:
         config = config_from_env()

@@ -124,9 +124,7 @@ def _text_body(payload: dict[str, Any]) -> str:
     if not isinstance(body, str) or not body:
         raise Refusal(100, "text['body'] is required and must be a non-empty string.")
     if len(body) > TEXT_BODY_MAX:
-        raise Refusal(
-            100, f"Param text['body'] must be at most {TEXT_BODY_MAX} characters long."
-        )
+        raise Refusal(100, f"Param text['body'] must be at most {TEXT_BODY_MAX} characters long.")
     return body
 
 

@@ -114,9 +114,7 @@ def failed_status_value(message: Outgoing, wamid: str, code: int) -> dict[str, A
     return {"statuses": [entry]}
 
 
-def inbound_value(
-    wa_id: str, name: str, wamid: str, text: str, timestamp: float
-) -> dict[str, Any]:
+def inbound_value(wa_id: str, name: str, wamid: str, text: str, timestamp: float) -> dict[str, Any]:
     """``value`` of a person's text message to the business."""
     return {
         "contacts": [{"profile": {"name": name}, "wa_id": wa_id}],

@@ -35,11 +35,11 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
 from delivery_pipeline import __version__
-from delivery_pipeline.whatsapp.client import CloudApiClient
-from delivery_pipeline.store.db import QUERIES, async_pool, resolve_database_url
 from delivery_pipeline.delivery.engine import DeliveryEngine, pool_size
-from delivery_pipeline.settings import SERVICE_DEFAULT_PORT, Settings
 from delivery_pipeline.service.ingest import WebhookOutcome, apply_payload, signature_valid
+from delivery_pipeline.settings import SERVICE_DEFAULT_PORT, Settings
+from delivery_pipeline.store.db import QUERIES, async_pool, resolve_database_url
+from delivery_pipeline.whatsapp.client import CloudApiClient
 
 log = logging.getLogger(__name__)
 
@@ -136,7 +136,9 @@ def create_app(settings: Settings, database_url: str) -> Starlette:
             return PlainTextResponse("database unavailable", status_code=503)
         return JSONResponse(
             {"inbound": outcome.inbound_stored, "statuses": outcome.statuses_stored},
-            background=background(sorted(outcome.persons_to_sweep), sorted(outcome.documents_to_sweep)),
+            background=background(
+                sorted(outcome.persons_to_sweep), sorted(outcome.documents_to_sweep)
+            ),
         )
 
     async def poke(request: Request) -> Response:
@@ -151,16 +153,26 @@ def create_app(settings: Settings, database_url: str) -> Starlette:
         try:
             payload = json.loads(await _read_body(request, 64 * 1024))
         except (_TooLarge, ValueError):
-            return JSONResponse({"error": "body must be JSON like {\"document_id\": 42}"}, status_code=400)
-        target = {k: payload.get(k) for k in ("document_id", "person_id")} if isinstance(payload, dict) else {}
+            return JSONResponse(
+                {"error": 'body must be JSON like {"document_id": 42}'}, status_code=400
+            )
+        target = (
+            {k: payload.get(k) for k in ("document_id", "person_id")}
+            if isinstance(payload, dict)
+            else {}
+        )
         ids = {k: v for k, v in target.items() if v is not None}
-        if len(ids) != 1 or not all(isinstance(v, int) and not isinstance(v, bool) for v in ids.values()):
+        if len(ids) != 1 or not all(
+            isinstance(v, int) and not isinstance(v, bool) for v in ids.values()
+        ):
             return JSONResponse(
                 {"error": "give exactly one integer: document_id or person_id"}, status_code=400
             )
         persons = [ids["person_id"]] if "person_id" in ids else []
         documents = [ids["document_id"]] if "document_id" in ids else []
-        return JSONResponse({"accepted": ids}, status_code=202, background=background(persons, documents))
+        return JSONResponse(
+            {"accepted": ids}, status_code=202, background=background(persons, documents)
+        )
 
     async def healthz(request: Request) -> Response:
         try:
@@ -168,10 +180,18 @@ def create_app(settings: Settings, database_url: str) -> Starlette:
                 cur = await conn.execute(QUERIES.health)
                 row = await cur.fetchone()
         except Exception as exc:  # noqa: BLE001 - health reports any failure
-            return JSONResponse({"status": "unavailable", "database": str(exc)[:200],
-                                 "version": __version__}, status_code=503)
-        return JSONResponse({"status": "ok", "database": "reachable",
-                             "schema_version": row["schema_version"], "version": __version__})
+            return JSONResponse(
+                {"status": "unavailable", "database": str(exc)[:200], "version": __version__},
+                status_code=503,
+            )
+        return JSONResponse(
+            {
+                "status": "ok",
+                "database": "reachable",
+                "schema_version": row["schema_version"],
+                "version": __version__,
+            }
+        )
 
     return Starlette(
         routes=[
@@ -203,7 +223,9 @@ async def _handle(conn: psycopg.AsyncConnection, body: bytes) -> WebhookOutcome:
         await _store_raw(conn, body, f"unusable: {type(exc).__name__}: {exc}"[:500])
         return WebhookOutcome()
     if outcome.unhandled:
-        await _store_raw(conn, body, "unhandled: " + ", ".join(sorted(set(outcome.unhandled)))[:480])
+        await _store_raw(
+            conn, body, "unhandled: " + ", ".join(sorted(set(outcome.unhandled)))[:480]
+        )
     return outcome
 
 
@@ -234,14 +256,16 @@ async def _sweep_logged(engine: DeliveryEngine, **target: int) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="delivery-pipeline service",
-                                     description="Run the webhook service.")
+    parser = argparse.ArgumentParser(
+        prog="delivery-pipeline service", description="Run the webhook service."
+    )
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=SERVICE_DEFAULT_PORT)
     parser.add_argument("--log-level", default="info")
     args = parser.parse_args(argv)
-    logging.basicConfig(level=args.log_level.upper(),
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
     settings = Settings.from_env()
     app = create_app(settings, resolve_database_url(settings))
     uvicorn.run(app, host=args.host, port=args.port, log_level="warning", access_log=False)

@@ -20,8 +20,8 @@ import psycopg
 from psycopg import AsyncConnection
 from psycopg.types.json import Jsonb
 
-from delivery_pipeline.watch.alerts import record_alert
 from delivery_pipeline.store.db import QUERIES
+from delivery_pipeline.watch.alerts import record_alert
 from delivery_pipeline.whatsapp.errors import (
     CloudApiError,
     GlobalSendError,
@@ -132,8 +132,14 @@ async def _isolated(step: Any, outcome: WebhookOutcome) -> None:
         await step
     except psycopg.OperationalError:  # includes deadlocks and serialization failures
         raise
-    except (psycopg.DataError, psycopg.IntegrityError, psycopg.ProgrammingError,
-            ValueError, TypeError, KeyError) as exc:
+    except (
+        psycopg.DataError,
+        psycopg.IntegrityError,
+        psycopg.ProgrammingError,
+        ValueError,
+        TypeError,
+        KeyError,
+    ) as exc:
         log.exception("one webhook update could not be applied")
         outcome.unhandled.append(f"failed:{type(exc).__name__}")
 
@@ -143,6 +149,7 @@ def _dicts(items: Any) -> list[dict[str, Any]]:
 
 
 # ── inbound messages ────────────────────────────────────────────────────
+
 
 def _message_body(message: dict[str, Any]) -> str | None:
     kind = message.get("type")
@@ -208,12 +215,15 @@ async def _apply_inbound(
         if kind in _NOT_FROM_THE_PERSON or message.get("group_id"):
             return
         # Same order as inbound.note_inbound: window first, then wake (see there).
-        await conn.execute(QUERIES.raise_last_inbound, {"person_id": person["id"], "sent_at": sent_at})
+        await conn.execute(
+            QUERIES.raise_last_inbound, {"person_id": person["id"], "sent_at": sent_at}
+        )
         await conn.execute(QUERIES.wake_awaiting_documents, {"person_id": person["id"]})
     outcome.persons_to_sweep.add(person["id"])
 
 
 # ── statuses ────────────────────────────────────────────────────────────
+
 
 async def _apply_statuses(
     conn: AsyncConnection, statuses: list[dict[str, Any]], outcome: WebhookOutcome
@@ -227,16 +237,18 @@ async def _apply_statuses(
             continue
         errors = _dicts(status.get("errors"))
         error = from_error_object(errors[0]) if errors else None
-        events.append({
-            "wa_message_id": wamid,
-            "status": state,
-            "occurred_at": parse_timestamp(status.get("timestamp")).isoformat(),
-            "recipient_id": _str(status.get("recipient_id")),
-            "callback_data": _str(status.get("biz_opaque_callback_data")),
-            "error_code": error.code if error else None,
-            "error_title": error.message[:500] if error else None,
-            "payload": status,
-        })
+        events.append(
+            {
+                "wa_message_id": wamid,
+                "status": state,
+                "occurred_at": parse_timestamp(status.get("timestamp")).isoformat(),
+                "recipient_id": _str(status.get("recipient_id")),
+                "callback_data": _str(status.get("biz_opaque_callback_data")),
+                "error_code": error.code if error else None,
+                "error_title": error.message[:500] if error else None,
+                "payload": status,
+            }
+        )
     if not events:
         return
     async with conn.transaction():
@@ -257,14 +269,19 @@ async def _apply_statuses(
                 if chunk is not None:
                     errors = _dicts(event["payload"].get("errors"))
                     error = from_error_object(errors[0]) if errors else None
-                    key = {"document_id": chunk["document_id"], "chunk_index": chunk["chunk_index"],
-                           "at": parse_timestamp(event["payload"].get("timestamp"))}
+                    key = {
+                        "document_id": chunk["document_id"],
+                        "chunk_index": chunk["chunk_index"],
+                        "at": parse_timestamp(event["payload"].get("timestamp")),
+                    }
                     await _apply_failure(conn, chunk, key, error, outcome)
             elif callback and _KNOCK_CALLBACK.match(callback):
                 await _maybe_settle_knock(conn, wamid, callback)
 
 
-async def _find_chunk(conn: AsyncConnection, wamid: str, callback: str | None) -> dict[str, Any] | None:
+async def _find_chunk(
+    conn: AsyncConnection, wamid: str, callback: str | None
+) -> dict[str, Any] | None:
     cur = await conn.execute(QUERIES.chunk_by_wamid, {"wa_message_id": wamid})
     row = await cur.fetchone()
     if row is not None or not callback:
@@ -274,7 +291,11 @@ async def _find_chunk(conn: AsyncConnection, wamid: str, callback: str | None) -
         return None
     cur = await conn.execute(
         QUERIES.chunk_by_callback,
-        {"document_id": int(match.group(1)), "chunk_index": int(match.group(2)), "callback_data": callback},
+        {
+            "document_id": int(match.group(1)),
+            "chunk_index": int(match.group(2)),
+            "callback_data": callback,
+        },
     )
     return await cur.fetchone()
 
@@ -282,7 +303,9 @@ async def _find_chunk(conn: AsyncConnection, wamid: str, callback: str | None) -
 async def _maybe_settle_knock(conn: AsyncConnection, wamid: str, callback: str | None) -> None:
     match = _KNOCK_CALLBACK.match(callback or "")
     if match:
-        await conn.execute(QUERIES.settle_knock, {"document_id": int(match.group(1)), "wa_message_id": wamid})
+        await conn.execute(
+            QUERIES.settle_knock, {"document_id": int(match.group(1)), "wa_message_id": wamid}
+        )
 
 
 async def _apply_failure(
@@ -295,7 +318,11 @@ async def _apply_failure(
     """Accepted, then failed: the chunk never arrived; the error's class decides the rest."""
     refused = await conn.execute(
         QUERIES.chunk_refused,
-        {**key, "callback_data": chunk["callback_data"], "error_code": error.code if error else None},
+        {
+            **key,
+            "callback_data": chunk["callback_data"],
+            "error_code": error.code if error else None,
+        },
     )
     if await refused.fetchone() is None:
         return  # an old attempt, or already delivered/read: nothing to undo
@@ -303,17 +330,23 @@ async def _apply_failure(
     reason = str(error) if error else "failed status without an error"
     if isinstance(error, ReEngagementRequired):
         await conn.execute(QUERIES.refuse_window, {"person_id": person_id, "at": key["at"]})
-        await conn.execute(QUERIES.undeliver_document,
-                           {"document_id": document_id, "error": reason, "delay_seconds": 0})
+        await conn.execute(
+            QUERIES.undeliver_document,
+            {"document_id": document_id, "error": reason, "delay_seconds": 0},
+        )
         outcome.documents_to_sweep.add(document_id)
         return
     if isinstance(error, RecipientUnreachable):
         if isinstance(error, RecipientOptedOut):
             await conn.execute(QUERIES.person_opted_out, {"person_id": person_id})
-        await conn.execute(QUERIES.abandon_document_async,
-                           {"document_id": document_id, "reason": error.abandon_reason, "error": reason})
+        await conn.execute(
+            QUERIES.abandon_document_async,
+            {"document_id": document_id, "reason": error.abandon_reason, "error": reason},
+        )
         await record_alert(
-            conn, f"recipient:{person_id}", "warning",
+            conn,
+            f"recipient:{person_id}",
+            "warning",
             f"Person {person_id} cannot receive WhatsApp messages ({reason}); "
             f"document {document_id} abandoned.",
             {"document_id": document_id, "person_id": person_id, "code": error.code},
@@ -321,10 +354,19 @@ async def _apply_failure(
         return
     if isinstance(error, GlobalSendError):
         await conn.execute(QUERIES.pause_sender, {"code": error.code, "reason": reason})
-        await record_alert(conn, f"sender_paused:{error.code}", "error",
-                           f"Sending paused: a status reported a global error ({reason}).",
-                           {"code": error.code, "document_id": document_id})
-    delay = ECOSYSTEM_RETRY_SECONDS if error is not None and error.code == 131049 else (
-        ASYNC_TRANSIENT_RETRY_SECONDS)
-    await conn.execute(QUERIES.undeliver_document,
-                       {"document_id": document_id, "error": reason, "delay_seconds": delay})
+        await record_alert(
+            conn,
+            f"sender_paused:{error.code}",
+            "error",
+            f"Sending paused: a status reported a global error ({reason}).",
+            {"code": error.code, "document_id": document_id},
+        )
+    delay = (
+        ECOSYSTEM_RETRY_SECONDS
+        if error is not None and error.code == 131049
+        else (ASYNC_TRANSIENT_RETRY_SECONDS)
+    )
+    await conn.execute(
+        QUERIES.undeliver_document,
+        {"document_id": document_id, "error": reason, "delay_seconds": delay},
+    )

@@ -24,6 +24,7 @@ from delivery_pipeline.settings import PROJECT_ROOT, Settings
 
 log = logging.getLogger(__name__)
 
+
 def _sql_dir() -> Path:
     """``sql/`` beside the package (a checkout or editable install), else the copy a
     regular ``pip install .`` puts under ``<prefix>/share/delivery_pipeline/sql``."""

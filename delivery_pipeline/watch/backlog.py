@@ -28,7 +28,12 @@ WAITING_STATES = (
     ("generation_failed", "ops"),
 )
 ABANDON_REASONS = (
-    "stale", "undeliverable", "opted_out", "max_attempts", "unknown_outcome", "unreachable",
+    "stale",
+    "undeliverable",
+    "opted_out",
+    "max_attempts",
+    "unknown_outcome",
+    "unreachable",
     "operator",
 )
 COLUMNS = ["state", "reason", "owner", "count", "oldest_age_seconds"]
@@ -40,19 +45,39 @@ def backlog_frame(conn: psycopg.Connection) -> pd.DataFrame:
     rows: list[dict[str, Any]] = []
     for state, owner in WAITING_STATES:
         row = found.pop((state, ""), None)
-        rows.append({"state": state, "reason": "", "owner": owner,
-                     "count": row["count"] if row else 0,
-                     "oldest_age_seconds": row["oldest_age_seconds"] if row else 0.0})
+        rows.append(
+            {
+                "state": state,
+                "reason": "",
+                "owner": owner,
+                "count": row["count"] if row else 0,
+                "oldest_age_seconds": row["oldest_age_seconds"] if row else 0.0,
+            }
+        )
     delivered = found.pop(("delivered", ""), None)
-    rows.append({"state": "delivered_today", "reason": "", "owner": "-",
-                 "count": delivered["count"] if delivered else 0, "oldest_age_seconds": math.nan})
+    rows.append(
+        {
+            "state": "delivered_today",
+            "reason": "",
+            "owner": "-",
+            "count": delivered["count"] if delivered else 0,
+            "oldest_age_seconds": math.nan,
+        }
+    )
     reasons = list(ABANDON_REASONS) + sorted(
         reason for state, reason in found if state == "abandoned" and reason not in ABANDON_REASONS
     )
     for reason in reasons:
         row = found.get(("abandoned", reason))
-        rows.append({"state": "abandoned_today", "reason": reason, "owner": "ops",
-                     "count": row["count"] if row else 0, "oldest_age_seconds": math.nan})
+        rows.append(
+            {
+                "state": "abandoned_today",
+                "reason": reason,
+                "owner": "ops",
+                "count": row["count"] if row else 0,
+                "oldest_age_seconds": math.nan,
+            }
+        )
     frame = pd.DataFrame(rows, columns=COLUMNS)
     return frame.astype({"count": "int64", "oldest_age_seconds": "float64"})
 

@@ -21,9 +21,9 @@ from typing import Any
 
 import psycopg
 
-from delivery_pipeline.watch.backlog import format_age
-from delivery_pipeline.store.db import QUERIES
 from delivery_pipeline.settings import Settings
+from delivery_pipeline.store.db import QUERIES
+from delivery_pipeline.watch.backlog import format_age
 
 
 class Severity(enum.StrEnum):
@@ -186,23 +186,36 @@ class CheckSpec:
     evaluate: Callable[[psycopg.Connection, Thresholds], CheckResult]
 
 
-def _result(spec_name: str, severity: Severity | None, summary: str,
-            metadata: dict[str, Any]) -> CheckResult:
+def _result(
+    spec_name: str, severity: Severity | None, summary: str, metadata: dict[str, Any]
+) -> CheckResult:
     spec = SPECS[spec_name]
     return CheckResult(
-        name=spec.name, owner=spec.owner, passed=severity is None, severity=severity,
+        name=spec.name,
+        owner=spec.owner,
+        passed=severity is None,
+        severity=severity,
         summary=summary,
         metadata={"owner": spec.owner, **metadata, "runbook": spec.runbook},
     )
 
 
-def _aged_state(query: str, name: str, noun: str, warn: float, error: float,
-                conn: psycopg.Connection, t: Thresholds,
-                listed: Callable[[dict[str, Any]], dict[str, Any]] | None = None) -> CheckResult:
-    rows = conn.execute(query, {"warn": t.interval(warn), "error": t.interval(error),
-                                "sample": t.sample}).fetchall()
-    total, over_warn, over_error = (int(_first(rows, k)) for k in ("total", "over_warn",
-                                                                    "over_error"))
+def _aged_state(
+    query: str,
+    name: str,
+    noun: str,
+    warn: float,
+    error: float,
+    conn: psycopg.Connection,
+    t: Thresholds,
+    listed: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
+) -> CheckResult:
+    rows = conn.execute(
+        query, {"warn": t.interval(warn), "error": t.interval(error), "sample": t.sample}
+    ).fetchall()
+    total, over_warn, over_error = (
+        int(_first(rows, k)) for k in ("total", "over_warn", "over_error")
+    )
     oldest = float(_first(rows, "age_seconds", 0.0))
     severity = _severity(over_error > 0, over_warn > 0)
     limit = error if severity is Severity.ERROR else warn
@@ -210,12 +223,18 @@ def _aged_state(query: str, name: str, noun: str, warn: float, error: float,
     if severity is None:
         summary = f"{total} {noun}, oldest {format_age(oldest, precise=True)}: within {format_age(warn, precise=True)}."
     else:
-        summary = (f"{over} {noun} for over {format_age(limit, precise=True)} (of {total}); oldest "
-                   f"{format_age(oldest, precise=True)}: ids {', '.join(map(str, _ids(rows)))}.")
+        summary = (
+            f"{over} {noun} for over {format_age(limit, precise=True)} (of {total}); oldest "
+            f"{format_age(oldest, precise=True)}: ids {', '.join(map(str, _ids(rows)))}."
+        )
     metadata: dict[str, Any] = {
-        "count": total, "over_warn": over_warn, "over_error": over_error,
-        "oldest_age_seconds": round(oldest, 1), "oldest_ids": _ids(rows),
-        "warn_after_seconds": warn, "error_after_seconds": error,
+        "count": total,
+        "over_warn": over_warn,
+        "over_error": over_error,
+        "oldest_age_seconds": round(oldest, 1),
+        "oldest_ids": _ids(rows),
+        "warn_after_seconds": warn,
+        "error_after_seconds": error,
     }
     if listed is not None:
         metadata["rows"] = [listed(row) for row in rows]
@@ -223,16 +242,33 @@ def _aged_state(query: str, name: str, noun: str, warn: float, error: float,
 
 
 def check_pending(conn: psycopg.Connection, t: Thresholds) -> CheckResult:
-    return _aged_state(QUERIES.check_pending, "pending_too_long", "documents pending generation",
-                       t.pending_warn_seconds, t.pending_error_seconds, conn, t)
+    return _aged_state(
+        QUERIES.check_pending,
+        "pending_too_long",
+        "documents pending generation",
+        t.pending_warn_seconds,
+        t.pending_error_seconds,
+        conn,
+        t,
+    )
 
 
 def check_generating(conn: psycopg.Connection, t: Thresholds) -> CheckResult:
     return _aged_state(
-        QUERIES.check_generating, "generating_too_long", "documents generating",
-        t.generating_warn_seconds, t.generating_error_seconds, conn, t,
-        listed=lambda r: {"id": r["id"], "person_id": r["person_id"], "kind": r["kind"],
-                          "attempts": r["attempts"], "claimed_for": format_age(r["age_seconds"], precise=True)},
+        QUERIES.check_generating,
+        "generating_too_long",
+        "documents generating",
+        t.generating_warn_seconds,
+        t.generating_error_seconds,
+        conn,
+        t,
+        listed=lambda r: {
+            "id": r["id"],
+            "person_id": r["person_id"],
+            "kind": r["kind"],
+            "attempts": r["attempts"],
+            "claimed_for": format_age(r["age_seconds"], precise=True),
+        },
     )
 
 
@@ -244,45 +280,76 @@ def check_undelivered(conn: psycopg.Connection, t: Thresholds) -> CheckResult:
     since generation still WARNs (retrying for hours is worth a look), never
     ERRORs by that alone. Documents waiting on a knock reply are the person's.
     """
-    rows = conn.execute(QUERIES.check_undelivered, {
-        "lease": t.interval(t.lease_seconds), "service_window": t.interval(t.window_seconds),
-        "warn": t.interval(t.undelivered_warn_seconds),
-        "error": t.interval(t.undelivered_error_seconds),
-        "slow": t.interval(t.undelivered_slow_seconds), "sample": t.sample,
-    }).fetchall()
+    rows = conn.execute(
+        QUERIES.check_undelivered,
+        {
+            "lease": t.interval(t.lease_seconds),
+            "service_window": t.interval(t.window_seconds),
+            "warn": t.interval(t.undelivered_warn_seconds),
+            "error": t.interval(t.undelivered_error_seconds),
+            "slow": t.interval(t.undelivered_slow_seconds),
+            "sample": t.sample,
+        },
+    ).fetchall()
     keys = ("total", "eligible_total", "over_warn", "over_error", "over_slow")
     total, eligible, over_warn, over_error, slow = (int(_first(rows, k)) for k in keys)
     oldest = float(_first(rows, "oldest_age_seconds", 0.0))
-    stranded = [r for r in rows if r["stranded_seconds"] is not None
-                and r["stranded_seconds"] >= t.undelivered_warn_seconds]
+    stranded = [
+        r
+        for r in rows
+        if r["stranded_seconds"] is not None and r["stranded_seconds"] >= t.undelivered_warn_seconds
+    ]
     severity = _severity(over_error > 0, over_warn > 0 or slow > 0)
     ids = ", ".join(map(str, _ids(rows)))
     if over_warn:
         limit = t.undelivered_error_seconds if over_error else t.undelivered_warn_seconds
-        summary = (f"{over_error or over_warn} documents eligible for delivery and not taken by "
-                   f"any sweep for over {format_age(limit, precise=True)} (stranded; longest "
-                   f"{format_age(stranded[0]['stranded_seconds'] if stranded else None, precise=True)}): "
-                   f"ids {ids}.")
+        summary = (
+            f"{over_error or over_warn} documents eligible for delivery and not taken by "
+            f"any sweep for over {format_age(limit, precise=True)} (stranded; longest "
+            f"{format_age(stranded[0]['stranded_seconds'] if stranded else None, precise=True)}): "
+            f"ids {ids}."
+        )
     elif slow:
-        summary = (f"{slow} documents undelivered for over "
-                   f"{format_age(t.undelivered_slow_seconds, precise=True)} since generation (retrying or "
-                   f"claimed, not stranded); oldest {format_age(oldest, precise=True)}: ids {ids}.")
+        summary = (
+            f"{slow} documents undelivered for over "
+            f"{format_age(t.undelivered_slow_seconds, precise=True)} since generation (retrying or "
+            f"claimed, not stranded); oldest {format_age(oldest, precise=True)}: ids {ids}."
+        )
     else:
-        summary = (f"{total} documents undelivered ({eligible} eligible now), oldest "
-                   f"{format_age(oldest, precise=True)}: none stranded.")
-    return _result("undelivered_stranded", severity, summary, {
-        "count": total, "eligible": eligible, "stranded_over_warn": over_warn,
-        "stranded_over_error": over_error, "slow": slow,
-        "oldest_age_seconds": round(oldest, 1),
-        "longest_stranded_seconds": round(float(stranded[0]["stranded_seconds"]), 1)
-        if stranded else 0.0,
-        "oldest_ids": _ids(rows),
-        "rows": [{"id": r["id"], "eligible": r["eligible"], "action": r["action"],
-                  "attempts": r["attempts"], "age": format_age(r["age_seconds"], precise=True),
-                  "error": r["error"]} for r in rows],
-        "warn_after_seconds": t.undelivered_warn_seconds,
-        "error_after_seconds": t.undelivered_error_seconds,
-    })
+        summary = (
+            f"{total} documents undelivered ({eligible} eligible now), oldest "
+            f"{format_age(oldest, precise=True)}: none stranded."
+        )
+    return _result(
+        "undelivered_stranded",
+        severity,
+        summary,
+        {
+            "count": total,
+            "eligible": eligible,
+            "stranded_over_warn": over_warn,
+            "stranded_over_error": over_error,
+            "slow": slow,
+            "oldest_age_seconds": round(oldest, 1),
+            "longest_stranded_seconds": round(float(stranded[0]["stranded_seconds"]), 1)
+            if stranded
+            else 0.0,
+            "oldest_ids": _ids(rows),
+            "rows": [
+                {
+                    "id": r["id"],
+                    "eligible": r["eligible"],
+                    "action": r["action"],
+                    "attempts": r["attempts"],
+                    "age": format_age(r["age_seconds"], precise=True),
+                    "error": r["error"],
+                }
+                for r in rows
+            ],
+            "warn_after_seconds": t.undelivered_warn_seconds,
+            "error_after_seconds": t.undelivered_error_seconds,
+        },
+    )
 
 
 def _share(part: int, whole: int) -> float:
@@ -292,10 +359,15 @@ def _share(part: int, whole: int) -> float:
 def check_awaiting_reply(conn: psycopg.Connection, t: Thresholds) -> CheckResult:
     """Counted always; alerts only when knocks look broken or go unanswered en masse."""
     waiting = conn.execute(QUERIES.check_awaiting_reply, {"sample": t.sample}).fetchall()
-    health = conn.execute(QUERIES.check_knock_health, {
-        "period": t.interval(t.period_seconds), "settle": t.interval(t.knock_settle_seconds),
-        "answer_grace": t.interval(t.knock_answer_grace_seconds), "sample": t.sample,
-    }).fetchone()
+    health = conn.execute(
+        QUERIES.check_knock_health,
+        {
+            "period": t.interval(t.period_seconds),
+            "settle": t.interval(t.knock_settle_seconds),
+            "answer_grace": t.interval(t.knock_answer_grace_seconds),
+            "sample": t.sample,
+        },
+    ).fetchone()
     total = int(_first(waiting, "total"))
     oldest = float(_first(waiting, "age_seconds", 0.0))
     settled, not_delivered = int(health["settled"]), int(health["not_delivered"])
@@ -306,24 +378,39 @@ def check_awaiting_reply(conn: psycopg.Connection, t: Thresholds) -> CheckResult
     ignored = answerable >= t.knock_min_sample and unanswered_share > t.knock_unanswered_share
     severity = _severity(broken, ignored)
     if broken:
-        summary = (f"{not_delivered} of {settled} knocks of the last day were never reported "
-                   f"delivered ({undelivered_share:.0%}): has the knock template stopped "
-                   f"working? ids {', '.join(map(str, health['not_delivered_ids']))}.")
+        summary = (
+            f"{not_delivered} of {settled} knocks of the last day were never reported "
+            f"delivered ({undelivered_share:.0%}): has the knock template stopped "
+            f"working? ids {', '.join(map(str, health['not_delivered_ids']))}."
+        )
     elif ignored:
-        summary = (f"{unanswered} of {answerable} knocks of the last day are unanswered "
-                   f"({unanswered_share:.0%}); {total} documents wait on a reply.")
+        summary = (
+            f"{unanswered} of {answerable} knocks of the last day are unanswered "
+            f"({unanswered_share:.0%}); {total} documents wait on a reply."
+        )
     else:
-        summary = (f"{total} documents wait on a knock reply, oldest {format_age(oldest, precise=True)}; "
-                   f"knocks of the last day: {health['knocked']}, {unanswered} unanswered.")
-    return _result("awaiting_reply", severity, summary, {
-        "count": total, "oldest_age_seconds": round(oldest, 1), "oldest_ids": _ids(waiting),
-        "knocked_last_day": int(health["knocked"]),
-        "knocks_not_delivered": not_delivered, "knocks_failed": int(health["failed"]),
-        "knocks_not_delivered_share": undelivered_share,
-        "knocks_unanswered": unanswered, "knocks_unanswered_share": unanswered_share,
-        "knocks_not_delivered_ids": [int(i) for i in health["not_delivered_ids"]],
-        "min_sample": t.knock_min_sample,
-    })
+        summary = (
+            f"{total} documents wait on a knock reply, oldest {format_age(oldest, precise=True)}; "
+            f"knocks of the last day: {health['knocked']}, {unanswered} unanswered."
+        )
+    return _result(
+        "awaiting_reply",
+        severity,
+        summary,
+        {
+            "count": total,
+            "oldest_age_seconds": round(oldest, 1),
+            "oldest_ids": _ids(waiting),
+            "knocked_last_day": int(health["knocked"]),
+            "knocks_not_delivered": not_delivered,
+            "knocks_failed": int(health["failed"]),
+            "knocks_not_delivered_share": undelivered_share,
+            "knocks_unanswered": unanswered,
+            "knocks_unanswered_share": unanswered_share,
+            "knocks_not_delivered_ids": [int(i) for i in health["not_delivered_ids"]],
+            "min_sample": t.knock_min_sample,
+        },
+    )
 
 
 def check_abandoned(conn: psycopg.Connection, t: Thresholds) -> CheckResult:
@@ -333,27 +420,42 @@ def check_abandoned(conn: psycopg.Connection, t: Thresholds) -> CheckResult:
     every other reason (and ``generation_failed``) is a document someone was
     owed and did not get.
     """
-    rows = conn.execute(QUERIES.check_abandoned_recent, {
-        "period": t.interval(t.period_seconds), "sample": t.sample}).fetchall()
+    rows = conn.execute(
+        QUERIES.check_abandoned_recent, {"period": t.interval(t.period_seconds), "sample": t.sample}
+    ).fetchall()
     by_reason = {r["reason"]: int(r["count"]) for r in rows}
     problems = [r for r in rows if r["reason"] not in t.expected_abandon_reasons]
     problem_count = sum(int(r["count"]) for r in problems)
     oldest = max((float(r["oldest_age_seconds"]) for r in problems), default=0.0)
     ids = sorted(int(i) for r in problems for i in r["oldest_ids"])[: t.sample]
-    severity = _severity(problem_count >= t.abandoned_error_count,
-                         problem_count >= t.abandoned_warn_count)
+    severity = _severity(
+        problem_count >= t.abandoned_error_count, problem_count >= t.abandoned_warn_count
+    )
     reasons = ", ".join(f"{r['reason']} {r['count']}" for r in problems) or "none"
     if severity is None:
-        summary = (f"No document lost in the last day ({sum(by_reason.values())} abandoned "
-                   "for expected reasons).")
+        summary = (
+            f"No document lost in the last day ({sum(by_reason.values())} abandoned "
+            "for expected reasons)."
+        )
     else:
-        summary = (f"{problem_count} documents abandoned or failed in the last day ({reasons}): "
-                   f"ids {', '.join(map(str, ids))}.")
-    return _result("abandoned_or_failed", severity, summary, {
-        "count": problem_count, "total_including_expected": sum(by_reason.values()),
-        "by_reason": by_reason, "oldest_age_seconds": round(oldest, 1), "oldest_ids": ids,
-        "warn_at_count": t.abandoned_warn_count, "error_at_count": t.abandoned_error_count,
-    })
+        summary = (
+            f"{problem_count} documents abandoned or failed in the last day ({reasons}): "
+            f"ids {', '.join(map(str, ids))}."
+        )
+    return _result(
+        "abandoned_or_failed",
+        severity,
+        summary,
+        {
+            "count": problem_count,
+            "total_including_expected": sum(by_reason.values()),
+            "by_reason": by_reason,
+            "oldest_age_seconds": round(oldest, 1),
+            "oldest_ids": ids,
+            "warn_at_count": t.abandoned_warn_count,
+            "error_at_count": t.abandoned_error_count,
+        },
+    )
 
 
 def check_tier(conn: psycopg.Connection, t: Thresholds) -> CheckResult:
@@ -361,22 +463,35 @@ def check_tier(conn: psycopg.Connection, t: Thresholds) -> CheckResult:
     reached = int(_first(rows, "total"))
     oldest = float(_first(rows, "age_seconds", 0.0))
     metadata: dict[str, Any] = {
-        "count": reached, "tier_limit": t.tier_limit if t.tier_limit else "unlimited",
-        "oldest_age_seconds": round(oldest, 1), "oldest_ids": _ids(rows, "person_id"),
+        "count": reached,
+        "tier_limit": t.tier_limit if t.tier_limit else "unlimited",
+        "oldest_age_seconds": round(oldest, 1),
+        "oldest_ids": _ids(rows, "person_id"),
     }
     if t.tier_limit is None:
-        return _result("messaging_tier_headroom", None,
-                       f"{reached} people reached outside the window in 24 h; tier unlimited.",
-                       {**metadata, "share": 0.0})
+        return _result(
+            "messaging_tier_headroom",
+            None,
+            f"{reached} people reached outside the window in 24 h; tier unlimited.",
+            {**metadata, "share": 0.0},
+        )
     share = _share(reached, t.tier_limit)
     severity = _severity(share >= t.tier_error_share, share >= t.tier_warn_share)
-    summary = (f"{reached} of {t.tier_limit} unique people reached outside the window in the "
-               f"rolling 24 h ({share:.0%} of the messaging tier)")
+    summary = (
+        f"{reached} of {t.tier_limit} unique people reached outside the window in the "
+        f"rolling 24 h ({share:.0%} of the messaging tier)"
+    )
     if severity is not None:
-        summary += (f"; the oldest knock leaves the 24 h in "
-                    f"{format_age(max(24 * 3600 - oldest, 0), precise=True)}.")
-    return _result("messaging_tier_headroom", severity, summary + ("" if severity else "."),
-                   {**metadata, "share": share, "warn_at_share": t.tier_warn_share})
+        summary += (
+            f"; the oldest knock leaves the 24 h in "
+            f"{format_age(max(24 * 3600 - oldest, 0), precise=True)}."
+        )
+    return _result(
+        "messaging_tier_headroom",
+        severity,
+        summary + ("" if severity else "."),
+        {**metadata, "share": share, "warn_at_share": t.tier_warn_share},
+    )
 
 
 def check_sender_paused(conn: psycopg.Connection, t: Thresholds) -> CheckResult:
@@ -384,70 +499,110 @@ def check_sender_paused(conn: psycopg.Connection, t: Thresholds) -> CheckResult:
     waiting = int(row["waiting"])
     ids = [int(i) for i in row["waiting_ids"]]
     if row["paused_at"] is None:
-        return _result("sender_paused", None, "Sending is not paused.", {
-            "count": waiting, "oldest_age_seconds": 0.0, "oldest_ids": [], "paused": False})
+        return _result(
+            "sender_paused",
+            None,
+            "Sending is not paused.",
+            {"count": waiting, "oldest_age_seconds": 0.0, "oldest_ids": [], "paused": False},
+        )
     age = float(row["age_seconds"])
-    return _result("sender_paused", Severity.ERROR,
-                   f"Sending is paused by a global error since {format_age(age, precise=True)} ago "
-                   f"(code {row['pause_code']}: {row['pause_reason']}); {waiting} documents "
-                   "wait behind it.", {
-                       "count": waiting, "oldest_age_seconds": round(age, 1),
-                       "oldest_ids": ids, "paused": True, "pause_code": row["pause_code"],
-                       "pause_reason": row["pause_reason"]})
+    return _result(
+        "sender_paused",
+        Severity.ERROR,
+        f"Sending is paused by a global error since {format_age(age, precise=True)} ago "
+        f"(code {row['pause_code']}: {row['pause_reason']}); {waiting} documents "
+        "wait behind it.",
+        {
+            "count": waiting,
+            "oldest_age_seconds": round(age, 1),
+            "oldest_ids": ids,
+            "paused": True,
+            "pause_code": row["pause_code"],
+            "pause_reason": row["pause_reason"],
+        },
+    )
 
 
 SPECS: dict[str, CheckSpec] = {
     spec.name: spec
     for spec in (
-        CheckSpec("pending_too_long", "generator",
-                  "Documents waiting for generation longer than the threshold.",
-                  "Is the pending_generation sensor running, and the generator reachable? "
-                  "See the generate_documents runs; " + RUNBOOK, check_pending),
-        CheckSpec("generating_too_long", "generator",
-                  "Documents whose generation claim is older than the threshold: a dead or "
-                  "stuck worker (the rows are listed).",
-                  "A generator died or hangs: its claim expires after GENERATION_LEASE_SECONDS "
-                  "and another takes over; if not, check generate_documents runs; " + RUNBOOK,
-                  check_generating),
-        CheckSpec("undelivered_stranded", "delivery",
-                  "Generated documents a sweep would deliver now (eligible_documents) that "
-                  "nothing has taken for longer than the threshold; also WARNs on documents "
-                  "undelivered for hours while retrying.",
-                  "Is the delivery_heartbeat sensor running and deliver_documents succeeding? "
-                  "`delivery-pipeline sweep` delivers by hand; " + RUNBOOK, check_undelivered),
-        CheckSpec("awaiting_reply", "the person",
-                  "Documents knocked for and waiting on the person's reply: counted; alerts "
-                  "only when most knocks go undelivered (template broken) or unanswered.",
-                  "Check the knock template's status in WhatsApp Manager and the knocks' "
-                  "status events; " + RUNBOOK, check_awaiting_reply),
-        CheckSpec("abandoned_or_failed", "ops",
-                  "Documents abandoned (by reason) or whose generation failed in the last day; "
-                  "stale, opted_out and operator are expected and only counted.",
-                  "`delivery-pipeline documents show ID` for the reason and the last error; "
-                  + RUNBOOK, check_abandoned),
-        CheckSpec("messaging_tier_headroom", "ops",
-                  "Unique people reached outside the window (knocked) in the rolling 24 h "
-                  "versus the messaging tier limit (WHATSAPP_MESSAGING_TIER).",
-                  "Near the limit further knocks are refused: raise the tier in WhatsApp "
-                  "Manager or set WHATSAPP_MESSAGING_TIER; " + RUNBOOK, check_tier),
-        CheckSpec("sender_paused", "ops",
-                  "Sending is paused by a global error (expired token, unknown phone number "
-                  "id, missing template, restricted account): ERROR at once.",
-                  "Fix the credential/template/account named in the reason; the next "
-                  "successful send resumes by itself; " + RUNBOOK, check_sender_paused),
+        CheckSpec(
+            "pending_too_long",
+            "generator",
+            "Documents waiting for generation longer than the threshold.",
+            "Is the pending_generation sensor running, and the generator reachable? "
+            "See the generate_documents runs; " + RUNBOOK,
+            check_pending,
+        ),
+        CheckSpec(
+            "generating_too_long",
+            "generator",
+            "Documents whose generation claim is older than the threshold: a dead or "
+            "stuck worker (the rows are listed).",
+            "A generator died or hangs: its claim expires after GENERATION_LEASE_SECONDS "
+            "and another takes over; if not, check generate_documents runs; " + RUNBOOK,
+            check_generating,
+        ),
+        CheckSpec(
+            "undelivered_stranded",
+            "delivery",
+            "Generated documents a sweep would deliver now (eligible_documents) that "
+            "nothing has taken for longer than the threshold; also WARNs on documents "
+            "undelivered for hours while retrying.",
+            "Is the delivery_heartbeat sensor running and deliver_documents succeeding? "
+            "`delivery-pipeline sweep` delivers by hand; " + RUNBOOK,
+            check_undelivered,
+        ),
+        CheckSpec(
+            "awaiting_reply",
+            "the person",
+            "Documents knocked for and waiting on the person's reply: counted; alerts "
+            "only when most knocks go undelivered (template broken) or unanswered.",
+            "Check the knock template's status in WhatsApp Manager and the knocks' "
+            "status events; " + RUNBOOK,
+            check_awaiting_reply,
+        ),
+        CheckSpec(
+            "abandoned_or_failed",
+            "ops",
+            "Documents abandoned (by reason) or whose generation failed in the last day; "
+            "stale, opted_out and operator are expected and only counted.",
+            "`delivery-pipeline documents show ID` for the reason and the last error; " + RUNBOOK,
+            check_abandoned,
+        ),
+        CheckSpec(
+            "messaging_tier_headroom",
+            "ops",
+            "Unique people reached outside the window (knocked) in the rolling 24 h "
+            "versus the messaging tier limit (WHATSAPP_MESSAGING_TIER).",
+            "Near the limit further knocks are refused: raise the tier in WhatsApp "
+            "Manager or set WHATSAPP_MESSAGING_TIER; " + RUNBOOK,
+            check_tier,
+        ),
+        CheckSpec(
+            "sender_paused",
+            "ops",
+            "Sending is paused by a global error (expired token, unknown phone number "
+            "id, missing template, restricted account): ERROR at once.",
+            "Fix the credential/template/account named in the reason; the next "
+            "successful send resumes by itself; " + RUNBOOK,
+            check_sender_paused,
+        ),
     )
 }
 
 CHECK_NAMES = tuple(SPECS)
 
 
-def evaluate(name: str, conn: psycopg.Connection, thresholds: Thresholds | None = None
-             ) -> CheckResult:
+def evaluate(
+    name: str, conn: psycopg.Connection, thresholds: Thresholds | None = None
+) -> CheckResult:
     """Run one check by name."""
     return SPECS[name].evaluate(conn, thresholds or Thresholds.from_env())
 
 
-def evaluate_all(conn: psycopg.Connection, thresholds: Thresholds | None = None
-                 ) -> list[CheckResult]:
+def evaluate_all(
+    conn: psycopg.Connection, thresholds: Thresholds | None = None
+) -> list[CheckResult]:
     thresholds = thresholds or Thresholds.from_env()
     return [spec.evaluate(conn, thresholds) for spec in SPECS.values()]

@@ -84,8 +84,9 @@ class OpsNotifier:
                 try:
                     response = client.post(self.url, json=payload)
                 except httpx.HTTPError as exc:
-                    last = OpsChannelError(self._scrub(f"{type(exc).__name__}: {exc}"),
-                                           transient=True)
+                    last = OpsChannelError(
+                        self._scrub(f"{type(exc).__name__}: {exc}"), transient=True
+                    )
                     continue
                 if response.is_success:
                     return
@@ -107,8 +108,12 @@ def payload_for(alert: dict[str, Any]) -> tuple[str, list[dict[str, Any]]]:
     when = created.astimezone(dt.UTC).strftime("%Y-%m-%d %H:%M UTC") if created else ""
     blocks = [
         {"type": "section", "text": {"type": "mrkdwn", "text": text}},
-        {"type": "context", "elements": [
-            {"type": "mrkdwn", "text": f"`{alert['dedup_key']}` · {alert['kind']} · {when}"}]},
+        {
+            "type": "context",
+            "elements": [
+                {"type": "mrkdwn", "text": f"`{alert['dedup_key']}` · {alert['kind']} · {when}"}
+            ],
+        },
     ]
     return text, blocks
 
@@ -116,18 +121,35 @@ def payload_for(alert: dict[str, Any]) -> tuple[str, list[dict[str, Any]]]:
 # ── recording ───────────────────────────────────────────────────────────
 
 
-def _insert(conn: psycopg.Connection, dedup_key: str, severity: str, kind: str, message: str,
-            details: dict[str, Any] | None) -> dict[str, Any]:
-    row = conn.execute(QUERIES.insert_alert, {
-        "dedup_key": dedup_key, "severity": severity, "kind": kind, "message": message,
-        "details": Jsonb(details or {}),
-    }).fetchone()
+def _insert(
+    conn: psycopg.Connection,
+    dedup_key: str,
+    severity: str,
+    kind: str,
+    message: str,
+    details: dict[str, Any] | None,
+) -> dict[str, Any]:
+    row = conn.execute(
+        QUERIES.insert_alert,
+        {
+            "dedup_key": dedup_key,
+            "severity": severity,
+            "kind": kind,
+            "message": message,
+            "details": Jsonb(details or {}),
+        },
+    ).fetchone()
     log.warning("ops %s [%s] %s: %s", kind, severity, dedup_key, message)
     return row
 
 
-def record_once(conn: psycopg.Connection, dedup_key: str, severity: str, message: str,
-                details: dict[str, Any] | None = None) -> dict[str, Any] | None:
+def record_once(
+    conn: psycopg.Connection,
+    dedup_key: str,
+    severity: str,
+    message: str,
+    details: dict[str, Any] | None = None,
+) -> dict[str, Any] | None:
     """Record an alert unless this key was ever recorded (a failed run: once per run)."""
     with conn.transaction():
         conn.execute(QUERIES.alert_lock, {"dedup_key": dedup_key})
@@ -210,8 +232,9 @@ def send_pending(
     if not notifier.configured:
         report.unconfigured = True
         return report
-    rows = conn.execute(QUERIES.alerts_to_send, {
-        "max_age": dt.timedelta(seconds=max_age_seconds), "limit": limit}).fetchall()
+    rows = conn.execute(
+        QUERIES.alerts_to_send, {"max_age": dt.timedelta(seconds=max_age_seconds), "limit": limit}
+    ).fetchall()
     for alert in rows:
         text, blocks = payload_for(alert)
         try:

@@ -34,8 +34,10 @@ class DeliveryReport:
     def markdown(self) -> str:
         n = self.numbers
         lines = [
-            f"**Delivery report {self.day.isoformat()} (UTC)**", "",
-            "| | |", "|---|---:|",
+            f"**Delivery report {self.day.isoformat()} (UTC)**",
+            "",
+            "| | |",
+            "|---|---:|",
             f"| documents generated | {n['documents_generated']} |",
             f"| documents delivered | {n['documents_delivered']} |",
             f"| generated → delivered p50 | {_duration(n['time_to_deliver_p50_seconds'])} |",
@@ -61,8 +63,9 @@ def _duration(seconds: float | None) -> str:
     return f"{seconds / 3600:.1f}h"
 
 
-def _frame(conn: psycopg.Connection, query: str, params: dict[str, Any],
-           columns: list[str]) -> pd.DataFrame:
+def _frame(
+    conn: psycopg.Connection, query: str, params: dict[str, Any], columns: list[str]
+) -> pd.DataFrame:
     return pd.DataFrame(conn.execute(query, params).fetchall(), columns=columns)
 
 
@@ -82,28 +85,43 @@ def delivery_report(conn: psycopg.Connection, day: dt.date) -> DeliveryReport:
     """The report for one UTC day."""
     start, end = day_bounds(day)
     params = {"start": start, "end": end}
-    docs = _frame(conn, QUERIES.report_documents, params,
-                  ["id", "kind", "generated_at", "delivered_at", "generated_in_day",
-                   "delivered_in_day"])
-    chunks = _frame(conn, QUERIES.report_chunks, params,
-                    ["document_id", "chunk_index", "state", "delivered", "read"])
-    knocks = _frame(conn, QUERIES.report_knocks, params,
-                    ["id", "person_id", "knock_sent_at", "delivered", "seen", "answered"])
+    docs = _frame(
+        conn,
+        QUERIES.report_documents,
+        params,
+        ["id", "kind", "generated_at", "delivered_at", "generated_in_day", "delivered_in_day"],
+    )
+    chunks = _frame(
+        conn,
+        QUERIES.report_chunks,
+        params,
+        ["document_id", "chunk_index", "state", "delivered", "read"],
+    )
+    knocks = _frame(
+        conn,
+        QUERIES.report_knocks,
+        params,
+        ["id", "person_id", "knock_sent_at", "delivered", "seen", "answered"],
+    )
     abandoned = _frame(conn, QUERIES.report_abandoned, params, ["id", "reason"])
 
     generated = docs[docs["generated_in_day"].fillna(False).astype(bool)]
     delivered = docs[docs["delivered_in_day"].fillna(False).astype(bool)]
-    waits = (pd.to_datetime(delivered["delivered_at"], utc=True)
-             - pd.to_datetime(delivered["generated_at"], utc=True)).dt.total_seconds()
-    by_reason = {str(k): int(v) for k, v in
-                 abandoned["reason"].value_counts().sort_index().items()}
+    waits = (
+        pd.to_datetime(delivered["delivered_at"], utc=True)
+        - pd.to_datetime(delivered["generated_at"], utc=True)
+    ).dt.total_seconds()
+    by_reason = {str(k): int(v) for k, v in abandoned["reason"].value_counts().sort_index().items()}
 
     kinds = sorted(set(docs["kind"]))
-    by_kind = pd.DataFrame({
-        "kind": kinds,
-        "generated": [int((generated["kind"] == k).sum()) for k in kinds],
-        "delivered": [int((delivered["kind"] == k).sum()) for k in kinds],
-    }, columns=["kind", "generated", "delivered"])
+    by_kind = pd.DataFrame(
+        {
+            "kind": kinds,
+            "generated": [int((generated["kind"] == k).sum()) for k in kinds],
+            "delivered": [int((delivered["kind"] == k).sum()) for k in kinds],
+        },
+        columns=["kind", "generated", "delivered"],
+    )
 
     numbers: dict[str, Any] = {
         "documents_generated": len(generated),
@@ -121,5 +139,4 @@ def delivery_report(conn: psycopg.Connection, day: dt.date) -> DeliveryReport:
     }
     for reason, count in by_reason.items():
         numbers[f"abandoned_{reason}"] = count
-    return DeliveryReport(day=day, numbers=numbers, abandoned_by_reason=by_reason,
-                          by_kind=by_kind)
+    return DeliveryReport(day=day, numbers=numbers, abandoned_by_reason=by_reason, by_kind=by_kind)

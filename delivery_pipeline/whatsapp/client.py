@@ -14,6 +14,7 @@ from typing import Any
 
 import httpx
 
+from delivery_pipeline.settings import Settings
 from delivery_pipeline.whatsapp.errors import (
     CloudApiError,
     SendNotAttempted,
@@ -21,7 +22,6 @@ from delivery_pipeline.whatsapp.errors import (
     TransientError,
     from_error_object,
 )
-from delivery_pipeline.settings import Settings
 
 MAX_CONNECTIONS = 32
 
@@ -51,13 +51,18 @@ class CloudApiClient:
             # Idle connections are dropped well before a server's keep-alive
             # timeout (uvicorn's is 5 s): reusing one the server is closing
             # turns a send into an "outcome unknown" for no reason.
-            limits=httpx.Limits(max_connections=max_connections,
-                                max_keepalive_connections=max_connections, keepalive_expiry=2.0),
+            limits=httpx.Limits(
+                max_connections=max_connections,
+                max_keepalive_connections=max_connections,
+                keepalive_expiry=2.0,
+            ),
             transport=transport,
         )
 
     @classmethod
-    def from_settings(cls, settings: Settings, *, max_connections: int | None = None) -> CloudApiClient:
+    def from_settings(
+        cls, settings: Settings, *, max_connections: int | None = None
+    ) -> CloudApiClient:
         return cls(
             settings.api_base_url,
             settings.phone_number_id,
@@ -124,8 +129,13 @@ class CloudApiClient:
                 response = await self._http.post(self._url, json=payload)
         except (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout) as exc:
             raise SendNotAttempted(f"{type(exc).__name__}: {exc}") from exc
-        except (httpx.ReadTimeout, httpx.WriteTimeout, httpx.WriteError, httpx.ReadError,
-                httpx.RemoteProtocolError) as exc:
+        except (
+            httpx.ReadTimeout,
+            httpx.WriteTimeout,
+            httpx.WriteError,
+            httpx.ReadError,
+            httpx.RemoteProtocolError,
+        ) as exc:
             raise SendOutcomeUnknown(f"{type(exc).__name__}: {exc}") from exc
         return _parse_response(response)
 
@@ -147,7 +157,11 @@ def _parse_response(response: httpx.Response) -> str:
     if isinstance(body, dict) and isinstance(body.get("error"), dict):
         raise from_error_object(body["error"], response.status_code)
     if response.status_code >= 500:
-        raise TransientError(code=None, message=f"HTTP {response.status_code}",
-                             http_status=response.status_code)
-    raise CloudApiError(code=None, message=f"HTTP {response.status_code}: {response.text[:200]}",
-                        http_status=response.status_code)
+        raise TransientError(
+            code=None, message=f"HTTP {response.status_code}", http_status=response.status_code
+        )
+    raise CloudApiError(
+        code=None,
+        message=f"HTTP {response.status_code}: {response.text[:200]}",
+        http_status=response.status_code,
+    )

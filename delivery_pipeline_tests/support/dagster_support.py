@@ -24,7 +24,10 @@ from delivery_pipeline.dagster_defs.resources import (
 
 
 def resources_for(
-    database_url: str, sandbox_url: str | None = None, *, service_url: str | None = None,
+    database_url: str,
+    sandbox_url: str | None = None,
+    *,
+    service_url: str | None = None,
     internal_token: str | None = None,
 ) -> dict[str, Any]:
     """Every resource the definitions use, pointed at the test database and sandbox."""
@@ -32,7 +35,8 @@ def resources_for(
         "app_db": AppDatabase(database_url=database_url),
         "generator": GeneratorResource(),
         "delivery_service": DeliveryServiceResource(
-            service_url=service_url or "http://127.0.0.1:9", internal_token=internal_token,
+            service_url=service_url or "http://127.0.0.1:9",
+            internal_token=internal_token,
             timeout_seconds=0.5,
         ),
         "ops_channel": OpsChannelResource(),
@@ -49,11 +53,14 @@ def add_run(instance: DagsterInstance, job_name: str, status: DagsterRunStatus) 
         repository_origin=RemoteRepositoryOrigin(
             code_location_origin=InProcessCodeLocationOrigin(
                 loadable_target_origin=LoadableTargetOrigin(
-                    module_name="delivery_pipeline.dagster_defs.definitions")),
+                    module_name="delivery_pipeline.dagster_defs.definitions"
+                )
+            ),
             repository_name="__repository__",
         ),
         job_name=job_name,
     )
-    run = DagsterRun(job_name=job_name, run_id=str(uuid.uuid4()), status=status,
-                     remote_job_origin=origin)
+    run = DagsterRun(
+        job_name=job_name, run_id=str(uuid.uuid4()), status=status, remote_job_origin=origin
+    )
     return instance.add_run(run)

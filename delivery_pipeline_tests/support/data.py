@@ -31,8 +31,14 @@ def add_person(
     """A person; ``inbound_age_seconds`` None means they never wrote (window closed)."""
     person = conn.execute(
         QUERIES.insert_person,
-        {"phone": phone or new_phone(), "name": name, "locale": locale, "time_zone": time_zone,
-         "brief_opt_in": brief_opt_in, "brief_local_time": brief_local_time},
+        {
+            "phone": phone or new_phone(),
+            "name": name,
+            "locale": locale,
+            "time_zone": time_zone,
+            "brief_opt_in": brief_opt_in,
+            "brief_local_time": brief_local_time,
+        },
     ).fetchone()
     if inbound_age_seconds is not None:
         set_inbound_age(conn, person["id"], inbound_age_seconds)
@@ -61,7 +67,9 @@ def plan_body(chunks: int, chunk_limit: int = 4096, tag: str = "") -> str:
     paragraphs = []
     for i in range(chunks):
         head = f"{tag}Part {i + 1} of {chunks}. "
-        filler = ("Keep going, one small step at a time. " * 200)[: max(chunk_limit - len(head) - 10, 1)]
+        filler = ("Keep going, one small step at a time. " * 200)[
+            : max(chunk_limit - len(head) - 10, 1)
+        ]
         paragraphs.append((head + filler).strip())
     return "\n\n".join(paragraphs)
 

@@ -53,8 +53,12 @@ class FakeHttpServer:
                 length = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(length)
                 answer = fake._record(
-                    Recorded(self.command, self.path,
-                             {k.lower(): v for k, v in self.headers.items()}, body)
+                    Recorded(
+                        self.command,
+                        self.path,
+                        {k.lower(): v for k, v in self.headers.items()},
+                        body,
+                    )
                 )
                 if answer.delay_seconds:
                     time.sleep(answer.delay_seconds)
@@ -104,6 +108,11 @@ def chat_completion(content: str) -> dict[str, Any]:
     return {
         "id": "chatcmpl-test",
         "object": "chat.completion",
-        "choices": [{"index": 0, "finish_reason": "stop",
-                     "message": {"role": "assistant", "content": content}}],
+        "choices": [
+            {
+                "index": 0,
+                "finish_reason": "stop",
+                "message": {"role": "assistant", "content": content},
+            }
+        ],
     }

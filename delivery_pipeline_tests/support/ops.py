@@ -19,8 +19,9 @@ HOUR = 3600
 
 
 def ago(conn: psycopg.Connection, seconds: float) -> Any:
-    return conn.execute("SELECT now() - make_interval(secs => %(s)s::float8) AS t",
-                        {"s": seconds}).fetchone()["t"]
+    return conn.execute(
+        "SELECT now() - make_interval(secs => %(s)s::float8) AS t", {"s": seconds}
+    ).fetchone()["t"]
 
 
 def pending(conn: psycopg.Connection, age_seconds: float) -> int:
@@ -46,8 +47,13 @@ def generating(conn: psycopg.Connection, claimed_seconds_ago: float) -> int:
     return doc_id
 
 
-def undelivered(conn: psycopg.Connection, age_seconds: float, *,
-                backoff_seconds: float | None = None, inbound_age_seconds: float = 60) -> int:
+def undelivered(
+    conn: psycopg.Connection,
+    age_seconds: float,
+    *,
+    backoff_seconds: float | None = None,
+    inbound_age_seconds: float = 60,
+) -> int:
     """A generated document nothing delivered; ``backoff_seconds``: due that far in the future."""
     person = add_person(conn, inbound_age_seconds=inbound_age_seconds)
     doc = add_document(conn, person["id"], "Your plan.")
@@ -64,8 +70,15 @@ def undelivered(conn: psycopg.Connection, age_seconds: float, *,
     return doc["id"]
 
 
-def knocked(conn: psycopg.Connection, knock_age_seconds: float, *, delivered: bool = False,
-            read: bool = False, answered: bool = False, wamid: str | None = None) -> int:
+def knocked(
+    conn: psycopg.Connection,
+    knock_age_seconds: float,
+    *,
+    delivered: bool = False,
+    read: bool = False,
+    answered: bool = False,
+    wamid: str | None = None,
+) -> int:
     """A document knocked for and waiting on the person's reply."""
     person = add_person(conn, inbound_age_seconds=None)
     doc = add_document(conn, person["id"], "Your plan.")
@@ -78,7 +91,9 @@ def knocked(conn: psycopg.Connection, knock_age_seconds: float, *, delivered: bo
     )
     conn.execute(
         "UPDATE people SET last_knock_at = now() - make_interval(secs => %(a)s::float8) "
-        "WHERE id = %(p)s", {"a": knock_age_seconds, "p": person["id"]})
+        "WHERE id = %(p)s",
+        {"a": knock_age_seconds, "p": person["id"]},
+    )
     if delivered or read:
         add_status(conn, wamid, "delivered", knock_age_seconds - 5)
     if read:
@@ -119,8 +134,10 @@ def abandoned(conn: psycopg.Connection, reason: str, age_seconds: float = 600) -
 
 def generation_failed(conn: psycopg.Connection) -> int:
     doc_id = pending(conn, 600)
-    conn.execute("UPDATE documents SET status = 'failed', generation_error = 'boom' "
-                 "WHERE id = %(id)s", {"id": doc_id})
+    conn.execute(
+        "UPDATE documents SET status = 'failed', generation_error = 'boom' WHERE id = %(id)s",
+        {"id": doc_id},
+    )
     return doc_id
 
 
@@ -128,8 +145,11 @@ def knocked_people(conn: psycopg.Connection, count: int, age_seconds: float = HO
     ids = []
     for _ in range(count):
         person = add_person(conn, inbound_age_seconds=None)
-        conn.execute("UPDATE people SET last_knock_at = now() - make_interval(secs => "
-                     "%(a)s::float8) WHERE id = %(id)s", {"a": age_seconds, "id": person["id"]})
+        conn.execute(
+            "UPDATE people SET last_knock_at = now() - make_interval(secs => "
+            "%(a)s::float8) WHERE id = %(id)s",
+            {"a": age_seconds, "id": person["id"]},
+        )
         ids.append(person["id"])
     return ids
 
@@ -137,8 +157,10 @@ def knocked_people(conn: psycopg.Connection, count: int, age_seconds: float = HO
 def pause_sender(conn: psycopg.Connection) -> int:
     """Sending paused by a global error, with one (young) document held behind it."""
     doc_id = undelivered(conn, 60, backoff_seconds=60)
-    conn.execute("UPDATE sender_state SET paused_at = now() - interval '5 minutes', "
-                 "pause_code = 190, pause_reason = 'access token expired'")
+    conn.execute(
+        "UPDATE sender_state SET paused_at = now() - interval '5 minutes', "
+        "pause_code = 190, pause_reason = 'access token expired'"
+    )
     return doc_id
 
 
@@ -171,30 +193,47 @@ def _fix_knock(conn: psycopg.Connection, doc_id: int) -> None:
 
 
 def _unpause(conn: psycopg.Connection, _: Any) -> None:
-    conn.execute("UPDATE sender_state SET paused_at = NULL, pause_code = NULL, "
-                 "pause_reason = NULL, resumed_at = now()")
+    conn.execute(
+        "UPDATE sender_state SET paused_at = NULL, pause_code = NULL, "
+        "pause_reason = NULL, resumed_at = now()"
+    )
 
 
 STRANDINGS = {
     "pending_too_long": Stranding(
-        "pending_too_long", "error", lambda c: pending(c, 2 * HOUR), deliver),
+        "pending_too_long", "error", lambda c: pending(c, 2 * HOUR), deliver
+    ),
     "generating_too_long": Stranding(
-        "generating_too_long", "error", lambda c: generating(c, 2 * HOUR), deliver),
+        "generating_too_long", "error", lambda c: generating(c, 2 * HOUR), deliver
+    ),
     "undelivered_stranded": Stranding(
-        "undelivered_stranded", "error", lambda c: undelivered(c, 3 * HOUR), deliver),
+        "undelivered_stranded", "error", lambda c: undelivered(c, 3 * HOUR), deliver
+    ),
     "awaiting_reply": Stranding(
-        "awaiting_reply", "error", lambda c: knocked(c, HOUR), _fix_knock,
-        env=(("CHECK_KNOCK_MIN_SAMPLE", "1"),)),
+        "awaiting_reply",
+        "error",
+        lambda c: knocked(c, HOUR),
+        _fix_knock,
+        env=(("CHECK_KNOCK_MIN_SAMPLE", "1"),),
+    ),
     "abandoned_or_failed": Stranding(
-        "abandoned_or_failed", "warn", lambda c: abandoned(c, "undeliverable"),
+        "abandoned_or_failed",
+        "warn",
+        lambda c: abandoned(c, "undeliverable"),
         lambda c, doc_id: c.execute(
             "UPDATE documents SET abandoned_at = now() - interval '2 days' WHERE id = %(id)s",
-            {"id": doc_id})),
+            {"id": doc_id},
+        ),
+    ),
     "messaging_tier_headroom": Stranding(
-        "messaging_tier_headroom", "error", lambda c: knocked_people(c, 1),
+        "messaging_tier_headroom",
+        "error",
+        lambda c: knocked_people(c, 1),
         lambda c, ids: c.execute(
-            "UPDATE people SET last_knock_at = now() - interval '25 hours' "
-            "WHERE id = ANY(%(ids)s)", {"ids": ids}),
-        env=(("WHATSAPP_MESSAGING_TIER", "1"),)),
+            "UPDATE people SET last_knock_at = now() - interval '25 hours' WHERE id = ANY(%(ids)s)",
+            {"ids": ids},
+        ),
+        env=(("WHATSAPP_MESSAGING_TIER", "1"),),
+    ),
     "sender_paused": Stranding("sender_paused", "error", pause_sender, _unpause),
 }

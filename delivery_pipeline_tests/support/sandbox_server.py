@@ -181,8 +181,15 @@ def start_sandbox(*, timeout: float = 15.0, **env_overrides: Any) -> SandboxProc
         log_path = Path(log_name)
         with os.fdopen(log_fd, "wb") as log_file:
             process = subprocess.Popen(
-                [sys.executable, "-m", "delivery_pipeline.sandbox",
-                 "--host", "127.0.0.1", "--port", str(port)],
+                [
+                    sys.executable,
+                    "-m",
+                    "delivery_pipeline.sandbox",
+                    "--host",
+                    "127.0.0.1",
+                    "--port",
+                    str(port),
+                ],
                 cwd=REPO_ROOT,
                 env=env,
                 stdout=log_file,

@@ -30,13 +30,19 @@ class ServiceProcess:
         self.http = httpx.Client(base_url=self.url, timeout=10.0)
 
     def post_webhook(self, body: bytes) -> httpx.Response:
-        return self.http.post("/webhooks/whatsapp", content=body,
-                              headers={"X-Hub-Signature-256": sign(APP_SECRET, body),
-                                       "Content-Type": "application/json"})
+        return self.http.post(
+            "/webhooks/whatsapp",
+            content=body,
+            headers={
+                "X-Hub-Signature-256": sign(APP_SECRET, body),
+                "Content-Type": "application/json",
+            },
+        )
 
     def poke(self, **target: int) -> httpx.Response:
-        return self.http.post("/internal/sweep", json=target,
-                              headers={"Authorization": f"Bearer {INTERNAL_TOKEN}"})
+        return self.http.post(
+            "/internal/sweep", json=target, headers={"Authorization": f"Bearer {INTERNAL_TOKEN}"}
+        )
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
@@ -55,32 +61,47 @@ class ServiceProcess:
 
 def service_env(database_url: str, api_base_url: str, **extra: Any) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("DELIVERY_", "WHATSAPP_"))}
-    env.update({
-        "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")])),
-        "PYTHONUNBUFFERED": "1",
-        "DATABASE_URL": database_url,
-        "WHATSAPP_API_BASE_URL": api_base_url,
-        "WHATSAPP_APP_SECRET": APP_SECRET,
-        "WHATSAPP_VERIFY_TOKEN": VERIFY_TOKEN,
-        "DELIVERY_INTERNAL_TOKEN": INTERNAL_TOKEN,
-        "DELIVERY_RATE_LIMIT": "2000",
-        "DELIVERY_BACKOFF_BASE_SECONDS": "0.05",
-    })
+    env.update(
+        {
+            "PYTHONPATH": os.pathsep.join(
+                filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")])
+            ),
+            "PYTHONUNBUFFERED": "1",
+            "DATABASE_URL": database_url,
+            "WHATSAPP_API_BASE_URL": api_base_url,
+            "WHATSAPP_APP_SECRET": APP_SECRET,
+            "WHATSAPP_VERIFY_TOKEN": VERIFY_TOKEN,
+            "DELIVERY_INTERNAL_TOKEN": INTERNAL_TOKEN,
+            "DELIVERY_RATE_LIMIT": "2000",
+            "DELIVERY_BACKOFF_BASE_SECONDS": "0.05",
+        }
+    )
     env.update({k: str(v) for k, v in extra.items()})
     return env
 
 
-def start_service(database_url: str, api_base_url: str, *, timeout: float = 20.0,
-                  **extra_env: Any) -> ServiceProcess:
+def start_service(
+    database_url: str, api_base_url: str, *, timeout: float = 20.0, **extra_env: Any
+) -> ServiceProcess:
     """Launch ``python -m delivery_pipeline.service`` on a free port; wait for /healthz."""
     env = service_env(database_url, api_base_url, **extra_env)
     port = free_port()
     log_fd, log_name = tempfile.mkstemp(prefix="service-", suffix=".log")
     with os.fdopen(log_fd, "wb") as log_file:
         process = subprocess.Popen(
-            [sys.executable, "-m", "delivery_pipeline.service", "--host", "127.0.0.1",
-             "--port", str(port)],
-            cwd=REPO_ROOT, env=env, stdout=log_file, stderr=subprocess.STDOUT,
+            [
+                sys.executable,
+                "-m",
+                "delivery_pipeline.service",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+            ],
+            cwd=REPO_ROOT,
+            env=env,
+            stdout=log_file,
+            stderr=subprocess.STDOUT,
         )
     service = ServiceProcess(process, port, Path(log_name))
     deadline = time.monotonic() + timeout
