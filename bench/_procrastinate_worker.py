@@ -27,7 +27,7 @@ from psycopg_pool import AsyncConnectionPool  # noqa: E402
 
 from delivery_pipeline.delivery.chunking import chunk_text  # noqa: E402
 from delivery_pipeline.delivery.pacer import RateLimiter  # noqa: E402
-from delivery_pipeline.settings import SANDBOX_ACCESS_TOKEN, SANDBOX_PHONE_NUMBER_ID  # noqa: E402
+from delivery_pipeline.settings import DEV_ACCESS_TOKEN, DEV_PHONE_NUMBER_ID  # noqa: E402
 
 URL = os.environ.get("BENCH_PG_URL", "")
 SANDBOX = os.environ.get("BENCH_SANDBOX_URL", "")
@@ -41,7 +41,7 @@ _state: dict[str, object] = {}
 def _resources() -> tuple[httpx.AsyncClient, RateLimiter, AsyncConnectionPool]:
     if not _state:
         _state["http"] = httpx.AsyncClient(
-            headers={"Authorization": f"Bearer {SANDBOX_ACCESS_TOKEN}"},
+            headers={"Authorization": f"Bearer {DEV_ACCESS_TOKEN}"},
             timeout=10.0,
             limits=httpx.Limits(max_connections=CONCURRENCY, max_keepalive_connections=CONCURRENCY),
         )
@@ -69,7 +69,7 @@ async def send_document(document_id: int) -> None:
                 (document_id,),
             )
         ).fetchone()
-    url = f"{SANDBOX}/v25.0/{SANDBOX_PHONE_NUMBER_ID}/messages"
+    url = f"{SANDBOX}/v25.0/{DEV_PHONE_NUMBER_ID}/messages"
     for text in chunk_text(row["body"], 4096):
         while True:
             await limiter.acquire()

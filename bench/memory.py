@@ -115,7 +115,8 @@ def main() -> None:
                 peaks[label].append(rss)
                 walls[label].append(wall)
                 print(
-                    f"{label}: peak RSS {rss:.1f} MiB, delivered {result['delivered']}, {wall:.1f} s"
+                    f"{label}: peak RSS {rss:.1f} MiB, delivered "
+                    f"{result['delivered']}, {wall:.1f} s"
                 )
             sandbox.reset()
             sandbox.faults(latency_ms=0, throughput_limit=0, pair_rate_enabled=False)
@@ -127,7 +128,8 @@ def main() -> None:
     )
     body = (
         "Peak RSS of one `python -m delivery_pipeline.cli sweep --concurrency "
-        f"{args.concurrency}` process (ru_maxrss via `os.wait4`), small one-chunk documents, sandbox "
+        f"{args.concurrency}` process (ru_maxrss via "
+        f"`os.wait4`), small one-chunk documents, sandbox "
         f"without latency or limits, windows open. Median of {args.repeats} runs. "
         "Targets: ≤ 150 MB, 10k/1k ratio ≤ 1.2.\n\n"
         "| documents swept | peak RSS MiB (median) | runs | wall s |\n|---|---|---|---|\n"
@@ -139,7 +141,8 @@ def main() -> None:
     )
     write_section(
         "memory",
-        f"./dev shell bench/memory.py --small {args.small} --large {args.large} --repeats {args.repeats}",
+        f"./dev shell bench/memory.py --small {args.small} --large "
+        f"{args.large} --repeats {args.repeats}",
         body,
     )
 

@@ -17,9 +17,10 @@ import time
 
 from _common import percentile, scratch_database, write_section
 
-from delivery_pipeline.delivery.engine import run_sweep
+from delivery_pipeline.delivery.sweep import run_sweep
 from delivery_pipeline.settings import Settings
-from delivery_pipeline.store.db import QUERIES, connect
+from delivery_pipeline.store.db import connect
+from delivery_pipeline.store.queries import QUERIES
 from delivery_pipeline_tests.support.sandbox_server import start_sandbox
 from delivery_pipeline_tests.support.service_server import APP_SECRET, start_service
 
@@ -72,7 +73,9 @@ def main() -> None:
                     },
                 )
                 phones.append(phone)
-        settings = Settings(api_base_url=sandbox.url, rate_limit=5000, concurrency=32)
+        settings = Settings().replace(
+            whatsapp={"api_base_url": sandbox.url}, delivery={"rate_limit": 5000, "concurrency": 32}
+        )
         knocked = asyncio.run(run_sweep(settings, url))
         assert knocked.knocks_sent == args.replies, knocked
 
@@ -102,7 +105,8 @@ def main() -> None:
     )
     write_section(
         "reaction_latency",
-        f"./dev shell bench/reaction_latency.py --replies {args.replies} --spacing-ms {args.spacing_ms:g}",
+        f"./dev shell bench/reaction_latency.py --replies "
+        f"{args.replies} --spacing-ms {args.spacing_ms:g}",
         "Inbound reply → first chunk accepted by the sandbox (no added latency; sandbox clock).\n\n"
         "| replies | delivered | p50 ms | p95 ms | p99 ms | max ms | target |\n"
         "|---|---|---|---|---|---|---|\n"

@@ -127,7 +127,7 @@ def summary_rows() -> list[tuple[str, str, str, bool | None]]:
     add("guard ratio to an empty table", "≤ 1.5", v, "{:.2f}", v is not None and float(v) <= 1.5)
     v = g.get("guard_1k_ms")
     add(
-        "guard, 1M delivered + 1,000 awaiting (DESIGN.md's naive guard: ~2 ms)",
+        "guard, 1M delivered + 1,000 awaiting (a guard joining people per row: ~2 ms)",
         "≤ 0.2 ms",
         v,
         "{:.3f} ms",

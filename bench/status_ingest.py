@@ -16,8 +16,8 @@ import time
 
 from _common import RawHttpConnection, percentile, scratch_database, write_section
 
-from delivery_pipeline.service.ingest import sign
 from delivery_pipeline.store.db import connect
+from delivery_pipeline.whatsapp.signature import sign
 from delivery_pipeline_tests.support.payloads import envelope, status_item
 from delivery_pipeline_tests.support.service_server import APP_SECRET, start_service
 
@@ -96,9 +96,12 @@ def main() -> None:
     )
     write_section(
         "status_ingest",
-        f"./dev shell bench/status_ingest.py --updates {args.updates} --connections {args.connections}",
-        f"Signed status webhooks into the webhook service ({args.connections} concurrent connections; "
-        "every status names a real chunk and is applied). Target: ≥ 1,000 updates/s, p99 ≤ 250 ms.\n\n"
+        f"./dev shell bench/status_ingest.py --updates "
+        f"{args.updates} --connections {args.connections}",
+        f"Signed status webhooks into the webhook service "
+        f"({args.connections} concurrent connections; "
+        "every status names a real chunk and is applied). "
+        "Target: ≥ 1,000 updates/s, p99 ≤ 250 ms.\n\n"
         "| updates per POST | POSTs | stored | updates/s | ack p50 ms | ack p99 ms |\n"
         "|---|---|---|---|---|---|\n" + table,
     )

@@ -46,7 +46,7 @@ from _common import (
 )
 
 from delivery_pipeline.delivery.chunking import chunk_text
-from delivery_pipeline.delivery.engine import DeliveryEngine, pool_size, run_sweep
+from delivery_pipeline.delivery.sweep import DeliveryEngine, pool_size, run_sweep
 from delivery_pipeline.settings import Settings
 from delivery_pipeline.store.db import async_pool
 from delivery_pipeline.whatsapp.client import CloudApiClient
@@ -83,7 +83,10 @@ def deliver_batch(
     phones = seed_ready_documents(url, docs, body, prefix)
     open_windows(sandbox.url, phones)
     texts = chunk_text(body, 4096)
-    settings = Settings(api_base_url=sandbox.url, rate_limit=rate, concurrency=concurrency)
+    settings = Settings().replace(
+        whatsapp={"api_base_url": sandbox.url},
+        delivery={"rate_limit": rate, "concurrency": concurrency},
+    )
 
     spy = None
     if profile_to is not None and py_spy():
@@ -158,9 +161,9 @@ async def sweep(settings: Settings, url: str, http_max: int | None, pool_max: in
     if http_max is None and pool_max is None:
         return await run_sweep(settings, url)
     async with (
-        async_pool(url, max_size=pool_max or pool_size(settings.concurrency)) as pool,
+        async_pool(url, max_size=pool_max or pool_size(settings.delivery.concurrency)) as pool,
         CloudApiClient.from_settings(
-            settings, max_connections=http_max or settings.concurrency
+            settings, max_connections=http_max or settings.delivery.concurrency
         ) as client,
     ):
         return await DeliveryEngine(settings, pool, client).sweep()
@@ -184,7 +187,9 @@ def one_plan(url: str, sandbox, *, chunks: int, latency_ms: float, repeats: int)
     for _ in range(repeats):
         phones = seed_ready_documents(url, 1, plan_body(chunks), f"+1{next(_run_counter)}")
         open_windows(sandbox.url, phones)
-        settings = Settings(api_base_url=sandbox.url, rate_limit=80, concurrency=16)
+        settings = Settings().replace(
+            whatsapp={"api_base_url": sandbox.url}, delivery={"rate_limit": 80, "concurrency": 16}
+        )
         started = time.perf_counter()
         result = asyncio.run(run_sweep(settings, url))
         walls.append(time.perf_counter() - started)
@@ -388,16 +393,20 @@ def main() -> None:
             f"{float(r['steady']):.1f} ({100 * float(r['steady']) / limit:.1f} %) | "
             f"{float(r['overall']):.1f} ({100 * float(r['overall']) / limit:.1f} %) | "
             f"{float(r['end_to_end']):.1f} | {int(float(r['peak_1s']))} | {r['throttled']} / "
-            f"{r['rejected']} | {r['duplicates']} / {r['missing']} | {float(r['cpu_engine']):.1f} / "
-            f"{float(r['cpu_sandbox']):.1f} / {float(r['cpu_postgres']):.1f} | {float(r['wall']):.1f} |"
+            f"{r['rejected']} | {r['duplicates']} / {r['missing']} "
+            f"| {float(r['cpu_engine']):.1f} / "
+            f"{float(r['cpu_sandbox']):.1f} / "
+            f"{float(r['cpu_postgres']):.1f} | {float(r['wall']):.1f} |"
         )
 
     per_msg = {
         limit: 1000 * med(limit, "cpu_engine") / max(med(limit, "received"), 1) for limit in runs
     }
     body = (
-        f"{args.docs} plans × {args.chunks} chunks (~4,000 characters each) per run, sandbox latency "
-        f"{args.latency_ms:g} ms per send, pair rate on (45 burst; 9 per person never binds), engine "
+        f"{args.docs} plans × {args.chunks} chunks (~4,000 "
+        f"characters each) per run, sandbox latency "
+        f"{args.latency_ms:g} ms per send, pair rate on (45 "
+        f"burst; 9 per person never binds), engine "
         f"`run_sweep(Settings(rate_limit=<limit>, concurrency=<N>))` in the bench process. "
         f"Median of {args.repeats} runs per limit (runs interleaved); counts summed over runs. "
         "Rates from the sandbox's accept times: *steady* = middle 80 % of the messages, "
@@ -409,7 +418,8 @@ def main() -> None:
         "|---|---|---|---|---|---|---|---|---|---|---|\n" + "\n".join(rows) + "\n\n"
         "What-if rows (one run each, not the shipped configuration; they are the evidence for the "
         "recommended engine changes):\n\n"
-        "| limit msg/s, variant | concurrency | accepted | steady msg/s (share) | overall msg/s (share) | "
+        "| limit msg/s, variant | concurrency | accepted | steady "
+        "msg/s (share) | overall msg/s (share) | "
         "end to end msg/s | busiest 1 s | throttled / refused | duplicated / missing | "
         "CPU s engine / sandbox / Postgres | wall s |\n"
         "|---|---|---|---|---|---|---|---|---|---|---|\n"
@@ -419,7 +429,8 @@ def main() -> None:
         f"{per_msg[args.fast_limit]:.1f} ms at {args.fast_limit:,} msg/s (CPU seconds in the bench "
         "process / messages), i.e. one core sustains at most "
         f"~{1000 / max(per_msg[args.fast_limit], 0.01):.0f} msg/s in one sweeping process.\n\n"
-        f"One {args.chunks}-chunk plan alone at {args.latency_ms:g} ms (sweep wall time incl. pool and "
+        f"One {args.chunks}-chunk plan alone at "
+        f"{args.latency_ms:g} ms (sweep wall time incl. pool and "
         f"client setup, 5 runs): median **{median(walls):.3f} s** (min {min(walls):.3f}, max "
         f"{max(walls):.3f}); target ≤ 1.6 s; the floor is {args.chunks} × {args.latency_ms:g} ms = "
         f"{args.chunks * args.latency_ms / 1000:.2f} s.\n\n"

@@ -226,7 +226,8 @@ def crash_run(
         if system == "ours":
             with connect(url) as conn:
                 ambiguous += conn.execute(
-                    "SELECT count(*) AS n FROM delivery_chunks WHERE state IN ('sending', 'unknown')"
+                    "SELECT count(*) AS n FROM delivery_chunks WHERE "
+                    "state IN ('sending', 'unknown')"
                 ).fetchone()["n"]
                 # The lease expires through the data, not by waiting 10 minutes.
                 conn.execute(
@@ -353,7 +354,8 @@ def main() -> None:
                     svc.stop()
     body = (
         f"{args.docs} plans × 9 chunks per system per run, sandbox latency {args.latency_ms:g} ms, "
-        f"pair rate on, both sides {args.concurrency} documents/jobs in flight and the same pacer at "
+        f"pair rate on, both sides {args.concurrency} "
+        f"documents/jobs in flight and the same pacer at "
         "the limit, both as real processes (start-up included in wall time). Rates are steady "
         f"state from the sandbox's accept times; median of {args.repeats} run(s). "
         "Target: ours / procrastinate ≥ 1.2.\n\n"
@@ -361,7 +363,8 @@ def main() -> None:
         "theirs wall s | throttled ours / theirs |\n|---|---|---|---|---|---|---|\n"
         + "\n".join(rate_rows)
         + "\n\n"
-        f"Forced crashes: {args.crash_docs} plans, {args.crash_processes} worker processes SIGKILLed "
+        f"Forced crashes: {args.crash_docs} plans, "
+        f"{args.crash_processes} worker processes SIGKILLed "
         f"2-4 s after start, {args.crash_rounds} rounds, then restarted until all is delivered. "
         "Ours: leases expired through the data after each kill; procrastinate: stalled jobs "
         "retried (`get_stalled_jobs` + `retry_job`), which re-runs a document from its first "

@@ -1,163 +1,434 @@
-"""The one settings object: every knob, read from the environment once.
+"""The one settings model: every knob, read from the environment in one place.
 
-Secrets (access token, app secret, verify token, internal token, ops webhook
-URL) are only ever read here from the environment and are never logged: the
-dataclass hides them from ``repr``.
+``Settings.from_env()`` is the only reader of the process environment for
+application settings; nothing reads it at import time. Each section is a
+plain pydantic model whose fields name their environment variable (the
+section's prefix plus the field name, or an explicit ``env``), so the README's
+table, ``deploy/dagster.yaml`` and the Dagster resources are all checked
+against this file. Secrets are ``SecretStr``: their values never appear in a
+``repr``, a log line or an error message.
+
+Bad values fail with one format, naming the variable: ``SettingsError``.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import os
-from collections.abc import Mapping
-from dataclasses import dataclass, field, fields, replace
+from collections.abc import Iterator, Mapping
 from pathlib import Path
+from typing import Any, ClassVar, Literal, Self
 
-from delivery_pipeline.envvars import env_number
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    SecretStr,
+    ValidationError,
+    field_validator,
+)
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_DATA_DIR = PROJECT_ROOT / ".data"
 
 SANDBOX_DEFAULT_PORT = 8765
 SERVICE_DEFAULT_PORT = 8766
-SANDBOX_PHONE_NUMBER_ID = "100000000000001"
-SANDBOX_ACCESS_TOKEN = "sandbox-access-token"
 
-LOCALES = ("en", "es", "pt")
+# The identity a sender and the sandbox share when no credentials are
+# configured: local development and tests. A real number sets both variables.
+DEV_PHONE_NUMBER_ID = "100000000000001"
+DEV_ACCESS_TOKEN = "sandbox-access-token"
 
-
-def _env_int(env: Mapping[str, str], name: str, default: int) -> int:
-    return env_number(env, name, default, int)
-
-
-def _env_float(env: Mapping[str, str], name: str, default: float) -> float:
-    return env_number(env, name, default, float)
+DEFAULT_KNOCK_TEMPLATES = "en=document_ready:en,es=document_ready:es,pt=document_ready:pt_BR"
 
 
-def _parse_templates(raw: str) -> dict[str, tuple[str, str]]:
+class SettingsError(ValueError):
+    """One or more settings have bad values; the message names each variable."""
+
+
+def env(name: str) -> Any:
+    """Field metadata: this field is read from ``name`` instead of prefix + field name."""
+    return {"env": name}
+
+
+class Section(BaseModel):
+    """A group of settings sharing a variable prefix."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    env_prefix: ClassVar[str] = ""
+    # The fields whose value came from an environment variable.
+    _from_environment: frozenset[str] = PrivateAttr(default=frozenset())
+
+    @classmethod
+    def env_names(cls) -> dict[str, str]:
+        """Field name → environment variable."""
+        names = {}
+        for name, info in cls.model_fields.items():
+            extra = info.json_schema_extra
+            explicit = extra.get("env") if isinstance(extra, dict) else None
+            names[name] = str(explicit) if explicit else cls.env_prefix + name.upper()
+        return names
+
+    @classmethod
+    def secret_fields(cls) -> frozenset[str]:
+        return frozenset(
+            name for name, info in cls.model_fields.items() if "SecretStr" in str(info.annotation)
+        )
+
+    @classmethod
+    def from_environ(cls, environ: Mapping[str, str]) -> Self:
+        """The section from ``environ``; an unset or empty variable keeps its default."""
+        secrets = cls.secret_fields()
+        values = {
+            field: environ[variable] if field in secrets else environ[variable].strip()
+            for field, variable in cls.env_names().items()
+            if environ.get(variable, "").strip()
+        }
+        section = cls.model_validate(values)
+        section._from_environment = frozenset(values)
+        return section
+
+    @property
+    def from_environment(self) -> frozenset[str]:
+        """The fields set from an environment variable (not defaults, not code)."""
+        return self._from_environment
+
+    def effective(self) -> dict[str, Any]:
+        """Every value, secrets shown only as whether they are set."""
+        secrets = self.secret_fields()
+        return {
+            name: ("(set)" if value is not None else None) if name in secrets else value
+            for name, value in self.model_dump().items()
+        }
+
+
+def secret(value: SecretStr | None) -> str | None:
+    return value.get_secret_value() if value is not None else None
+
+
+# ── the sections ────────────────────────────────────────────────────────
+
+
+class DatabaseSettings(Section):
+    database_url: str | None = Field(
+        None, json_schema_extra=env("DATABASE_URL"), description="app database; unset: embedded"
+    )
+    data_dir: str = Field(
+        str(DEFAULT_DATA_DIR),
+        json_schema_extra=env("DELIVERY_DATA_DIR"),
+        description="where the embedded Postgres lives",
+    )
+
+    @property
+    def data_path(self) -> Path:
+        return Path(self.data_dir)
+
+
+class WhatsAppSettings(Section):
+    env_prefix: ClassVar[str] = "WHATSAPP_"
+
+    api_base_url: str = Field(
+        f"http://127.0.0.1:{SANDBOX_DEFAULT_PORT}", description="Cloud API base URL"
+    )
+    api_version: str = Field("v25.0", description="Graph API version")
+    phone_number_id: str = Field(DEV_PHONE_NUMBER_ID, description="business phone number id")
+    access_token: SecretStr = Field(SecretStr(DEV_ACCESS_TOKEN), description="access token")
+    send_timeout: float = Field(10.0, gt=0, description="seconds per send")
+    app_secret: SecretStr | None = Field(None, description="webhook signature key")
+    verify_token: SecretStr | None = Field(None, description="verification handshake token")
+
+    @field_validator("api_base_url")
+    @classmethod
+    def _no_trailing_slash(cls, value: str) -> str:
+        return value.rstrip("/")
+
+    @property
+    def uses_dev_identity(self) -> bool:
+        return self.access_token.get_secret_value() == DEV_ACCESS_TOKEN
+
+
+class DeliverySettings(Section):
+    env_prefix: ClassVar[str] = "DELIVERY_"
+
+    lease_seconds: int = Field(600, ge=1, description="claim lease")
+    window_margin_seconds: int = Field(
+        900, ge=0, lt=24 * 3600, description="safety margin before the 24 h window ends"
+    )
+    max_attempts: int = Field(5, ge=1, description="transient failures before max_attempts")
+    backoff_base_seconds: float = Field(30.0, ge=0, description="first retry delay")
+    backoff_max_seconds: float = Field(3600.0, ge=0, description="retry delay cap")
+    rate_limit: float = Field(80.0, gt=0, description="messages per second per process")
+    concurrency: int = Field(16, ge=1, description="documents in flight per sweep")
+    chunk_limit: int = Field(4096, ge=16, le=4096, description="characters per message")
+    chunk_interval_seconds: float = Field(0.0, ge=0, description="pause between chunks")
+    unknown_policy: Literal["resend", "abandon"] = Field(
+        "resend", description="a send whose outcome never settled"
+    )
+    unknown_grace_seconds: int = Field(
+        300, ge=0, description="wait for a status before the unknown policy"
+    )
+    knock_templates: str = Field(
+        DEFAULT_KNOCK_TEMPLATES, description="locale=template:language, comma-separated"
+    )
+    knock_param_max: int = Field(60, ge=1, description="cap of the knock's name parameter")
+    heartbeat_seconds: int = Field(30, ge=1, description="heartbeat sensor interval")
+
+    @field_validator("knock_templates")
+    @classmethod
+    def _templates(cls, value: str) -> str:
+        parse_templates(value)
+        return value
+
+    @property
+    def knock_template_map(self) -> dict[str, tuple[str, str]]:
+        return parse_templates(self.knock_templates)
+
+    @property
+    def window_seconds(self) -> int:
+        """How long after the person's last message we still send free-form."""
+        return 24 * 3600 - self.window_margin_seconds
+
+    @property
+    def window(self) -> dt.timedelta:
+        return dt.timedelta(seconds=self.window_seconds)
+
+    @property
+    def lease(self) -> dt.timedelta:
+        return dt.timedelta(seconds=self.lease_seconds)
+
+
+class ServiceSettings(Section):
+    service_url: str = Field(
+        f"http://127.0.0.1:{SERVICE_DEFAULT_PORT}",
+        json_schema_extra=env("DELIVERY_SERVICE_URL"),
+        description="where the generator pokes the webhook service",
+    )
+    internal_token: SecretStr | None = Field(
+        None,
+        json_schema_extra=env("DELIVERY_INTERNAL_TOKEN"),
+        description="bearer token of /internal/sweep",
+    )
+    webhook_max_body_bytes: int = Field(
+        4 * 1024 * 1024, ge=1024, json_schema_extra=env("WEBHOOK_MAX_BODY_BYTES")
+    )
+
+    @field_validator("service_url")
+    @classmethod
+    def _no_trailing_slash(cls, value: str) -> str:
+        return value.rstrip("/")
+
+
+class GenerationSettings(Section):
+    env_prefix: ClassVar[str] = "GENERATION_"
+
+    backend: Literal["offline", "openai"] = Field(
+        "offline", json_schema_extra=env("GENERATOR_BACKEND"), description="offline or openai"
+    )
+    openai_base_url: str = Field(
+        "https://api.openai.com/v1", json_schema_extra=env("OPENAI_BASE_URL")
+    )
+    openai_model: str = Field("gpt-4o-mini", json_schema_extra=env("OPENAI_MODEL"))
+    openai_api_key: SecretStr | None = Field(None, json_schema_extra=env("OPENAI_API_KEY"))
+    timeout_seconds: float = Field(
+        60.0, gt=0, json_schema_extra=env("GENERATOR_TIMEOUT_SECONDS"), description="per request"
+    )
+    max_retries: int = Field(
+        2, ge=0, json_schema_extra=env("GENERATOR_MAX_RETRIES"), description="per document"
+    )
+    lease_seconds: int = Field(600, ge=1, description="generation claim lease")
+    max_attempts: int = Field(3, ge=1, description="generation attempts per document")
+    backoff_base_seconds: float = Field(60.0, ge=0)
+    backoff_max_seconds: float = Field(3600.0, ge=0)
+    batch_size: int = Field(4, ge=1, description="documents claimed at once")
+    misconfigured_pause_seconds: float = Field(
+        300.0, ge=0, description="pause when the generator is misconfigured"
+    )
+    sensor_seconds: int = Field(30, ge=1, description="pending_generation sensor interval")
+
+    @field_validator("backend", mode="before")
+    @classmethod
+    def _lower(cls, value: Any) -> Any:
+        return value.strip().lower() if isinstance(value, str) else value
+
+    @property
+    def lease(self) -> dt.timedelta:
+        return dt.timedelta(seconds=self.lease_seconds)
+
+
+class CheckSettings(Section):
+    """When each ops check warns and errs. Ages in seconds; shares in 0..1."""
+
+    env_prefix: ClassVar[str] = "CHECK_"
+
+    # pending and generating (owner: the generator)
+    pending_warn_seconds: float = Field(15 * 60, gt=0)
+    pending_error_seconds: float = Field(60 * 60, gt=0)
+    generating_warn_seconds: float = Field(15 * 60, gt=0)
+    generating_error_seconds: float = Field(60 * 60, gt=0)
+    # undelivered (owner: delivery): eligible and due this long is stranded
+    undelivered_warn_seconds: float = Field(30 * 60, gt=0)
+    undelivered_error_seconds: float = Field(2 * 60 * 60, gt=0)
+    # undelivered this long since generation, even while retrying: WARN only
+    undelivered_slow_seconds: float = Field(2 * 60 * 60, gt=0)
+    # awaiting a knock reply (owner: the person): alerts only on abnormal shares
+    knock_settle_seconds: float = Field(15 * 60, gt=0, description="a knock should be delivered")
+    knock_answer_grace_seconds: float = Field(60 * 60, gt=0, description="then answered")
+    knock_min_sample: int = Field(5, ge=1)
+    knock_unanswered_share: float = Field(0.5, ge=0, le=1, description="WARN above")
+    knock_undelivered_share: float = Field(0.5, ge=0, le=1, description="ERROR above")
+    # abandoned or generation failed in the last day (owner: ops)
+    abandoned_warn_count: int = Field(1, ge=1)
+    abandoned_error_count: int = Field(10, ge=1)
+    # messaging tier use (owner: ops)
+    tier_warn_share: float = Field(0.8, gt=0)
+    tier_error_share: float = Field(1.0, gt=0)
+    sample_size: int = Field(5, ge=1, description="ids of the oldest rows listed per check")
+    messaging_tier: str = Field(
+        "250",
+        json_schema_extra=env("WHATSAPP_MESSAGING_TIER"),
+        description="unique people reached outside the window per 24 h",
+    )
+
+    @field_validator("messaging_tier", mode="before")
+    @classmethod
+    def _tier(cls, value: Any) -> str:
+        """``250``, ``2000`` (``2k``, ``TIER_2K``), …, ``unlimited``."""
+        text = str(value).strip().lower().removeprefix("tier_").replace(",", "").replace("_", "")
+        if text.endswith("k") and text[:-1].isdigit():
+            text = str(int(text[:-1]) * 1000)
+        if text != "unlimited" and not (text.isdigit() and int(text) > 0):
+            raise ValueError("must be 250, 2000, 10000, 100000 or unlimited")
+        return text
+
+    @property
+    def tier_limit(self) -> int | None:
+        return None if self.messaging_tier == "unlimited" else int(self.messaging_tier)
+
+
+class OpsSettings(Section):
+    env_prefix: ClassVar[str] = "OPS_"
+
+    webhook_url: SecretStr | None = Field(None, description="Slack-compatible incoming webhook")
+    alert_sensor_seconds: int = Field(60, ge=1, description="alert sensor interval")
+    alert_reminder_seconds: int = Field(4 * 3600, ge=1, description="reminder interval")
+
+
+class ScheduleSettings(Section):
+    daily_briefs_cron: str = Field("*/15 * * * *", json_schema_extra=env("DAILY_BRIEFS_CRON"))
+    backlog_cron: str = Field("*/5 * * * *", json_schema_extra=env("BACKLOG_CRON"))
+    checks_cron: str = Field("*/5 * * * *", json_schema_extra=env("CHECKS_CRON"))
+    report_cron: str = Field("15 0 * * *", json_schema_extra=env("REPORT_CRON"))
+    report_start_date: dt.date = Field(
+        dt.date(2026, 1, 1), json_schema_extra=env("REPORT_START_DATE")
+    )
+
+    @field_validator("daily_briefs_cron", "backlog_cron", "checks_cron", "report_cron")
+    @classmethod
+    def _cron(cls, value: str) -> str:
+        if len(value.split()) != 5:
+            raise ValueError("must be a five-field cron expression like '*/5 * * * *'")
+        return value
+
+
+class SandboxSettings(Section):
+    """The sandbox's start configuration (its identity is ``WhatsAppSettings``')."""
+
+    env_prefix: ClassVar[str] = "SANDBOX_"
+
+    webhook_url: str | None = Field(None, description="where it posts signed webhooks")
+    refusal_mode: Literal["sync", "async"] = Field("sync", description="how 131047 shows")
+    latency_ms: float | None = Field(None, ge=0)
+    throughput_limit: int | None = Field(None, ge=0, description="0: unlimited")
+    read_rate: float | None = Field(None, ge=0, le=1)
+    pair_rate: bool | None = Field(None, description="on or off")
+    status_delay_ms: float | None = Field(None, ge=0)
+    status_batch: int | None = Field(None, ge=1)
+    seed: int | None = None
+
+    @field_validator("refusal_mode", mode="before")
+    @classmethod
+    def _lower(cls, value: Any) -> Any:
+        return value.strip().lower() if isinstance(value, str) else value
+
+
+# ── the model ───────────────────────────────────────────────────────────
+
+
+class Settings(BaseModel):
+    """Every setting of every part, by section."""
+
+    model_config = ConfigDict(frozen=True)
+
+    database: DatabaseSettings = DatabaseSettings()
+    whatsapp: WhatsAppSettings = WhatsAppSettings()
+    delivery: DeliverySettings = DeliverySettings()
+    service: ServiceSettings = ServiceSettings()
+    generation: GenerationSettings = GenerationSettings()
+    checks: CheckSettings = CheckSettings()
+    ops: OpsSettings = OpsSettings()
+    schedules: ScheduleSettings = ScheduleSettings()
+    sandbox: SandboxSettings = SandboxSettings()
+
+    @classmethod
+    def sections(cls) -> dict[str, type[Section]]:
+        return {
+            name: info.annotation
+            for name, info in cls.model_fields.items()
+            if isinstance(info.annotation, type) and issubclass(info.annotation, Section)
+        }
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
+        """Every section from the environment; ``SettingsError`` names each bad variable."""
+        environ = os.environ if environ is None else environ
+        values: dict[str, Section] = {}
+        problems: list[str] = []
+        for name, section in cls.sections().items():
+            try:
+                values[name] = section.from_environ(environ)
+            except ValidationError as exc:
+                problems.extend(_describe(section, exc))
+        if problems:
+            raise SettingsError("bad settings: " + "; ".join(problems))
+        return cls(**values)
+
+    @classmethod
+    def env_names(cls) -> Iterator[str]:
+        """Every environment variable the model reads."""
+        for section in cls.sections().values():
+            yield from section.env_names().values()
+
+    def replace(self, **sections: Any) -> Settings:
+        """A copy with some sections' fields changed: ``replace(delivery={"rate_limit": 5})``."""
+        changed = {}
+        for name, fields in sections.items():
+            current: Section = getattr(self, name)
+            changed[name] = type(current).model_validate(
+                {**current.model_dump(exclude_unset=True), **fields}
+            )
+        return self.model_copy(update=changed)
+
+
+def _describe(section: type[Section], exc: ValidationError) -> Iterator[str]:
+    names = section.env_names()
+    secrets = section.secret_fields()
+    for error in exc.errors():
+        field = str(error["loc"][0]) if error["loc"] else "?"
+        variable = names.get(field, field)
+        shown = "" if field in secrets else f" (got {error.get('input')!r})"
+        yield f"{variable}: {error['msg'].removeprefix('Value error, ')}{shown}"
+
+
+def parse_templates(raw: str) -> dict[str, tuple[str, str]]:
     """``en=document_ready:en,es=document_ready:es`` → {locale: (name, language)}."""
     templates: dict[str, tuple[str, str]] = {}
     for item in filter(None, (part.strip() for part in raw.split(","))):
         locale, _, spec = item.partition("=")
         name, _, language = spec.partition(":")
-        if not (locale and name and language):
-            raise ValueError(f"DELIVERY_KNOCK_TEMPLATES item {item!r} is not locale=name:language")
+        if not (locale.strip() and name.strip() and language.strip()):
+            raise ValueError(f"item {item!r} is not locale=name:language")
         templates[locale.strip()] = (name.strip(), language.strip())
+    if "en" not in templates:
+        raise ValueError("needs an 'en' template (the fallback for other locales)")
     return templates
-
-
-DEFAULT_KNOCK_TEMPLATES = "en=document_ready:en,es=document_ready:es,pt=document_ready:pt_BR"
-
-
-@dataclass(frozen=True)
-class Settings:
-    """Every setting the engine, client, sandbox and service read."""
-
-    database_url: str | None = None
-    data_dir: Path = DEFAULT_DATA_DIR
-
-    # Cloud API client
-    api_base_url: str = f"http://127.0.0.1:{SANDBOX_DEFAULT_PORT}"
-    api_version: str = "v25.0"
-    phone_number_id: str = SANDBOX_PHONE_NUMBER_ID
-    access_token: str = field(default=SANDBOX_ACCESS_TOKEN, repr=False)
-    send_timeout: float = 10.0
-
-    # Delivery engine
-    lease_seconds: int = 600
-    window_hours: int = 24
-    window_margin_seconds: int = 900
-    max_attempts: int = 5
-    backoff_base_seconds: float = 30.0
-    backoff_max_seconds: float = 3600.0
-    rate_limit: float = 80.0
-    concurrency: int = 16
-    chunk_limit: int = 4096
-    chunk_interval_seconds: float = 0.0
-    unknown_policy: str = "resend"
-    unknown_grace_seconds: int = 300
-    knock_templates: dict[str, tuple[str, str]] = field(
-        default_factory=lambda: _parse_templates(DEFAULT_KNOCK_TEMPLATES)
-    )
-    knock_param_max: int = 60
-
-    # Webhook service
-    verify_token: str | None = field(default=None, repr=False)
-    app_secret: str | None = field(default=None, repr=False)
-    internal_token: str | None = field(default=None, repr=False)
-    service_url: str = f"http://127.0.0.1:{SERVICE_DEFAULT_PORT}"
-    webhook_max_body_bytes: int = 4 * 1024 * 1024
-
-    # Ops channel
-    ops_webhook_url: str | None = field(default=None, repr=False)
-
-    def __post_init__(self) -> None:
-        if self.unknown_policy not in ("resend", "abandon"):
-            raise ValueError("DELIVERY_UNKNOWN_POLICY must be 'resend' or 'abandon'")
-        if self.chunk_limit < 16:
-            raise ValueError("DELIVERY_CHUNK_LIMIT must be at least 16")
-        if self.rate_limit <= 0:
-            raise ValueError("DELIVERY_RATE_LIMIT must be positive")
-        if self.concurrency < 1:
-            raise ValueError("DELIVERY_CONCURRENCY must be at least 1")
-
-    @property
-    def window_seconds(self) -> int:
-        """How long after the person's last message we still send free-form."""
-        return self.window_hours * 3600 - self.window_margin_seconds
-
-    @property
-    def uses_sandbox(self) -> bool:
-        return self.access_token == SANDBOX_ACCESS_TOKEN
-
-    def with_(self, **changes: object) -> Settings:
-        return replace(self, **changes)
-
-    @classmethod
-    def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
-        env = os.environ if env is None else env
-        d = cls()
-        return cls(
-            database_url=env.get("DATABASE_URL") or None,
-            data_dir=Path(env.get("DELIVERY_DATA_DIR") or d.data_dir),
-            api_base_url=(env.get("WHATSAPP_API_BASE_URL") or d.api_base_url).rstrip("/"),
-            api_version=env.get("WHATSAPP_API_VERSION") or d.api_version,
-            phone_number_id=env.get("WHATSAPP_PHONE_NUMBER_ID") or d.phone_number_id,
-            access_token=env.get("WHATSAPP_ACCESS_TOKEN") or d.access_token,
-            send_timeout=_env_float(env, "WHATSAPP_SEND_TIMEOUT", d.send_timeout),
-            lease_seconds=_env_int(env, "DELIVERY_LEASE_SECONDS", d.lease_seconds),
-            window_margin_seconds=_env_int(
-                env, "DELIVERY_WINDOW_MARGIN_SECONDS", d.window_margin_seconds
-            ),
-            max_attempts=_env_int(env, "DELIVERY_MAX_ATTEMPTS", d.max_attempts),
-            backoff_base_seconds=_env_float(
-                env, "DELIVERY_BACKOFF_BASE_SECONDS", d.backoff_base_seconds
-            ),
-            backoff_max_seconds=_env_float(
-                env, "DELIVERY_BACKOFF_MAX_SECONDS", d.backoff_max_seconds
-            ),
-            rate_limit=_env_float(env, "DELIVERY_RATE_LIMIT", d.rate_limit),
-            concurrency=_env_int(env, "DELIVERY_CONCURRENCY", d.concurrency),
-            chunk_limit=_env_int(env, "DELIVERY_CHUNK_LIMIT", d.chunk_limit),
-            chunk_interval_seconds=_env_float(
-                env, "DELIVERY_CHUNK_INTERVAL_SECONDS", d.chunk_interval_seconds
-            ),
-            unknown_policy=env.get("DELIVERY_UNKNOWN_POLICY") or d.unknown_policy,
-            unknown_grace_seconds=_env_int(
-                env, "DELIVERY_UNKNOWN_GRACE_SECONDS", d.unknown_grace_seconds
-            ),
-            knock_templates=_parse_templates(
-                env.get("DELIVERY_KNOCK_TEMPLATES") or DEFAULT_KNOCK_TEMPLATES
-            ),
-            knock_param_max=_env_int(env, "DELIVERY_KNOCK_PARAM_MAX", d.knock_param_max),
-            verify_token=env.get("WHATSAPP_VERIFY_TOKEN") or None,
-            app_secret=env.get("WHATSAPP_APP_SECRET") or None,
-            internal_token=env.get("DELIVERY_INTERNAL_TOKEN") or None,
-            service_url=(env.get("DELIVERY_SERVICE_URL") or d.service_url).rstrip("/"),
-            webhook_max_body_bytes=_env_int(
-                env, "WEBHOOK_MAX_BODY_BYTES", d.webhook_max_body_bytes
-            ),
-            ops_webhook_url=env.get("OPS_WEBHOOK_URL") or None,
-        )
-
-
-SETTING_NAMES = tuple(f.name for f in fields(Settings))

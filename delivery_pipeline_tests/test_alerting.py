@@ -18,23 +18,33 @@ from dagster import (
     op,
 )
 
-from delivery_pipeline.dagster_defs.alert_sensors import ops_check_alerts, ops_run_failures
+from delivery_pipeline.dagster_defs.alert_sensors import build_alert_sensors
 from delivery_pipeline.dagster_defs.asset_checks import (
     BACKLOG_CHECKS,
-    BACKLOG_KEY,
     CHECK_KEYS,
-    checks_every_5_minutes,
     delivery_checks,
 )
 from delivery_pipeline.dagster_defs.assets import delivery_backlog
 from delivery_pipeline.dagster_defs.jobs import refresh_backlog
-from delivery_pipeline.dagster_defs.resources import AppDatabase, OpsChannelResource
-from delivery_pipeline.delivery.engine import sweep_sync
+from delivery_pipeline.dagster_defs.resources import OpsChannelResource
+from delivery_pipeline.dagster_defs.schedules import build_schedules
+from delivery_pipeline.delivery.sweep import sweep_sync
+from delivery_pipeline.settings import Settings
 from delivery_pipeline_tests.support import ops
+from delivery_pipeline_tests.support.dagster_support import resources_for
 from delivery_pipeline_tests.support.data import add_document, add_person
 from delivery_pipeline_tests.support.ops import HOUR, STRANDINGS
 
 pytestmark = pytest.mark.filterwarnings("ignore::dagster.BetaWarning")
+
+DEFAULTS = Settings()
+BACKLOG_KEY = delivery_backlog.key
+ALERT_SENSORS = {s.name: s for s in build_alert_sensors(DEFAULTS.ops)}
+ops_check_alerts = ALERT_SENSORS["ops_check_alerts"]
+ops_run_failures = ALERT_SENSORS["ops_run_failures"]
+checks_every_5_minutes = next(
+    s for s in build_schedules(DEFAULTS.schedules) if s.name == "checks_every_5_minutes"
+)
 
 
 @pytest.fixture
@@ -43,21 +53,21 @@ def instance():
         yield inst
 
 
-def resources(database_url, ops_url):
+def resources(database_url, ops_url, settings=DEFAULTS):
     return {
-        "app_db": AppDatabase(database_url=database_url),
-        "ops_channel": OpsChannelResource(webhook_url=ops_url, timeout_seconds=2.0),
+        **resources_for(database_url, settings=settings),
+        "ops_channel": OpsChannelResource(webhook_url=ops_url),
     }
 
 
-def definitions(database_url, ops_url=None):
+def definitions(database_url, ops_url=None, settings=DEFAULTS):
     return Definitions(
         assets=[delivery_backlog],
         asset_checks=BACKLOG_CHECKS,
         jobs=[delivery_checks, refresh_backlog],
         schedules=[checks_every_5_minutes],
         sensors=[ops_check_alerts, ops_run_failures],
-        resources=resources(database_url, ops_url),
+        resources=resources(database_url, ops_url, settings),
     )
 
 
@@ -98,13 +108,9 @@ def test_checks_carry_owner_and_runbook_metadata():
 
 
 @pytest.mark.parametrize("name", sorted(STRANDINGS))
-def test_stranded_state_posts_once_then_resolves(
-    db, database_url, instance, sandbox, monkeypatch, name
-):
+def test_stranded_state_posts_once_then_resolves(db, database_url, instance, sandbox, name):
     stranding = STRANDINGS[name]
-    for key, value in stranding.env:
-        monkeypatch.setenv(key, value)
-    defs = definitions(database_url, ops_url(sandbox))
+    defs = definitions(database_url, ops_url(sandbox), stranding.settings())
     handle = stranding.strand(db)
 
     evaluation = run_checks(defs, instance)[name]

@@ -12,7 +12,6 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from delivery_pipeline.delivery.inbound import note_inbound
 from delivery_pipeline.generation.briefs import (
     abandon_stale_briefs,
     brief_due_date,
@@ -20,8 +19,9 @@ from delivery_pipeline.generation.briefs import (
     run_briefs,
 )
 from delivery_pipeline.generation.worker import generation_due
-from delivery_pipeline.store.db import QUERIES, connect
-from delivery_pipeline_tests.support.data import add_person, document
+from delivery_pipeline.store.db import connect
+from delivery_pipeline.store.queries import QUERIES
+from delivery_pipeline_tests.support.data import add_person, document, inbound_arrives
 
 UTC = dt.UTC
 LEASE = dt.timedelta(minutes=10)
@@ -302,7 +302,7 @@ def test_abandons_every_open_brief_of_an_earlier_local_day(db):
     assert generation_due(db) is False
 
 
-def test_an_abandoned_brief_stays_abandoned_when_the_person_writes(db):
+def test_an_abandoned_brief_stays_abandoned_when_the_person_writes(db, database_url):
     person = add_person(db, time_zone="UTC", inbound_age_seconds=None)
     doc = brief(db, person["id"], dt.date(2031, 6, 1))
     _set(
@@ -311,7 +311,16 @@ def test_an_abandoned_brief_stays_abandoned_when_the_person_writes(db):
         "status = 'succeeded', body = 'b', knock_sent_at = now(), awaiting_reply_since = now()",
     )
     abandon_stale_briefs(db, lease=LEASE, at=utc(2031, 6, 2, 0, 0, 1))
-    assert note_inbound(db, person["id"], dt.datetime.now(UTC)) == []
+    before = document(db, doc["id"])
+    inbound_arrives(database_url, person)
+    opened = db.execute(
+        "SELECT last_inbound_at FROM people WHERE id = %(id)s", {"id": person["id"]}
+    ).fetchone()
+    assert opened["last_inbound_at"] is not None, "the message reached the service"
+    after = document(db, doc["id"])
+    # not woken: the brief was not put back in the queue
+    assert after["awaiting_reply_since"] == before["awaiting_reply_since"] is not None
+    assert after["next_attempt_at"] == before["next_attempt_at"]
     state = db.execute(
         "SELECT state, abandon_reason FROM document_states WHERE id = %(id)s", {"id": doc["id"]}
     ).fetchone()

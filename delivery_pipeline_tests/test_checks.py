@@ -5,19 +5,14 @@ and expected waiting does not."""
 from __future__ import annotations
 
 import pytest
+from pydantic import ValidationError
 
-from delivery_pipeline.watch.checks import (
-    CHECK_NAMES,
-    Severity,
-    Thresholds,
-    evaluate,
-    evaluate_all,
-    parse_tier,
-)
+from delivery_pipeline.settings import CheckSettings, Settings
+from delivery_pipeline.watch.checks import CHECK_NAMES, Severity, evaluate, evaluate_all
 from delivery_pipeline_tests.support import ops
 from delivery_pipeline_tests.support.ops import HOUR, STRANDINGS
 
-T = Thresholds()
+T = Settings()
 
 
 def failing(results):
@@ -35,12 +30,10 @@ def test_empty_database_passes_every_check(db):
 
 
 @pytest.mark.parametrize("name", sorted(STRANDINGS))
-def test_each_stranded_state_fails_its_check_only(db, monkeypatch, name):
+def test_each_stranded_state_fails_its_check_only(db, name):
     stranding = STRANDINGS[name]
-    for key, value in stranding.env:
-        monkeypatch.setenv(key, value)
     stranding.strand(db)
-    results = failing(evaluate_all(db, Thresholds.from_env()))
+    results = failing(evaluate_all(db, stranding.settings()))
     assert set(results) == {name}
     result = results[name]
     assert result.severity == Severity(stranding.severity)
@@ -50,12 +43,10 @@ def test_each_stranded_state_fails_its_check_only(db, monkeypatch, name):
 
 
 @pytest.mark.parametrize("name", sorted(STRANDINGS))
-def test_fixing_each_stranded_state_passes_again(db, monkeypatch, name):
+def test_fixing_each_stranded_state_passes_again(db, name):
     stranding = STRANDINGS[name]
-    for key, value in stranding.env:
-        monkeypatch.setenv(key, value)
     stranding.fix(db, stranding.strand(db))
-    assert failing(evaluate_all(db, Thresholds.from_env())) == {}
+    assert failing(evaluate_all(db, stranding.settings())) == {}
 
 
 def test_pending_warns_then_errs_with_the_oldest_ids(db):
@@ -236,19 +227,23 @@ def test_generation_failed_at_is_set_by_the_database(db):
 
 
 def test_tier_headroom_warns_at_80_percent_and_errs_at_the_limit(db):
-    t = Thresholds(tier_limit=10)
-    ops.knocked_people(db, 7)
-    ops.knocked_people(db, 3, age_seconds=25 * HOUR)  # left the rolling 24 h
+    # the smallest real tier (250 unique people); the counts are 70 %, 80 %, 100 % of it
+    t = Settings().replace(checks={"messaging_tier": "250"})
+    assert t.checks.tier_limit == 250
+    ops.knocked_people(db, 175)
+    ops.knocked_people(db, 75, age_seconds=25 * HOUR)  # left the rolling 24 h
     result = evaluate("messaging_tier_headroom", db, t)
-    assert result.passed and result.metadata["count"] == 7
+    assert result.passed and result.metadata["count"] == 175
     first = ops.knocked_people(db, 1, age_seconds=20 * HOUR)
+    ops.knocked_people(db, 24)
     result = evaluate("messaging_tier_headroom", db, t)
     assert result.severity == Severity.WARN
     assert result.metadata["share"] == 0.8
     assert result.metadata["oldest_ids"][0] == first[0]
-    ops.knocked_people(db, 2)
+    ops.knocked_people(db, 50)
     assert evaluate("messaging_tier_headroom", db, t).severity == Severity.ERROR
-    assert evaluate("messaging_tier_headroom", db, Thresholds(tier_limit=None)).passed
+    unlimited = Settings(checks=CheckSettings(messaging_tier="unlimited"))
+    assert evaluate("messaging_tier_headroom", db, unlimited).passed
 
 
 @pytest.mark.parametrize(
@@ -266,12 +261,17 @@ def test_tier_headroom_warns_at_80_percent_and_errs_at_the_limit(db):
     ],
 )
 def test_parse_tier(raw, limit):
-    assert parse_tier(raw) == limit
+    env = {} if raw is None else {"WHATSAPP_MESSAGING_TIER": raw}
+    assert Settings.from_env(env).checks.tier_limit == limit
+    if raw:
+        assert CheckSettings(messaging_tier=raw).tier_limit == limit
 
 
 def test_parse_tier_rejects_nonsense():
     with pytest.raises(ValueError, match="WHATSAPP_MESSAGING_TIER"):
-        parse_tier("lots")
+        Settings.from_env({"WHATSAPP_MESSAGING_TIER": "lots"})
+    with pytest.raises(ValidationError, match="messaging_tier"):
+        CheckSettings(messaging_tier="lots")
 
 
 def test_sender_paused_is_an_error_at_once(db):
@@ -284,7 +284,7 @@ def test_sender_paused_is_an_error_at_once(db):
 
 
 def test_thresholds_from_env():
-    t = Thresholds.from_env(
+    s = Settings.from_env(
         {
             "CHECK_UNDELIVERED_WARN_SECONDS": "60",
             "CHECK_KNOCK_MIN_SAMPLE": "2",
@@ -292,11 +292,11 @@ def test_thresholds_from_env():
             "DELIVERY_LEASE_SECONDS": "30",
         }
     )
-    assert (t.undelivered_warn_seconds, t.knock_min_sample, t.tier_limit, t.lease_seconds) == (
-        60.0,
-        2,
-        2000,
-        30,
-    )
+    assert (
+        s.checks.undelivered_warn_seconds,
+        s.checks.knock_min_sample,
+        s.checks.tier_limit,
+        s.delivery.lease_seconds,
+    ) == (60.0, 2, 2000, 30)
     with pytest.raises(ValueError, match="CHECK_KNOCK_MIN_SAMPLE"):
-        Thresholds.from_env({"CHECK_KNOCK_MIN_SAMPLE": "many"})
+        Settings.from_env({"CHECK_KNOCK_MIN_SAMPLE": "many"})

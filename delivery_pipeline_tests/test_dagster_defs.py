@@ -37,21 +37,38 @@ from delivery_pipeline.dagster_defs.jobs import (
     request_document_job,
 )
 from delivery_pipeline.dagster_defs.resources import (
+    AppDatabase,
     CloudApiResource,
+    DeliveryResource,
     GeneratorResource,
-    default_resources,
+    build_resources,
+    engine_settings,
 )
-from delivery_pipeline.dagster_defs.schedules import backlog_every_5_minutes, daily_briefs
-from delivery_pipeline.dagster_defs.sensors import delivery_heartbeat, pending_generation
+from delivery_pipeline.dagster_defs.schedules import build_schedules
+from delivery_pipeline.dagster_defs.sensors import build_sensors
 from delivery_pipeline.delivery.chunking import chunk_text
-from delivery_pipeline.delivery.inbound import note_inbound
-from delivery_pipeline.store.db import QUERIES
+from delivery_pipeline.settings import Settings
+from delivery_pipeline.store.queries import QUERIES
 from delivery_pipeline_tests.support.dagster_support import add_run, resources_for
-from delivery_pipeline_tests.support.data import add_document, add_person, document, plan_body
+from delivery_pipeline_tests.support.data import (
+    add_document,
+    add_person,
+    document,
+    person_writes,
+    plan_body,
+)
 from delivery_pipeline_tests.support.inbox import knocks, texts
 
 REPO = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.filterwarnings("ignore::dagster.BetaWarning")
+
+DEFAULTS = Settings()
+SENSORS = {s.name: s for s in build_sensors(DEFAULTS)}
+delivery_heartbeat = SENSORS["delivery_heartbeat"]
+pending_generation = SENSORS["pending_generation"]
+SCHEDULES = {s.name: s for s in build_schedules(DEFAULTS.schedules)}
+daily_briefs = SCHEDULES["daily_briefs"]
+backlog_every_5_minutes = SCHEDULES["backlog_every_5_minutes"]
 
 
 @pytest.fixture
@@ -77,7 +94,7 @@ def pending(db, person_id: int, kind: str = "plan", for_date=None) -> dict:
 def test_definitions_load_with_everything_running_by_default():
     from delivery_pipeline.dagster_defs.definitions import defs
 
-    repo = defs.get_repository_def()
+    repo = defs().get_repository_def()
     assert {j.name for j in repo.get_all_jobs()} >= {
         "deliver_documents",
         "generate_documents",
@@ -130,8 +147,8 @@ def test_heartbeat_interval_comes_from_the_environment():
             "-W",
             "ignore",
             "-c",
-            "from delivery_pipeline.dagster_defs.sensors import delivery_heartbeat as s; "
-            "print(s.minimum_interval_seconds)",
+            "from delivery_pipeline.dagster_defs.definitions import defs; "
+            "print(defs().get_sensor_def('delivery_heartbeat').minimum_interval_seconds)",
         ],
         env=env,
         capture_output=True,
@@ -156,7 +173,7 @@ def test_generator_resource_has_no_access_to_messaging_credentials(monkeypatch):
     for key, value in MESSAGING_SECRETS.items():
         monkeypatch.setenv(key, value)
     monkeypatch.setenv("OPENAI_API_KEY", "sk-generator")
-    resources = default_resources()
+    resources = build_resources(Settings.from_env())
 
     # by construction: no field that could carry one
     assert set(GeneratorResource.model_fields) == {
@@ -166,12 +183,19 @@ def test_generator_resource_has_no_access_to_messaging_credentials(monkeypatch):
         "openai_api_key",
         "timeout_seconds",
         "max_retries",
+        "lease_seconds",
+        "max_attempts",
+        "backoff_base_seconds",
+        "backoff_max_seconds",
+        "batch_size",
+        "misconfigured_pause_seconds",
+        "sensor_seconds",
     }
     # the configured resource and what it builds hold none of the values
     generator_resource = resources["generator"]
     for text in (
         repr(generator_resource),
-        repr(generator_resource.generator_settings()),
+        repr(generator_resource.section()),
         repr(vars(generator_resource.build())),
     ):
         assert not any(secret in text for secret in MESSAGING_SECRETS.values()), text
@@ -180,8 +204,10 @@ def test_generator_resource_has_no_access_to_messaging_credentials(monkeypatch):
     # and a generation run is not given the Cloud API resource at all
     from delivery_pipeline.dagster_defs.definitions import defs
 
+    definitions = defs()
+
     def required(name: str) -> set[str]:
-        return set(defs.resolve_job_def(name).get_required_resource_defs())
+        return set(definitions.resolve_job_def(name).get_required_resource_defs())
 
     assert required("generate_documents") == {
         "io_manager",
@@ -191,7 +217,7 @@ def test_generator_resource_has_no_access_to_messaging_credentials(monkeypatch):
     }
     for name in ("request_document", "enqueue_daily_briefs", "refresh_backlog"):
         assert "cloud_api" not in required(name) and "generator" not in required(name), name
-    assert required("deliver_documents") == {"io_manager", "app_db", "cloud_api"}
+    assert required("deliver_documents") == {"io_manager", "app_db", "cloud_api", "delivery"}
 
 
 class Tripwire(ConfigurableResource):
@@ -391,8 +417,7 @@ def test_generation_job_fails_visibly_when_the_generator_is_misconfigured(
 @pytest.mark.slow
 def test_a_job_generates_and_delivers_a_plan_end_to_end(db, database_url, instance, sandbox):
     person = add_person(db, name="Marta", locale="es", time_zone="America/Mexico_City")
-    sandbox.say(person["phone"], "hola")  # the person wrote: the window is open
-    note_inbound(db, person["id"], dt.datetime.now(dt.UTC))
+    person_writes(database_url, sandbox, person, "hola")  # the window is open
     requested = request_document_job.execute_in_process(
         run_config={"ops": {"request_document_op": {"config": {"person": str(person["id"])}}}},
         resources=resources_for(database_url),
@@ -580,5 +605,7 @@ def test_deploy_dagster_yaml_loads_on_postgres(tmp_path, monkeypatch, dagster_st
 
 
 def test_cloud_api_resource_settings_use_its_endpoint():
-    settings = CloudApiResource(base_url="http://127.0.0.1:1/", access_token="tok").settings()
-    assert settings.api_base_url == "http://127.0.0.1:1" and settings.access_token == "tok"
+    cloud_api = CloudApiResource(api_base_url="http://127.0.0.1:1/", access_token="tok")
+    settings = engine_settings(AppDatabase(), cloud_api, DeliveryResource()).whatsapp
+    assert settings.api_base_url == "http://127.0.0.1:1"
+    assert settings.access_token.get_secret_value() == "tok"

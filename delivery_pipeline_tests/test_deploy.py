@@ -18,11 +18,13 @@ from pathlib import Path
 
 import httpx
 import pytest
+import yaml
 from dagster import DagsterInstance
 
 from delivery_pipeline.dagster_defs.jobs import deliver_documents
 from delivery_pipeline.delivery.chunking import chunk_text
 from delivery_pipeline.generation.worker import SweepPoke
+from delivery_pipeline.settings import Settings
 from delivery_pipeline_tests.support.dagster_support import resources_for
 from delivery_pipeline_tests.support.data import add_document, add_person, plan_body
 from delivery_pipeline_tests.support.inbox import texts
@@ -183,3 +185,13 @@ def test_container_file_copies_what_exists():
     assert "delivery_pipeline.dagster_defs.definitions" in dockerfile
     for referenced in ("deploy/dagster.yaml", "deploy/workspace.yaml", "deploy/Dockerfile"):
         assert referenced in (REPO / "docs" / "deploy.md").read_text() or referenced in dockerfile
+
+
+def test_run_containers_get_every_setting() -> None:
+    """The production run launcher forwards the whole application environment."""
+    config = yaml.safe_load((REPO / "deploy" / "dagster.yaml").read_text())
+    forwarded = set(config["run_launcher"]["config"]["env_vars"])
+    application = {name for name in Settings.env_names() if not name.startswith("SANDBOX_")}
+    assert application <= forwarded, sorted(application - forwarded)
+    unknown = forwarded - application - {name for name in forwarded if name.startswith("DAGSTER_")}
+    assert not unknown, sorted(unknown)

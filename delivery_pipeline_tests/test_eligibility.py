@@ -7,7 +7,7 @@ import uuid
 
 import pytest
 
-from delivery_pipeline.store.db import QUERIES
+from delivery_pipeline.store.queries import QUERIES
 from delivery_pipeline_tests.support.data import add_document, add_person
 
 pytestmark = pytest.mark.engine

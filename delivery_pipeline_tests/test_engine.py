@@ -14,14 +14,14 @@ from pathlib import Path
 import pytest
 
 from delivery_pipeline.delivery.chunking import chunk_text
-from delivery_pipeline.delivery.engine import run_sweep
-from delivery_pipeline.delivery.inbound import note_inbound
-from delivery_pipeline.store.db import QUERIES
+from delivery_pipeline.delivery.sweep import run_sweep
+from delivery_pipeline.store.queries import QUERIES
 from delivery_pipeline_tests.support.data import (
     add_document,
     add_person,
     chunks,
     document,
+    person_writes,
     plan_body,
 )
 from delivery_pipeline_tests.support.inbox import knocks, texts
@@ -32,14 +32,7 @@ REPO = Path(__file__).resolve().parent.parent
 
 
 def sweep(settings, **kwargs):
-    return asyncio.run(run_sweep(settings, settings.database_url, **kwargs))
-
-
-def person_writes(db, sandbox, person) -> None:
-    """The person writes: the sandbox opens its window, and we note it as the
-    webhook service would (the service's own tests cover the HTTP path)."""
-    sandbox.say(person["phone"], "hi!")
-    note_inbound(db, person["id"], dt.datetime.now(dt.UTC))
+    return asyncio.run(run_sweep(settings, settings.database.database_url, **kwargs))
 
 
 def test_delivers_every_chunk_once_in_order(db, sandbox, settings):
@@ -84,7 +77,7 @@ def test_window_closed_knocks_once_then_delivers_after_reply(db, sandbox, settin
     assert result.knocks_sent == 0 and result.awaiting_reply == 1
     assert len(knocks(sandbox.inbox(person["phone"]))) == 1
 
-    person_writes(db, sandbox, person)
+    person_writes(settings.database.database_url, sandbox, person)
     result = sweep(settings)
 
     assert result.delivered == 2
@@ -144,7 +137,7 @@ def test_sync_reengagement_mid_document_knocks_and_resumes_after_reply(db, sandb
     # The platform's view: the person wrote 24 h minus 2 s ago.
     sandbox.set_window(person["phone"], 24 * 3600 - 2)
 
-    result = sweep(settings.with_(chunk_interval_seconds=0.5))
+    result = sweep(settings.replace(delivery={"chunk_interval_seconds": 0.5}))
 
     inbox = sandbox.inbox(person["phone"])
     sent_before = texts(inbox)
@@ -152,7 +145,7 @@ def test_sync_reengagement_mid_document_knocks_and_resumes_after_reply(db, sandb
     assert 0 < len(sent_before) < 9, "the refusal came mid-document"
     assert document(db, doc["id"])["awaiting_reply_since"] is not None
 
-    person_writes(db, sandbox, person)
+    person_writes(settings.database.database_url, sandbox, person)
     result = sweep(settings)
 
     assert result.delivered == 1
@@ -167,7 +160,9 @@ def test_transient_faults_are_retried_with_backoff_until_delivered(db, sandbox, 
     body = plan_body(5)
     doc = add_document(db, person["id"], body)
     sandbox.faults(error_5xx_rate=0.5, seed=7)
-    fast = settings.with_(backoff_base_seconds=0.05, backoff_max_seconds=0.2, max_attempts=100)
+    fast = settings.replace(
+        delivery={"backoff_base_seconds": 0.05, "backoff_max_seconds": 0.2, "max_attempts": 100}
+    )
 
     saw_backoff = False
     for _ in range(200):
@@ -190,7 +185,9 @@ def test_transient_faults_exhaust_attempts_then_abandon(db, sandbox, settings):
     sandbox.say(person["phone"], "hi")
     doc = add_document(db, person["id"], "One message.")
     sandbox.faults(error_5xx_rate=1.0)
-    tight = settings.with_(max_attempts=3, backoff_base_seconds=0.0, backoff_max_seconds=0.0)
+    tight = settings.replace(
+        delivery={"max_attempts": 3, "backoff_base_seconds": 0.0, "backoff_max_seconds": 0.0}
+    )
     for _ in range(5):
         sweep(tight)
     row = document(db, doc["id"])
@@ -227,7 +224,7 @@ def test_expired_token_stops_the_sweep_without_burning_attempts(db, sandbox, set
     for p in people:
         sandbox.say(p["phone"], "hi")
         add_document(db, p["id"], plan_body(2))
-    bad = settings.with_(access_token="expired-token", concurrency=2)
+    bad = settings.replace(whatsapp={"access_token": "expired-token"}, delivery={"concurrency": 2})
 
     first = sweep(bad)
     second = sweep(bad)
@@ -296,7 +293,7 @@ def test_unknown_outcome_policy_after_grace(db, sandbox, settings):
     sandbox.faults(drop_after_accept_rate=0.0)
     _age_out_unknown(db, abandon_doc["id"], settings)
 
-    sweep(settings.with_(unknown_policy="abandon"))
+    sweep(settings.replace(delivery={"unknown_policy": "abandon"}))
 
     assert document(db, abandon_doc["id"])["abandon_reason"] == "unknown_outcome"
     assert len(sandbox.inbox(other["phone"])) == 1
@@ -306,7 +303,7 @@ def _age_out_unknown(db, document_id, settings):
     db.execute(
         "UPDATE delivery_chunks SET unknown_since = now() - make_interval(secs => %s) "
         "WHERE document_id = %s AND state = 'unknown'",
-        (settings.unknown_grace_seconds + 1, document_id),
+        (settings.delivery.unknown_grace_seconds + 1, document_id),
     )
     db.execute("UPDATE documents SET next_attempt_at = now() WHERE id = %s", (document_id,))
 
@@ -316,11 +313,11 @@ def test_taken_over_sender_sends_nothing_more(db, sandbox, settings):
     sandbox.say(person["phone"], "hi")
     body = plan_body(6)
     doc = add_document(db, person["id"], body)
-    slow = settings.with_(lease_seconds=1, chunk_interval_seconds=2.0)
-    fast = settings.with_(lease_seconds=1)
+    slow = settings.replace(delivery={"lease_seconds": 1, "chunk_interval_seconds": 2.0})
+    fast = settings.replace(delivery={"lease_seconds": 1})
 
     async def race():
-        first = asyncio.create_task(run_sweep(slow, settings.database_url))
+        first = asyncio.create_task(run_sweep(slow, settings.database.database_url))
         # Wait until the first sender has sent chunk 0 and sleeps; its lease
         # (1 s) lapses while it sleeps, and a second sender takes over.
         for _ in range(100):
@@ -328,7 +325,7 @@ def test_taken_over_sender_sends_nothing_more(db, sandbox, settings):
             if any(c["state"] == "sent" for c in chunks(db, doc["id"])):
                 break
         await asyncio.sleep(1.2)
-        second = await run_sweep(fast, settings.database_url)
+        second = await run_sweep(fast, settings.database.database_url)
         return await first, second
 
     first, second = asyncio.run(race())
@@ -343,8 +340,8 @@ def _sweep_process(
 ) -> subprocess.Popen:
     env = {
         **os.environ,
-        "DATABASE_URL": settings.database_url,
-        "WHATSAPP_API_BASE_URL": settings.api_base_url,
+        "DATABASE_URL": settings.database.database_url,
+        "WHATSAPP_API_BASE_URL": settings.whatsapp.api_base_url,
         "DELIVERY_RATE_LIMIT": "2000",
         "DELIVERY_BACKOFF_BASE_SECONDS": "0",
         **(extra_env or {}),
@@ -418,6 +415,6 @@ def test_eight_processes_race_for_500_documents(db, sandbox, settings):
 
 def _window_params(settings):
     return {
-        "lease": dt.timedelta(seconds=settings.lease_seconds),
-        "service_window": dt.timedelta(seconds=settings.window_seconds),
+        "lease": settings.delivery.lease,
+        "service_window": settings.delivery.window,
     }

@@ -23,9 +23,10 @@ import psycopg
 import pytest
 
 from delivery_pipeline.delivery.chunking import chunk_text
-from delivery_pipeline.delivery.engine import run_sweep
-from delivery_pipeline.store.db import QUERIES, ensure_database, with_database
+from delivery_pipeline.delivery.sweep import run_sweep
+from delivery_pipeline.store.db import ensure_database, with_database
 from delivery_pipeline.store.migrations import upgrade
+from delivery_pipeline.store.queries import QUERIES
 from delivery_pipeline_tests.support.data import plan_body
 from delivery_pipeline_tests.support.service_server import APP_SECRET, start_service
 
@@ -100,13 +101,15 @@ def sweeper(
 def finish(settings, db, sandbox, *, grace: int = 3, rounds: int = 60) -> None:
     """Final sweeps until nothing is left: leases of dead senders lapse (through the
     data), unsettled chunks wait out the grace period, then the policy applies."""
-    final = settings.with_(
-        chunk_limit=CHUNK_LIMIT,
-        unknown_grace_seconds=grace,
-        backoff_base_seconds=0.05,
-        backoff_max_seconds=0.5,
-        max_attempts=50,
-        concurrency=32,
+    final = settings.replace(
+        delivery={
+            "chunk_limit": CHUNK_LIMIT,
+            "unknown_grace_seconds": grace,
+            "backoff_base_seconds": 0.05,
+            "backoff_max_seconds": 0.5,
+            "max_attempts": 50,
+            "concurrency": 32,
+        }
     )
     for _ in range(rounds):
         sandbox.wait_webhooks_idle(timeout=10)
@@ -114,7 +117,7 @@ def finish(settings, db, sandbox, *, grace: int = 3, rounds: int = 60) -> None:
             "UPDATE documents SET claim_token = NULL, claimed_at = NULL "
             "WHERE claim_token IS NOT NULL AND claimed_at < now() - interval '2 seconds'"
         )
-        asyncio.run(run_sweep(final, settings.database_url))
+        asyncio.run(run_sweep(final, settings.database.database_url))
         left = db.execute(
             "SELECT count(*) AS n FROM documents WHERE delivered_at IS NULL "
             "AND abandoned_at IS NULL"
@@ -128,7 +131,7 @@ def finish(settings, db, sandbox, *, grace: int = 3, rounds: int = 60) -> None:
 @pytest.fixture
 def wired(sandbox, settings):
     """The sandbox's status webhooks go to a real webhook service."""
-    with start_service(settings.database_url, sandbox.url) as service:
+    with start_service(settings.database.database_url, sandbox.url) as service:
         sandbox.faults(
             webhook_url=service.webhook_url,
             app_secret=APP_SECRET,
@@ -147,7 +150,7 @@ def test_eight_sweepers_one_thousand_nine_chunk_documents(db, sandbox, settings)
     open_sandbox_windows(sandbox, expected)
 
     procs = [
-        sweeper(settings.database_url, sandbox.url, "--concurrency", "16", stdout=True)
+        sweeper(settings.database.database_url, sandbox.url, "--concurrency", "16", stdout=True)
         for _ in range(8)
     ]
     outputs = [p.communicate(timeout=600) for p in procs]
@@ -179,7 +182,8 @@ def test_twenty_rounds_of_sigkill_with_restarts(db, sandbox, settings, wired):
     rng = random.Random(20261129)
     env = {"DELIVERY_LEASE_SECONDS": "3", "DELIVERY_UNKNOWN_GRACE_SECONDS": "5"}
     procs = [
-        sweeper(settings.database_url, sandbox.url, "--concurrency", "8", **env) for _ in range(4)
+        sweeper(settings.database.database_url, sandbox.url, "--concurrency", "8", **env)
+        for _ in range(4)
     ]
     kills = 0
     try:
@@ -190,7 +194,9 @@ def test_twenty_rounds_of_sigkill_with_restarts(db, sandbox, settings, wired):
                 procs[victim].send_signal(signal.SIGKILL)
                 kills += 1
             procs[victim].wait()
-            procs[victim] = sweeper(settings.database_url, sandbox.url, "--concurrency", "8", **env)
+            procs[victim] = sweeper(
+                settings.database.database_url, sandbox.url, "--concurrency", "8", **env
+            )
     finally:
         for proc in procs:
             proc.wait(timeout=300)
@@ -214,7 +220,7 @@ def test_sandbox_faults_at_once(db, sandbox, settings, wired):
     expected = seed(db, 150)
     open_sandbox_windows(sandbox, expected)
 
-    finish(settings.with_(send_timeout=2.0), db, sandbox, grace=3)
+    finish(settings.replace(whatsapp={"send_timeout": 2.0}), db, sandbox, grace=3)
 
     stats = sandbox.stats()
     assert stats["injected_5xx"] > 0 and stats["dropped"] > 0
@@ -243,10 +249,10 @@ def test_expired_token_mid_sweep_pauses_and_a_fixed_token_resumes(db, sandbox, s
     sandbox.faults(latency_ms=10, pair_rate_enabled=False, throughput_limit=0)
     expected = seed(db, 60, chunks=3)
     open_sandbox_windows(sandbox, expected)
-    slow = settings.with_(chunk_limit=CHUNK_LIMIT, concurrency=4)
+    slow = settings.replace(delivery={"chunk_limit": CHUNK_LIMIT, "concurrency": 4})
 
     async def revoke_midway():
-        sweep = asyncio.create_task(run_sweep(slow, settings.database_url))
+        sweep = asyncio.create_task(run_sweep(slow, settings.database.database_url))
         while sandbox.stats()["accepted"] < 30:  # noqa: ASYNC110 - polling another process
             await asyncio.sleep(0.02)
         sandbox.faults(access_token="rotated-token")
@@ -268,7 +274,10 @@ def test_expired_token_mid_sweep_pauses_and_a_fixed_token_resumes(db, sandbox, s
     assert db.execute(QUERIES.sender_state).fetchone()["paused_at"] is not None
 
     resumed = asyncio.run(
-        run_sweep(slow.with_(access_token="rotated-token"), settings.database_url)
+        run_sweep(
+            slow.replace(whatsapp={"access_token": "rotated-token"}),
+            settings.database.database_url,
+        )
     )
 
     assert resumed.stopped_by is None
@@ -326,5 +335,5 @@ def test_postgres_restarted_in_the_middle_of_a_sweep(own_postgres, sandbox, sett
         assert "Traceback" not in err, err[-3000:]
 
         with psycopg.connect(url, autocommit=True, row_factory=psycopg.rows.dict_row) as db:
-            finish(settings.with_(database_url=url), db, sandbox, grace=5)
+            finish(settings.replace(database={"database_url": url}), db, sandbox, grace=5)
             assert count_inboxes(sandbox, expected) == (0, 0)

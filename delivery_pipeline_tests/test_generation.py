@@ -17,23 +17,17 @@ from delivery_pipeline.generation.generator import (
     GeneratorMisconfigured,
     GeneratorRejected,
     GeneratorUnavailable,
-    OfflineGenerator,
-    format_date,
 )
-from delivery_pipeline.generation.worker import (
-    GenerationPolicy,
-    RequestError,
-    SweepPoke,
-    generate_pending,
-    generation_due,
-    request_document,
-)
-from delivery_pipeline.store.db import QUERIES
+from delivery_pipeline.generation.offline import OfflineGenerator, format_date
+from delivery_pipeline.generation.worker import SweepPoke, generate_pending, generation_due
+from delivery_pipeline.settings import GenerationSettings, Settings
+from delivery_pipeline.store.queries import QUERIES
+from delivery_pipeline.store.records import InputError, request_document
 from delivery_pipeline_tests.support.data import add_person, document
 from delivery_pipeline_tests.support.fake_http import Answer, FakeHttpServer
 from delivery_pipeline_tests.support.sandbox_server import free_port
 
-POLICY = GenerationPolicy(max_attempts=3, backoff_base_seconds=60, batch_size=2)
+POLICY = GenerationSettings(max_attempts=3, backoff_base_seconds=60, batch_size=2)
 LEASE = dt.timedelta(minutes=10)
 
 
@@ -322,20 +316,20 @@ def test_request_document(db):
         "SELECT (now() AT TIME ZONE 'Pacific/Kiritimati')::date AS d"
     ).fetchone()["d"]
     assert brief["for_date"] == local_today
-    with pytest.raises(RequestError, match="already has a brief"):
+    with pytest.raises(InputError, match="already has a brief"):
         request_document(db, person["id"], "daily_brief")
-    with pytest.raises(RequestError, match="no person"):
+    with pytest.raises(InputError, match="no person"):
         request_document(db, "+15550009999", "plan")
-    with pytest.raises(RequestError, match="neither"):
+    with pytest.raises(InputError, match="neither"):
         request_document(db, "ana", "plan")
-    with pytest.raises(RequestError, match="kind"):
+    with pytest.raises(InputError, match="kind"):
         request_document(db, person["id"], "poem")
 
 
 def test_policy_from_env():
-    policy = GenerationPolicy.from_env(
+    policy = Settings.from_env(
         {"GENERATION_MAX_ATTEMPTS": "5", "GENERATION_BATCH_SIZE": "9"}
-    )
+    ).generation
     assert policy.max_attempts == 5 and policy.batch_size == 9
     with pytest.raises(ValueError, match="GENERATION_MAX_ATTEMPTS"):
-        GenerationPolicy.from_env({"GENERATION_MAX_ATTEMPTS": "0"})
+        Settings.from_env({"GENERATION_MAX_ATTEMPTS": "0"})

@@ -12,12 +12,12 @@ from delivery_pipeline.generation.generator import (
     DocumentSpec,
     GeneratorMisconfigured,
     GeneratorRejected,
-    GeneratorSettings,
     GeneratorUnavailable,
-    OfflineGenerator,
-    OpenAIGenerator,
-    format_date,
+    build_generator,
 )
+from delivery_pipeline.generation.offline import OfflineGenerator, format_date
+from delivery_pipeline.generation.openai import OpenAIGenerator
+from delivery_pipeline.settings import Settings
 from delivery_pipeline_tests.support.fake_http import Answer, FakeHttpServer, chat_completion
 
 START = dt.date(2025, 3, 3)  # a Monday
@@ -156,7 +156,8 @@ def test_openai_retries_transient_errors_with_backoff(fake):
     gen, delays = openai(fake, retry_base_seconds=0.5)
     assert gen.generate(spec()) == "done"
     assert len(fake.requests) == 3
-    assert delays == [0.5, 1.0]
+    # exponential from the base, with the project's ±25 % jitter (backoff.py)
+    assert 0.375 <= delays[0] <= 0.625 and 0.75 <= delays[1] <= 1.25
 
 
 def test_openai_honours_retry_after_capped(fake):
@@ -248,20 +249,20 @@ def test_settings_from_env_read_only_generator_variables(fake):
         "WHATSAPP_ACCESS_TOKEN": "wa-secret",
         "WHATSAPP_APP_SECRET": "app-secret",
     }
-    settings = GeneratorSettings.from_env(env)
+    settings = Settings.from_env(env).generation
     assert settings.backend == "openai" and settings.max_retries == 0
     assert "sk-secret" not in repr(settings)
     assert "wa-secret" not in repr(vars(settings)) and "app-secret" not in repr(vars(settings))
     fake.answer(Answer(200, chat_completion("from env")))
-    generator = settings.build()
+    generator = build_generator(settings)
     assert isinstance(generator, OpenAIGenerator)
     assert generator.generate(spec()) == "from env"
     assert fake.requests[0].headers["authorization"] == "Bearer sk-secret"
 
 
 def test_settings_default_to_offline_and_validate():
-    assert isinstance(GeneratorSettings.from_env({}).build(), OfflineGenerator)
+    assert isinstance(build_generator(Settings.from_env({}).generation), OfflineGenerator)
     with pytest.raises(ValueError, match="GENERATOR_BACKEND"):
-        GeneratorSettings.from_env({"GENERATOR_BACKEND": "magic"})
+        Settings.from_env({"GENERATOR_BACKEND": "magic"})
     with pytest.raises(ValueError, match="GENERATOR_TIMEOUT_SECONDS"):
-        GeneratorSettings.from_env({"GENERATOR_TIMEOUT_SECONDS": "soon"})
+        Settings.from_env({"GENERATOR_TIMEOUT_SECONDS": "soon"})

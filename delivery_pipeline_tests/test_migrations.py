@@ -34,7 +34,10 @@ def test_upgrade_applies_each_file_once(empty_database):
 
 
 def test_two_processes_upgrading_at_once(empty_database):
-    code = "import sys; from delivery_pipeline.store.migrations import upgrade; print(len(upgrade(sys.argv[1])))"
+    code = (
+        "import sys; from delivery_pipeline.store.migrations import upgrade; "
+        "print(len(upgrade(sys.argv[1])))"
+    )
     procs = [
         subprocess.Popen(
             [sys.executable, "-c", code, empty_database],

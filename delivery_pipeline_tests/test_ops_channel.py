@@ -8,13 +8,8 @@ import logging
 
 import pytest
 
-from delivery_pipeline.watch.ops_channel import (
-    OpsChannelError,
-    OpsNotifier,
-    note_check,
-    record_once,
-    send_pending,
-)
+from delivery_pipeline.watch.alerts import Alert, AlertSeverity, note_check, record_once
+from delivery_pipeline.watch.ops_channel import OpsChannelError, OpsNotifier, send_pending
 from delivery_pipeline_tests.support.fake_http import Answer, FakeHttpServer
 
 SECRET_PATH = "/services/T000/B000/s3cr3t"
@@ -80,7 +75,7 @@ def test_unreachable_channel_is_transient():
 
 
 def alert(db, key="k", severity="error", message="boom"):
-    return note_check(db, key, failing=True, severity=severity, message=message)
+    return note_check(db, Alert(key, AlertSeverity(severity), message), failing=True)
 
 
 def test_send_pending_marks_sent_and_posts_each_once(db, sink):
@@ -144,30 +139,25 @@ def kinds(db):
     ]
 
 
+def check(severity, message):
+    return Alert("c", AlertSeverity(severity), message)
+
+
 def test_alert_once_reminder_escalation_resolved(db):
-    assert note_check(db, "c", failing=False, severity="warning", message="ok") is None
-    assert note_check(db, "c", failing=True, severity="warning", message="bad")["kind"] == "alert"
-    assert note_check(db, "c", failing=True, severity="warning", message="bad") is None
+    assert note_check(db, check("warning", "ok"), failing=False) is None
+    assert note_check(db, check("warning", "bad"), failing=True)["kind"] == "alert"
+    assert note_check(db, check("warning", "bad"), failing=True) is None
     db.execute("UPDATE ops_alerts SET created_at = created_at - interval '2 hours'")
+    assert note_check(db, check("warning", "bad"), failing=True, reminder_seconds=3 * 3600) is None
     assert (
-        note_check(
-            db, "c", failing=True, severity="warning", message="bad", reminder_seconds=3 * 3600
-        )
-        is None
-    )
-    assert (
-        note_check(db, "c", failing=True, severity="warning", message="bad", reminder_seconds=3600)[
-            "kind"
-        ]
+        note_check(db, check("warning", "bad"), failing=True, reminder_seconds=3600)["kind"]
         == "reminder"
     )
-    assert note_check(db, "c", failing=True, severity="error", message="worse")["kind"] == "alert"
-    assert note_check(db, "c", failing=True, severity="warning", message="better") is None
-    assert note_check(db, "c", failing=False, severity="warning", message="ok")["kind"] == (
-        "resolved"
-    )
-    assert note_check(db, "c", failing=False, severity="warning", message="ok") is None
-    assert note_check(db, "c", failing=True, severity="error", message="again")["kind"] == "alert"
+    assert note_check(db, check("error", "worse"), failing=True)["kind"] == "alert"
+    assert note_check(db, check("warning", "better"), failing=True) is None
+    assert note_check(db, check("warning", "ok"), failing=False)["kind"] == "resolved"
+    assert note_check(db, check("warning", "ok"), failing=False) is None
+    assert note_check(db, check("error", "again"), failing=True)["kind"] == "alert"
     assert kinds(db) == [
         ("alert", "warning"),
         ("reminder", "warning"),
@@ -184,6 +174,7 @@ def test_keys_are_independent(db):
 
 
 def test_record_once(db):
-    assert record_once(db, "run_failure:1", "error", "run 1 failed") is not None
-    assert record_once(db, "run_failure:1", "error", "run 1 failed") is None
+    failed = Alert("run_failure:1", AlertSeverity.ERROR, "run 1 failed")
+    assert record_once(db, failed) is not None
+    assert record_once(db, failed) is None
     assert len(kinds(db)) == 1

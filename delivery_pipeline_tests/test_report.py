@@ -7,14 +7,22 @@ import datetime as dt
 import pytest
 from dagster import DagsterInstance, build_schedule_context, materialize
 
-from delivery_pipeline.dagster_defs.report_asset import daily_delivery_report, delivery_report
+from delivery_pipeline.dagster_defs.assets import build_report_asset
 from delivery_pipeline.dagster_defs.resources import AppDatabase
+from delivery_pipeline.dagster_defs.schedules import build_schedules
+from delivery_pipeline.settings import Settings
 from delivery_pipeline.watch.report import delivery_report as build_report
 from delivery_pipeline_tests.support.data import add_person
 from delivery_pipeline_tests.support.ops import add_status
 
 DAY = dt.date(2026, 3, 10)
 UTC = dt.UTC
+
+DEFAULTS = Settings().schedules
+delivery_report = build_report_asset(DEFAULTS.report_start_date)
+daily_delivery_report = next(
+    s for s in build_schedules(DEFAULTS) if s.name == "daily_delivery_report"
+)
 
 
 def at(day_offset: int, hour: int, minute: int = 0) -> dt.datetime:

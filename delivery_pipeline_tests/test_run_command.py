@@ -24,7 +24,8 @@ from dagster_graphql import DagsterGraphQLClient, DagsterGraphQLClientError
 
 from delivery_pipeline.cli.up import DEMO_PEOPLE
 from delivery_pipeline.delivery.chunking import chunk_text
-from delivery_pipeline.store.db import QUERIES, connect, ensure_database, with_database
+from delivery_pipeline.store.db import connect, ensure_database, with_database
+from delivery_pipeline.store.queries import QUERIES
 from delivery_pipeline_tests.support.inbox import knocks, texts
 from delivery_pipeline_tests.support.sandbox_server import free_port
 

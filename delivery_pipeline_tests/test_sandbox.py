@@ -146,7 +146,7 @@ def about(webhooks: list[ReceivedWebhook], number: str) -> list[ReceivedWebhook]
     return [w for w in webhooks if f'"{number[1:]}"'.encode() in w.body]
 
 
-# --- authentication and addressing ------------------------------------------------------
+# --- authentication and addressing ----------
 
 
 def test_wrong_or_missing_token_is_401_code_190(sandbox: SandboxProcess) -> None:
@@ -191,7 +191,7 @@ def test_any_api_version_is_served(sandbox: SandboxProcess) -> None:
         assert response.status_code == 200, response.text
 
 
-# --- payload rules ----------------------------------------------------------------------
+# --- payload rules ----------
 
 
 def _param(text: Any) -> dict[str, Any]:
@@ -369,7 +369,7 @@ def test_unreachable_person_sync_and_async(
     assert len(sandbox.inbox(number)) == 1
 
 
-# --- inbound ------------------------------------------------------------------------------
+# --- inbound ----------
 
 
 def test_inbound_message_opens_the_window_and_posts_a_signed_webhook(
@@ -409,7 +409,7 @@ def test_person_paths_accept_plus_and_percent_encoded_plus(sandbox: SandboxProce
     assert bad.status_code == 400
 
 
-# --- status webhooks --------------------------------------------------------------------------
+# --- status webhooks ----------
 
 
 def test_status_webhooks_sent_delivered_read_echo_callback_data(
@@ -505,7 +505,7 @@ def test_redelivery_is_bounded(sandbox: SandboxProcess, hooked: WebhookReceiver)
     assert len(about(hooked.received, "+15550100044")) == 4
 
 
-# --- limits ---------------------------------------------------------------------------------------
+# --- limits ----------
 
 
 def test_throughput_limit_is_130429(sandbox: SandboxProcess) -> None:
@@ -554,7 +554,7 @@ def test_pair_rate_defaults_allow_a_nine_chunk_plan(sandbox: SandboxProcess) -> 
     assert len(sandbox.inbox(number)) == 9
 
 
-# --- fault injection ---------------------------------------------------------------------------------
+# --- fault injection ----------
 
 
 def test_injected_5xx_is_a_transient_error_and_not_recorded(sandbox: SandboxProcess) -> None:
@@ -644,7 +644,7 @@ def test_seeded_faults_are_reproducible(sandbox: SandboxProcess) -> None:
     assert True in first and False in first
 
 
-# --- controls ----------------------------------------------------------------------------------------
+# --- controls ----------
 
 
 def test_faults_rejects_unknown_keys_and_bad_values(sandbox: SandboxProcess) -> None:
@@ -719,7 +719,7 @@ def test_sustains_over_a_thousand_sends_per_second(sandbox: SandboxProcess) -> N
     assert rate > 1000, f"{rate:.0f} sends/s"
 
 
-# --- startup configuration -------------------------------------------------------------------------
+# --- startup configuration ----------
 
 
 def test_startup_config_comes_from_the_environment(receiver: WebhookReceiver) -> None:
@@ -752,5 +752,5 @@ def test_startup_config_comes_from_the_environment(receiver: WebhookReceiver) ->
 
 
 def test_bad_startup_config_fails_loudly() -> None:
-    with pytest.raises(RuntimeError, match="refusal_mode"):
+    with pytest.raises(RuntimeError, match="SANDBOX_REFUSAL_MODE"):
         start_sandbox(SANDBOX_REFUSAL_MODE="later")

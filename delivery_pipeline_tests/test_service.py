@@ -14,9 +14,9 @@ from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 from starlette.testclient import TestClient
 
-from delivery_pipeline.delivery.engine import run_sweep
+from delivery_pipeline.delivery.sweep import run_sweep
 from delivery_pipeline.service.app import create_app
-from delivery_pipeline.service.ingest import sign
+from delivery_pipeline.whatsapp.signature import sign
 from delivery_pipeline_tests.support import payloads
 from delivery_pipeline_tests.support.data import (
     add_document,
@@ -32,17 +32,15 @@ FIXTURES = Path(__file__).parent / "fixtures" / "meta-webhooks"
 
 @pytest.fixture
 def service_settings(settings):
-    return settings.with_(
-        app_secret=APP_SECRET,
-        verify_token=VERIFY_TOKEN,
-        internal_token=INTERNAL_TOKEN,
-        webhook_max_body_bytes=64 * 1024,
+    return settings.replace(
+        whatsapp={"app_secret": APP_SECRET, "verify_token": VERIFY_TOKEN},
+        service={"internal_token": INTERNAL_TOKEN, "webhook_max_body_bytes": 64 * 1024},
     )
 
 
 @pytest.fixture
 def client(service_settings) -> Iterator[TestClient]:
-    app = create_app(service_settings, service_settings.database_url)
+    app = create_app(service_settings, service_settings.database.database_url)
     with TestClient(app) as test_client:
         yield test_client
 
@@ -167,7 +165,7 @@ def _delivered_chunk(db, sandbox, settings, person_body="Hello."):
     person = add_person(db)
     sandbox.say(person["phone"], "hi")
     doc = add_document(db, person["id"], person_body)
-    asyncio.run(run_sweep(settings, settings.database_url))
+    asyncio.run(run_sweep(settings, settings.database.database_url))
     return person, doc, chunks(db, doc["id"])[0]
 
 
@@ -194,7 +192,7 @@ def test_status_with_callback_settles_an_unknown_chunk(client, db, sandbox, sett
     sandbox.say(person["phone"], "hi")
     doc = add_document(db, person["id"], plan_body(2))
     sandbox.faults(drop_after_accept_rate=1.0)
-    asyncio.run(run_sweep(settings, settings.database_url))
+    asyncio.run(run_sweep(settings, settings.database.database_url))
     sandbox.faults(drop_after_accept_rate=0.0)
     [unknown] = chunks(db, doc["id"])
     assert unknown["state"] == "unknown"
@@ -204,7 +202,7 @@ def test_status_with_callback_settles_an_unknown_chunk(client, db, sandbox, sett
 
     settled = chunks(db, doc["id"])[0]
     assert settled["state"] == "sent" and settled["wa_message_id"] == wamid
-    asyncio.run(run_sweep(settings, settings.database_url))
+    asyncio.run(run_sweep(settings, settings.database.database_url))
     assert document(db, doc["id"])["delivered_at"] is not None
     assert len(sandbox.inbox(person["phone"])) == 2, "chunk 0 was not re-sent"
 

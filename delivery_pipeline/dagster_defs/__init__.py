@@ -1,12 +1,11 @@
-"""The Dagster layer: thin adapters over the plain-Python modules.
+"""The Dagster layer: thin adapters over the plain-Python layers; the only importer of Dagster.
 
-* ``resources`` — the app database, the Cloud API (delivery only), the
-  generator (no messaging credentials), the webhook service poke, the ops channel
-* ``assets``    — ``delivery_backlog``
-* ``jobs``      — deliver, generate, generate-and-deliver, request a document,
-  enqueue the daily briefs, refresh the backlog
-* ``sensors``   — the delivery heartbeat, pending generation
-* ``schedules`` — daily briefs every 15 minutes, the backlog every 5
-
-``delivery_pipeline.dagster_defs.definitions`` assembles them into the one ``Definitions``.
+* ``resources``     — the settings sections as resources (the UI shows their values)
+* ``assets``        — ``delivery_backlog``, ``delivery_report``
+* ``asset_checks``  — one check per waiting state on the backlog
+* ``jobs``          — deliver, generate, request a document, briefs, backlog, report
+* ``sensors``       — the delivery heartbeat, pending generation
+* ``alert_sensors`` — failed checks and failed runs to the ops channel
+* ``schedules``     — briefs, backlog, checks, the daily report
+* ``definitions``   — the one ``Definitions``, built from ``Settings.from_env()``
 """

@@ -3,66 +3,78 @@
 Dagster OSS does not alert on a failed asset check (and a failed check does
 not fail its run), so ``ops_check_alerts`` reads each backlog check's latest
 completed evaluation from the instance and records what it calls for in
-``ops_alerts`` (``ops_channel.note_check``): an alert when a check starts
-failing, a reminder every ``OPS_ALERT_REMINDER_SECONDS`` (4 h) while it keeps
-failing, a new alert on escalation from WARN to ERROR, a resolved message when
-it passes again. Then it posts every unsent row (the engine's alerts too);
-what the channel did not take is retried on the next tick.
+``ops_alerts`` (``watch.alerts.note_check``): an alert when a check starts
+failing, a reminder every ``OPS_ALERT_REMINDER_SECONDS`` while it keeps
+failing, a new alert on escalation from WARN to ERROR, a resolved message
+when it passes again. Then it posts every unsent row (the engine's alerts
+too); what the channel did not take is retried on the next tick.
 
 ``ops_run_failures`` posts once per failed run of any job.
 """
 
-from dagster import (
-    AssetCheckEvaluation,
-    AssetCheckKey,
-    AssetCheckSeverity,
-    DagsterInstance,
-    DefaultSensorStatus,
-    RunFailureSensorContext,
-    SensorEvaluationContext,
-    SkipReason,
-    run_failure_sensor,
-    sensor,
-)
+from typing import Any
+
+import dagster as dg
 
 from delivery_pipeline.dagster_defs.asset_checks import CHECK_KEYS
 from delivery_pipeline.dagster_defs.resources import AppDatabase, OpsChannelResource
-from delivery_pipeline.dagster_defs.sensors import interval_seconds
-from delivery_pipeline.watch.ops_channel import (
-    DEFAULT_REMINDER_SECONDS,
-    OpsNotifier,
-    note_check,
-    record_once,
-    send_pending,
-)
-
-OPS_ALERT_SENSOR_SECONDS = interval_seconds("OPS_ALERT_SENSOR_SECONDS", 60)
+from delivery_pipeline.settings import OpsSettings
+from delivery_pipeline.watch.alerts import Alert, AlertSeverity, note_check, record_once
+from delivery_pipeline.watch.ops_channel import send_pending
 
 
-def reminder_seconds() -> int:
-    return interval_seconds("OPS_ALERT_REMINDER_SECONDS", DEFAULT_REMINDER_SECONDS)
-
-
-def notifier_for(ops_channel: OpsChannelResource) -> OpsNotifier:
-    return ops_channel.notifier()
-
-
-def latest_evaluation(instance: DagsterInstance, key: AssetCheckKey) -> AssetCheckEvaluation | None:
+def latest_evaluation(
+    instance: dg.DagsterInstance, key: dg.AssetCheckKey
+) -> dg.AssetCheckEvaluation | None:
     """The check's latest completed evaluation; None if never run (or one is in progress)."""
     record = instance.get_latest_asset_check_evaluation_record(key)
-    if record is None or record.event is None or record.status.value not in ("SUCCEEDED", "FAILED"):
+    if record is None or record.event is None:
+        return None
+    if record.status.value not in ("SUCCEEDED", "FAILED"):
         return None
     return record.event.asset_check_evaluation
 
 
-def _text(evaluation: AssetCheckEvaluation, name: str, default: str = "") -> str:
+def _text(evaluation: dg.AssetCheckEvaluation, name: str, default: str = "") -> str:
     value = evaluation.metadata.get(name)
     return str(value.value) if value is not None else default
 
 
+def check_alert(key: dg.AssetCheckKey, evaluation: dg.AssetCheckEvaluation) -> Alert:
+    """The alert an evaluation stands for (sent or not is ``note_check``'s call)."""
+    owner = _text(evaluation, "owner", "?")
+    summary = evaluation.description or _text(evaluation, "summary")
+    if evaluation.passed:
+        message = f"Check `{key.name}` (owner: {owner}) passes again. {summary}"
+    else:
+        message = (
+            f"Check `{key.name}` (owner: {owner}): {summary} "
+            f"What to do: {_text(evaluation, 'runbook')}"
+        )
+    severity = (
+        AlertSeverity.ERROR
+        if evaluation.severity == dg.AssetCheckSeverity.ERROR
+        else AlertSeverity.WARNING
+    )
+    details = {
+        "check": key.name,
+        "asset": key.asset_key.to_user_string(),
+        "owner": owner,
+        "passed": evaluation.passed,
+        "severity": severity,
+        "count": _text(evaluation, "count"),
+        "oldest_ids": _text(evaluation, "oldest_ids"),
+    }
+    return Alert(f"check:{key.name}", severity, message, details)
+
+
 def alert_on_checks(
-    instance: DagsterInstance, app_db: AppDatabase, keys: list[AssetCheckKey] | None = None
-) -> list[dict]:
+    instance: dg.DagsterInstance,
+    app_db: AppDatabase,
+    *,
+    reminder_seconds: float,
+    keys: list[dg.AssetCheckKey] | None = None,
+) -> list[dict[str, Any]]:
     """Record what each check's latest evaluation calls for; returns the rows written."""
     written = []
     with app_db.connect() as conn:
@@ -70,88 +82,72 @@ def alert_on_checks(
             evaluation = latest_evaluation(instance, key)
             if evaluation is None:
                 continue
-            owner = _text(evaluation, "owner", "?")
-            summary = evaluation.description or _text(evaluation, "summary")
-            if evaluation.passed:
-                message = f"Check `{key.name}` (owner: {owner}) passes again. {summary}"
-            else:
-                message = (
-                    f"Check `{key.name}` (owner: {owner}): {summary} "
-                    f"What to do: {_text(evaluation, 'runbook')}"
-                )
-            severity = "error" if evaluation.severity == AssetCheckSeverity.ERROR else "warning"
-            details = {
-                "check": key.name,
-                "asset": key.asset_key.to_user_string(),
-                "owner": owner,
-                "passed": evaluation.passed,
-                "severity": severity,
-                "count": _text(evaluation, "count"),
-                "oldest_ids": _text(evaluation, "oldest_ids"),
-            }
             row = note_check(
                 conn,
-                f"check:{key.name}",
+                check_alert(key, evaluation),
                 failing=not evaluation.passed,
-                severity=severity,
-                message=message,
-                details=details,
-                reminder_seconds=reminder_seconds(),
+                reminder_seconds=reminder_seconds,
             )
             if row is not None:
                 written.append(row)
     return written
 
 
-@sensor(
-    name="ops_check_alerts",
-    minimum_interval_seconds=OPS_ALERT_SENSOR_SECONDS,
-    default_status=DefaultSensorStatus.RUNNING,
-    description=(
-        "Posts each failing backlog check to the ops channel once when it starts failing, a "
-        "reminder while it keeps failing (OPS_ALERT_REMINDER_SECONDS), and a resolved message "
-        "when it passes; every alert is recorded in ops_alerts first, and unsent ones (the "
-        "engine's too) are retried each tick."
-    ),
-)
-def ops_check_alerts(
-    context: SensorEvaluationContext, app_db: AppDatabase, ops_channel: OpsChannelResource
-):
-    written = alert_on_checks(context.instance, app_db)
-    with app_db.connect() as conn:
-        report = send_pending(conn, notifier_for(ops_channel))
-    kinds = ", ".join(f"{r['kind']} {r['dedup_key']}" for r in written) or "nothing new"
-    return SkipReason(f"Recorded: {kinds}. Ops channel: {report.summary()}.")
+def build_alert_sensors(ops: OpsSettings) -> list[dg.SensorDefinition]:
+    @dg.sensor(
+        name="ops_check_alerts",
+        minimum_interval_seconds=ops.alert_sensor_seconds,
+        default_status=dg.DefaultSensorStatus.RUNNING,
+        description=(
+            "Posts each failing backlog check to the ops channel once when it starts failing, "
+            "a reminder while it keeps failing (OPS_ALERT_REMINDER_SECONDS), and a resolved "
+            "message when it passes; every alert is recorded in ops_alerts first, and unsent "
+            "ones (the engine's too) are retried each tick."
+        ),
+    )
+    def ops_check_alerts(
+        context: dg.SensorEvaluationContext,
+        app_db: AppDatabase,
+        ops_channel: OpsChannelResource,
+    ) -> dg.SkipReason:
+        written = alert_on_checks(
+            context.instance, app_db, reminder_seconds=ops_channel.alert_reminder_seconds
+        )
+        with app_db.connect() as conn:
+            report = send_pending(conn, ops_channel.notifier())
+        kinds = ", ".join(f"{r['kind']} {r['dedup_key']}" for r in written) or "nothing new"
+        return dg.SkipReason(f"Recorded: {kinds}. Ops channel: {report.summary()}.")
 
-
-@run_failure_sensor(
-    name="ops_run_failures",
-    default_status=DefaultSensorStatus.RUNNING,
-    description="Posts once to the ops channel for each failed run of any job.",
-)
-def ops_run_failures(
-    context: RunFailureSensorContext, app_db: AppDatabase, ops_channel: OpsChannelResource
-) -> None:
-    run = context.dagster_run
-    steps = [event.step_key or "?" for event in context.get_step_failure_events()]
-    errors = [
-        event.step_failure_data.error.message.strip().splitlines()[0]
-        for event in context.get_step_failure_events()
-        if event.step_failure_data.error is not None
-    ]
-    message = f"Run of `{run.job_name}` failed (run {run.run_id})"
-    if steps:
-        message += f" in {', '.join(steps)}"
-    message += f": {errors[0][:300]}" if errors else f": {context.failure_event.message}"
-    with app_db.connect() as conn:
-        record_once(
-            conn,
+    @dg.run_failure_sensor(
+        name="ops_run_failures",
+        default_status=dg.DefaultSensorStatus.RUNNING,
+        description="Posts once to the ops channel for each failed run of any job.",
+    )
+    def ops_run_failures(
+        context: dg.RunFailureSensorContext,
+        app_db: AppDatabase,
+        ops_channel: OpsChannelResource,
+    ) -> None:
+        run = context.dagster_run
+        failures = context.get_step_failure_events()
+        steps = [event.step_key or "?" for event in failures]
+        errors = [
+            event.step_failure_data.error.message.strip().splitlines()[0]
+            for event in failures
+            if event.step_failure_data.error is not None
+        ]
+        message = f"Run of `{run.job_name}` failed (run {run.run_id})"
+        if steps:
+            message += f" in {', '.join(steps)}"
+        message += f": {errors[0][:300]}" if errors else f": {context.failure_event.message}"
+        alert = Alert(
             f"run_failure:{run.run_id}",
-            "error",
+            AlertSeverity.ERROR,
             message,
             {"run_id": run.run_id, "job": run.job_name, "steps": steps},
         )
-        send_pending(conn, notifier_for(ops_channel))
+        with app_db.connect() as conn:
+            record_once(conn, alert)
+            send_pending(conn, ops_channel.notifier())
 
-
-ALERT_SENSORS = [ops_check_alerts, ops_run_failures]
+    return [ops_check_alerts, ops_run_failures]

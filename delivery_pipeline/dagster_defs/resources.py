@@ -1,172 +1,170 @@
-"""Resources: what each job may touch, with secrets from ``EnvVar``.
+"""Resources: the settings sections, as Dagster shows and hands them to ops.
 
-Each op asks only for the resources it needs, and an op sees only what it
-asked for: generation gets ``generator``, ``app_db`` and ``delivery_service``
-(the internal poke), never ``cloud_api``. The generator resource has no field
-that could hold a WhatsApp credential.
+Each resource *is* a section of ``delivery_pipeline.settings`` (it inherits
+the section's fields, defaults and validation), built from the effective
+settings when the code location loads, so the UI's resource page shows the
+values in force. A secret set in the environment is passed as ``EnvVar``:
+the UI shows the variable's name, never its value.
+
+Each op asks only for the resources it needs: generation gets ``generator``,
+``app_db`` and ``delivery_service`` (the internal poke), never ``cloud_api``;
+the generator section has no field that could hold a WhatsApp credential.
 """
 
-import logging
-import os
 from collections.abc import Iterator
 from contextlib import contextmanager
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar
 
+import dagster as dg
 import psycopg
-from dagster import ConfigurableResource, EnvVar
+from psycopg.rows import DictRow
+from pydantic import SecretStr
 
-from delivery_pipeline.generation.generator import Generator, GeneratorSettings
-from delivery_pipeline.generation.worker import GenerationPolicy, SweepPoke
+from delivery_pipeline.generation.generator import Generator, build_generator
+from delivery_pipeline.generation.worker import SweepPoke
 from delivery_pipeline.settings import (
-    DEFAULT_DATA_DIR,
-    SANDBOX_ACCESS_TOKEN,
-    SANDBOX_PHONE_NUMBER_ID,
+    CheckSettings,
+    DatabaseSettings,
+    DeliverySettings,
+    GenerationSettings,
+    OpsSettings,
+    Section,
+    ServiceSettings,
     Settings,
+    WhatsAppSettings,
 )
 from delivery_pipeline.store.db import connect, resolve_database_url
-from delivery_pipeline.watch.ops_channel import OpsChannelError, OpsNotifier
+from delivery_pipeline.watch.ops_channel import OpsNotifier
 
-log = logging.getLogger(__name__)
+# ConfigurableResource is generic in what ``create_resource`` returns, which for
+# these resources is the resource itself: a parameter its typing cannot express
+# (dagster-io/dagster#32027), and subscripting it at runtime would build a new
+# pydantic class. Spelled out for the type checker only; bare at runtime.
+if TYPE_CHECKING:
+    ConfigurableResource: TypeAlias = dg.ConfigurableResource[Any]
+else:
+    ConfigurableResource = dg.ConfigurableResource
 
-_DEFAULTS = Settings()
-_GENERATOR_DEFAULTS = GeneratorSettings()
-
-
-def env_or(name: str, default: Any) -> Any:
-    """``EnvVar(name)`` when the variable is set, else ``default``.
-
-    Optional settings stay optional (an unset ``EnvVar`` is an error), and a
-    set secret is still shown in the UI as coming from the environment, never
-    as its value.
-    """
-    return EnvVar(name) if os.environ.get(name) else default
+S = TypeVar("S", bound=Section)
 
 
-class AppDatabase(ConfigurableResource):
+def _section(resource: ConfigurableResource, section: type[S]) -> S:
+    """The resource's values as the plain section (secrets become ``SecretStr`` again)."""
+    return section.model_validate(resource.model_dump(include=set(section.model_fields)))
+
+
+class AppDatabase(ConfigurableResource, DatabaseSettings):
     """The app database: ``DATABASE_URL``, else the project's embedded Postgres."""
 
-    database_url: str | None = None
-    data_dir: str = str(DEFAULT_DATA_DIR)
-
     def url(self) -> str:
-        return resolve_database_url(
-            Settings(database_url=self.database_url, data_dir=Path(self.data_dir))
-        )
+        return resolve_database_url(_section(self, DatabaseSettings))
 
     @contextmanager
-    def connect(self) -> Iterator[psycopg.Connection]:
+    def connect(self) -> Iterator[psycopg.Connection[DictRow]]:
         with connect(self.url()) as conn:
             yield conn
 
 
-class CloudApiResource(ConfigurableResource):
-    """The WhatsApp Cloud API, for delivery only. Defaults to the local sandbox."""
+class CloudApiResource(ConfigurableResource, WhatsAppSettings):
+    """The WhatsApp Cloud API, for delivery only (the local sandbox by default)."""
 
-    base_url: str = _DEFAULTS.api_base_url
-    api_version: str = _DEFAULTS.api_version
-    phone_number_id: str = SANDBOX_PHONE_NUMBER_ID
-    access_token: str = SANDBOX_ACCESS_TOKEN
+    access_token: str  # type: ignore[assignment]
+    app_secret: str | None = None  # type: ignore[assignment]
+    verify_token: str | None = None  # type: ignore[assignment]
 
-    def settings(self) -> Settings:
-        """The one settings object, with this resource's endpoint and credentials."""
-        return Settings.from_env().with_(
-            api_base_url=self.base_url.rstrip("/"),
-            api_version=self.api_version,
-            phone_number_id=self.phone_number_id,
-            access_token=self.access_token,
-        )
+    def section(self) -> WhatsAppSettings:
+        return _section(self, WhatsAppSettings)
 
 
-class GeneratorResource(ConfigurableResource):
-    """The document generator: ``GENERATOR_BACKEND`` (offline|openai) and ``OPENAI_*``.
+class DeliveryResource(ConfigurableResource, DeliverySettings):
+    """How the engine delivers: lease, window margin, retries, pacing, knock templates."""
 
-    Holds no messaging credentials, by construction: it has no field for one.
-    """
+    unknown_policy: str = "resend"  # type: ignore[assignment]
 
-    backend: str = _GENERATOR_DEFAULTS.backend
-    openai_base_url: str = _GENERATOR_DEFAULTS.openai_base_url
-    openai_model: str = _GENERATOR_DEFAULTS.openai_model
-    openai_api_key: str | None = None
-    timeout_seconds: float = _GENERATOR_DEFAULTS.timeout_seconds
-    max_retries: int = _GENERATOR_DEFAULTS.max_retries
+    def section(self) -> DeliverySettings:
+        return _section(self, DeliverySettings)
 
-    def generator_settings(self) -> GeneratorSettings:
-        return GeneratorSettings(
-            backend=self.backend.strip().lower(),
-            openai_base_url=self.openai_base_url,
-            openai_model=self.openai_model,
-            openai_api_key=self.openai_api_key,
-            timeout_seconds=self.timeout_seconds,
-            max_retries=self.max_retries,
-        )
+
+class GeneratorResource(ConfigurableResource, GenerationSettings):
+    """The document generator and generation's claim, retries and batch."""
+
+    backend: str = "offline"  # type: ignore[assignment]
+    openai_api_key: str | None = None  # type: ignore[assignment]
+
+    def section(self) -> GenerationSettings:
+        return _section(self, GenerationSettings)
 
     def build(self) -> Generator:
-        return self.generator_settings().build()
-
-    def policy(self) -> GenerationPolicy:
-        return GenerationPolicy.from_env()
+        return build_generator(self.section())
 
 
-class DeliveryServiceResource(ConfigurableResource):
+class DeliveryServiceResource(ConfigurableResource, ServiceSettings):
     """The webhook service's ``/internal/sweep`` (trigger 1), for generation's poke."""
 
-    service_url: str = _DEFAULTS.service_url
-    internal_token: str | None = None
-    timeout_seconds: float = 2.0
+    internal_token: str | None = None  # type: ignore[assignment]
 
     def poke(self) -> SweepPoke:
-        return SweepPoke(self.service_url, self.internal_token, self.timeout_seconds)
+        return SweepPoke.from_settings(_section(self, ServiceSettings))
 
 
-class OpsChannelResource(ConfigurableResource):
+class OpsChannelResource(ConfigurableResource, OpsSettings):
     """A Slack-compatible incoming webhook (``OPS_WEBHOOK_URL``); unset: log only."""
 
-    webhook_url: str | None = None
-    timeout_seconds: float = 5.0
-    max_retries: int = 2
+    webhook_url: str | None = None  # type: ignore[assignment]
 
     def notifier(self) -> OpsNotifier:
-        """The one notifier (``ops_channel.OpsNotifier``) with this resource's settings."""
-        return OpsNotifier(
-            url=self.webhook_url, timeout_seconds=self.timeout_seconds, max_retries=self.max_retries
-        )
-
-    def post(self, text: str) -> bool:
-        """Post one message; True when the channel took it. Never raises."""
-        if not self.webhook_url:
-            log.warning("ops alert (no OPS_WEBHOOK_URL): %s", text)
-            return False
-        try:
-            self.notifier().post(text)
-        except OpsChannelError as exc:
-            log.warning("ops channel did not take the alert (%s): %s", exc, text)
-            return False
-        return True
+        return OpsNotifier(url=self.webhook_url)
 
 
-def default_resources() -> dict[str, ConfigurableResource]:
-    """The resources of the code location, from the environment."""
+class ChecksResource(ConfigurableResource, CheckSettings):
+    """The ops checks' thresholds (``CHECK_*``, ``WHATSAPP_MESSAGING_TIER``)."""
+
+    def section(self) -> CheckSettings:
+        return _section(self, CheckSettings)
+
+
+R = TypeVar("R", bound=ConfigurableResource)
+
+
+def _from_section(resource: type[R], section: Section) -> R:
+    """``resource`` with the section's effective values; a secret that came from the
+    environment as ``EnvVar`` (the UI shows the variable, never the value)."""
+    env_names = section.env_names()
+    values: dict[str, Any] = {}
+    for name, value in section.model_dump().items():
+        if name in section.secret_fields() and name in section.from_environment:
+            values[name] = dg.EnvVar(env_names[name])
+        elif isinstance(value, SecretStr):
+            values[name] = value.get_secret_value()
+        else:
+            values[name] = value
+    return resource(**values)
+
+
+def build_resources(settings: Settings) -> dict[str, ConfigurableResource]:
+    """The resources of the code location, from the effective settings."""
     return {
-        "app_db": AppDatabase(
-            database_url=env_or("DATABASE_URL", None),
-            data_dir=env_or("DELIVERY_DATA_DIR", str(DEFAULT_DATA_DIR)),
-        ),
-        "cloud_api": CloudApiResource(
-            base_url=env_or("WHATSAPP_API_BASE_URL", _DEFAULTS.api_base_url),
-            api_version=env_or("WHATSAPP_API_VERSION", _DEFAULTS.api_version),
-            phone_number_id=env_or("WHATSAPP_PHONE_NUMBER_ID", SANDBOX_PHONE_NUMBER_ID),
-            access_token=env_or("WHATSAPP_ACCESS_TOKEN", SANDBOX_ACCESS_TOKEN),
-        ),
-        "generator": GeneratorResource(
-            backend=env_or("GENERATOR_BACKEND", _GENERATOR_DEFAULTS.backend),
-            openai_base_url=env_or("OPENAI_BASE_URL", _GENERATOR_DEFAULTS.openai_base_url),
-            openai_model=env_or("OPENAI_MODEL", _GENERATOR_DEFAULTS.openai_model),
-            openai_api_key=env_or("OPENAI_API_KEY", None),
-        ),
-        "delivery_service": DeliveryServiceResource(
-            service_url=env_or("DELIVERY_SERVICE_URL", _DEFAULTS.service_url),
-            internal_token=env_or("DELIVERY_INTERNAL_TOKEN", None),
-        ),
-        "ops_channel": OpsChannelResource(webhook_url=env_or("OPS_WEBHOOK_URL", None)),
+        "app_db": _from_section(AppDatabase, settings.database),
+        "cloud_api": _from_section(CloudApiResource, settings.whatsapp),
+        "delivery": _from_section(DeliveryResource, settings.delivery),
+        "generator": _from_section(GeneratorResource, settings.generation),
+        "delivery_service": _from_section(DeliveryServiceResource, settings.service),
+        "ops_channel": _from_section(OpsChannelResource, settings.ops),
+        "checks": _from_section(ChecksResource, settings.checks),
     }
+
+
+def engine_settings(
+    app_db: AppDatabase, cloud_api: CloudApiResource, delivery: DeliveryResource
+) -> Settings:
+    """What a delivery sweep needs, from the resources the op was given."""
+    return Settings(
+        database=_section(app_db, DatabaseSettings),
+        whatsapp=cloud_api.section(),
+        delivery=delivery.section(),
+    )
+
+
+def check_settings(checks: ChecksResource, delivery: DeliveryResource) -> Settings:
+    """What the ops checks read: thresholds and the eligibility parameters."""
+    return Settings(checks=checks.section(), delivery=delivery.section())

@@ -1,30 +1,61 @@
-"""Schedules: the daily briefs every 15 minutes, the backlog every 5."""
+"""Schedules: the daily briefs, the backlog, the checks, yesterday's report."""
 
-import os
+import datetime as dt
 
-from dagster import DefaultScheduleStatus, ScheduleDefinition
+import dagster as dg
 
-from delivery_pipeline.dagster_defs.jobs import enqueue_daily_briefs, refresh_backlog
-
-daily_briefs = ScheduleDefinition(
-    name="daily_briefs",
-    job=enqueue_daily_briefs,
-    cron_schedule=os.environ.get("DAILY_BRIEFS_CRON") or "*/15 * * * *",
-    execution_timezone="UTC",
-    default_status=DefaultScheduleStatus.RUNNING,
-    description=(
-        "Enqueues a pending brief for each opted-in person whose local brief time has "
-        "passed today (idempotent), and abandons earlier days' briefs still undelivered."
-    ),
+from delivery_pipeline.dagster_defs.asset_checks import delivery_checks
+from delivery_pipeline.dagster_defs.jobs import (
+    delivery_report_job,
+    enqueue_daily_briefs,
+    refresh_backlog,
 )
+from delivery_pipeline.settings import ScheduleSettings
 
-backlog_every_5_minutes = ScheduleDefinition(
-    name="backlog_every_5_minutes",
-    job=refresh_backlog,
-    cron_schedule=os.environ.get("BACKLOG_CRON") or "*/5 * * * *",
-    execution_timezone="UTC",
-    default_status=DefaultScheduleStatus.RUNNING,
-    description="Materialises delivery_backlog so its counts and ages plot over time.",
-)
 
-SCHEDULES = [daily_briefs, backlog_every_5_minutes]
+def build_schedules(settings: ScheduleSettings) -> list[dg.ScheduleDefinition]:
+    @dg.schedule(
+        name="daily_delivery_report",
+        job=delivery_report_job,
+        cron_schedule=settings.report_cron,
+        execution_timezone="UTC",
+        default_status=dg.DefaultScheduleStatus.RUNNING,
+        description="Materialises yesterday's (UTC) delivery report shortly after midnight.",
+    )
+    def daily_delivery_report(context: dg.ScheduleEvaluationContext) -> dg.RunRequest:
+        scheduled = context.scheduled_execution_time.astimezone(dt.UTC).date()
+        yesterday = (scheduled - dt.timedelta(days=1)).isoformat()
+        return dg.RunRequest(run_key=f"delivery_report-{yesterday}", partition_key=yesterday)
+
+    return [
+        dg.ScheduleDefinition(
+            name="daily_briefs",
+            job=enqueue_daily_briefs,
+            cron_schedule=settings.daily_briefs_cron,
+            execution_timezone="UTC",
+            default_status=dg.DefaultScheduleStatus.RUNNING,
+            description=(
+                "Enqueues a pending brief for each opted-in person whose local brief time has "
+                "passed today (idempotent), and abandons earlier days' briefs still undelivered."
+            ),
+        ),
+        dg.ScheduleDefinition(
+            name="backlog_every_5_minutes",
+            job=refresh_backlog,
+            cron_schedule=settings.backlog_cron,
+            execution_timezone="UTC",
+            default_status=dg.DefaultScheduleStatus.RUNNING,
+            description="Materialises delivery_backlog so its counts and ages plot over time.",
+        ),
+        dg.ScheduleDefinition(
+            name="checks_every_5_minutes",
+            job=delivery_checks,
+            cron_schedule=settings.checks_cron,
+            execution_timezone="UTC",
+            default_status=dg.DefaultScheduleStatus.RUNNING,
+            description=(
+                "Runs the backlog's asset checks; the ops_check_alerts sensor posts failures."
+            ),
+        ),
+        daily_delivery_report,
+    ]

@@ -15,8 +15,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import psycopg
+from psycopg.rows import DictRow
 
-from delivery_pipeline.store.db import QUERIES
+from delivery_pipeline.store.queries import QUERIES
 
 log = logging.getLogger(__name__)
 
@@ -44,18 +45,20 @@ def _count_by(rows: list[dict[str, Any]], key: str) -> dict[str, int]:
 
 
 def brief_due_date(
-    conn: psycopg.Connection, at: dt.datetime, time_zone: str, brief_local_time: dt.time
+    conn: psycopg.Connection[DictRow], at: dt.datetime, time_zone: str, brief_local_time: dt.time
 ) -> dt.date | None:
     """The local date whose brief is due at ``at`` (None before the brief time)."""
     row = conn.execute(
         QUERIES.brief_due_date,
         {"at": at, "time_zone": time_zone, "brief_local_time": brief_local_time},
     ).fetchone()
-    return row["for_date"]
+    assert row is not None  # a SELECT without FROM: always one row
+    for_date: dt.date | None = row["for_date"]
+    return for_date
 
 
 def abandon_stale_briefs(
-    conn: psycopg.Connection, *, lease: dt.timedelta, at: dt.datetime | None = None
+    conn: psycopg.Connection[DictRow], *, lease: dt.timedelta, at: dt.datetime | None = None
 ) -> list[dict[str, Any]]:
     """Abandon (``stale``) open briefs for a day already over in their person's zone.
 
@@ -67,14 +70,14 @@ def abandon_stale_briefs(
 
 
 def enqueue_daily_briefs(
-    conn: psycopg.Connection, *, at: dt.datetime | None = None
+    conn: psycopg.Connection[DictRow], *, at: dt.datetime | None = None
 ) -> list[dict[str, Any]]:
     """A pending brief for each opted-in person whose brief time has passed today (local)."""
     return conn.execute(QUERIES.enqueue_daily_briefs, {"at": at}).fetchall()
 
 
 def run_briefs(
-    conn: psycopg.Connection, *, lease: dt.timedelta, at: dt.datetime | None = None
+    conn: psycopg.Connection[DictRow], *, lease: dt.timedelta, at: dt.datetime | None = None
 ) -> BriefsResult:
     """Abandon yesterday's stragglers, then enqueue today's briefs (``at``: now)."""
     result = BriefsResult(

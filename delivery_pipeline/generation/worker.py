@@ -13,20 +13,16 @@ never the WhatsApp credentials. No Dagster here.
 
 from __future__ import annotations
 
-import datetime as dt
 import logging
-import os
-import random
-import re
 import uuid
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
 import psycopg
+from psycopg.rows import DictRow
 
-from delivery_pipeline.envvars import env_number
+from delivery_pipeline.backoff import backoff_seconds
 from delivery_pipeline.generation.generator import (
     DocumentSpec,
     GenerationError,
@@ -34,60 +30,11 @@ from delivery_pipeline.generation.generator import (
     GeneratorMisconfigured,
     GeneratorRejected,
 )
-from delivery_pipeline.settings import Settings
-from delivery_pipeline.store.db import QUERIES, connect
+from delivery_pipeline.settings import GenerationSettings, ServiceSettings, secret
+from delivery_pipeline.store.db import connect
+from delivery_pipeline.store.queries import QUERIES
 
 log = logging.getLogger(__name__)
-
-KINDS = ("plan", "daily_brief")
-_E164 = re.compile(r"^\+[1-9][0-9]{6,14}$")
-
-
-@dataclass(frozen=True)
-class GenerationPolicy:
-    """Lease, retries and batching of generation (``GENERATION_*`` variables)."""
-
-    lease_seconds: int = 600
-    max_attempts: int = 3
-    backoff_base_seconds: float = 60.0
-    backoff_max_seconds: float = 3600.0
-    batch_size: int = 4
-    # A misconfigured generator (bad key, unknown model) fails every document
-    # alike: give the claims back uncounted and look again after this pause.
-    misconfigured_pause_seconds: float = 300.0
-
-    def __post_init__(self) -> None:
-        if self.max_attempts < 1:
-            raise ValueError("GENERATION_MAX_ATTEMPTS must be at least 1")
-        if self.batch_size < 1:
-            raise ValueError("GENERATION_BATCH_SIZE must be at least 1")
-        if self.lease_seconds < 1:
-            raise ValueError("GENERATION_LEASE_SECONDS must be at least 1")
-
-    @classmethod
-    def from_env(cls, env: Mapping[str, str] | None = None) -> GenerationPolicy:
-        env = os.environ if env is None else env
-        d = cls()
-        return cls(
-            lease_seconds=env_number(env, "GENERATION_LEASE_SECONDS", d.lease_seconds, int),
-            max_attempts=env_number(env, "GENERATION_MAX_ATTEMPTS", d.max_attempts, int),
-            backoff_base_seconds=env_number(
-                env, "GENERATION_BACKOFF_BASE_SECONDS", d.backoff_base_seconds
-            ),
-            backoff_max_seconds=env_number(
-                env, "GENERATION_BACKOFF_MAX_SECONDS", d.backoff_max_seconds
-            ),
-            batch_size=env_number(env, "GENERATION_BATCH_SIZE", d.batch_size, int),
-        )
-
-    @property
-    def lease(self) -> dt.timedelta:
-        return dt.timedelta(seconds=self.lease_seconds)
-
-    def backoff(self, attempts: int) -> float:
-        """Exponential in the attempts so far, ±25 % jitter, capped."""
-        base = self.backoff_base_seconds * 2 ** max(attempts - 1, 0)
-        return min(base, self.backoff_max_seconds) * random.uniform(0.75, 1.25)
 
 
 @dataclass(frozen=True)
@@ -99,8 +46,8 @@ class SweepPoke:
     timeout_seconds: float = 2.0
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> SweepPoke:
-        return cls(settings.service_url, settings.internal_token)
+    def from_settings(cls, settings: ServiceSettings) -> SweepPoke:
+        return cls(settings.service_url, secret(settings.internal_token))
 
     def __call__(self, document_id: int) -> bool:
         """True when the service accepted; any failure is logged and returns False."""
@@ -168,7 +115,7 @@ class GenerationResult:
         }
 
 
-def generation_due(conn: psycopg.Connection) -> bool:
+def generation_due(conn: psycopg.Connection[Any]) -> bool:
     """The generation sensor's guard: one range probe on the generation queue."""
     row = conn.execute(QUERIES.generation_due).fetchone()
     return bool(row and (row["due"] if isinstance(row, dict) else row[0]))
@@ -178,13 +125,13 @@ def generate_pending(
     database_url: str,
     generator: Generator,
     *,
-    policy: GenerationPolicy | None = None,
+    policy: GenerationSettings | None = None,
     poke: SweepPoke | None = None,
     document_id: int | None = None,
     limit: int | None = None,
 ) -> GenerationResult:
     """Generate what is due (optionally one document, at most ``limit``)."""
-    policy = policy or GenerationPolicy()
+    policy = policy or GenerationSettings()
     result = GenerationResult()
     with connect(database_url) as conn:
         result.exhausted = len(
@@ -232,11 +179,11 @@ def generate_pending(
 
 
 def _generate_one(
-    conn: psycopg.Connection,
+    conn: psycopg.Connection[DictRow],
     row: dict[str, Any],
     token: uuid.UUID,
     generator: Generator,
-    policy: GenerationPolicy,
+    policy: GenerationSettings,
     poke: SweepPoke | None,
     result: GenerationResult,
 ) -> None:
@@ -297,10 +244,10 @@ def _generate_one(
 
 
 def _failed(
-    conn: psycopg.Connection,
+    conn: psycopg.Connection[DictRow],
     row: dict[str, Any],
     token: uuid.UUID,
-    policy: GenerationPolicy,
+    policy: GenerationSettings,
     result: GenerationResult,
     error: str,
     *,
@@ -314,7 +261,9 @@ def _failed(
             "error": error[:1000],
             "final": final,
             "refund": 0,
-            "delay_seconds": policy.backoff(row["generation_attempts"]),
+            "delay_seconds": backoff_seconds(
+                row["generation_attempts"], policy.backoff_base_seconds, policy.backoff_max_seconds
+            ),
         },
     ).fetchone()
     if updated is None:
@@ -328,10 +277,10 @@ def _failed(
 
 
 def _give_back(
-    conn: psycopg.Connection,
+    conn: psycopg.Connection[DictRow],
     document_id: int,
     token: uuid.UUID,
-    policy: GenerationPolicy,
+    policy: GenerationSettings,
     error: str,
 ) -> None:
     conn.execute(
@@ -345,45 +294,3 @@ def _give_back(
             "delay_seconds": policy.misconfigured_pause_seconds,
         },
     )
-
-
-# ── requesting a document by hand (the UI's request_document job) ───────
-
-
-class RequestError(ValueError):
-    """A request that cannot be honoured: unknown person, bad kind, brief exists."""
-
-
-def find_person(conn: psycopg.Connection, ref: str | int) -> dict[str, Any]:
-    """A person by id or E.164 number."""
-    text = str(ref).strip()
-    if text.isdigit():
-        person = conn.execute(QUERIES.person_by_id, {"id": int(text)}).fetchone()
-    else:
-        compact = re.sub(r"[\s\-().]", "", text)
-        if not _E164.match(compact):
-            raise RequestError(f"{ref!r} is neither a person id nor an E.164 number")
-        person = conn.execute(QUERIES.person_by_phone, {"phone": compact}).fetchone()
-    if person is None:
-        raise RequestError(f"no person {ref!r}")
-    return person
-
-
-def request_document(
-    conn: psycopg.Connection, person: str | int, kind: str = "plan", for_date: dt.date | None = None
-) -> dict[str, Any]:
-    """A pending document for generation; a brief defaults to the person's local today."""
-    if kind not in KINDS:
-        raise RequestError(f"kind must be one of {', '.join(KINDS)}")
-    row = find_person(conn, person)
-    if kind == "daily_brief" and for_date is None:
-        for_date = conn.execute(QUERIES.person_local_today, {"person_id": row["id"]}).fetchone()[
-            "local_today"
-        ]
-    doc = conn.execute(
-        QUERIES.insert_pending_document,
-        {"person_id": row["id"], "kind": kind, "for_date": for_date},
-    ).fetchone()
-    if doc is None:
-        raise RequestError(f"person {row['id']} already has a brief for {for_date}")
-    return doc

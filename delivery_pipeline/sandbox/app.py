@@ -10,7 +10,6 @@ single event loop nothing can interleave with them.
 from __future__ import annotations
 
 import asyncio
-import hmac
 import json
 import logging
 import random
@@ -26,10 +25,10 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
+from delivery_pipeline.model import e164
 from delivery_pipeline.sandbox.config import RUNTIME_KEYS, SandboxConfig
 from delivery_pipeline.sandbox.state import Person, SandboxState, iso, new_wamid
 from delivery_pipeline.sandbox.validation import (
-    E164,
     REENGAGEMENT_DETAILS,
     UNREACHABLE_DETAILS,
     Outgoing,
@@ -43,6 +42,7 @@ from delivery_pipeline.sandbox.webhooks import (
     new_conversation_id,
     status_value,
 )
+from delivery_pipeline.whatsapp.signature import tokens_match
 
 THROUGHPUT_DETAILS = "Cloud API message throughput has been reached."
 PAIR_RATE_DETAILS = (
@@ -205,7 +205,8 @@ class BrokenResponse(Response):
 
 
 def _sandbox(request: Request) -> Sandbox:
-    return request.app.state.sandbox
+    sandbox: Sandbox = request.app.state.sandbox
+    return sandbox
 
 
 def _error(refusal: Refusal) -> JSONResponse:
@@ -224,7 +225,7 @@ async def send_message(request: Request) -> Response:
     sandbox = _sandbox(request)
     config = sandbox.config
     token = _token(request)
-    if token is None or not hmac.compare_digest(token.encode(), config.access_token.encode()):
+    if token is None or not tokens_match(token, config.access_token):
         sandbox.state.stats.rejected[190] += 1
         return _error(
             Refusal(
@@ -293,7 +294,7 @@ def _number(request: Request) -> str | None:
     number = request.path_params["number"].strip()
     if not number.startswith("+"):
         number = "+" + number
-    return number if E164.fullmatch(number) else None
+    return e164(number)
 
 
 async def _json_object(request: Request) -> dict[str, Any] | None:

@@ -30,7 +30,7 @@ def main(argv: list[str] | None = None) -> None:
     try:
         config = config_from_env()
     except ValueError as exc:
-        parser.exit(2, f"sandbox: bad configuration: {exc}\n")
+        parser.exit(2, f"sandbox: {exc}\n")
     print(
         f"WhatsApp sandbox on http://{args.host}:{args.port} "
         f"(phone_number_id={config.phone_number_id}, refusal_mode={config.refusal_mode}, "

@@ -7,12 +7,11 @@ a typo in a test fails loudly instead of silently doing nothing.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from delivery_pipeline.settings import SANDBOX_ACCESS_TOKEN, SANDBOX_PHONE_NUMBER_ID
+from delivery_pipeline.settings import DEV_ACCESS_TOKEN, DEV_PHONE_NUMBER_ID, Settings, secret
 
 REFUSAL_MODES = ("sync", "async")
 
@@ -59,8 +58,8 @@ DEFAULT_TEMPLATES: tuple[Template, ...] = (
 class SandboxConfig:
     """Everything the sandbox does differently from one run to the next."""
 
-    phone_number_id: str = SANDBOX_PHONE_NUMBER_ID
-    access_token: str = field(default=SANDBOX_ACCESS_TOKEN, repr=False)
+    phone_number_id: str = DEV_PHONE_NUMBER_ID
+    access_token: str = field(default=DEV_ACCESS_TOKEN, repr=False)
     display_phone_number: str = "15550000000"
     waba_id: str = "100000000000002"
     templates: tuple[Template, ...] = DEFAULT_TEMPLATES
@@ -96,11 +95,6 @@ class SandboxConfig:
         problems = _problems(asdict(self))
         if problems:
             raise ValueError("; ".join(problems))
-
-    @classmethod
-    def from_env(cls, env: Mapping[str, str] | None = None) -> SandboxConfig:
-        """The startup config read from the environment (see ``config_from_env``)."""
-        return config_from_env(env)
 
     def template(self, name: str, language: str) -> Template | None:
         for template in self.templates:
@@ -200,41 +194,34 @@ def _problems(values: Mapping[str, Any]) -> list[str]:
     return problems
 
 
-def _env_number(env: Mapping[str, str], name: str, kind: type) -> Any:
-    raw = env.get(name, "").strip()
-    if not raw:
-        return None
-    try:
-        return kind(raw)
-    except ValueError as exc:
-        raise ValueError(f"{name} must be a number, got {raw!r}") from exc
+def config_from_settings(settings: Settings) -> SandboxConfig:
+    """The startup config: the configured identity (``WHATSAPP_ACCESS_TOKEN``,
+    ``WHATSAPP_PHONE_NUMBER_ID``, ``WHATSAPP_APP_SECRET``; the development identity
+    when unset) and the ``SANDBOX_*`` start values."""
+    start = settings.sandbox
+    changes: dict[str, Any] = {
+        key: value
+        for key, value in {
+            "webhook_url": start.webhook_url,
+            "refusal_mode": start.refusal_mode,
+            "latency_ms": start.latency_ms,
+            "throughput_limit": start.throughput_limit,
+            "read_rate": start.read_rate,
+            "pair_rate_enabled": start.pair_rate,
+            "status_delay_ms": start.status_delay_ms,
+            "status_batch": start.status_batch,
+            "seed": start.seed,
+            "app_secret": secret(settings.whatsapp.app_secret),
+        }.items()
+        if value is not None
+    }
+    return replace(
+        SandboxConfig().with_faults(changes),
+        phone_number_id=settings.whatsapp.phone_number_id,
+        access_token=settings.whatsapp.access_token.get_secret_value(),
+    )
 
 
 def config_from_env(env: Mapping[str, str] | None = None) -> SandboxConfig:
-    """The startup config: defaults, overridden by ``SANDBOX_*`` / ``WHATSAPP_APP_SECRET``."""
-    env = os.environ if env is None else env
-    changes: dict[str, Any] = {}
-    if env.get("SANDBOX_WEBHOOK_URL"):
-        changes["webhook_url"] = env["SANDBOX_WEBHOOK_URL"]
-    if env.get("WHATSAPP_APP_SECRET"):
-        changes["app_secret"] = env["WHATSAPP_APP_SECRET"]
-    if env.get("SANDBOX_REFUSAL_MODE"):
-        changes["refusal_mode"] = env["SANDBOX_REFUSAL_MODE"].strip().lower()
-    pair_rate = env.get("SANDBOX_PAIR_RATE", "").strip().lower()
-    if pair_rate:
-        if pair_rate not in ("on", "off", "true", "false", "1", "0"):
-            raise ValueError(f"SANDBOX_PAIR_RATE must be on or off, got {pair_rate!r}")
-        changes["pair_rate_enabled"] = pair_rate in ("on", "true", "1")
-    numbers = {
-        "latency_ms": ("SANDBOX_LATENCY_MS", float),
-        "throughput_limit": ("SANDBOX_THROUGHPUT_LIMIT", int),
-        "read_rate": ("SANDBOX_READ_RATE", float),
-        "status_delay_ms": ("SANDBOX_STATUS_DELAY_MS", float),
-        "status_batch": ("SANDBOX_STATUS_BATCH", int),
-        "seed": ("SANDBOX_SEED", int),
-    }
-    for key, (name, kind) in numbers.items():
-        value = _env_number(env, name, kind)
-        if value is not None:
-            changes[key] = value
-    return SandboxConfig().with_faults(changes)
+    """``config_from_settings`` over ``Settings.from_env(env)``."""
+    return config_from_settings(Settings.from_env(env))

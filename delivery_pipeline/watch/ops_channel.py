@@ -20,9 +20,9 @@ from typing import Any
 
 import httpx
 import psycopg
-from psycopg.types.json import Jsonb
+from psycopg.rows import DictRow
 
-from delivery_pipeline.store.db import QUERIES
+from delivery_pipeline.store.queries import QUERIES
 
 log = logging.getLogger(__name__)
 
@@ -106,7 +106,7 @@ def payload_for(alert: dict[str, Any]) -> tuple[str, list[dict[str, Any]]]:
     text = f"{prefix} {alert['message']}"[:TEXT_LIMIT]
     created = alert["created_at"]
     when = created.astimezone(dt.UTC).strftime("%Y-%m-%d %H:%M UTC") if created else ""
-    blocks = [
+    blocks: list[dict[str, Any]] = [
         {"type": "section", "text": {"type": "mrkdwn", "text": text}},
         {
             "type": "context",
@@ -116,83 +116,6 @@ def payload_for(alert: dict[str, Any]) -> tuple[str, list[dict[str, Any]]]:
         },
     ]
     return text, blocks
-
-
-# ── recording ───────────────────────────────────────────────────────────
-
-
-def _insert(
-    conn: psycopg.Connection,
-    dedup_key: str,
-    severity: str,
-    kind: str,
-    message: str,
-    details: dict[str, Any] | None,
-) -> dict[str, Any]:
-    row = conn.execute(
-        QUERIES.insert_alert,
-        {
-            "dedup_key": dedup_key,
-            "severity": severity,
-            "kind": kind,
-            "message": message,
-            "details": Jsonb(details or {}),
-        },
-    ).fetchone()
-    log.warning("ops %s [%s] %s: %s", kind, severity, dedup_key, message)
-    return row
-
-
-def record_once(
-    conn: psycopg.Connection,
-    dedup_key: str,
-    severity: str,
-    message: str,
-    details: dict[str, Any] | None = None,
-) -> dict[str, Any] | None:
-    """Record an alert unless this key was ever recorded (a failed run: once per run)."""
-    with conn.transaction():
-        conn.execute(QUERIES.alert_lock, {"dedup_key": dedup_key})
-        if conn.execute(QUERIES.last_alert, {"dedup_key": dedup_key}).fetchone() is not None:
-            return None
-        return _insert(conn, dedup_key, severity, "alert", message, details)
-
-
-def note_check(
-    conn: psycopg.Connection,
-    dedup_key: str,
-    *,
-    failing: bool,
-    severity: str,
-    message: str,
-    details: dict[str, Any] | None = None,
-    reminder_seconds: float = DEFAULT_REMINDER_SECONDS,
-) -> dict[str, Any] | None:
-    """Record what a check's latest result calls for, if anything; returns the row.
-
-    * starts failing (no alert yet, or the last one was ``resolved``) → ``alert``
-    * keeps failing: escalated from warning to error → a new ``alert``; else a
-      ``reminder`` once ``reminder_seconds`` passed since the last row
-    * passes after failing → ``resolved``; passing and quiet → nothing
-
-    The state is the newest ``ops_alerts`` row for the key, so it survives
-    restarts and two evaluators cannot both alert (advisory lock per key).
-    """
-    with conn.transaction():
-        conn.execute(QUERIES.alert_lock, {"dedup_key": dedup_key})
-        last = conn.execute(QUERIES.last_alert, {"dedup_key": dedup_key}).fetchone()
-        open_episode = last is not None and last["kind"] != "resolved"
-        if not failing:
-            if open_episode:
-                return _insert(conn, dedup_key, "info", "resolved", message, details)
-            return None
-        if not open_episode:
-            return _insert(conn, dedup_key, severity, "alert", message, details)
-        if last["severity"] == "warning" and severity == "error":
-            return _insert(conn, dedup_key, severity, "alert", message, details)
-        if last["age_seconds"] >= reminder_seconds:
-            return _insert(conn, dedup_key, severity, "reminder", message, details)
-        return None
 
 
 # ── sending ─────────────────────────────────────────────────────────────
@@ -215,7 +138,7 @@ class SendReport:
 
 
 def send_pending(
-    conn: psycopg.Connection,
+    conn: psycopg.Connection[DictRow],
     notifier: OpsNotifier,
     *,
     limit: int = 20,

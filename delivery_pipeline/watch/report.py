@@ -20,8 +20,9 @@ from typing import Any
 
 import pandas as pd
 import psycopg
+from psycopg.rows import DictRow
 
-from delivery_pipeline.store.db import QUERIES
+from delivery_pipeline.store.queries import QUERIES
 
 
 @dataclass(frozen=True)
@@ -64,7 +65,7 @@ def _duration(seconds: float | None) -> str:
 
 
 def _frame(
-    conn: psycopg.Connection, query: str, params: dict[str, Any], columns: list[str]
+    conn: psycopg.Connection[DictRow], query: str, params: dict[str, Any], columns: list[str]
 ) -> pd.DataFrame:
     return pd.DataFrame(conn.execute(query, params).fetchall(), columns=columns)
 
@@ -81,7 +82,7 @@ def day_bounds(day: dt.date) -> tuple[dt.datetime, dt.datetime]:
     return start, start + dt.timedelta(days=1)
 
 
-def delivery_report(conn: psycopg.Connection, day: dt.date) -> DeliveryReport:
+def delivery_report(conn: psycopg.Connection[DictRow], day: dt.date) -> DeliveryReport:
     """The report for one UTC day."""
     start, end = day_bounds(day)
     params = {"start": start, "end": end}

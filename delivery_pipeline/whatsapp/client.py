@@ -63,16 +63,19 @@ class CloudApiClient:
     def from_settings(
         cls, settings: Settings, *, max_connections: int | None = None
     ) -> CloudApiClient:
+        whatsapp = settings.whatsapp
         return cls(
-            settings.api_base_url,
-            settings.phone_number_id,
-            settings.access_token,
-            api_version=settings.api_version,
-            timeout=settings.send_timeout,
-            # httpcore scans its whole pool on every request: measured at a
-            # 1,000 msg/s limit, 32 connections deliver ~200 msg/s and 64 only
-            # ~120 (CPU-bound); scale out with processes instead.
-            max_connections=min(max_connections or max(settings.concurrency, 10), MAX_CONNECTIONS),
+            whatsapp.api_base_url,
+            whatsapp.phone_number_id,
+            whatsapp.access_token.get_secret_value(),
+            api_version=whatsapp.api_version,
+            timeout=whatsapp.send_timeout,
+            # httpcore scans its whole pool on every request: more connections
+            # than this made one process CPU-bound (docs/benchmarks.md); scale
+            # out with processes instead.
+            max_connections=min(
+                max_connections or max(settings.delivery.concurrency, 10), MAX_CONNECTIONS
+            ),
         )
 
     async def __aenter__(self) -> CloudApiClient:

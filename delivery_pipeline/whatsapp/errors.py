@@ -8,6 +8,9 @@ errors (the send call) and asynchronous ones (``failed`` status webhooks).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from delivery_pipeline.model import AbandonReason
 
 
 @dataclass
@@ -38,16 +41,20 @@ class TransientError(CloudApiError):
     """Temporary platform trouble (or a 5xx / network error before sending): retry, bounded."""
 
 
+class EcosystemHold(TransientError):
+    """131049: withheld for ecosystem health; the platform asks for a day before trying again."""
+
+
 class RecipientUnreachable(CloudApiError):
     """Permanent for this recipient: abandon the document with a reason."""
 
-    abandon_reason = "undeliverable"
+    abandon_reason: ClassVar[AbandonReason] = AbandonReason.UNDELIVERABLE
 
 
 class RecipientOptedOut(RecipientUnreachable):
     """131050: the person stopped these messages; never retry."""
 
-    abandon_reason = "opted_out"
+    abandon_reason: ClassVar[AbandonReason] = AbandonReason.OPTED_OUT
 
 
 class GlobalSendError(CloudApiError):
@@ -66,8 +73,13 @@ class SendNotAttempted(Exception):
     """The request never left (connection refused, pool timeout): safe to retry."""
 
 
-THROTTLED = {130429, 131056, 4, 80007}
-TRANSIENT = {131000, 1, 2, 131016, 131057, 133004, 131049}
+PAIR_RATE_LIMIT = 131056
+# About one message per 6 s to the same person refills the pair-rate budget.
+PAIR_RATE_RETRY_SECONDS = 6.0
+REENGAGEMENT = 131047
+ECOSYSTEM = 131049
+THROTTLED = {130429, PAIR_RATE_LIMIT, 4, 80007}
+TRANSIENT = {131000, 1, 2, 131016, 131057, 133004}
 OPTED_OUT = {131050}
 UNREACHABLE = {131026, 131051, 131021, 131052, 131053, 470}
 GLOBAL = {
@@ -90,7 +102,6 @@ GLOBAL = {
     132068,
     132069,
 }
-REENGAGEMENT = 131047
 
 
 def classify(
@@ -102,6 +113,8 @@ def classify(
         cls = ReEngagementRequired
     elif code in THROTTLED:
         cls = Throttled
+    elif code == ECOSYSTEM:
+        cls = EcosystemHold
     elif code in TRANSIENT:
         cls = TransientError
     elif code in OPTED_OUT:
@@ -121,7 +134,7 @@ def classify(
     return cls(code=code, message=message, details=details, http_status=http_status)
 
 
-def from_error_object(obj: dict, http_status: int | None = None) -> CloudApiError:
+def from_error_object(obj: dict[str, Any], http_status: int | None = None) -> CloudApiError:
     """Classify an error object as found in a response body or a status webhook."""
     raw_code = obj.get("code")
     try:

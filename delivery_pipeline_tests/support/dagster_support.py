@@ -15,12 +15,14 @@ from dagster._core.storage.dagster_run import DagsterRun
 from dagster._core.types.loadable_target_origin import LoadableTargetOrigin
 
 from delivery_pipeline.dagster_defs.resources import (
-    AppDatabase,
     CloudApiResource,
     DeliveryServiceResource,
-    GeneratorResource,
-    OpsChannelResource,
+    build_resources,
 )
+from delivery_pipeline.settings import DEV_ACCESS_TOKEN, Settings, WhatsAppSettings
+
+# Nothing listens on the discard port: a resource pointed here reaches nobody.
+NOWHERE = "http://127.0.0.1:9"
 
 
 def resources_for(
@@ -29,21 +31,23 @@ def resources_for(
     *,
     service_url: str | None = None,
     internal_token: str | None = None,
+    settings: Settings | None = None,
 ) -> dict[str, Any]:
-    """Every resource the definitions use, pointed at the test database and sandbox."""
-    resources: dict[str, Any] = {
-        "app_db": AppDatabase(database_url=database_url),
-        "generator": GeneratorResource(),
-        "delivery_service": DeliveryServiceResource(
-            service_url=service_url or "http://127.0.0.1:9",
-            internal_token=internal_token,
-            timeout_seconds=0.5,
+    """Every resource the definitions use (``build_resources``), from ``settings``
+    (default: the defaults, never the process environment), pointed at the test
+    database, the sandbox and the webhook service (each unset: nowhere)."""
+    settings = (settings or Settings()).replace(database={"database_url": database_url})
+    whatsapp = settings.whatsapp.model_dump(exclude=set(WhatsAppSettings.secret_fields()))
+    return {
+        **build_resources(settings),
+        "cloud_api": CloudApiResource(
+            **{**whatsapp, "api_base_url": sandbox_url or NOWHERE},
+            access_token=DEV_ACCESS_TOKEN,
         ),
-        "ops_channel": OpsChannelResource(),
+        "delivery_service": DeliveryServiceResource(
+            service_url=service_url or NOWHERE, internal_token=internal_token
+        ),
     }
-    if sandbox_url is not None:
-        resources["cloud_api"] = CloudApiResource(base_url=sandbox_url)
-    return resources
 
 
 def add_run(instance: DagsterInstance, job_name: str, status: DagsterRunStatus) -> DagsterRun:

@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
+import asyncio
 import itertools
+import json
+import uuid
 from typing import Any
 
 import psycopg
 
-from delivery_pipeline.store.db import QUERIES
+from delivery_pipeline.service.ingest import apply_payload
+from delivery_pipeline.settings import DeliverySettings
+from delivery_pipeline.store.db import connect_async
+from delivery_pipeline.store.queries import QUERIES
+from delivery_pipeline_tests.support import payloads
 
 _numbers = itertools.count(1)
 
@@ -63,7 +70,7 @@ def add_document(
 
 
 def plan_body(chunks: int, chunk_limit: int = 4096, tag: str = "") -> str:
-    """A plan that cuts into exactly ``chunks`` messages of ``chunk_limit`` (paragraph per chunk)."""
+    """A plan that cuts into exactly ``chunks`` messages of ``chunk_limit``, a paragraph each."""
     paragraphs = []
     for i in range(chunks):
         head = f"{tag}Part {i + 1} of {chunks}. "
@@ -80,3 +87,23 @@ def document(conn: psycopg.Connection, document_id: int) -> dict[str, Any]:
 
 def chunks(conn: psycopg.Connection, document_id: int) -> list[dict[str, Any]]:
     return conn.execute(QUERIES.document_chunks, {"document_id": document_id}).fetchall()
+
+
+def person_writes(
+    database_url: str, sandbox: Any, person: dict[str, Any], text: str = "hi!"
+) -> None:
+    """The person writes: their phone sends it in the sandbox (its window opens), and
+    the inbound webhook is applied through the service's own ingest, as in production."""
+    sandbox.say(person["phone"], text)
+    inbound_arrives(database_url, person, text)
+
+
+def inbound_arrives(database_url: str, person: dict[str, Any], text: str = "hi!") -> None:
+    """The webhook of the person's message reaches the service's ingest."""
+    body = payloads.inbound(person["phone"], f"wamid.test-{uuid.uuid4().hex}", text)
+    asyncio.run(_ingest(database_url, json.loads(body)))
+
+
+async def _ingest(database_url: str, payload: dict[str, Any]) -> None:
+    async with await connect_async(database_url) as conn:
+        await apply_payload(conn, payload, DeliverySettings())

@@ -13,9 +13,11 @@ from typing import Any
 
 import psycopg
 
+from delivery_pipeline.settings import CheckSettings, Settings
 from delivery_pipeline_tests.support.data import add_document, add_person
 
 HOUR = 3600
+TIER_LIMIT = CheckSettings().tier_limit  # WHATSAPP_MESSAGING_TIER's default, 250
 
 
 def ago(conn: psycopg.Connection, seconds: float) -> Any:
@@ -185,6 +187,10 @@ class Stranding:
     fix: Callable[[psycopg.Connection, Any], None]
     env: tuple[tuple[str, str], ...] = ()
 
+    def settings(self) -> Settings:
+        """The settings the check is evaluated with: the defaults plus ``env``."""
+        return Settings.from_env(dict(self.env))
+
 
 def _fix_knock(conn: psycopg.Connection, doc_id: int) -> None:
     add_status(conn, f"wamid.knock.{doc_id}", "delivered", 30)
@@ -228,12 +234,12 @@ STRANDINGS = {
     "messaging_tier_headroom": Stranding(
         "messaging_tier_headroom",
         "error",
-        lambda c: knocked_people(c, 1),
+        # the default tier's limit reached: as many people knocked in the last 24 h
+        lambda c: knocked_people(c, TIER_LIMIT),
         lambda c, ids: c.execute(
             "UPDATE people SET last_knock_at = now() - interval '25 hours' WHERE id = ANY(%(ids)s)",
             {"ids": ids},
         ),
-        env=(("WHATSAPP_MESSAGING_TIER", "1"),),
     ),
     "sender_paused": Stranding("sender_paused", "error", pause_sender, _unpause),
 }

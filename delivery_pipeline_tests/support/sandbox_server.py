@@ -9,8 +9,6 @@ and can be told to answer with errors, to exercise redelivery.
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import json
 import os
 import socket
@@ -28,7 +26,8 @@ from urllib.parse import quote
 
 import httpx
 
-from delivery_pipeline.settings import SANDBOX_ACCESS_TOKEN, SANDBOX_PHONE_NUMBER_ID
+from delivery_pipeline.settings import DEV_ACCESS_TOKEN, DEV_PHONE_NUMBER_ID
+from delivery_pipeline.whatsapp.signature import signature_valid
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 _INHERITED_CONFIG_PREFIXES = ("SANDBOX_", "WHATSAPP_APP_SECRET")
@@ -62,8 +61,8 @@ class SandboxProcess:
         self.process = process
         self.port = port
         self.url = f"http://127.0.0.1:{port}"
-        self.phone_number_id = SANDBOX_PHONE_NUMBER_ID
-        self.access_token = SANDBOX_ACCESS_TOKEN
+        self.phone_number_id = DEV_PHONE_NUMBER_ID
+        self.access_token = DEV_ACCESS_TOKEN
         self.log_path = log_path
         self.http = httpx.Client(base_url=self.url, timeout=10.0)
 
@@ -234,8 +233,7 @@ class ReceivedWebhook:
         return json.loads(self.body)
 
     def signature_valid(self, secret: str) -> bool:
-        expected = "sha256=" + hmac.new(secret.encode(), self.body, hashlib.sha256).hexdigest()
-        return hmac.compare_digest(expected, self.headers.get("x-hub-signature-256", ""))
+        return signature_valid(secret, self.body, self.headers.get("x-hub-signature-256", ""))
 
     def values(self) -> Iterator[dict[str, Any]]:
         for entry in self.payload.get("entry", []):

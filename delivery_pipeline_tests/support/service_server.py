@@ -12,7 +12,7 @@ from typing import Any
 
 import httpx
 
-from delivery_pipeline.service.ingest import sign
+from delivery_pipeline.whatsapp.signature import sign
 from delivery_pipeline_tests.support.sandbox_server import REPO_ROOT, free_port, stop_process
 
 APP_SECRET = "test-app-secret"

@@ -1,0 +1,40 @@
+"""The tag on every send (``biz_opaque_callback_data``), echoed back in status webhooks.
+
+It ties a status to a chunk even when the send's own answer was lost:
+``dp:<document>:<chunk>:<attempt>`` for a chunk, ``dp:<document>:knock`` for a
+knock.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+_CHUNK = re.compile(r"^dp:(\d+):(\d+):(\d+)$")
+_KNOCK = re.compile(r"^dp:(\d+):knock$")
+
+
+def chunk_callback(document_id: int, chunk_index: int, attempt: int) -> str:
+    return f"dp:{document_id}:{chunk_index}:{attempt}"
+
+
+def knock_callback(document_id: int) -> str:
+    return f"dp:{document_id}:knock"
+
+
+@dataclass(frozen=True)
+class ChunkTag:
+    document_id: int
+    chunk_index: int
+    attempt: int
+
+
+def parse_chunk(callback: str | None) -> ChunkTag | None:
+    match = _CHUNK.match(callback or "")
+    return ChunkTag(*map(int, match.groups())) if match else None
+
+
+def parse_knock(callback: str | None) -> int | None:
+    """The document a knock's tag names, or None."""
+    match = _KNOCK.match(callback or "")
+    return int(match.group(1)) if match else None

@@ -1,0 +1,257 @@
+"""The sweep: claim what is eligible, deliver it with bounded concurrency, release.
+
+Plain Python over psycopg 3 and the Cloud API client; no Dagster. The same
+sweep runs in a Dagster run, in the webhook service (targeted at one person
+or document) and from the CLI, and may run in many processes at once:
+exclusivity comes from the claim in ``sql/queries.sql`` (``claim_batch``) and
+the fence before every chunk (``fence_chunk``).
+
+``DeliveryEngine`` is what lives as long as its process (pool, client,
+pacer); each ``sweep()`` is a ``Sweep`` with its own state.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import weakref
+from typing import Any
+
+import psycopg
+from psycopg.rows import DictRow
+from psycopg_pool import AsyncConnectionPool
+
+from delivery_pipeline.delivery.document import DocumentDelivery, GlobalStop
+from delivery_pipeline.delivery.pacer import RateLimiter
+from delivery_pipeline.delivery.result import SweepResult, SweepState
+from delivery_pipeline.delivery.store import Claim, DeliveryStore
+from delivery_pipeline.settings import Settings
+from delivery_pipeline.store.db import async_pool
+from delivery_pipeline.store.queries import QUERIES
+from delivery_pipeline.whatsapp.client import CloudApiClient
+
+log = logging.getLogger(__name__)
+
+# A sweep goes round again while it released documents due now (see Sweep.run).
+MAX_ROUNDS = 5
+# Rows locked by a concurrent claimer are skipped, not waited for: look again
+# this many times before calling the queue empty.
+IDLE_ROUNDS = 3
+
+
+class DeliveryEngine:
+    """Delivers documents; one per process, shared by every sweep it runs."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        pool: AsyncConnectionPool[psycopg.AsyncConnection[DictRow]],
+        client: CloudApiClient,
+        pacer: RateLimiter | None = None,
+    ) -> None:
+        self.settings = settings.delivery
+        self.store = DeliveryStore(pool, settings.delivery)
+        self.client = client
+        self.pacer = pacer or RateLimiter(settings.delivery.rate_limit)
+        # Weak, so a long-lived service keeps no lock for a person it is not sending to.
+        self._person_locks: weakref.WeakValueDictionary[int, asyncio.Lock] = (
+            weakref.WeakValueDictionary()
+        )
+
+    def person_lock(self, person_id: int) -> asyncio.Lock:
+        lock = self._person_locks.get(person_id)
+        if lock is None:
+            lock = self._person_locks[person_id] = asyncio.Lock()
+        return lock
+
+    async def eligible_exists(self) -> bool:
+        """The heartbeat guard."""
+        return await self.store.eligible_exists()
+
+    async def sweep(
+        self,
+        *,
+        document_id: int | None = None,
+        person_id: int | None = None,
+        limit: int | None = None,
+        concurrency: int | None = None,
+    ) -> SweepResult:
+        """One delivery pass over what is eligible now (optionally one document/person)."""
+        sweep = Sweep(
+            self,
+            document_id=document_id,
+            person_id=person_id,
+            limit=limit,
+            concurrency=concurrency or self.settings.concurrency,
+        )
+        return await sweep.run()
+
+
+class Sweep:
+    """One pass: a producer claims batches, ``concurrency`` workers deliver them."""
+
+    def __init__(
+        self,
+        engine: DeliveryEngine,
+        *,
+        document_id: int | None,
+        person_id: int | None,
+        limit: int | None,
+        concurrency: int,
+    ) -> None:
+        self.engine = engine
+        self.document_id = document_id
+        self.person_id = person_id
+        self.limit = limit
+        self.concurrency = concurrency
+        self.state = SweepState()
+        self.delivery = DocumentDelivery(
+            engine.settings,
+            engine.store,
+            engine.client,
+            engine.pacer,
+            self.state,
+            engine.person_lock,
+        )
+
+    @property
+    def targeted(self) -> bool:
+        return self.document_id is not None or self.person_id is not None
+
+    async def run(self) -> SweepResult:
+        self.state.maybe_paused = await self.engine.store.sender_paused()
+        result = self.state.result
+        # A document can come back due now while its own sweep runs (the
+        # person wrote while we knocked; a chunk failed after acceptance): a
+        # sweeper that skipped it as claimed has already gone, so the sweep
+        # that released it goes round again.
+        for _ in range(MAX_ROUNDS):
+            due_again = result.due_again
+            queue: asyncio.Queue[Claim | None] = asyncio.Queue(maxsize=self.concurrency)
+            await asyncio.gather(
+                self._produce(queue), *(self._work(queue) for _ in range(self.concurrency))
+            )
+            if self.state.stop.is_set() or result.due_again == due_again or self.limit is not None:
+                break
+        return result
+
+    def _database_lost(self, exc: Exception) -> None:
+        if not self.state.stop.is_set():
+            log.error(
+                "database unavailable, sweep stopped (claims lapse with their lease): %s", exc
+            )
+        self.state.result.stopped_by = (
+            self.state.result.stopped_by or f"database unavailable: {exc}"
+        )
+        self.state.stop.set()
+
+    async def _produce(self, queue: asyncio.Queue[Claim | None]) -> None:
+        remaining = self.limit
+        idle_rounds = 0
+        try:
+            while not self.state.stop.is_set():
+                batch = self.concurrency if remaining is None else min(self.concurrency, remaining)
+                if batch <= 0:
+                    break
+                claims = await self.engine.store.claim(
+                    batch, document_id=self.document_id, person_id=self.person_id
+                )
+                if not claims:
+                    if self.targeted:
+                        # A reply or a poke: what it could not claim another sweep
+                        # holds, and that one goes round again for what comes back due.
+                        break
+                    idle_rounds += 1
+                    if idle_rounds < IDLE_ROUNDS and await self.engine.store.eligible_exists():
+                        await asyncio.sleep(0.02 * idle_rounds)
+                        continue
+                    wait = self.state.short_retry_until - time.monotonic()
+                    if wait > 0:
+                        await asyncio.sleep(wait + 0.05)
+                        idle_rounds = 0
+                        continue
+                    break
+                idle_rounds = 0
+                self.state.result.claimed += len(claims)
+                if remaining is not None:
+                    remaining -= len(claims)
+                for claim in claims:
+                    if self.state.stop.is_set():
+                        await self.engine.store.release(claim)
+                    else:
+                        await queue.put(claim)
+        except psycopg.OperationalError as exc:
+            self._database_lost(exc)
+        finally:
+            for _ in range(self.concurrency):
+                await queue.put(None)
+
+    async def _work(self, queue: asyncio.Queue[Claim | None]) -> None:
+        while (claim := await queue.get()) is not None:
+            try:
+                if self.state.stop.is_set():
+                    await self.engine.store.release(claim)
+                    continue
+                await self._deliver(claim)
+            except psycopg.OperationalError as exc:
+                # The claim stays until its lease lapses; the ledger says
+                # where the document stopped, so nothing is sent twice.
+                self._database_lost(exc)
+
+    async def _deliver(self, claim: Claim) -> None:
+        try:
+            await self.delivery.run(claim)
+        except GlobalStop as exc:
+            self.state.result.stopped_by = str(exc)
+            self.state.stop.set()
+        except psycopg.OperationalError:
+            raise
+        except Exception:
+            log.exception("document %s: unexpected error; claim released", claim.document_id)
+            await self.engine.store.release_for_retry(
+                claim, delay=0, counts_attempt=True, error="internal error"
+            )
+            self.state.scheduled_retry(claim.document_id, 0, "internal error")
+
+
+def pool_size(concurrency: int) -> int:
+    """Connections a sweep needs: workers hold one only for a query, never
+    across a send, so a few serve many documents in flight (and eight
+    sweepers stay well inside a server's default 100 connections)."""
+    return min(concurrency, 6) + 2
+
+
+async def run_sweep(
+    settings: Settings,
+    database_url: str,
+    *,
+    document_id: int | None = None,
+    person_id: int | None = None,
+    limit: int | None = None,
+    concurrency: int | None = None,
+) -> SweepResult:
+    """Open a pool and a client, sweep once, close them."""
+    concurrency = concurrency or settings.delivery.concurrency
+    async with (
+        async_pool(database_url, max_size=pool_size(concurrency)) as pool,
+        CloudApiClient.from_settings(settings, max_connections=concurrency) as client,
+    ):
+        engine = DeliveryEngine(settings, pool, client)
+        return await engine.sweep(
+            document_id=document_id, person_id=person_id, limit=limit, concurrency=concurrency
+        )
+
+
+def sweep_sync(settings: Settings, database_url: str, **kwargs: Any) -> SweepResult:
+    """``run_sweep`` for synchronous callers (CLI, Dagster ops)."""
+    return asyncio.run(run_sweep(settings, database_url, **kwargs))
+
+
+def eligible_now(conn: psycopg.Connection[Any], settings: Settings) -> bool:
+    """The heartbeat guard for synchronous callers: one indexed EXISTS."""
+    row = conn.execute(
+        QUERIES.guard_exists,
+        {"lease": settings.delivery.lease, "service_window": settings.delivery.window},
+    ).fetchone()
+    return bool(row and (row["eligible"] if isinstance(row, dict) else row[0]))

@@ -1,0 +1,166 @@
+"""Every query the project runs, by name, from ``sql/queries*.sql``.
+
+Each query lives in SQL under a ``-- name: <name>`` header with a line of
+purpose; Python asks for it as ``QUERIES.<name>`` and never builds SQL from
+strings. ``Queries`` declares every name: loading fails at import when a file
+holds a query not declared here or lacks one that is, and a misspelt name in
+the code is a type error, not a runtime surprise.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from dataclasses import dataclass, fields
+from pathlib import Path
+
+from delivery_pipeline.settings import PROJECT_ROOT
+
+_NAME_HEADER = re.compile(r"^-- name: ([a-z_][a-z0-9_]*)\s*$", re.MULTILINE)
+
+
+def _sql_dir() -> Path:
+    """``sql/`` beside the package (a checkout or editable install), else the copy a
+    regular ``pip install .`` puts under ``<prefix>/share/delivery_pipeline/sql``."""
+    beside = PROJECT_ROOT / "sql"
+    if beside.is_dir():
+        return beside
+    return Path(sys.prefix) / "share" / "delivery_pipeline" / "sql"
+
+
+SQL_DIR = _sql_dir()
+
+
+@dataclass(frozen=True)
+class Query:
+    name: str
+    description: str
+    sql: str
+
+
+def read_queries(paths: list[Path]) -> dict[str, Query]:
+    """Every named query in ``paths``; a name defined twice is an error."""
+    found: dict[str, Query] = {}
+    for path in paths:
+        parts = _NAME_HEADER.split(path.read_text())
+        for name, body in zip(parts[1::2], parts[2::2], strict=True):
+            lines = body.strip("\n").splitlines()
+            description = lines[0][3:].strip() if lines and lines[0].startswith("-- ") else ""
+            sql = "\n".join(line for line in lines if not line.startswith("--")).strip()
+            if name in found:
+                raise ValueError(f"query {name!r} defined twice (second time in {path})")
+            found[name] = Query(name, description, sql)
+    return found
+
+
+@dataclass(frozen=True)
+class Queries:
+    """The SQL text of every named query."""
+
+    # sql/queries.sql
+    database_exists: str
+    migrations_lock: str
+    migrations_unlock: str
+    migrations_table: str
+    migrations_applied: str
+    migrations_record: str
+    insert_person: str
+    person_by_id: str
+    person_by_phone: str
+    list_people: str
+    time_zone_is_valid: str
+    insert_ready_document: str
+    insert_pending_document: str
+    document_by_id: str
+    document_chunks: str
+    state_summary: str
+    guard_exists: str
+    eligible_ids: str
+    claim_batch: str
+    claimed_document: str
+    document_chunks_with_age: str
+    fence_chunk: str
+    chunk_sent: str
+    chunk_failed: str
+    chunk_unknown: str
+    mark_delivered: str
+    release_for_retry: str
+    release_claim: str
+    abandon_document: str
+    reserve_knock: str
+    unreserve_knock: str
+    await_reply: str
+    refuse_window: str
+    person_opted_out: str
+    raise_last_inbound: str
+    wake_awaiting_documents: str
+    pause_sender: str
+    resume_sender: str
+    sender_state: str
+    alert_lock: str
+    last_alert: str
+    insert_alert: str
+    unsent_alerts: str
+    alert_sent: str
+    alert_send_failed: str
+
+    # sql/queries_backlog.sql
+    backlog_by_state: str
+
+    # sql/queries_checks.sql
+    check_pending: str
+    check_generating: str
+    check_undelivered: str
+    check_awaiting_reply: str
+    check_knock_health: str
+    check_abandoned_recent: str
+    check_tier_usage: str
+    check_sender_paused: str
+    alerts_to_send: str
+
+    # sql/queries_generation.sql
+    generation_due: str
+    fail_exhausted_generation: str
+    claim_generation_batch: str
+    generation_succeeded: str
+    generation_failed: str
+    pause_generation: str
+    person_local_today: str
+    brief_due_date: str
+    enqueue_daily_briefs: str
+    abandon_stale_briefs: str
+
+    # sql/queries_report.sql
+    report_documents: str
+    report_chunks: str
+    report_knocks: str
+    report_abandoned: str
+
+    # sql/queries_webhooks.sql
+    insert_inbound: str
+    apply_statuses: str
+    resume_documents: str
+    chunk_by_wamid: str
+    chunk_by_callback: str
+    chunk_refused: str
+    undeliver_document: str
+    abandon_document_async: str
+    knock_by_wamid: str
+    settle_knock: str
+    insert_raw_webhook: str
+    health: str
+
+    @classmethod
+    def load(cls, sql_dir: Path = SQL_DIR) -> Queries:
+        found = read_queries(sorted(sql_dir.glob("queries*.sql")))
+        declared = {f.name for f in fields(cls)}
+        missing, undeclared = sorted(declared - set(found)), sorted(set(found) - declared)
+        if missing or undeclared:
+            raise ImportError(
+                f"sql/queries*.sql and Queries disagree: missing in SQL {missing}, "
+                f"not declared in Queries {undeclared}"
+            )
+        return cls(**{name: query.sql for name, query in found.items()})
+
+
+QUERIES = Queries.load()

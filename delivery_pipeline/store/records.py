@@ -1,0 +1,144 @@
+"""People and documents as operators add them: the CLI and the Dagster jobs alike.
+
+Every check of operator input lives here once (E.164 numbers, locales, time
+zones, kinds, one brief per person and day), so a bad value gets the same
+answer however it arrived, and nothing is written.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+import psycopg
+
+from delivery_pipeline.model import Kind, Locale, e164
+from delivery_pipeline.store.queries import QUERIES
+
+Row = dict[str, Any]
+
+
+class InputError(ValueError):
+    """Operator input that cannot be honoured; nothing was written."""
+
+
+def parse_phone(value: str) -> str:
+    number = e164(value)
+    if number is None:
+        raise InputError(f"{value!r} is not an E.164 number (like +5511987654321)")
+    return number
+
+
+def parse_kind(value: str) -> Kind:
+    try:
+        return Kind(value)
+    except ValueError:
+        raise InputError(f"kind must be one of {', '.join(Kind)}, got {value!r}") from None
+
+
+def find_person(conn: psycopg.Connection[Row], ref: str | int) -> Row:
+    """A person by id or E.164 number."""
+    text = str(ref).strip()
+    if text.isdigit():
+        person = conn.execute(QUERIES.person_by_id, {"id": int(text)}).fetchone()
+    elif (phone := e164(text)) is not None:
+        person = conn.execute(QUERIES.person_by_phone, {"phone": phone}).fetchone()
+    else:
+        raise InputError(f"{ref!r} is neither a person id nor an E.164 number")
+    if person is None:
+        raise InputError(f"no person {ref!r} (give an id or an E.164 number)")
+    return dict(person)
+
+
+def add_person(
+    conn: psycopg.Connection[Row],
+    *,
+    phone: str,
+    name: str = "",
+    locale: str = Locale.EN,
+    time_zone: str = "UTC",
+    brief_opt_in: bool = False,
+    brief_local_time: str = "07:00",
+) -> Row:
+    number = parse_phone(phone)
+    if locale not in frozenset(Locale):
+        raise InputError(f"locale must be one of {', '.join(Locale)}, got {locale!r}")
+    try:
+        brief_time = dt.time.fromisoformat(brief_local_time)
+    except ValueError:
+        raise InputError(f"brief time {brief_local_time!r} is not HH:MM") from None
+    valid = conn.execute(QUERIES.time_zone_is_valid, {"time_zone": time_zone}).fetchone()
+    if not (valid and valid["valid"]):
+        raise InputError(
+            f"unknown time zone {time_zone!r} (use an IANA name like America/Sao_Paulo)"
+        )
+    if conn.execute(QUERIES.person_by_phone, {"phone": number}).fetchone():
+        raise InputError(f"a person with number {number} already exists")
+    person = conn.execute(
+        QUERIES.insert_person,
+        {
+            "phone": number,
+            "name": name,
+            "locale": locale,
+            "time_zone": time_zone,
+            "brief_opt_in": brief_opt_in,
+            "brief_local_time": brief_time,
+        },
+    ).fetchone()
+    assert person is not None
+    return dict(person)
+
+
+def _brief_date(conn: psycopg.Connection[Row], person: Row, for_date: dt.date | None) -> dt.date:
+    """A brief's day: the one given, else the person's local today."""
+    if for_date is not None:
+        return for_date
+    row = conn.execute(QUERIES.person_local_today, {"person_id": person["id"]}).fetchone()
+    assert row is not None
+    local_today: dt.date = row["local_today"]
+    return local_today
+
+
+def request_document(
+    conn: psycopg.Connection[Row],
+    person: str | int,
+    kind: str = Kind.PLAN,
+    for_date: dt.date | None = None,
+) -> Row:
+    """A document to be generated (``pending``); a brief defaults to the person's local today."""
+    document_kind = parse_kind(kind)
+    row = find_person(conn, person)
+    if document_kind == Kind.DAILY_BRIEF:
+        for_date = _brief_date(conn, row, for_date)
+    doc = conn.execute(
+        QUERIES.insert_pending_document,
+        {"person_id": row["id"], "kind": document_kind, "for_date": for_date},
+    ).fetchone()
+    if doc is None:
+        raise InputError(f"person {row['id']} already has a brief for {for_date}")
+    return dict(doc)
+
+
+def add_ready_document(
+    conn: psycopg.Connection[Row],
+    person: str | int,
+    body: str,
+    kind: str = Kind.PLAN,
+    for_date: dt.date | None = None,
+) -> Row:
+    """A document generated elsewhere, ready for delivery; a brief defaults to local today."""
+    document_kind = parse_kind(kind)
+    if not body.strip():
+        raise InputError("the document body is empty")
+    row = find_person(conn, person)
+    if document_kind == Kind.DAILY_BRIEF:
+        for_date = _brief_date(conn, row, for_date)
+    try:
+        doc = conn.execute(
+            QUERIES.insert_ready_document,
+            {"person_id": row["id"], "kind": document_kind, "for_date": for_date, "body": body},
+        ).fetchone()
+    except psycopg.errors.UniqueViolation:
+        raise InputError(f"person {row['id']} already has a brief for {for_date}") from None
+    assert doc is not None
+    return dict(doc)
