@@ -212,11 +212,16 @@ class ServiceSettings(Section):
     webhook_max_body_bytes: int = Field(
         4 * 1024 * 1024, ge=1024, json_schema_extra=env("WEBHOOK_MAX_BODY_BYTES")
     )
+    dagster_webserver_url: str | None = Field(
+        None,
+        json_schema_extra=env("DAGSTER_WEBSERVER_URL"),
+        description="where the service reports its deliveries at once; unset: a sensor does",
+    )
 
-    @field_validator("service_url")
+    @field_validator("service_url", "dagster_webserver_url")
     @classmethod
-    def _no_trailing_slash(cls, value: str) -> str:
-        return value.rstrip("/")
+    def _no_trailing_slash(cls, value: str | None) -> str | None:
+        return value.rstrip("/") if value else None
 
 
 class GenerationSettings(Section):
@@ -284,6 +289,10 @@ class CheckSettings(Section):
     tier_warn_share: float = Field(0.8, gt=0)
     tier_error_share: float = Field(1.0, gt=0)
     sample_size: int = Field(5, ge=1, description="ids of the oldest rows listed per check")
+    # Dagster's own record (owner: ops): the backlog refreshed, deliveries on the timeline
+    backlog_stale_seconds: float = Field(15 * 60, gt=0, description="backlog freshness")
+    events_warn_seconds: float = Field(5 * 60, gt=0, description="a delivery not yet recorded")
+    events_error_seconds: float = Field(30 * 60, gt=0)
     messaging_tier: str = Field(
         "250",
         json_schema_extra=env("WHATSAPP_MESSAGING_TIER"),
@@ -312,6 +321,12 @@ class OpsSettings(Section):
     webhook_url: SecretStr | None = Field(None, description="Slack-compatible incoming webhook")
     alert_sensor_seconds: int = Field(60, ge=1, description="alert sensor interval")
     alert_reminder_seconds: int = Field(4 * 3600, ge=1, description="reminder interval")
+    watchdog_stale_seconds: int = Field(
+        600,
+        ge=1,
+        json_schema_extra=env("WATCHDOG_STALE_SECONDS"),
+        description="Dagster's daemon silent this long: the webhook service alerts",
+    )
 
 
 class ScheduleSettings(Section):

@@ -20,11 +20,16 @@ from dagster import (
 
 from delivery_pipeline.dagster_defs.alert_sensors import build_alert_sensors
 from delivery_pipeline.dagster_defs.asset_checks import (
-    BACKLOG_CHECKS,
-    CHECK_KEYS,
+    JUDGES,
+    STATE_CHECKS,
+    check_keys,
     delivery_checks,
 )
-from delivery_pipeline.dagster_defs.assets import delivery_backlog
+from delivery_pipeline.dagster_defs.assets import (
+    delivered_documents,
+    delivery_backlog,
+    generated_documents,
+)
 from delivery_pipeline.dagster_defs.jobs import refresh_backlog
 from delivery_pipeline.dagster_defs.resources import OpsChannelResource
 from delivery_pipeline.dagster_defs.schedules import build_schedules
@@ -38,8 +43,8 @@ from delivery_pipeline_tests.support.ops import HOUR, STRANDINGS
 pytestmark = pytest.mark.filterwarnings("ignore::dagster.BetaWarning")
 
 DEFAULTS = Settings()
-BACKLOG_KEY = delivery_backlog.key
-ALERT_SENSORS = {s.name: s for s in build_alert_sensors(DEFAULTS.ops)}
+STATE_KEYS = check_keys(STATE_CHECKS)
+ALERT_SENSORS = {s.name: s for s in build_alert_sensors(DEFAULTS.ops, STATE_KEYS)}
 ops_check_alerts = ALERT_SENSORS["ops_check_alerts"]
 ops_run_failures = ALERT_SENSORS["ops_run_failures"]
 checks_every_5_minutes = next(
@@ -62,8 +67,8 @@ def resources(database_url, ops_url, settings=DEFAULTS):
 
 def definitions(database_url, ops_url=None, settings=DEFAULTS):
     return Definitions(
-        assets=[delivery_backlog],
-        asset_checks=BACKLOG_CHECKS,
+        assets=[generated_documents, delivered_documents, delivery_backlog],
+        asset_checks=STATE_CHECKS,
         jobs=[delivery_checks, refresh_backlog],
         schedules=[checks_every_5_minutes],
         sensors=[ops_check_alerts, ops_run_failures],
@@ -91,16 +96,21 @@ def ops_url(sandbox):
 def test_checks_job_evaluates_every_check_and_the_backlog_job_runs_them_too(database_url, instance):
     defs = definitions(database_url)
     evaluations = run_checks(defs, instance)
-    assert set(evaluations) == {key.name for key in CHECK_KEYS}
+    assert set(evaluations) == {key.name for key in STATE_KEYS}
     assert all(e.passed for e in evaluations.values())
-    assert all(e.asset_key == BACKLOG_KEY for e in evaluations.values())
+    # each check hangs on the asset it judges
+    assert {n: e.asset_key for n, e in evaluations.items()} == {
+        name: asset.key for name, asset in JUDGES.items()
+    }
     result = defs.resolve_job_def("refresh_backlog").execute_in_process(instance=instance)
-    assert {e.check_name for e in result.get_asset_check_evaluations()} == set(evaluations)
+    assert {e.check_name for e in result.get_asset_check_evaluations()} == {
+        name for name, asset in JUDGES.items() if asset is delivery_backlog
+    }
     Definitions.validate_loadable(defs)
 
 
 def test_checks_carry_owner_and_runbook_metadata():
-    for check in BACKLOG_CHECKS:
+    for check in STATE_CHECKS:
         spec = next(iter(check.check_specs))
         assert spec.metadata["owner"] and spec.metadata["runbook"]
         assert "Owner:" in spec.description
@@ -245,7 +255,7 @@ def test_unevaluated_checks_raise_nothing(database_url, instance, sandbox):
     outcome = tick(instance, database_url, ops_url(sandbox))
     assert "nothing new" in outcome.skip_message
     assert sandbox.ops_alerts() == []
-    key = AssetCheckKey(BACKLOG_KEY, "pending_too_long")
+    key = AssetCheckKey(generated_documents.key, "pending_too_long")
     assert instance.get_latest_asset_check_evaluation_record(key) is None
 
 

@@ -49,7 +49,7 @@ from delivery_pipeline.dagster_defs.sensors import build_sensors
 from delivery_pipeline.delivery.chunking import chunk_text
 from delivery_pipeline.settings import Settings
 from delivery_pipeline.store.queries import QUERIES
-from delivery_pipeline_tests.support.dagster_support import add_run, resources_for
+from delivery_pipeline_tests.support.dagster_support import add_run, execute, resources_for
 from delivery_pipeline_tests.support.data import (
     add_document,
     add_person,
@@ -116,27 +116,33 @@ def test_definitions_load_with_everything_running_by_default():
     assert deliver_documents.tags[SWEEP_TAG] == generate_and_deliver.tags[SWEEP_TAG]
 
 
-def test_dagster_definitions_validate_passes(tmp_path):
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    env.pop("DAGSTER_HOME", None)
-    # Not from the repository root: the CLI would load its dagster.yaml, whose
-    # Postgres storage is for the run command (DAGSTER_PG_URL).
-    proc = subprocess.run(
-        [
-            str(Path(sys.executable).parent / "dagster"),
-            "definitions",
-            "validate",
-            "-m",
-            "delivery_pipeline.dagster_defs.definitions",
-        ],
-        cwd=tmp_path,
+def dg_check_defs(tmp_path: Path, **environ: str) -> subprocess.CompletedProcess[str]:
+    """``dg check defs`` on the project ([tool.dg] in pyproject.toml), as CI would run it."""
+    home = tmp_path / "dagster_home"
+    home.mkdir(exist_ok=True)
+    (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
+    # DAGSTER_HOME of its own: from the project root the CLI would otherwise load the
+    # run command's dagster.yaml, whose Postgres storage needs DAGSTER_PG_URL.
+    env = {**os.environ, "PYTHONPATH": str(REPO), "DAGSTER_HOME": str(home), **environ}
+    env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
+    return subprocess.run(
+        [str(Path(sys.executable).parent / "dg"), "check", "defs", "--use-active-venv"],
+        cwd=REPO,
         env=env,
         capture_output=True,
         text=True,
         timeout=180,
     )
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "Validation successful" in proc.stdout + proc.stderr
+
+
+def test_dg_check_defs_passes_and_catches_bad_settings(tmp_path):
+    ok = dg_check_defs(tmp_path)
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    assert "All definitions loaded successfully" in ok.stdout + ok.stderr
+
+    bad = dg_check_defs(tmp_path, DELIVERY_LEASE_SECONDS="ten")
+    assert bad.returncode != 0
+    assert "DELIVERY_LEASE_SECONDS" in bad.stdout + bad.stderr
 
 
 def test_heartbeat_interval_comes_from_the_environment():
@@ -232,12 +238,55 @@ def test_a_generation_run_never_initialises_the_cloud_api(db, database_url, inst
     pending(db, person["id"])
     resources = {**resources_for(database_url), "cloud_api": Tripwire()}
 
-    generated = generate_documents.execute_in_process(resources=resources, instance=instance)
+    generated = execute(generate_documents, resources=resources, instance=instance)
     assert generated.success
-    swept = deliver_documents.execute_in_process(
-        resources=resources, instance=instance, raise_on_error=False
-    )
+    swept = execute(deliver_documents, resources=resources, instance=instance, raise_on_error=False)
     assert not swept.success, "the tripwire works: delivery does need the Cloud API"
+
+
+# ── settings reach the runs ─────────────────────────────────────────────
+
+
+def test_generator_timeout_and_retries_from_the_environment_reach_a_generation_run(
+    db, database_url, instance, monkeypatch
+):
+    """GENERATOR_MAX_RETRIES and GENERATOR_TIMEOUT_SECONDS, set in the environment the code
+    location loads with, govern the requests a generate_documents run makes."""
+    from delivery_pipeline.dagster_defs.definitions import build_definitions
+    from delivery_pipeline_tests.support.dagster_support import NOWHERE
+    from delivery_pipeline_tests.support.fake_http import Answer, FakeHttpServer, chat_completion
+
+    person = add_person(db)
+    doc = pending(db, person["id"])
+
+    def run(fake_url: str, **environ: str) -> dict:
+        for name, value in {
+            "DATABASE_URL": database_url,
+            "DELIVERY_SERVICE_URL": NOWHERE,
+            "GENERATOR_BACKEND": "openai",
+            "OPENAI_BASE_URL": fake_url,
+            "OPENAI_API_KEY": "sk-test",
+            "GENERATOR_MAX_RETRIES": "",
+            "GENERATOR_TIMEOUT_SECONDS": "",
+            **environ,
+        }.items():
+            monkeypatch.setenv(name, value)
+        job = build_definitions(Settings.from_env()).resolve_job_def("generate_documents")
+        result = job.execute_in_process(instance=instance)
+        [materialization] = result.asset_materializations_for_node("generated_documents")
+        db.execute("UPDATE documents SET next_generation_at = now() WHERE id = %(id)s", doc)
+        return {k: v.value for k, v in materialization.metadata.items()}
+
+    busy = Answer(503, {"error": "busy"}, headers=(("Retry-After", "0"),))
+    with FakeHttpServer(busy) as fake:
+        assert run(fake.url, GENERATOR_MAX_RETRIES="3")["retry_scheduled"] == 1
+        assert len(fake.requests) == 4, "one request and three retries (the default is two)"
+
+    slow = Answer(200, chat_completion("A plan."), delay_seconds=3.0)
+    with FakeHttpServer(slow) as fake:
+        outcome = run(fake.url, GENERATOR_TIMEOUT_SECONDS="0.5", GENERATOR_MAX_RETRIES="0")
+        assert (outcome["succeeded"], outcome["retry_scheduled"]) == (0, 1), "timed out"
+        assert len(fake.requests) == 1
 
 
 # ── the heartbeat sensor ────────────────────────────────────────────────
@@ -296,10 +345,11 @@ def test_heartbeat_is_quiet_for_a_document_awaiting_a_knock_reply(
     doc = add_document(db, person["id"], plan_body(3))
     assert isinstance(delivery_heartbeat(sensor_context(instance, database_url)), RunRequest)
 
-    run = deliver_documents.execute_in_process(
-        resources=resources_for(database_url, sandbox.url), instance=instance
+    run = execute(
+        deliver_documents, resources=resources_for(database_url, sandbox.url), instance=instance
     )
-    assert run.output_for_node("sweep_documents")["knocks_sent"] == 1
+    [materialization] = run.asset_materializations_for_node("delivered_documents")
+    assert materialization.metadata["knocked"].value == 1
     assert len(knocks(sandbox.inbox(person["phone"]))) == 1
     assert document(db, doc["id"])["awaiting_reply_since"] is not None
 
@@ -350,8 +400,8 @@ def test_enqueue_daily_briefs_job_is_idempotent_and_abandons_stale(db, database_
     old = pending(db, person["id"], "daily_brief", dt.date(2020, 1, 1))
     resources = resources_for(database_url)
 
-    first = enqueue_daily_briefs.execute_in_process(resources=resources, instance=instance)
-    second = enqueue_daily_briefs.execute_in_process(resources=resources, instance=instance)
+    first = execute(enqueue_daily_briefs, resources=resources, instance=instance)
+    second = execute(enqueue_daily_briefs, resources=resources, instance=instance)
 
     assert first.output_for_node("enqueue_briefs_op") == {
         "enqueued": 1,
@@ -407,8 +457,8 @@ def test_generation_job_fails_visibly_when_the_generator_is_misconfigured(
                 backend="openai", openai_base_url=fake.url, openai_api_key="sk-wrong"
             ),
         }
-        result = generate_documents.execute_in_process(
-            resources=resources, instance=instance, raise_on_error=False
+        result = execute(
+            generate_documents, resources=resources, instance=instance, raise_on_error=False
         )
     assert not result.success
     assert document(db, doc["id"])["status"] == "pending"
@@ -427,18 +477,25 @@ def test_a_job_generates_and_delivers_a_plan_end_to_end(db, database_url, instan
     request = pending_generation(sensor_context(instance, database_url))
     assert isinstance(request, RunRequest)
 
-    result = generate_and_deliver.execute_in_process(
-        resources=resources_for(database_url, sandbox.url), instance=instance
+    result = execute(
+        generate_and_deliver,
+        resources=resources_for(database_url, sandbox.url),
+        instance=instance,
     )
 
     assert result.success
-    generated = result.output_for_node("generate_documents_op")
-    swept = result.output_for_node("sweep_documents")
-    assert generated["succeeded"] == 1 and generated["poke_failed"] == 1  # no service: backstop
+    [generated] = result.asset_materializations_for_node("generated_documents")
+    [swept] = result.asset_materializations_for_node("delivered_documents")
+    assert generated.metadata["succeeded"].value == 1
+    assert generated.metadata["poke_failed"].value == 1  # no service: the heartbeat backstops
+    [row] = generated.metadata["by_kind_and_locale"].value.records
+    assert row.data == {"kind": "plan", "locale": "es", "generated": 1, "failed": 0, "retrying": 0}
     doc = document(db, doc_id)
     chunks = chunk_text(doc["body"], 4096)
     assert doc["body"].startswith("Marta, tu plan") and len(chunks) >= 3
-    assert swept["delivered"] == 1 and swept["chunks_sent"] == len(chunks)
+    assert swept.metadata["delivered"].value == 1
+    assert swept.metadata["chunks_delivered"].value == len(chunks)
+    assert swept.metadata["sweep"].value["chunks_sent"] == len(chunks)
     assert texts(sandbox.inbox(person["phone"])) == chunks
     assert doc["delivered_at"] is not None
     assert isinstance(delivery_heartbeat(sensor_context(instance, database_url)), SkipReason)
@@ -448,14 +505,21 @@ def test_a_job_generates_and_delivers_a_plan_end_to_end(db, database_url, instan
 def test_deliver_documents_records_the_sweep_as_metadata(db, database_url, instance, sandbox):
     person = add_person(db)
     sandbox.say(person["phone"], "hi")
-    add_document(db, person["id"], plan_body(2))
-    result = deliver_documents.execute_in_process(
-        resources=resources_for(database_url, sandbox.url), instance=instance
+    doc = add_document(db, person["id"], plan_body(2))
+    result = execute(
+        deliver_documents, resources=resources_for(database_url, sandbox.url), instance=instance
     )
-    [output] = [e for e in result.all_node_events if e.event_type_value == "STEP_OUTPUT"]
-    metadata = output.event_specific_data.metadata
-    assert metadata["delivered"].value == 1 and metadata["chunks_sent"].value == 2
-    assert metadata["abandoned"].value == {}
+    [materialization] = result.asset_materializations_for_node("delivered_documents")
+    metadata = materialization.metadata
+    assert metadata["delivered"].value == 1 and metadata["chunks_delivered"].value == 2
+    assert metadata["abandoned"].value == 0 and metadata["knocked"].value == 0
+    assert metadata["sweep"].value["chunks_sent"] == 2
+    assert metadata["source"].value == f"dagster-run:{result.run_id}"
+    [listed] = metadata["documents"].value
+    assert (listed["document"], listed["event"], listed["chunks"]) == (doc["id"], "delivered", 2)
+    # the run reported its own outbox row: the sensor finds nothing of it to record
+    outbox = db.execute("SELECT claimed_by, reported_at FROM delivery_events").fetchall()
+    assert [r["claimed_by"] for r in outbox] == [f"run:{result.run_id}"]
 
 
 # ── the backlog asset ───────────────────────────────────────────────────
@@ -512,7 +576,24 @@ def test_backlog_asset_counts_and_ages_per_state(db, database_url, instance):
     assert 2690 <= md["undelivered_oldest_age_seconds"].value <= 2800
     assert md["waiting_total"].value == 4
     assert md["abandoned_today_stale_count"].value == 1
-    assert "| awaiting_reply |  | the person | 1 |" in md["backlog"].value
+    table = md["backlog"].value
+    assert [c.name for c in table.schema.columns] == [
+        "state",
+        "reason",
+        "owner",
+        "count",
+        "oldest_age_seconds",
+    ]
+    rows = {(r.data["state"], r.data["reason"]): r.data for r in table.records}
+    assert rows[("awaiting_reply", "")]["owner"] == "the person"
+    assert rows[("awaiting_reply", "")]["count"] == 1
+    assert rows[("delivered_today", "")]["oldest_age_seconds"] is None  # no age, no NaN
+    assert md["dagster/row_count"].value == len(frame)
+    # the asset itself declares the schema (the UI's Overview shows the columns)
+    assert (
+        delivery_backlog.specs_by_key[delivery_backlog.key].metadata["dagster/column_schema"]
+        == table.schema
+    )
 
 
 def test_backlog_of_an_empty_database_is_all_zeros(database_url, instance):

@@ -92,6 +92,7 @@ def test_generates_a_pending_plan_into_the_delivery_queue(db, database_url):
         "poke_failed": 0,
         "stopped_by": None,
         "document_ids": None,
+        "failed_ids": [],
     }
     row = document(db, doc["id"])
     assert row["status"] == "succeeded" and row["generated_at"] is not None

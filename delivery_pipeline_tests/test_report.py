@@ -176,6 +176,13 @@ def test_report_asset_shows_the_numbers_as_metadata(day_of_data, database_url):
     assert metadata["knocks_answered"].value == 1
     assert metadata["abandoned_by_reason"].value["stale"] == 2
     assert "Delivery report 2026-03-10" in metadata["report"].value
+    by_kind = {r.data["kind"]: r.data for r in metadata["by_kind"].value.records}
+    assert by_kind["plan"] == {"kind": "plan", "generated": 7, "delivered": 5}
+    assert [c.name for c in metadata["by_kind"].value.schema.columns] == [
+        "kind",
+        "generated",
+        "delivered",
+    ]
 
 
 def test_daily_schedule_asks_for_yesterday():

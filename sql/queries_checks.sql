@@ -154,3 +154,23 @@ FROM ops_alerts
 WHERE sent_at IS NULL AND created_at > now() - %(max_age)s
 ORDER BY created_at, id
 LIMIT %(limit)s
+
+-- name: alert_sender_try_lock
+-- One poster at a time (the alert sensor, the webhook service's watchdog): a session-level advisory lock, not waited for.
+SELECT pg_try_advisory_lock(72430002) AS locked
+
+-- name: alert_sender_unlock
+-- Release the poster's lock.
+SELECT pg_advisory_unlock(72430002)
+
+-- name: check_delivery_events
+-- Deliveries not yet on Dagster's delivered_documents timeline (the outbox, sql/008), oldest first, with the totals past %(warn)s and %(error)s; ids are the documents'.
+SELECT document_id AS id, event, source, claimed_by,
+       extract(epoch FROM now() - occurred_at)::float8 AS age_seconds,
+       count(*) OVER () AS total,
+       count(*) FILTER (WHERE occurred_at <= now() - %(warn)s) OVER () AS over_warn,
+       count(*) FILTER (WHERE occurred_at <= now() - %(error)s) OVER () AS over_error
+FROM delivery_events
+WHERE reported_at IS NULL
+ORDER BY delivery_events.id
+LIMIT %(sample)s

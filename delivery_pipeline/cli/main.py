@@ -143,6 +143,8 @@ def cmd_documents_show(args: argparse.Namespace, settings: Settings) -> int:
 
 def cmd_sweep(args: argparse.Namespace, settings: Settings) -> int:
     from delivery_pipeline.delivery.sweep import sweep_sync
+    from delivery_pipeline.store.db import with_application_name
+    from delivery_pipeline.watch.delivery_events import CLI_SOURCE
 
     for name in ("limit", "concurrency"):
         value = getattr(args, name)
@@ -150,7 +152,8 @@ def cmd_sweep(args: argparse.Namespace, settings: Settings) -> int:
             raise UsageError(f"--{name} must be at least 1")
     result = sweep_sync(
         settings,
-        _database_url(settings),
+        # named, so Dagster's timeline shows these deliveries as the command line's
+        with_application_name(_database_url(settings), CLI_SOURCE),
         document_id=args.document,
         person_id=args.person,
         limit=args.limit,

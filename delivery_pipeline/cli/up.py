@@ -67,6 +67,7 @@ _NOT_INHERITED = (
     "OPS_WEBHOOK_URL",
     "DAGSTER_HOME",
     "DAGSTER_PG_URL",
+    "DAGSTER_WEBSERVER_URL",
 )
 
 
@@ -303,6 +304,7 @@ def child_environment(
             "WHATSAPP_PHONE_NUMBER_ID": DEV_PHONE_NUMBER_ID,
             "WHATSAPP_ACCESS_TOKEN": DEV_ACCESS_TOKEN,
             "DELIVERY_SERVICE_URL": ports.url(ports.service),
+            "DAGSTER_WEBSERVER_URL": ports.url(ports.dagster),
             "OPS_WEBHOOK_URL": ports.url(ports.sandbox) + "/_sandbox/ops",
             "SANDBOX_WEBHOOK_URL": ports.url(ports.service) + "/webhooks/whatsapp",
             "DAGSTER_HOME": str(dagster_home),

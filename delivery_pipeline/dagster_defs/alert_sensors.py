@@ -1,7 +1,7 @@
 """Alert sensors: failed checks and failed runs reach the ops channel.
 
 Dagster OSS does not alert on a failed asset check (and a failed check does
-not fail its run), so ``ops_check_alerts`` reads each backlog check's latest
+not fail its run), so ``ops_check_alerts`` reads each check's latest
 completed evaluation from the instance and records what it calls for in
 ``ops_alerts`` (``watch.alerts.note_check``): an alert when a check starts
 failing, a reminder every ``OPS_ALERT_REMINDER_SECONDS`` while it keeps
@@ -16,7 +16,6 @@ from typing import Any
 
 import dagster as dg
 
-from delivery_pipeline.dagster_defs.asset_checks import CHECK_KEYS
 from delivery_pipeline.dagster_defs.resources import AppDatabase, OpsChannelResource
 from delivery_pipeline.settings import OpsSettings
 from delivery_pipeline.watch.alerts import Alert, AlertSeverity, note_check, record_once
@@ -73,12 +72,12 @@ def alert_on_checks(
     app_db: AppDatabase,
     *,
     reminder_seconds: float,
-    keys: list[dg.AssetCheckKey] | None = None,
+    keys: list[dg.AssetCheckKey],
 ) -> list[dict[str, Any]]:
     """Record what each check's latest evaluation calls for; returns the rows written."""
     written = []
     with app_db.connect() as conn:
-        for key in keys or CHECK_KEYS:
+        for key in keys:
             evaluation = latest_evaluation(instance, key)
             if evaluation is None:
                 continue
@@ -93,13 +92,15 @@ def alert_on_checks(
     return written
 
 
-def build_alert_sensors(ops: OpsSettings) -> list[dg.SensorDefinition]:
+def build_alert_sensors(
+    ops: OpsSettings, check_keys: list[dg.AssetCheckKey]
+) -> list[dg.SensorDefinition]:
     @dg.sensor(
         name="ops_check_alerts",
         minimum_interval_seconds=ops.alert_sensor_seconds,
         default_status=dg.DefaultSensorStatus.RUNNING,
         description=(
-            "Posts each failing backlog check to the ops channel once when it starts failing, "
+            "Posts each failing asset check to the ops channel once when it starts failing, "
             "a reminder while it keeps failing (OPS_ALERT_REMINDER_SECONDS), and a resolved "
             "message when it passes; every alert is recorded in ops_alerts first, and unsent "
             "ones (the engine's too) are retried each tick."
@@ -111,7 +112,10 @@ def build_alert_sensors(ops: OpsSettings) -> list[dg.SensorDefinition]:
         ops_channel: OpsChannelResource,
     ) -> dg.SkipReason:
         written = alert_on_checks(
-            context.instance, app_db, reminder_seconds=ops_channel.alert_reminder_seconds
+            context.instance,
+            app_db,
+            reminder_seconds=ops_channel.alert_reminder_seconds,
+            keys=check_keys,
         )
         with app_db.connect() as conn:
             report = send_pending(conn, ops_channel.notifier())

@@ -1,25 +1,65 @@
-"""Asset checks on ``delivery_backlog``: one per waiting state (``watch/checks.py``).
+"""Asset checks, each on the asset it judges (``watch/checks.py`` holds the checks).
 
-Non-blocking, so they run in every job that materialises the backlog
-(selecting an asset selects its checks) and on their own ``delivery_checks``
-job and schedule (``CHECKS_CRON``, every 5 minutes). A failed check does not
-fail its run and Dagster OSS does not alert on it: the ``ops_check_alerts``
-sensor (``alert_sensors.py``) does.
+* ``generated_documents``: pending too long, generating too long (owner: generator);
+* ``delivered_documents``: stranded, awaiting a reply, tier headroom, sender
+  paused, deliveries not yet on its own timeline, and the reverse watch:
+  whether the webhook service answers its ``/healthz``;
+* ``delivery_backlog``: abandoned or failed in the last day, and its freshness
+  (materialized within ``CHECK_BACKLOG_STALE_SECONDS``).
+
+All are non-blocking and run together on the ``delivery_checks`` job and
+schedule (``CHECKS_CRON``, every 5 minutes); the backlog's also run with each
+materialisation of the backlog. A failed check does not fail its run and
+Dagster OSS does not alert on it: the ``ops_check_alerts`` sensor does. Each
+evaluation leaves a heartbeat in our database for the webhook service's
+dead-man's switch (``watch/watchdog.py``).
 """
+
+import datetime as dt
+import warnings
 
 import dagster as dg
 
-from delivery_pipeline.dagster_defs.assets import delivery_backlog
+from delivery_pipeline.dagster_defs.assets import (
+    delivered_documents,
+    delivery_backlog,
+    generated_documents,
+)
 from delivery_pipeline.dagster_defs.metadata import as_metadata
 from delivery_pipeline.dagster_defs.resources import (
     AppDatabase,
     ChecksResource,
     DeliveryResource,
+    DeliveryServiceResource,
     check_settings,
 )
-from delivery_pipeline.watch.checks import SPECS, CheckResult, CheckSpec, Severity
+from delivery_pipeline.settings import CheckSettings
+from delivery_pipeline.watch.checks import (
+    SERVICE_CHECK,
+    SERVICE_RUNBOOK,
+    SPECS,
+    CheckResult,
+    CheckSpec,
+    Severity,
+    check_service_reachable,
+)
+from delivery_pipeline.watch.watchdog import CHECKS, beat
 
 _SEVERITY = {Severity.WARN: dg.AssetCheckSeverity.WARN, Severity.ERROR: dg.AssetCheckSeverity.ERROR}
+
+# Which asset each check judges; every check of watch/checks.py is placed once.
+JUDGES: dict[str, dg.AssetsDefinition] = {
+    "pending_too_long": generated_documents,
+    "generating_too_long": generated_documents,
+    "undelivered_stranded": delivered_documents,
+    "awaiting_reply": delivered_documents,
+    "messaging_tier_headroom": delivered_documents,
+    "sender_paused": delivered_documents,
+    "delivery_events_unrecorded": delivered_documents,
+    "abandoned_or_failed": delivery_backlog,
+}
+if set(JUDGES) != set(SPECS):
+    raise ImportError(f"checks without an asset to judge: {sorted(set(SPECS) ^ set(JUDGES))}")
 
 
 def as_check_result(result: CheckResult) -> dg.AssetCheckResult:
@@ -33,7 +73,7 @@ def as_check_result(result: CheckResult) -> dg.AssetCheckResult:
 
 def _build(spec: CheckSpec) -> dg.AssetChecksDefinition:
     @dg.asset_check(
-        asset=delivery_backlog,
+        asset=JUDGES[spec.name],
         name=spec.name,
         blocking=False,
         description=f"{spec.description} Owner: {spec.owner}.",
@@ -43,17 +83,59 @@ def _build(spec: CheckSpec) -> dg.AssetChecksDefinition:
         app_db: AppDatabase, checks: ChecksResource, delivery: DeliveryResource
     ) -> dg.AssetCheckResult:
         with app_db.connect() as conn:
+            beat(conn, CHECKS)
             return as_check_result(spec.evaluate(conn, check_settings(checks, delivery)))
 
     return _check
 
 
-BACKLOG_CHECKS: list[dg.AssetChecksDefinition] = [_build(spec) for spec in SPECS.values()]
-CHECK_KEYS = [key for check in BACKLOG_CHECKS for key in check.check_keys]
+@dg.asset_check(
+    asset=delivered_documents,
+    name=SERVICE_CHECK,
+    blocking=False,
+    description=(
+        "The webhook service answers GET /healthz and reaches its database: without it, "
+        "replies and generation pokes deliver nothing. Owner: ops."
+    ),
+    metadata={"owner": "ops", "runbook": SERVICE_RUNBOOK},
+)
+def webhook_service_reachable(
+    app_db: AppDatabase, delivery_service: DeliveryServiceResource
+) -> dg.AssetCheckResult:
+    with app_db.connect() as conn:
+        beat(conn, CHECKS)
+    return as_check_result(check_service_reachable(delivery_service.service_url))
+
+
+# One per waiting state (and the outbox), from watch/checks.py.
+STATE_CHECKS: list[dg.AssetChecksDefinition] = [_build(spec) for spec in SPECS.values()]
+
+
+def build_checks(checks: CheckSettings) -> list[dg.AssetChecksDefinition]:
+    """Every check; the backlog's freshness bound comes from the settings.
+
+    Freshness is a check, not the newer ``FreshnessPolicy``: in Dagster 1.13 the
+    policy is a preview behind an instance flag, evaluated by its own daemon,
+    and OSS alerts on neither; a check goes through the same evaluation, alert
+    sensor, runbook and dead-man's heartbeat as every other check.
+    """
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", dg.SupersessionWarning)
+        freshness = dg.build_last_update_freshness_checks(
+            assets=[delivery_backlog],
+            lower_bound_delta=dt.timedelta(seconds=checks.backlog_stale_seconds),
+            severity=dg.AssetCheckSeverity.WARN,
+        )
+    return [*STATE_CHECKS, webhook_service_reachable, *freshness]
+
+
+def check_keys(definitions: list[dg.AssetChecksDefinition]) -> list[dg.AssetCheckKey]:
+    return [key for check in definitions for key in check.check_keys]
+
 
 delivery_checks = dg.define_asset_job(
     "delivery_checks",
-    selection=dg.AssetSelection.checks_for_assets(delivery_backlog),
+    selection=dg.AssetSelection.all_asset_checks(),
     executor_def=dg.in_process_executor,
-    description="Evaluate the asset checks on delivery_backlog (every 5 minutes).",
+    description="Evaluate every asset check (every 5 minutes); failures reach ops by sensor.",
 )

@@ -1,24 +1,191 @@
-"""Assets: the delivery backlog (counts and oldest age per state), the daily report."""
+"""Assets: what happened to the documents, as one lineage graph.
+
+    generated_documents → delivered_documents → delivery_backlog
+                                              ↘ delivery_report (daily)
+
+``generated_documents`` is materialized by each generation run (what it
+generated and what failed, by kind and locale). ``delivered_documents`` is
+materialized by each delivery run *and* recorded, as runless events, for
+every delivery, knock and abandonment made anywhere else (the webhook
+service, a CLI sweep, the briefs schedule): its timeline is every delivery
+(``watch/delivery_events.py``; ``record.py`` has the sensor). The backlog and
+the report are read from the documents those two assets stand for.
+"""
 
 import datetime as dt
 
 import dagster as dg
 import pandas as pd
+from pydantic import Field
 
-from delivery_pipeline.dagster_defs.metadata import as_metadata
-from delivery_pipeline.dagster_defs.resources import AppDatabase
-from delivery_pipeline.watch.backlog import backlog_frame, backlog_numbers, markdown_table
+from delivery_pipeline.dagster_defs.metadata import (
+    COLUMN_SCHEMA,
+    ROW_COUNT,
+    as_metadata,
+    records,
+    schema,
+    table,
+)
+from delivery_pipeline.dagster_defs.resources import (
+    AppDatabase,
+    CloudApiResource,
+    DeliveryResource,
+    DeliveryServiceResource,
+    GeneratorResource,
+    engine_settings,
+)
+from delivery_pipeline.delivery.sweep import sweep_sync
+from delivery_pipeline.generation.worker import generate_pending, outcomes_by_kind_and_locale
+from delivery_pipeline.store.db import with_application_name
+from delivery_pipeline.watch.backlog import backlog_frame, backlog_numbers
+from delivery_pipeline.watch.delivery_events import (
+    DELIVERED_DOCUMENTS,
+    RUN_CLAIMANT_PREFIX,
+    RUN_LISTED_DOCUMENTS,
+    claim_source,
+    record_for,
+    run_source,
+)
 from delivery_pipeline.watch.report import delivery_report as build_report
+
+GROUP = "delivery"
+
+GENERATED_SCHEMA = schema(
+    ("kind", "string", "plan or daily_brief"),
+    ("locale", "string", "the person's locale: en, es, pt"),
+    ("generated", "int", "bodies stored by this run"),
+    ("failed", "int", "failed for good (generation_failed, alerted)"),
+    ("retrying", "int", "failed this time, retried after a backoff"),
+)
+DELIVERED_SCHEMA = schema(
+    ("document", "int", "document id (`delivery-pipeline documents show ID`)"),
+    ("person", "int", "person id"),
+    ("kind", "string", "plan or daily_brief"),
+    ("event", "string", "delivered, knocked, abandoned, or undelivered (failed after acceptance)"),
+    ("reason", "string", "abandon reason, or why it was undelivered"),
+    ("chunks", "int", "messages the delivered document took"),
+    ("at", "string", "when (UTC)"),
+)
+BACKLOG_SCHEMA = schema(
+    ("state", "string", "document state (document_states view); *_today: since 00:00 UTC"),
+    ("reason", "string", "abandon reason (abandoned_today rows)"),
+    ("owner", "string", "who moves a document out of this state"),
+    ("count", "int", "documents in the state"),
+    ("oldest_age_seconds", "float", "how long the oldest has been in it"),
+)
+REPORT_SCHEMA = schema(
+    ("kind", "string", "plan or daily_brief"),
+    ("generated", "int", "documents generated that day"),
+    ("delivered", "int", "documents delivered that day"),
+)
+
+
+# ── generated_documents ─────────────────────────────────────────────────
+
+
+class GenerateConfig(dg.Config):
+    document_id: int | None = Field(default=None, description="only this document")
+    limit: int | None = Field(default=None, description="generate at most this many")
 
 
 @dg.asset(
-    group_name="monitoring",
+    group_name=GROUP,
+    owners=["team:generation"],
+    kinds={"python", "postgres"},
+    metadata={COLUMN_SCHEMA: GENERATED_SCHEMA},
+    description=(
+        "Documents generated: each generation run claims the pending documents that are due, "
+        "stores their bodies and pokes the webhook service to deliver each. Its "
+        "materialization counts what it generated and what failed, by kind and locale."
+    ),
+)
+def generated_documents(
+    config: GenerateConfig,
+    app_db: AppDatabase,
+    generator: GeneratorResource,
+    delivery_service: DeliveryServiceResource,
+) -> dg.MaterializeResult[None]:
+    result = generate_pending(
+        app_db.url(),
+        generator.build(),
+        policy=generator.section(),
+        poke=delivery_service.poke(),
+        document_id=config.document_id,
+        limit=config.limit,
+    )
+    summary = result.as_dict()
+    if result.stopped_by:
+        raise dg.Failure(
+            description=f"The generator is misconfigured: {result.stopped_by}",
+            metadata=as_metadata(summary),
+        )
+    with app_db.connect() as conn:
+        outcomes = outcomes_by_kind_and_locale(conn, result)
+    return dg.MaterializeResult(
+        metadata={
+            **as_metadata(summary),
+            "by_kind_and_locale": table(outcomes, GENERATED_SCHEMA),
+            ROW_COUNT: len(outcomes),
+        }
+    )
+
+
+# ── delivered_documents ─────────────────────────────────────────────────
+
+
+@dg.asset(
+    name=DELIVERED_DOCUMENTS,
+    deps=[generated_documents],
+    group_name=GROUP,
+    owners=["team:delivery"],
+    kinds={"whatsapp", "postgres"},
+    metadata={COLUMN_SCHEMA: DELIVERED_SCHEMA},
+    description=(
+        "Documents delivered on WhatsApp. Materialized by each deliver_documents run (one "
+        "sweep), and recorded as a runless event for every delivery, knock and abandonment "
+        "made elsewhere (the webhook service when a person replies or generation pokes, a "
+        "CLI sweep, the briefs schedule). Each event counts what happened (the UI plots "
+        "them) and lists the documents."
+    ),
+)
+def delivered_documents(
+    context: dg.AssetExecutionContext,
+    app_db: AppDatabase,
+    cloud_api: CloudApiResource,
+    delivery: DeliveryResource,
+) -> dg.MaterializeResult[None]:
+    # The sweep's sessions name this run, so the outbox rows it causes are ours to report.
+    source = run_source(context.run.run_id)
+    result = sweep_sync(
+        engine_settings(app_db, cloud_api, delivery), with_application_name(app_db.url(), source)
+    )
+    if result.stopped_by:
+        context.log.error(
+            f"sweep stopped by a global error: {result.stopped_by}. Sending is paused and an "
+            "ops alert is recorded; the next sweep tries again."
+        )
+    with app_db.connect() as conn:
+        rows = claim_source(conn, source, RUN_CLAIMANT_PREFIX + context.run.run_id)
+    record = record_for(rows, listed_limit=RUN_LISTED_DOCUMENTS)
+    return dg.MaterializeResult(
+        metadata={**as_metadata(record.metadata), "sweep": dg.MetadataValue.json(result.as_dict())}
+    )
+
+
+# ── delivery_backlog ────────────────────────────────────────────────────
+
+
+@dg.asset(
+    deps=[delivered_documents],
+    group_name=GROUP,
+    owners=["team:ops"],
     kinds={"postgres", "pandas"},
+    metadata={COLUMN_SCHEMA: BACKLOG_SCHEMA},
     description=(
         "Documents per state with the age of the oldest: pending and generating (owner: "
         "generator), undelivered (delivery), awaiting a knock reply (the person), "
         "generation failed (ops); delivered and abandoned-by-reason today (UTC). "
-        "A full queue is not progress: watch the oldest ages."
+        "A full queue is not progress: watch the oldest ages (plotted per state)."
     ),
 )
 def delivery_backlog(app_db: AppDatabase) -> dg.Output[pd.DataFrame]:
@@ -26,8 +193,15 @@ def delivery_backlog(app_db: AppDatabase) -> dg.Output[pd.DataFrame]:
         frame = backlog_frame(conn)
     return dg.Output(
         frame,
-        metadata={"backlog": dg.MetadataValue.md(markdown_table(frame)), **backlog_numbers(frame)},
+        metadata={
+            "backlog": table(records(frame), BACKLOG_SCHEMA),
+            ROW_COUNT: len(frame),
+            **backlog_numbers(frame),
+        },
     )
+
+
+# ── delivery_report ─────────────────────────────────────────────────────
 
 
 def build_report_asset(start_date: dt.date) -> dg.AssetsDefinition:
@@ -39,11 +213,14 @@ def build_report_asset(start_date: dt.date) -> dg.AssetsDefinition:
 
     @dg.asset(
         name="delivery_report",
-        group_name="monitoring",
+        deps=[delivered_documents],
+        group_name=GROUP,
+        owners=["team:ops"],
         partitions_def=dg.DailyPartitionsDefinition(
             start_date=start_date.isoformat(), timezone="UTC", end_offset=1
         ),
         kinds={"postgres", "pandas"},
+        metadata={COLUMN_SCHEMA: REPORT_SCHEMA},
         description=(
             "Per UTC day: documents generated and delivered, generated→delivered p50/p95, "
             "chunks delivered and read, knocks sent / delivered / seen / answered, abandoned "
@@ -60,6 +237,8 @@ def build_report_asset(start_date: dt.date) -> dg.AssetsDefinition:
             report.by_kind,
             metadata={
                 "report": dg.MetadataValue.md(report.markdown()),
+                "by_kind": table(records(report.by_kind), REPORT_SCHEMA),
+                ROW_COUNT: len(report.by_kind),
                 **as_metadata(report.numbers),
                 "abandoned_by_reason": dg.MetadataValue.json(report.abandoned_by_reason),
             },

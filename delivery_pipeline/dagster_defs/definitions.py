@@ -1,16 +1,23 @@
-"""The one ``Definitions`` of the code location (``workspace.yaml``, ``[tool.dagster]``).
+"""The one ``Definitions`` of the code location (``workspace.yaml``, ``[tool.dagster]``,
+``[tool.dg]``).
 
 Built when Dagster loads the code location, not when this module is
 imported: the settings are read then, once, and every resource, sensor
-interval and schedule comes from them.
+interval, schedule and check threshold comes from them.
 """
 
 import dagster as dg
 
 from delivery_pipeline.dagster_defs.alert_sensors import build_alert_sensors
-from delivery_pipeline.dagster_defs.asset_checks import BACKLOG_CHECKS, delivery_checks
-from delivery_pipeline.dagster_defs.assets import build_report_asset, delivery_backlog
+from delivery_pipeline.dagster_defs.asset_checks import build_checks, check_keys, delivery_checks
+from delivery_pipeline.dagster_defs.assets import (
+    build_report_asset,
+    delivered_documents,
+    delivery_backlog,
+    generated_documents,
+)
 from delivery_pipeline.dagster_defs.jobs import JOBS
+from delivery_pipeline.dagster_defs.record import record_delivery_events
 from delivery_pipeline.dagster_defs.resources import build_resources
 from delivery_pipeline.dagster_defs.schedules import build_schedules
 from delivery_pipeline.dagster_defs.sensors import build_sensors
@@ -18,13 +25,21 @@ from delivery_pipeline.settings import Settings
 
 
 def build_definitions(settings: Settings) -> dg.Definitions:
-    # The checks run on their own schedule (CHECKS_CRON) and with every
-    # materialisation of the backlog (selecting an asset selects its checks).
+    checks = build_checks(settings.checks)
     return dg.Definitions(
-        assets=[delivery_backlog, build_report_asset(settings.schedules.report_start_date)],
-        asset_checks=BACKLOG_CHECKS,
+        assets=[
+            generated_documents,
+            delivered_documents,
+            delivery_backlog,
+            build_report_asset(settings.schedules.report_start_date),
+        ],
+        asset_checks=checks,
         jobs=[*JOBS, delivery_checks],
-        sensors=[*build_sensors(settings), *build_alert_sensors(settings.ops)],
+        sensors=[
+            *build_sensors(settings),
+            record_delivery_events,
+            *build_alert_sensors(settings.ops, check_keys(checks)),
+        ],
         schedules=build_schedules(settings.schedules),
         resources=build_resources(settings),
     )

@@ -12,20 +12,16 @@ from typing import TYPE_CHECKING, Any
 import dagster as dg
 from pydantic import Field
 
-from delivery_pipeline.dagster_defs.assets import delivery_backlog
-from delivery_pipeline.dagster_defs.metadata import as_metadata
-from delivery_pipeline.dagster_defs.resources import (
-    AppDatabase,
-    CloudApiResource,
-    DeliveryResource,
-    DeliveryServiceResource,
-    GeneratorResource,
-    engine_settings,
+from delivery_pipeline.dagster_defs.assets import (
+    delivered_documents,
+    delivery_backlog,
+    generated_documents,
 )
-from delivery_pipeline.delivery.sweep import sweep_sync
+from delivery_pipeline.dagster_defs.metadata import as_metadata
+from delivery_pipeline.dagster_defs.resources import AppDatabase, DeliveryResource
 from delivery_pipeline.generation.briefs import run_briefs
-from delivery_pipeline.generation.worker import generate_pending
 from delivery_pipeline.store.records import InputError, request_document
+from delivery_pipeline.watch.delivery_events import run_source
 
 if TYPE_CHECKING:
     # What define_asset_job returns; Dagster exports no public name for it.
@@ -37,84 +33,41 @@ SWEEP_TAG = "delivery_pipeline/sweep"
 SWEEP_TAGS = {SWEEP_TAG: "delivery"}
 
 
-# ── delivery ────────────────────────────────────────────────────────────
-
-
-@dg.op(
-    ins={"after": dg.In(dg.Nothing)}, description="One delivery sweep over what is eligible now."
-)
-def sweep_documents(
-    context: dg.OpExecutionContext,
-    app_db: AppDatabase,
-    cloud_api: CloudApiResource,
-    delivery: DeliveryResource,
-) -> dg.Output[dict[str, Any]]:
-    result = sweep_sync(engine_settings(app_db, cloud_api, delivery), app_db.url())
-    if result.stopped_by:
-        context.log.error(
-            f"sweep stopped by a global error: {result.stopped_by}. Sending is paused and an "
-            "ops alert is recorded; the next sweep tries again."
-        )
-    summary = result.as_dict()
-    return dg.Output(summary, metadata=as_metadata(summary))
-
-
-@dg.job(
-    tags=SWEEP_TAGS,
-    executor_def=dg.in_process_executor,
-    description="Deliver every eligible document (requested by the heartbeat sensor).",
-)
-def deliver_documents() -> None:
-    sweep_documents()
-
-
-# ── generation ──────────────────────────────────────────────────────────
-
-
-class GenerateConfig(dg.Config):
-    document_id: int | None = Field(default=None, description="only this document")
-    limit: int | None = Field(default=None, description="generate at most this many")
-
-
-@dg.op(description="Generate pending documents; poke the webhook service for each.")
-def generate_documents_op(
-    config: GenerateConfig,
-    app_db: AppDatabase,
-    generator: GeneratorResource,
-    delivery_service: DeliveryServiceResource,
-) -> dg.Output[dict[str, Any]]:
-    result = generate_pending(
-        app_db.url(),
-        generator.build(),
-        policy=generator.section(),
-        poke=delivery_service.poke(),
-        document_id=config.document_id,
-        limit=config.limit,
+def _asset_job(
+    name: str, assets: "list[dg.AssetsDefinition]", description: str, **kwargs: Any
+) -> "UnresolvedAssetJobDefinition":
+    # Without the assets' checks: they run on their own schedule (CHECKS_CRON), not
+    # with every sweep the heartbeat requests.
+    return dg.define_asset_job(
+        name,
+        selection=dg.AssetSelection.assets(*assets).without_checks(),
+        executor_def=dg.in_process_executor,
+        description=description,
+        **kwargs,
     )
-    summary = result.as_dict()
-    if result.stopped_by:
-        raise dg.Failure(
-            description=f"The generator is misconfigured: {result.stopped_by}",
-            metadata=as_metadata(summary),
-        )
-    return dg.Output(summary, metadata=as_metadata(summary))
 
 
-@dg.job(
-    executor_def=dg.in_process_executor,
-    description="Generate pending documents (requested by the pending-generation sensor).",
-)
-def generate_documents() -> None:
-    generate_documents_op()
+# ── delivery and generation: materialize the documents assets ───────────
 
-
-@dg.job(
+deliver_documents = _asset_job(
+    "deliver_documents",
+    [delivered_documents],
+    "Deliver every eligible document: one sweep, materializing delivered_documents "
+    "(requested by the heartbeat sensor).",
     tags=SWEEP_TAGS,
-    executor_def=dg.in_process_executor,
-    description="Generate pending documents, then sweep: for running by hand.",
 )
-def generate_and_deliver() -> None:
-    sweep_documents(after=generate_documents_op())
+generate_documents = _asset_job(
+    "generate_documents",
+    [generated_documents],
+    "Generate pending documents, materializing generated_documents (requested by the "
+    "pending-generation sensor); each generated document is poked to the webhook service.",
+)
+generate_and_deliver = _asset_job(
+    "generate_and_deliver",
+    [generated_documents, delivered_documents],
+    "Generate pending documents, then sweep: for running by hand.",
+    tags=SWEEP_TAGS,
+)
 
 
 class RequestConfig(dg.Config):
@@ -156,8 +109,11 @@ def request_document_job() -> None:
 
 
 @dg.op(description="Abandon earlier days' open briefs (stale); enqueue today's.")
-def enqueue_briefs_op(app_db: AppDatabase, delivery: DeliveryResource) -> dg.Output[dict[str, Any]]:
-    with app_db.connect() as conn:
+def enqueue_briefs_op(
+    context: dg.OpExecutionContext, app_db: AppDatabase, delivery: DeliveryResource
+) -> dg.Output[dict[str, Any]]:
+    # Named for this run: its stale abandonments reach delivered_documents' timeline as its own.
+    with app_db.connect(run_source(context.run_id)) as conn:
         result = run_briefs(conn, lease=delivery.section().lease)
     summary = result.as_dict()
     return dg.Output(summary, metadata=as_metadata(summary))

@@ -33,7 +33,7 @@ from delivery_pipeline.settings import (
     Settings,
     WhatsAppSettings,
 )
-from delivery_pipeline.store.db import connect, resolve_database_url
+from delivery_pipeline.store.db import connect, resolve_database_url, with_application_name
 from delivery_pipeline.watch.ops_channel import OpsNotifier
 
 # ConfigurableResource is generic in what ``create_resource`` returns, which for
@@ -60,8 +60,12 @@ class AppDatabase(ConfigurableResource, DatabaseSettings):
         return resolve_database_url(_section(self, DatabaseSettings))
 
     @contextmanager
-    def connect(self) -> Iterator[psycopg.Connection[DictRow]]:
-        with connect(self.url()) as conn:
+    def connect(self, application_name: str | None = None) -> Iterator[psycopg.Connection[DictRow]]:
+        """A connection; ``application_name`` names the writer in the delivery-events outbox."""
+        url = self.url()
+        with connect(
+            with_application_name(url, application_name) if application_name else url
+        ) as conn:
             yield conn
 
 

@@ -2,7 +2,8 @@
 
 * ``delivery_heartbeat`` (trigger 3): one indexed ``EXISTS`` over the
   eligibility function; a ``deliver_documents`` run only when there is work
-  and no sweep run is already queued or running.
+  and no sweep run is already queued or running. Each tick also leaves a
+  heartbeat for the webhook service's dead-man's switch.
 * ``pending_generation``: one range probe on the generation queue; a
   ``generate_documents`` run on the same terms.
 
@@ -19,6 +20,7 @@ from delivery_pipeline.dagster_defs.resources import AppDatabase, DeliveryResour
 from delivery_pipeline.delivery.sweep import eligible_now
 from delivery_pipeline.generation.worker import generation_due
 from delivery_pipeline.settings import Settings
+from delivery_pipeline.watch.watchdog import HEARTBEAT_SENSOR, beat
 
 IN_FLIGHT = [
     dg.DagsterRunStatus.NOT_STARTED,
@@ -59,6 +61,7 @@ def build_sensors(settings: Settings) -> list[dg.SensorDefinition]:
         context: dg.SensorEvaluationContext, app_db: AppDatabase, delivery: DeliveryResource
     ) -> dg.RunRequest | dg.SkipReason:
         with app_db.connect() as conn:
+            beat(conn, HEARTBEAT_SENSOR)  # the webhook service's dead-man's switch reads it
             eligible = eligible_now(conn, Settings(delivery=delivery.section()))
         if not eligible:
             return dg.SkipReason(

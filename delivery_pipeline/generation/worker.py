@@ -99,6 +99,8 @@ class GenerationResult:
     poke_failed: int = 0
     stopped_by: str | None = None
     document_ids: list[int] = field(default_factory=list)
+    # the documents whose generation failed this pass, for good or to retry
+    failed_ids: list[int] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -112,6 +114,7 @@ class GenerationResult:
             "poke_failed": self.poke_failed,
             "stopped_by": self.stopped_by,
             "document_ids": list(self.document_ids),
+            "failed_ids": list(self.failed_ids),
         }
 
 
@@ -268,7 +271,9 @@ def _failed(
     ).fetchone()
     if updated is None:
         result.lost_claims += 1
-    elif final:
+        return
+    result.failed_ids.append(row["id"])
+    if final:
         result.failed += 1
         log.warning("document %s: generation failed for good: %s", row["id"], error)
     else:
@@ -294,3 +299,13 @@ def _give_back(
             "delay_seconds": policy.misconfigured_pause_seconds,
         },
     )
+
+
+def outcomes_by_kind_and_locale(
+    conn: psycopg.Connection[DictRow], result: GenerationResult
+) -> list[dict[str, Any]]:
+    """What one pass did, per kind and the person's locale: generated, failed, retrying."""
+    ids = [*result.document_ids, *result.failed_ids]
+    if not ids:
+        return []
+    return [dict(row) for row in conn.execute(QUERIES.generated_by_kind_locale, {"ids": ids})]

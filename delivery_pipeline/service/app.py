@@ -4,7 +4,9 @@ A small Starlette app with no Dagster imports. It answers Meta fast and runs
 the targeted sweep (that person's or that document's delivery) in the
 background after the response, in this process, with the same engine the
 Dagster runs use. Any number of replicas may run: the claim keeps delivery
-exclusive.
+exclusive. Beside the requests it runs two companions: the recorder (what it
+delivered, onto Dagster's timeline: ``recorder.py``) and the watchdog (is
+Dagster's daemon alive; ops alerts posted: ``watchdog.py``).
 
 Status codes, and why:
   401/403  missing/wrong signature or token: nothing is stored
@@ -39,9 +41,12 @@ from starlette.routing import Route
 from delivery_pipeline import __version__
 from delivery_pipeline.delivery.sweep import DeliveryEngine, pool_size
 from delivery_pipeline.service.ingest import WebhookOutcome, apply_payload
+from delivery_pipeline.service.recorder import Recorder
+from delivery_pipeline.service.watchdog import watch_forever
 from delivery_pipeline.settings import SERVICE_DEFAULT_PORT, Settings, secret
-from delivery_pipeline.store.db import async_pool, resolve_database_url
+from delivery_pipeline.store.db import async_pool, resolve_database_url, with_application_name
 from delivery_pipeline.store.queries import QUERIES
+from delivery_pipeline.watch.delivery_events import SERVICE_SOURCE
 from delivery_pipeline.whatsapp.client import CloudApiClient
 from delivery_pipeline.whatsapp.signature import signature_valid, tokens_match
 
@@ -59,6 +64,13 @@ class Service:
     pool: AsyncConnectionPool[psycopg.AsyncConnection[DictRow]]
     engine: DeliveryEngine
     sweeps: set[asyncio.Task[None]] = field(default_factory=set)
+    # pushes what the service delivered to Dagster's timeline (None: no DAGSTER_WEBSERVER_URL)
+    recorder: Recorder | None = None
+
+    def recorded(self) -> None:
+        """Something may have changed a document: have it on Dagster's timeline soon."""
+        if self.recorder is not None:
+            self.recorder.kick()
 
     def sweep_later(
         self, person_ids: Sequence[int], document_ids: Sequence[int]
@@ -86,6 +98,8 @@ class Service:
                     log.info("targeted sweep %s: %s", target, result.as_dict())
             except Exception:
                 log.exception("targeted sweep %s failed; the heartbeat will retry", target)
+            finally:
+                self.recorded()
 
 
 def _service(request: Request) -> Service:
@@ -147,6 +161,8 @@ async def receive(request: Request) -> Response:
     except (psycopg.OperationalError, TimeoutError) as exc:
         log.error("database unavailable, asking Meta to redeliver: %s", exc)
         return PlainTextResponse("database unavailable", status_code=503)
+    if outcome.statuses_stored:
+        service.recorded()  # a failed status may have abandoned or un-delivered a document
     return JSONResponse(
         {"inbound": outcome.inbound_stored, "statuses": outcome.statuses_stored},
         background=service.sweep_later(
@@ -221,19 +237,32 @@ def create_app(settings: Settings, database_url: str) -> Starlette:
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        pool = async_pool(database_url, max_size=pool_size(settings.delivery.concurrency) + 2)
+        # Sessions named for the service: the delivery-events outbox records it as the writer.
+        pool = async_pool(
+            with_application_name(database_url, SERVICE_SOURCE),
+            max_size=pool_size(settings.delivery.concurrency) + 2,
+        )
         await pool.open(wait=False)
         client = CloudApiClient.from_settings(settings)
-        service = Service(settings, pool, DeliveryEngine(settings, pool, client))
+        webserver = settings.service.dagster_webserver_url
+        service = Service(
+            settings,
+            pool,
+            DeliveryEngine(settings, pool, client),
+            recorder=Recorder(pool, webserver) if webserver else None,
+        )
         app.state.service = service
         if settings.whatsapp.app_secret is None:
             log.error("WHATSAPP_APP_SECRET is not set: every webhook POST will be refused")
+        companions = [asyncio.create_task(watch_forever(database_url, settings))]
+        if service.recorder is not None:
+            companions.append(asyncio.create_task(service.recorder.run()))
         try:
             yield
         finally:
-            for task in list(service.sweeps):
+            for task in [*companions, *service.sweeps]:
                 task.cancel()
-            await asyncio.gather(*service.sweeps, return_exceptions=True)
+            await asyncio.gather(*companions, *service.sweeps, return_exceptions=True)
             await client.aclose()
             await pool.close()
 

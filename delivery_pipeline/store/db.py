@@ -60,6 +60,12 @@ def with_database(url: str, database: str) -> str:
     return psycopg.conninfo.make_conninfo("", **{k: v for k, v in info.items() if v is not None})
 
 
+def with_application_name(url: str, name: str) -> str:
+    """``url`` whose sessions say who they are: the ``application_name`` the
+    delivery-events outbox (sql/008) records as the writer of each transition."""
+    return psycopg.conninfo.make_conninfo(url, application_name=name[:63])
+
+
 def ensure_database(admin_url: str, database: str, template: str | None = None) -> None:
     """Create ``database`` on the server if it does not exist (race-safe)."""
     with psycopg.connect(admin_url, autocommit=True) as conn:

@@ -117,6 +117,9 @@ class Queries:
     check_tier_usage: str
     check_sender_paused: str
     alerts_to_send: str
+    alert_sender_try_lock: str
+    alert_sender_unlock: str
+    check_delivery_events: str
 
     # sql/queries_generation.sql
     generation_due: str
@@ -129,6 +132,17 @@ class Queries:
     brief_due_date: str
     enqueue_daily_briefs: str
     abandon_stale_briefs: str
+
+    # sql/queries_record.sql
+    outbox_runs: str
+    outbox_pending: str
+    outbox_claim_source: str
+    outbox_claim_seen: str
+    outbox_release: str
+    outbox_reported: str
+    beat: str
+    heartbeats: str
+    generated_by_kind_locale: str
 
     # sql/queries_report.sql
     report_documents: str

@@ -111,15 +111,3 @@ def format_age(seconds: float | None, *, precise: bool = False) -> str:
 
 
 _UNIT = {86400: "d", 3600: "h", 60: "m", 1: "s"}
-
-
-def markdown_table(frame: pd.DataFrame) -> str:
-    """The backlog as a markdown table (zero abandoned reasons left out)."""
-    lines = ["| state | reason | owner | count | oldest |", "|---|---|---|---:|---:|"]
-    for row in frame.to_dict("records"):
-        state, reason, owner, count = row["state"], row["reason"], row["owner"], row["count"]
-        if state == "abandoned_today" and count == 0:
-            continue
-        oldest = format_age(row["oldest_age_seconds"]) if count else "-"
-        lines.append(f"| {state} | {reason or ''} | {owner} | {count} | {oldest} |")
-    return "\n".join(lines)

@@ -2,9 +2,12 @@
 
 Each check reads one query of ``sql/queries_checks.sql`` and returns a
 ``CheckResult``: passed or not, WARN or ERROR, a one-line summary, and
-metadata (count, oldest age, the ids of the oldest few rows, what to do). No
-Dagster here: ``delivery_pipeline.dagster_defs.asset_checks`` wraps each as an asset
-check on the backlog asset, and the alert sensor turns results into ops alerts.
+metadata (count, oldest age, the ids of the oldest few rows, what to do). The
+outbox of delivery events (``sql/008``) is a waiting state too. One more
+check is not a state but the reverse watch: whether the webhook service
+answers (``check_service_reachable``). No Dagster here:
+``delivery_pipeline.dagster_defs.asset_checks`` hangs each on the asset it
+judges, and the alert sensor turns results into ops alerts.
 
 Thresholds are the ``checks`` section of the settings (``CHECK_*``); the
 eligibility parameters and the messaging tier come from their own sections.
@@ -14,10 +17,12 @@ from __future__ import annotations
 
 import datetime as dt
 import enum
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import httpx
 import psycopg
 from psycopg.rows import DictRow
 
@@ -444,6 +449,72 @@ def check_sender_paused(conn: psycopg.Connection[DictRow], s: Settings) -> Check
     )
 
 
+def check_delivery_events(conn: psycopg.Connection[DictRow], s: Settings) -> CheckResult:
+    """The outbox is a queue too: deliveries Dagster's timeline does not show yet."""
+    return _aged_state(
+        QUERIES.check_delivery_events,
+        "delivery_events_unrecorded",
+        "deliveries not yet on the delivered_documents timeline",
+        s.checks.events_warn_seconds,
+        s.checks.events_error_seconds,
+        conn,
+        s,
+        listed=lambda r: {
+            "document": r["id"],
+            "event": r["event"],
+            "source": r["source"],
+            "held_by": r["claimed_by"],
+            "age": format_age(r["age_seconds"], precise=True),
+        },
+    )
+
+
+SERVICE_CHECK = "webhook_service_reachable"
+SERVICE_RUNBOOK = (
+    "Is the webhook service running (`delivery-pipeline service`, its log)? `curl "
+    "DELIVERY_SERVICE_URL/healthz` says whether it answers and reaches the database. Meanwhile "
+    "Meta retries webhooks for days and the heartbeat still delivers; replies wake nothing "
+    "until it is back; " + RUNBOOK
+)
+
+
+def check_service_reachable(service_url: str, *, timeout: float = 5.0) -> CheckResult:
+    """The reverse watch: Dagster asks the webhook service's ``/healthz``."""
+    url = f"{service_url}/healthz"
+    started = time.monotonic()
+    try:
+        response = httpx.get(url, timeout=timeout)
+        answer = response.json() if response.is_success else {}
+        problem = None if answer.get("status") == "ok" else f"HTTP {response.status_code}"
+        if problem and response.content:
+            problem += f": {response.text[:200]}"
+    except (httpx.HTTPError, ValueError) as exc:
+        answer, problem = {}, f"{type(exc).__name__}: {exc}"
+    elapsed = round(time.monotonic() - started, 3)
+    metadata: dict[str, Any] = {
+        "owner": "ops",
+        "url": url,
+        "answered_in_seconds": elapsed,
+        "count": 0 if problem is None else 1,
+        "schema_version": answer.get("schema_version"),
+        "version": answer.get("version"),
+        "runbook": SERVICE_RUNBOOK,
+    }
+    if problem is None:
+        summary = f"The webhook service answers at {url} and reaches its database."
+    else:
+        summary = f"The webhook service at {url} is unreachable or unhealthy ({problem})."
+        metadata["error"] = problem
+    return CheckResult(
+        name=SERVICE_CHECK,
+        owner="ops",
+        passed=problem is None,
+        severity=None if problem is None else Severity.ERROR,
+        summary=summary,
+        metadata=metadata,
+    )
+
+
 SPECS: dict[str, CheckSpec] = {
     spec.name: spec
     for spec in (
@@ -508,6 +579,16 @@ SPECS: dict[str, CheckSpec] = {
             "Fix the credential/template/account named in the reason; the next "
             "successful send resumes by itself; " + RUNBOOK,
             check_sender_paused,
+        ),
+        CheckSpec(
+            "delivery_events_unrecorded",
+            "ops",
+            "Deliveries, knocks and abandonments not yet on Dagster's delivered_documents "
+            "timeline (the delivery_events outbox): recording is late, not delivery.",
+            "Is the record_delivery_events sensor running, and can the webhook service reach "
+            "DAGSTER_WEBSERVER_URL? The rows wait in delivery_events and are recorded once "
+            "either works again; " + RUNBOOK,
+            check_delivery_events,
         ),
     )
 }

@@ -7,7 +7,8 @@ is down goes out on a later tick. With no ``OPS_WEBHOOK_URL`` the alerts are
 only logged and recorded. The URL is a secret: it is never logged, and error
 texts are scrubbed of it.
 
-No Dagster here: the alert sensors in ``dagster_defs/alerting.py`` call these.
+No Dagster here: the alert sensors in ``dagster_defs/alert_sensors.py`` call these, and
+the webhook service's watchdog does too (it must reach ops when Dagster is the thing that died).
 """
 
 from __future__ import annotations
@@ -126,11 +127,14 @@ class SendReport:
     sent: list[int] = field(default_factory=list)
     failed: list[int] = field(default_factory=list)
     unconfigured: bool = False
+    busy: bool = False
     last_error: str | None = None
 
     def summary(self) -> str:
         if self.unconfigured:
             return "no OPS_WEBHOOK_URL: alerts are logged and recorded only"
+        if self.busy:
+            return "another process is posting the unsent alerts"
         text = f"{len(self.sent)} alerts sent"
         if self.failed:
             text += f", {len(self.failed)} failed (retried next tick): {self.last_error}"
@@ -155,6 +159,27 @@ def send_pending(
     if not notifier.configured:
         report.unconfigured = True
         return report
+    # Two processes post (the alert sensor, the webhook service's watchdog): one at a time,
+    # or both would post the same unsent row.
+    locked = conn.execute(QUERIES.alert_sender_try_lock).fetchone()
+    if not (locked and locked["locked"]):
+        report.busy = True
+        return report
+    try:
+        _send(conn, notifier, report, limit=limit, max_age_seconds=max_age_seconds)
+    finally:
+        conn.execute(QUERIES.alert_sender_unlock)
+    return report
+
+
+def _send(
+    conn: psycopg.Connection[DictRow],
+    notifier: OpsNotifier,
+    report: SendReport,
+    *,
+    limit: int,
+    max_age_seconds: float,
+) -> None:
     rows = conn.execute(
         QUERIES.alerts_to_send, {"max_age": dt.timedelta(seconds=max_age_seconds), "limit": limit}
     ).fetchall()
@@ -172,4 +197,3 @@ def send_pending(
             continue
         conn.execute(QUERIES.alert_sent, {"id": alert["id"]})
         report.sent.append(alert["id"])
-    return report

@@ -5,7 +5,18 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from dagster import DagsterInstance, DagsterRunStatus
+from dagster import (
+    AssetKey,
+    DagsterInstance,
+    DagsterRunStatus,
+    Definitions,
+    EventLogRecord,
+    ExecuteInProcessResult,
+    JobDefinition,
+)
+from dagster._core.definitions.unresolved_asset_job_definition import (
+    UnresolvedAssetJobDefinition,
+)
 from dagster._core.remote_origin import (
     InProcessCodeLocationOrigin,
     RemoteJobOrigin,
@@ -14,6 +25,11 @@ from dagster._core.remote_origin import (
 from dagster._core.storage.dagster_run import DagsterRun
 from dagster._core.types.loadable_target_origin import LoadableTargetOrigin
 
+from delivery_pipeline.dagster_defs.assets import (
+    delivered_documents,
+    delivery_backlog,
+    generated_documents,
+)
 from delivery_pipeline.dagster_defs.resources import (
     CloudApiResource,
     DeliveryServiceResource,
@@ -68,3 +84,24 @@ def add_run(instance: DagsterInstance, job_name: str, status: DagsterRunStatus) 
         job_name=job_name, run_id=str(uuid.uuid4()), status=status, remote_job_origin=origin
     )
     return instance.add_run(run)
+
+
+def execute(
+    job: JobDefinition | UnresolvedAssetJobDefinition,
+    *,
+    resources: dict[str, Any],
+    instance: DagsterInstance,
+    **kwargs: Any,
+) -> ExecuteInProcessResult:
+    """Run a job of the definitions in process (an asset job resolved against its assets)."""
+    defs = Definitions(
+        assets=[generated_documents, delivered_documents, delivery_backlog],
+        jobs=[job],
+        resources=resources,
+    )
+    return defs.resolve_job_def(job.name).execute_in_process(instance=instance, **kwargs)
+
+
+def materializations(instance: DagsterInstance, key: AssetKey) -> list[EventLogRecord]:
+    """Every materialization of ``key`` in ``instance``, oldest first (runless ones too)."""
+    return list(instance.fetch_materializations(key, limit=10_000, ascending=True).records)

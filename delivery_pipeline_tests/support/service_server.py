@@ -28,6 +28,7 @@ class ServiceProcess:
         self.webhook_url = f"{self.url}/webhooks/whatsapp"
         self.log_path = log_path
         self.http = httpx.Client(base_url=self.url, timeout=10.0)
+        self.env: dict[str, str] = {}
 
     def post_webhook(self, body: bytes) -> httpx.Response:
         return self.http.post(
@@ -81,11 +82,17 @@ def service_env(database_url: str, api_base_url: str, **extra: Any) -> dict[str,
 
 
 def start_service(
-    database_url: str, api_base_url: str, *, timeout: float = 20.0, **extra_env: Any
+    database_url: str,
+    api_base_url: str,
+    *,
+    timeout: float = 20.0,
+    port: int | None = None,
+    **extra_env: Any,
 ) -> ServiceProcess:
-    """Launch ``python -m delivery_pipeline.service`` on a free port; wait for /healthz."""
+    """Launch ``python -m delivery_pipeline.service`` on ``port`` (default: a free one);
+    wait for /healthz."""
     env = service_env(database_url, api_base_url, **extra_env)
-    port = free_port()
+    port = port or free_port()
     log_fd, log_name = tempfile.mkstemp(prefix="service-", suffix=".log")
     with os.fdopen(log_fd, "wb") as log_file:
         process = subprocess.Popen(
@@ -104,6 +111,7 @@ def start_service(
             stderr=subprocess.STDOUT,
         )
     service = ServiceProcess(process, port, Path(log_name))
+    service.env = env
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if process.poll() is not None:

@@ -1,0 +1,278 @@
+"""A whole deployment as real processes, for the tests and benchmarks of Dagster
+as the system of record: the sandbox, the webhook service, ``dagster-webserver``
+and ``dagster-daemon run`` (each with its own code server), Dagster's storage
+in its own Postgres database beside the app's.
+
+What the tests do to it is what happens in production: the daemon's process
+stops and starts again (``stop_daemon``/``start_daemon``), Dagster's storage
+becomes unreachable and comes back (``block_storage``/``unblock_storage``: the
+database refuses connections and loses the ones it had). Dagster is asked
+through its own API: the instance (``instance``) and GraphQL (``graphql``).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import tempfile
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, TypeVar
+
+import httpx
+import psycopg
+from dagster import DagsterInstance
+
+from delivery_pipeline.cli.up import prepare_dagster_home
+from delivery_pipeline.store.db import ensure_database, sqlalchemy_url, with_database
+from delivery_pipeline_tests.support.sandbox_server import (
+    REPO_ROOT,
+    SandboxProcess,
+    free_port,
+    start_sandbox,
+)
+from delivery_pipeline_tests.support.service_server import (
+    APP_SECRET,
+    ServiceProcess,
+    start_service,
+)
+
+T = TypeVar("T")
+
+
+def eventually(probe: Callable[[], T | None], what: str, timeout: float = 120.0) -> T:
+    """Poll until ``probe`` returns something truthy (a deadline, not a timing assertion)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = probe()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"gave up waiting for {what}")
+        time.sleep(0.25)
+
+
+def _executable(name: str) -> str:
+    import sys
+
+    return str(Path(sys.executable).parent / name)
+
+
+class DagsterProcess:
+    """``dagster-webserver`` or ``dagster-daemon run`` in its own process group."""
+
+    def __init__(self, name: str, argv: list[str], env: dict[str, str], log_dir: Path) -> None:
+        self.name, self.argv, self.env = name, argv, env
+        self.log_path = log_dir / f"{name}.log"
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        with open(self.log_path, "ab") as log:
+            self.process = subprocess.Popen(
+                self.argv,
+                cwd=REPO_ROOT,
+                env=self.env,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,  # the process and its code server, stopped together
+            )
+
+    def stop(self) -> None:
+        if self.process is None:
+            return
+        for sig, wait in ((signal.SIGTERM, 30.0), (signal.SIGKILL, 10.0)):
+            try:
+                os.killpg(self.process.pid, sig)
+            except ProcessLookupError:
+                break
+            try:
+                self.process.wait(timeout=wait)
+                break
+            except subprocess.TimeoutExpired:
+                continue
+        try:  # whatever the group left behind (a code server)
+            os.killpg(self.process.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        self.process = None
+
+    def alive(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def log(self, tail: int = 6000) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")[-tail:]
+        except OSError:
+            return ""
+
+
+class Deployment:
+    def __init__(
+        self,
+        admin_url: str,
+        database_url: str,
+        dagster_database: str,
+        root: Path,
+        sandbox: SandboxProcess,
+        service: ServiceProcess,
+        env: dict[str, str],
+        webserver_port: int,
+    ) -> None:
+        self.admin_url = admin_url
+        self.database_url = database_url
+        self.dagster_database = dagster_database
+        self.root = root
+        self.sandbox = sandbox
+        self.service = service
+        self.env = env
+        self.webserver_url = f"http://127.0.0.1:{webserver_port}"
+        workspace = str(REPO_ROOT / "workspace.yaml")
+        self.webserver = DagsterProcess(
+            "webserver",
+            [
+                _executable("dagster-webserver"),
+                "-w",
+                workspace,
+                "-h",
+                "127.0.0.1",
+                "-p",
+                str(webserver_port),
+            ],
+            env,
+            root,
+        )
+        self.daemon = DagsterProcess(
+            "daemon", [_executable("dagster-daemon"), "run", "-w", workspace], env, root
+        )
+        self._instance: DagsterInstance | None = None
+
+    # ── Dagster's API ─────────────────────────────────────────────────
+
+    @property
+    def instance(self) -> DagsterInstance:
+        """The deployment's instance, opened in this process (its storage, its event log)."""
+        if self._instance is None:
+            os.environ["DAGSTER_PG_URL"] = self.env["DAGSTER_PG_URL"]
+            self._instance = DagsterInstance.from_config(self.env["DAGSTER_HOME"])
+        return self._instance
+
+    def graphql(self, query: str, variables: dict[str, Any] | None = None) -> dict[str, Any]:
+        response = httpx.post(
+            f"{self.webserver_url}/graphql",
+            json={"query": query, "variables": variables or {}},
+            timeout=30,
+        )
+        response.raise_for_status()
+        body = response.json()
+        assert "errors" not in body, body
+        return body["data"]
+
+    def webserver_ready(self) -> bool:
+        try:
+            return httpx.get(f"{self.webserver_url}/server_info", timeout=2).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    # ── what happens to it ────────────────────────────────────────────
+
+    def start_daemon(self) -> None:
+        self.daemon.start()
+
+    def stop_daemon(self) -> None:
+        self.daemon.stop()
+
+    def block_storage(self) -> None:
+        """Dagster's storage goes away: its database refuses connections and drops its own."""
+        with psycopg.connect(self.admin_url, autocommit=True) as conn:
+            ident = psycopg.sql.Identifier(self.dagster_database)
+            conn.execute(psycopg.sql.SQL("ALTER DATABASE {} ALLOW_CONNECTIONS false").format(ident))
+            conn.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %(d)s",
+                {"d": self.dagster_database},
+            )
+
+    def unblock_storage(self) -> None:
+        with psycopg.connect(self.admin_url, autocommit=True) as conn:
+            ident = psycopg.sql.Identifier(self.dagster_database)
+            conn.execute(psycopg.sql.SQL("ALTER DATABASE {} ALLOW_CONNECTIONS true").format(ident))
+
+    def logs(self) -> str:
+        return "\n".join(
+            [
+                f"--- webserver ---\n{self.webserver.log()}",
+                f"--- daemon ---\n{self.daemon.log()}",
+                f"--- service ---\n{self.service.log()[-6000:]}",
+            ]
+        )
+
+
+@contextmanager
+def dagster_deployment(
+    admin_url: str, template_database: str | None = None, **settings: str
+) -> Iterator[Deployment]:
+    """Everything up, on fresh databases on ``admin_url``'s server; ``settings`` are
+    environment variables for the service and Dagster (``WATCHDOG_STALE_SECONDS=…``)."""
+    from delivery_pipeline.store.migrations import upgrade
+
+    suffix = uuid.uuid4().hex[:10]
+    app_db, dagster_db = f"dp_rec_{suffix}", f"dp_rec_dagster_{suffix}"
+    ensure_database(admin_url, app_db, template=template_database)
+    ensure_database(admin_url, dagster_db)
+    database_url = with_database(admin_url, app_db)
+    if template_database is None:
+        upgrade(database_url)
+    root = Path(tempfile.mkdtemp(prefix="dp-dagster-"))
+    home = prepare_dagster_home(root / "dagster_home")
+    service_port, webserver_port = free_port(), free_port()
+    service_url = f"http://127.0.0.1:{service_port}"
+    sandbox = start_sandbox(WHATSAPP_APP_SECRET=APP_SECRET)
+    common = {
+        "DAGSTER_WEBSERVER_URL": f"http://127.0.0.1:{webserver_port}",
+        "OPS_WEBHOOK_URL": f"{sandbox.url}/_sandbox/ops",
+        **settings,
+    }
+    service = None
+    deployment = None
+    try:
+        sandbox.faults(webhook_url=f"{service_url}/webhooks/whatsapp", app_secret=APP_SECRET)
+        service = start_service(database_url, sandbox.url, port=service_port, **common)
+        env = {
+            **service.env,
+            "DELIVERY_SERVICE_URL": service_url,
+            "DAGSTER_HOME": str(home),
+            "DAGSTER_PG_URL": sqlalchemy_url(with_database(admin_url, dagster_db)),
+        }
+        deployment = Deployment(
+            admin_url, database_url, dagster_db, root, sandbox, service, env, webserver_port
+        )
+        deployment.webserver.start()
+        deployment.start_daemon()
+        eventually(deployment.webserver_ready, "the Dagster webserver", timeout=180)
+        yield deployment
+    except BaseException:
+        if deployment is not None:
+            print(deployment.logs())
+        raise
+    finally:
+        if deployment is not None:
+            deployment.daemon.stop()
+            deployment.webserver.stop()
+            if deployment._instance is not None:
+                deployment._instance.dispose()
+        if service is not None:
+            service.stop()
+        sandbox.stop()
+        with psycopg.connect(admin_url, autocommit=True) as conn:
+            for name in (app_db, dagster_db):
+                ident = psycopg.sql.Identifier(name)
+                conn.execute(
+                    psycopg.sql.SQL("ALTER DATABASE {} ALLOW_CONNECTIONS true").format(ident)
+                )
+                conn.execute(
+                    psycopg.sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(ident)
+                )
