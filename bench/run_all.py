@@ -27,6 +27,7 @@ BENCHMARKS: dict[str, list[str]] = {
     "memory": ["--small", "1000", "--large", "10000", "--repeats", "2"],
     "throughput": ["--docs", "500", "--repeats", "2"],
     "vs_procrastinate": ["--docs", "500", "--limits", "80,1000"],
+    "record_latency": ["--replies", "30", "--modes", "push,sensor"],
 }
 
 
@@ -162,6 +163,16 @@ def summary_rows() -> list[tuple[str, str, str, bool | None]]:
     )
     v = _num(s[5]) if s else None
     add("status webhook ack p99", "≤ 250 ms", v, "{:.1f} ms", v is not None and v <= 250)
+    rec = read_figures("record_latency") or {}
+    for path, how in (("push", "the service pushes it"), ("sensor", "the sensor alone")):
+        v = rec.get(f"{path}_max_s")
+        add(
+            f"delivery by the service → its event on delivered_documents, max ({how})",
+            "≤ 5 s",
+            v,
+            "{:.2f} s",
+            v is not None and float(v) <= 5.0,
+        )
     return rows
 
 

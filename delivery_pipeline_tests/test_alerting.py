@@ -291,3 +291,44 @@ def test_run_failure_posts_once_per_run(database_url, instance, sandbox, db):
     assert "the generator is on fire" in posts[0]["text"]
     row = db.execute("SELECT dedup_key, sent_at FROM ops_alerts").fetchone()
     assert row["dedup_key"] == f"run_failure:{result.run_id}" and row["sent_at"] is not None
+
+
+# ── the reverse watch: Dagster checks the webhook service ───────────────
+
+
+def test_dagster_alerts_when_the_webhook_service_is_unreachable(
+    db, database_url, instance, sandbox
+):
+    from delivery_pipeline.dagster_defs.asset_checks import webhook_service_reachable
+    from delivery_pipeline.dagster_defs.resources import DeliveryServiceResource
+    from delivery_pipeline_tests.support.service_server import start_service
+
+    keys = check_keys([webhook_service_reachable])
+    [sensor] = [s for s in build_alert_sensors(DEFAULTS.ops, keys) if s.name == "ops_check_alerts"]
+
+    def evaluate(service_url: str) -> AssetCheckSeverity | None:
+        defs = Definitions(
+            assets=[delivered_documents],
+            asset_checks=[webhook_service_reachable],
+            jobs=[delivery_checks],
+            resources={
+                **resources(database_url, ops_url(sandbox)),
+                "delivery_service": DeliveryServiceResource(service_url=service_url),
+            },
+        )
+        [evaluation] = run_checks(defs, instance).values()
+        sensor(
+            build_sensor_context(
+                instance=instance, resources=resources(database_url, ops_url(sandbox))
+            )
+        )
+        return None if evaluation.passed else evaluation.severity
+
+    with start_service(database_url, sandbox.url) as service:
+        assert evaluate(service.url) is None
+    assert evaluate(service.url) == AssetCheckSeverity.ERROR  # the same service, stopped
+    [alert] = sandbox.ops_alerts()
+    assert "webhook_service_reachable" in alert["text"] and "ERROR" in alert["text"]
+    with start_service(database_url, sandbox.url) as service:
+        assert evaluate(service.url) is None
+    assert "resolved" in sandbox.ops_alerts()[-1]["text"]

@@ -202,10 +202,16 @@ def test_dagster_graphql_shows_the_repository_and_the_heartbeat_ticks(up):
     assert schedules["daily_briefs"]["cronSchedule"] == "*/15 * * * *"
     assert schedules["daily_briefs"]["scheduleState"]["status"] == "RUNNING"
     assert schedules["backlog_every_5_minutes"]["scheduleState"]["status"] == "RUNNING"
+    assert sensors["record_delivery_events"]["sensorState"]["status"] == "RUNNING"
     assets = {tuple(a["assetKey"]["path"]): a for a in repo["assetNodes"]}
-    assert ("delivery_backlog",) in assets
-    checks = assets[("delivery_backlog",)]["assetChecksOrError"]["checks"]
-    assert isinstance(checks, list)  # issue 5 adds one per waiting state
+    assert set(assets) == {
+        ("generated_documents",),
+        ("delivered_documents",),
+        ("delivery_backlog",),
+        ("delivery_report",),
+    }
+    checks = assets[("delivered_documents",)]["assetChecksOrError"]["checks"]
+    assert "webhook_service_reachable" in {c["name"] for c in checks}
 
     def heartbeat_ticks() -> list[dict[str, Any]]:
         ticks = {s["name"]: s for s in _repository(up)["sensors"]}["delivery_heartbeat"]
@@ -246,6 +252,17 @@ def test_a_demo_plan_is_delivered_after_the_person_writes(up):
     chunks = chunk_text(knocked["body"], 4096)
     assert len(chunks) >= 3 and delivered["body"] == knocked["body"]
     assert texts(sandbox.get(inbox_path).json()) == chunks
+    # the service recorded the delivery in Dagster itself (up wires DAGSTER_WEBSERVER_URL)
+    with connect(up.database_url) as conn:
+        recorded = eventually(
+            lambda: conn.execute(
+                "SELECT claimed_by FROM delivery_events WHERE document_id = %(d)s "
+                "AND event = 'delivered' AND reported_at IS NOT NULL",
+                {"d": delivered["id"]},
+            ).fetchone(),
+            "the delivery on Dagster's timeline",
+        )
+    assert recorded["claimed_by"].startswith("push:")
     assert "EAAG-must-not-be-used" not in up.logs()
 
 

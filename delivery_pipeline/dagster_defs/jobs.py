@@ -1,4 +1,4 @@
-"""Jobs: each a few lines over the delivery, generation or briefs modules.
+"""Jobs: delivery and generation materialize the documents assets; the rest are ops.
 
 Every job runs in process (one or two small steps; a subprocess per step
 would only add latency). Runs that sweep carry ``SWEEP_TAG``; ``dagster.yaml``
