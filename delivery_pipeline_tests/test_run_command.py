@@ -11,9 +11,8 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -26,6 +25,7 @@ from delivery_pipeline.cli.up import DEMO_PEOPLE
 from delivery_pipeline.delivery.chunking import chunk_text
 from delivery_pipeline.store.db import connect, ensure_database, with_database
 from delivery_pipeline.store.queries import QUERIES
+from delivery_pipeline_tests.support.dagster_deployment import eventually, graphql
 from delivery_pipeline_tests.support.inbox import knocks, texts
 from delivery_pipeline_tests.support.sandbox_server import free_port
 
@@ -33,18 +33,6 @@ pytestmark = [pytest.mark.slow, pytest.mark.filterwarnings("ignore::DeprecationW
 
 REPO = Path(__file__).resolve().parent.parent
 T = TypeVar("T")
-
-
-def eventually(probe: Callable[[], T | None], what: str, timeout: float = 120.0) -> T:
-    """Poll until ``probe`` returns something truthy (a deadline, not a timing assertion)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = probe()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"gave up waiting for {what}")
-        time.sleep(0.5)
 
 
 class RunCommand:
@@ -80,15 +68,7 @@ class RunCommand:
         return "\n".join(parts)
 
     def graphql(self, query: str, variables: dict[str, Any] | None = None) -> dict[str, Any]:
-        response = httpx.post(
-            f"{self.url('dagster')}/graphql",
-            json={"query": query, "variables": variables or {}},
-            timeout=30,
-        )
-        response.raise_for_status()
-        body = response.json()
-        assert "errors" not in body, body
-        return body["data"]
+        return graphql(self.url("dagster"), query, variables)
 
 
 @pytest.fixture(scope="module")

@@ -166,6 +166,8 @@ def delivered_documents(
         )
     with app_db.connect() as conn:
         rows = claim_source(conn, source, RUN_CLAIMANT_PREFIX + context.run.run_id)
+    # A sweep that found nothing (the service took it first) is an event too, of zeros:
+    # downstream steps of the same run (Materialize all) still run, and it did happen.
     record = record_for(rows, listed_limit=RUN_LISTED_DOCUMENTS)
     return dg.MaterializeResult(
         metadata={**as_metadata(record.metadata), "sweep": dg.MetadataValue.json(result.as_dict())}

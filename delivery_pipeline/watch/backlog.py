@@ -36,7 +36,7 @@ def backlog_frame(conn: psycopg.Connection[DictRow]) -> pd.DataFrame:
                 "reason": "",
                 "owner": owner,
                 "count": row["count"] if row else 0,
-                "oldest_age_seconds": row["oldest_age_seconds"] if row else 0.0,
+                "oldest_age_seconds": round(float(row["oldest_age_seconds"]), 1) if row else 0.0,
             }
         )
     delivered = found.pop(("delivered", ""), None)

@@ -13,8 +13,7 @@ through its own API: the instance (``instance``) and GraphQL (``graphql``).
 from __future__ import annotations
 
 import os
-import signal
-import subprocess
+import sys
 import tempfile
 import time
 import uuid
@@ -27,7 +26,7 @@ import httpx
 import psycopg
 from dagster import DagsterInstance
 
-from delivery_pipeline.cli.up import prepare_dagster_home
+from delivery_pipeline.cli.up import Child, prepare_dagster_home
 from delivery_pipeline.store.db import ensure_database, sqlalchemy_url, with_database
 from delivery_pipeline_tests.support.sandbox_server import (
     REPO_ROOT,
@@ -56,59 +55,24 @@ def eventually(probe: Callable[[], T | None], what: str, timeout: float = 120.0)
         time.sleep(0.25)
 
 
+def graphql(
+    webserver_url: str, query: str, variables: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """Ask Dagster's GraphQL API; an answer with errors fails the test."""
+    response = httpx.post(
+        f"{webserver_url}/graphql",
+        json={"query": query, "variables": variables or {}},
+        timeout=30,
+    )
+    response.raise_for_status()
+    body = response.json()
+    assert "errors" not in body, body
+    data: dict[str, Any] = body["data"]
+    return data
+
+
 def _executable(name: str) -> str:
-    import sys
-
     return str(Path(sys.executable).parent / name)
-
-
-class DagsterProcess:
-    """``dagster-webserver`` or ``dagster-daemon run`` in its own process group."""
-
-    def __init__(self, name: str, argv: list[str], env: dict[str, str], log_dir: Path) -> None:
-        self.name, self.argv, self.env = name, argv, env
-        self.log_path = log_dir / f"{name}.log"
-        self.process: subprocess.Popen[bytes] | None = None
-
-    def start(self) -> None:
-        with open(self.log_path, "ab") as log:
-            self.process = subprocess.Popen(
-                self.argv,
-                cwd=REPO_ROOT,
-                env=self.env,
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,  # the process and its code server, stopped together
-            )
-
-    def stop(self) -> None:
-        if self.process is None:
-            return
-        for sig, wait in ((signal.SIGTERM, 30.0), (signal.SIGKILL, 10.0)):
-            try:
-                os.killpg(self.process.pid, sig)
-            except ProcessLookupError:
-                break
-            try:
-                self.process.wait(timeout=wait)
-                break
-            except subprocess.TimeoutExpired:
-                continue
-        try:  # whatever the group left behind (a code server)
-            os.killpg(self.process.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
-        self.process = None
-
-    def alive(self) -> bool:
-        return self.process is not None and self.process.poll() is None
-
-    def log(self, tail: int = 6000) -> str:
-        try:
-            return self.log_path.read_text(errors="replace")[-tail:]
-        except OSError:
-            return ""
 
 
 class Deployment:
@@ -132,7 +96,8 @@ class Deployment:
         self.env = env
         self.webserver_url = f"http://127.0.0.1:{webserver_port}"
         workspace = str(REPO_ROOT / "workspace.yaml")
-        self.webserver = DagsterProcess(
+        # The run command's children: each in its own process group with its code server.
+        self.webserver = Child(
             "webserver",
             [
                 _executable("dagster-webserver"),
@@ -144,10 +109,15 @@ class Deployment:
                 str(webserver_port),
             ],
             env,
-            root,
+            f"{self.webserver_url}/server_info",
+            root / "webserver.log",
         )
-        self.daemon = DagsterProcess(
-            "daemon", [_executable("dagster-daemon"), "run", "-w", workspace], env, root
+        self.daemon = Child(
+            "daemon",
+            [_executable("dagster-daemon"), "run", "-w", workspace],
+            env,
+            None,
+            root / "daemon.log",
         )
         self._instance: DagsterInstance | None = None
 
@@ -162,26 +132,12 @@ class Deployment:
         return self._instance
 
     def graphql(self, query: str, variables: dict[str, Any] | None = None) -> dict[str, Any]:
-        response = httpx.post(
-            f"{self.webserver_url}/graphql",
-            json={"query": query, "variables": variables or {}},
-            timeout=30,
-        )
-        response.raise_for_status()
-        body = response.json()
-        assert "errors" not in body, body
-        return body["data"]
-
-    def webserver_ready(self) -> bool:
-        try:
-            return httpx.get(f"{self.webserver_url}/server_info", timeout=2).status_code == 200
-        except httpx.HTTPError:
-            return False
+        return graphql(self.webserver_url, query, variables)
 
     # ── what happens to it ────────────────────────────────────────────
 
     def start_daemon(self) -> None:
-        self.daemon.start()
+        self.daemon.start(REPO_ROOT, stream=False)
 
     def stop_daemon(self) -> None:
         self.daemon.stop()
@@ -204,8 +160,8 @@ class Deployment:
     def logs(self) -> str:
         return "\n".join(
             [
-                f"--- webserver ---\n{self.webserver.log()}",
-                f"--- daemon ---\n{self.daemon.log()}",
+                f"--- webserver ---\n{self.webserver.tail(60)}",
+                f"--- daemon ---\n{self.daemon.tail(60)}",
                 f"--- service ---\n{self.service.log()[-6000:]}",
             ]
         )
@@ -250,9 +206,9 @@ def dagster_deployment(
         deployment = Deployment(
             admin_url, database_url, dagster_db, root, sandbox, service, env, webserver_port
         )
-        deployment.webserver.start()
+        deployment.webserver.start(REPO_ROOT, stream=False)
         deployment.start_daemon()
-        eventually(deployment.webserver_ready, "the Dagster webserver", timeout=180)
+        eventually(deployment.webserver.ready, "the Dagster webserver", timeout=180)
         yield deployment
     except BaseException:
         if deployment is not None:

@@ -105,6 +105,16 @@ def knocked(
     return doc["id"]
 
 
+def knocked_phone(conn: psycopg.Connection, knock_age_seconds: float) -> tuple[int, str]:
+    """``knocked``, and the number the person would reply from: (document id, phone)."""
+    doc = knocked(conn, knock_age_seconds)
+    row = conn.execute(
+        "SELECT p.phone FROM documents d JOIN people p ON p.id = d.person_id WHERE d.id = %(id)s",
+        {"id": doc},
+    ).fetchone()
+    return doc, row["phone"]
+
+
 def add_status(conn: psycopg.Connection, wamid: str, status: str, age_seconds: float) -> None:
     conn.execute(
         "INSERT INTO status_events (wa_message_id, status, occurred_at, payload) "

