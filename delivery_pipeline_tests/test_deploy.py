@@ -25,7 +25,7 @@ from delivery_pipeline.dagster_defs.jobs import deliver_documents
 from delivery_pipeline.delivery.chunking import chunk_text
 from delivery_pipeline.generation.worker import SweepPoke
 from delivery_pipeline.settings import Settings
-from delivery_pipeline_tests.support.dagster_support import resources_for
+from delivery_pipeline_tests.support.dagster_support import execute, resources_for
 from delivery_pipeline_tests.support.data import add_document, add_person, plan_body
 from delivery_pipeline_tests.support.inbox import texts
 from delivery_pipeline_tests.support.sandbox_server import free_port
@@ -130,9 +130,7 @@ def test_two_services_and_two_sweep_runs_deliver_every_chunk_once(
 
     def sweep_run() -> None:
         with DagsterInstance.ephemeral() as instance:
-            assert deliver_documents.execute_in_process(
-                resources=resources, instance=instance
-            ).success
+            assert execute(deliver_documents, resources=resources, instance=instance).success
 
     threads = [
         threading.Thread(target=guarded, args=(fn,))
@@ -159,7 +157,7 @@ def test_two_services_and_two_sweep_runs_deliver_every_chunk_once(
         time.sleep(0.2)  # targeted sweeps still running in the services
     if undelivered():  # a throttled or backed-off one: what the heartbeat would do
         with DagsterInstance.ephemeral() as instance:
-            deliver_documents.execute_in_process(resources=resources, instance=instance)
+            execute(deliver_documents, resources=resources, instance=instance)
     assert undelivered() == 0
 
     for i, person in enumerate(people):

@@ -13,7 +13,6 @@ import multiprocessing
 import uuid
 from collections import Counter
 
-import httpx
 import pytest
 from dagster import DagsterInstance, DagsterRunStatus, SensorResult, build_sensor_context
 from hypothesis import given
@@ -278,12 +277,10 @@ def test_the_service_pushes_its_rows_to_the_webserver_and_marks_them(db, databas
     assert rows[CLI_SOURCE]["reported_at"] is None and rows[CLI_SOURCE]["claimed_by"] is None
 
 
-def push_twice(database_url: str, url: str, timeout: float | None = None) -> tuple[int, int]:
+def push_twice(database_url: str, url: str, timeout: float = 5.0) -> tuple[int, int]:
     async def push() -> tuple[int, int]:
         async with async_pool(database_url, max_size=2) as pool:
-            recorder = Recorder(pool, url)
-            if timeout is not None:
-                recorder._client.timeout = httpx.Timeout(timeout)
+            recorder = Recorder(pool, url, timeout_seconds=timeout)
             return await recorder.push(), await recorder.push()
 
     return asyncio.run(push())

@@ -59,13 +59,14 @@ class Recorder:
         webserver_url: str,
         *,
         source: str = SERVICE_SOURCE,
+        timeout_seconds: float = POST_TIMEOUT_SECONDS,
     ) -> None:
         self.pool = pool
         self.endpoint = f"{webserver_url}/report_asset_materialization/{DELIVERED_DOCUMENTS}"
         self.source = source
         self._kick = asyncio.Event()
         self._paused_until = 0.0
-        self._client = httpx.AsyncClient(timeout=POST_TIMEOUT_SECONDS)
+        self._client = httpx.AsyncClient(timeout=timeout_seconds)
 
     def kick(self) -> None:
         """Something may have been delivered: push soon (never waits)."""
