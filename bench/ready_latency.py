@@ -88,7 +88,8 @@ def main() -> None:
     p50, p95, p99 = (percentile(latencies, p) for p in (50, 95, 99))
     print(f"documents={args.documents} delivered={len(latencies)} missing={missing}")
     print(
-        f"ready → first chunk ms: p50={p50:.1f} p95={p95:.1f} p99={p99:.1f} max={max(latencies):.1f}"
+        f"ready → first chunk ms: p50={p50:.1f} p95={p95:.1f} p99={p99:.1f} "
+        f"max={max(latencies):.1f}"
     )
     met = "met" if p50 <= TARGET_P50_MS and p99 <= TARGET_P99_MS and not missing else "NOT met"
     write_section(
