@@ -212,6 +212,11 @@ class ServiceSettings(Section):
     webhook_max_body_bytes: int = Field(
         4 * 1024 * 1024, ge=1024, json_schema_extra=env("WEBHOOK_MAX_BODY_BYTES")
     )
+    listen: bool = Field(
+        True,
+        json_schema_extra=env("DELIVERY_LISTEN"),
+        description="sweep when Postgres notifies that a document became deliverable",
+    )
 
     @field_validator("service_url")
     @classmethod

@@ -23,7 +23,9 @@ from delivery_pipeline_tests.support.service_server import APP_SECRET, start_ser
 
 @pytest.fixture
 def service(sandbox, settings) -> Iterator[object]:
-    with start_service(settings.database.database_url, sandbox.url) as svc:
+    # These tests sweep by hand at chosen moments: the service reacts to webhooks
+    # and pokes only (test_listener.py covers its ready notifications).
+    with start_service(settings.database.database_url, sandbox.url, DELIVERY_LISTEN="false") as svc:
         sandbox.faults(webhook_url=svc.webhook_url, app_secret=APP_SECRET, status_delay_ms=20)
         yield svc
 

@@ -342,3 +342,15 @@ WHERE id = %(id)s
 -- The ops channel did not take it; it is retried on the next tick.
 UPDATE ops_alerts SET send_attempts = send_attempts + 1, last_send_error = %(error)s
 WHERE id = %(id)s
+
+-- ──────────────────────────── ready notifications ────────────────────────
+
+-- name: listen_ready
+-- Receive a notification whenever a document becomes deliverable (sql/012).
+LISTEN delivery_ready
+
+-- name: next_due
+-- When the earliest unclaimed document in the queue that is not due yet becomes due (one index probe).
+SELECT min(next_attempt_at) AS next_due
+FROM documents
+WHERE in_queue AND next_attempt_at > now() AND claim_token IS NULL

@@ -39,6 +39,7 @@ from starlette.routing import Route
 from delivery_pipeline import __version__
 from delivery_pipeline.delivery.sweep import DeliveryEngine, pool_size
 from delivery_pipeline.service.ingest import WebhookOutcome, apply_payload
+from delivery_pipeline.service.listener import ReadyListener
 from delivery_pipeline.settings import SERVICE_DEFAULT_PORT, Settings, secret
 from delivery_pipeline.store.db import async_pool, resolve_database_url
 from delivery_pipeline.store.queries import QUERIES
@@ -59,6 +60,7 @@ class Service:
     pool: AsyncConnectionPool[psycopg.AsyncConnection[DictRow]]
     engine: DeliveryEngine
     sweeps: set[asyncio.Task[None]] = field(default_factory=set)
+    listener: ReadyListener | None = None
 
     def sweep_later(
         self, person_ids: Sequence[int], document_ids: Sequence[int]
@@ -188,9 +190,10 @@ async def poke(request: Request) -> Response:
 
 
 async def healthz(request: Request) -> Response:
-    """Database reachable, schema version, service version."""
+    """Database reachable, schema version, service version, ready notifications heard."""
+    service = _service(request)
     try:
-        async with _service(request).pool.connection(timeout=2) as conn:
+        async with service.pool.connection(timeout=2) as conn:
             cur = await conn.execute(QUERIES.health)
             row = await cur.fetchone()
     except Exception as exc:  # noqa: BLE001 - health reports any failure
@@ -204,6 +207,7 @@ async def healthz(request: Request) -> Response:
             "database": "reachable",
             "schema_version": row["schema_version"] if row else None,
             "version": __version__,
+            "listening": service.listener is not None and service.listener.connected.is_set(),
         }
     )
 
@@ -228,12 +232,17 @@ def create_app(settings: Settings, database_url: str) -> Starlette:
         app.state.service = service
         if settings.whatsapp.app_secret is None:
             log.error("WHATSAPP_APP_SECRET is not set: every webhook POST will be refused")
+        listening: asyncio.Task[None] | None = None
+        if settings.service.listen:
+            service.listener = ReadyListener(database_url, pool, service.engine.sweep)
+            listening = asyncio.create_task(service.listener.run())
         try:
             yield
         finally:
-            for task in list(service.sweeps):
+            background = [*service.sweeps, *([listening] if listening else [])]
+            for task in background:
                 task.cancel()
-            await asyncio.gather(*service.sweeps, return_exceptions=True)
+            await asyncio.gather(*background, return_exceptions=True)
             await client.aclose()
             await pool.close()
 

@@ -103,6 +103,8 @@ class Queries:
     unsent_alerts: str
     alert_sent: str
     alert_send_failed: str
+    listen_ready: str
+    next_due: str
 
     # sql/queries_backlog.sql
     backlog_by_state: str
