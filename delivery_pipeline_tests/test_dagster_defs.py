@@ -315,7 +315,7 @@ def test_generation_sensor(db, database_url, instance):
     person = add_person(db)
     pending(db, person["id"])
     request = pending_generation(sensor_context(instance, database_url))
-    assert isinstance(request, RunRequest) and request.run_key.startswith("generation-")
+    assert isinstance(request, RunRequest) and request.run_key.startswith("pending_generation-")
     run = add_run(instance, "generate_documents", DagsterRunStatus.STARTED)
     skip = pending_generation(sensor_context(instance, database_url))
     assert isinstance(skip, SkipReason) and run.run_id in skip.skip_message
