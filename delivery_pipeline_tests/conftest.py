@@ -16,10 +16,12 @@ from pathlib import Path
 
 import psycopg
 import pytest
+from psycopg.rows import DictRow
 
 from delivery_pipeline.settings import Settings
 from delivery_pipeline.store.db import connect, ensure_database, with_database
 from delivery_pipeline.store.migrations import upgrade
+from delivery_pipeline_tests.support.sandbox_server import SandboxProcess, start_sandbox
 
 TEST_DB_ENV = "DELIVERY_TEST_DATABASE_URL"
 
@@ -71,15 +73,13 @@ def database_url(pg_admin_url: str, template_database: str) -> Iterator[str]:
 
 
 @pytest.fixture
-def db(database_url: str) -> Iterator[psycopg.Connection]:
+def db(database_url: str) -> Iterator[psycopg.Connection[DictRow]]:
     with connect(database_url) as conn:
         yield conn
 
 
 @pytest.fixture(scope="session")
-def sandbox_server() -> Iterator[object]:
-    from delivery_pipeline_tests.support.sandbox_server import start_sandbox
-
+def sandbox_server() -> Iterator[SandboxProcess]:
     server = start_sandbox()
     try:
         yield server
@@ -88,7 +88,7 @@ def sandbox_server() -> Iterator[object]:
 
 
 @pytest.fixture
-def sandbox(sandbox_server: object) -> Iterator[object]:
+def sandbox(sandbox_server: SandboxProcess) -> Iterator[SandboxProcess]:
     """The session's sandbox, reset to its start configuration for this test."""
     sandbox_server.reset()
     yield sandbox_server
@@ -96,7 +96,7 @@ def sandbox(sandbox_server: object) -> Iterator[object]:
 
 
 @pytest.fixture
-def settings(sandbox: object, database_url: str) -> Settings:
+def settings(sandbox: SandboxProcess, database_url: str) -> Settings:
     """Settings for an engine talking to the sandbox; fast backoff for tests."""
     return Settings().replace(
         database={"database_url": database_url},
