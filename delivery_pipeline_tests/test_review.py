@@ -17,6 +17,7 @@ from delivery_pipeline.generation.offline import OfflineGenerator
 from delivery_pipeline.generation.worker import generate_pending
 from delivery_pipeline.model import AbandonReason, ReviewDecision
 from delivery_pipeline.settings import Settings
+from delivery_pipeline.store.queries import QUERIES
 from delivery_pipeline.store.records import InputError, add_ready_document, request_document
 from delivery_pipeline.store.review import (
     AlreadyDecided,
@@ -262,3 +263,22 @@ def test_two_reviewers_in_two_processes_exactly_one_decision_each(db, database_u
             )
         ), "the loser is told exactly who decided and when"
         assert (row["abandon_reason"] == "rejected") == (row["reviewed_by"] == "Bo")
+
+
+def test_the_backlog_and_status_count_documents_awaiting_review(db):
+    from delivery_pipeline.watch.backlog import backlog_frame, backlog_numbers
+
+    awaiting(db, age_seconds=600)
+    awaiting(db, age_seconds=60)
+    rejected = awaiting(db)
+    decide(db, Decision.reject(rejected, "Rita", "no"))
+
+    frame = backlog_frame(db)
+    row = frame[frame["state"] == "awaiting_review"].iloc[0]
+    assert (row["owner"], row["count"]) == ("reviewers", 2)
+    assert 600 <= row["oldest_age_seconds"] < 660
+    numbers = backlog_numbers(frame)
+    assert numbers["awaiting_review_count"] == 2 and numbers["waiting_total"] == 2
+    assert numbers["abandoned_today_rejected_count"] == 1
+    status = {(r["state"], r["reason"]): r["count"] for r in db.execute(QUERIES.state_summary)}
+    assert status[("awaiting_review", "")] == 2 and status[("abandoned", "rejected")] == 1

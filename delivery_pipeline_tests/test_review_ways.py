@@ -11,7 +11,6 @@ import os
 import re
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 
 import httpx
@@ -26,16 +25,9 @@ from delivery_pipeline_tests.support.data import add_person, document
 from delivery_pipeline_tests.support.inbox import texts
 from delivery_pipeline_tests.support.review import awaiting
 from delivery_pipeline_tests.support.service_server import INTERNAL_TOKEN, start_service
+from delivery_pipeline_tests.support.waiting import wait_for
 
 REVIEW_TOKEN = "reviewers-only-" + "x" * 24
-
-
-def wait_for(predicate, timeout: float = 20.0, what: str = "condition"):
-    deadline = time.monotonic() + timeout
-    while not (value := predicate()):
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.05)
-    return value
 
 
 @pytest.fixture

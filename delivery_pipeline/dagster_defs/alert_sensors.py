@@ -149,8 +149,9 @@ def build_alert_sensors(ops: OpsSettings) -> list[dg.SensorDefinition]:
         description=(
             "Posts each failing backlog check to the ops channel once when it starts failing, "
             "a reminder while it keeps failing (OPS_ALERT_REMINDER_SECONDS), and a resolved "
-            "message when it passes; every alert is recorded in ops_alerts first, and unsent "
-            "ones (the engine's too) are retried each tick."
+            "message when it passes; the reviewers' check goes to their channel "
+            "(REVIEW_WEBHOOK_URL) and to ops at ERROR. Every alert is recorded in ops_alerts "
+            "first, and unsent ones (the engine's too) are retried each tick."
         ),
     )
     def ops_check_alerts(

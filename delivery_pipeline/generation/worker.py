@@ -5,7 +5,9 @@ discipline (``sql/queries_generation.sql``): a ``SKIP LOCKED`` batch claim
 with a lease, and every write fenced by the claim token, so several
 generation runs at once never write one document twice. A success pokes the
 webhook service's ``/internal/sweep`` (trigger 1); a failed poke is logged,
-never raised: the heartbeat sensor is the backstop.
+never raised: the heartbeat sensor is the backstop. A document of a kind in
+``DELIVERY_REVIEW_KINDS`` goes to ``awaiting_review`` instead, unpoked: a
+reviewer's approval sends it on.
 
 Receives a generator, a database URL and the poke's address and token —
 never the WhatsApp credentials. No Dagster here.

@@ -135,10 +135,9 @@ async def sign_in(request: Request) -> Response:
     sessions, _ = _signed_in(request)
     if sessions is None:
         return _off()
-    try:
-        form = await read_form(request, SIGN_IN_MAX_BYTES)
-    except TooLarge:
-        return PlainTextResponse("form too large", status_code=413, headers=_HEADERS)
+    form = await _form(request, SIGN_IN_MAX_BYTES)
+    if isinstance(form, Response):
+        return form
     name = " ".join(form.get("name", "").split())[:200]
     if not sessions.token_valid(form.get("token", "")):
         log.warning("review page: sign-in with a wrong token refused")
@@ -165,23 +164,30 @@ async def sign_out(request: Request) -> Response:
     if sessions is None:
         return _off()
     if session is not None:
-        try:
-            form = await read_form(request, SIGN_IN_MAX_BYTES)
-        except TooLarge:
-            return PlainTextResponse("form too large", status_code=413, headers=_HEADERS)
-        if not Sessions.csrf_matches(session, form.get("csrf")):
-            return _forged()
+        form = await _form(request, SIGN_IN_MAX_BYTES, session)
+        if isinstance(form, Response):
+            return form
     response = _to_sign_in()
     response.delete_cookie(COOKIE_NAME, path=PAGE)
     return response
 
 
-def _forged() -> Response:
-    return PlainTextResponse(
-        "This form is out of date or did not come from the review page: reload the page.",
-        status_code=403,
-        headers=_HEADERS,
-    )
+async def _form(
+    request: Request, limit: int, session: Session | None = None
+) -> dict[str, str] | Response:
+    """The posted form, or the answer instead: too large, or (``session`` given) without
+    that session's CSRF token."""
+    try:
+        form = await read_form(request, limit)
+    except TooLarge:
+        return PlainTextResponse("form too large", status_code=413, headers=_HEADERS)
+    if session is not None and not Sessions.csrf_matches(session, form.get("csrf")):
+        return PlainTextResponse(
+            "This form is out of date or did not come from the review page: reload the page.",
+            status_code=403,
+            headers=_HEADERS,
+        )
+    return form
 
 
 # ── the list ────────────────────────────────────────────────────────────
@@ -266,12 +272,9 @@ async def decide(request: Request) -> Response:
         return _html(
             "review_sign_in.html", 401, error="Your session has ended: sign in again.", name=""
         )
-    try:
-        form = await read_form(request, FORM_MAX_BYTES)
-    except TooLarge:
-        return PlainTextResponse("form too large", status_code=413, headers=_HEADERS)
-    if not Sessions.csrf_matches(session, form.get("csrf")):
-        return _forged()
+    form = await _form(request, FORM_MAX_BYTES, session)
+    if isinstance(form, Response):
+        return form
     document_id: int = request.path_params["document_id"]
     try:
         if action == "approve":

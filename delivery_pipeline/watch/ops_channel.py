@@ -1,13 +1,15 @@
-"""The ops channel: a Slack-compatible incoming webhook, fed from the ``ops_alerts`` table.
+"""The alert channels: Slack-compatible incoming webhooks, fed from the ``ops_alerts`` table.
 
 Every alert is a row first (``record``, ``note_check``, and the engine's
-``alerts.record_alert``); ``send_pending`` posts the rows the channel has not
-taken yet and marks each sent or failed, so an alert raised while the channel
-is down goes out on a later tick. With no ``OPS_WEBHOOK_URL`` the alerts are
-only logged and recorded. The URL is a secret: it is never logged, and error
-texts are scrubbed of it.
+``alerts.record_alert``); ``send_pending`` posts the rows a channel has not
+taken yet and marks each sent or failed, so an alert raised while a channel
+is down goes out on a later tick. Each row names its channel: ``ops``
+(``OPS_WEBHOOK_URL``) or ``reviewers`` (``REVIEW_WEBHOOK_URL``, falling back
+to the ops webhook). With no ops webhook the ops alerts are only logged and
+recorded. The URLs are secrets: never logged, and error texts are scrubbed
+of them.
 
-No Dagster here: the alert sensors in ``dagster_defs/alerting.py`` call these.
+No Dagster here: the alert sensors in ``dagster_defs/alert_sensors.py`` call these.
 """
 
 from __future__ import annotations
