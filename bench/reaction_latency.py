@@ -72,6 +72,7 @@ def main() -> None:
                         "kind": "plan",
                         "for_date": None,
                         "body": f"Your plan, {i}.\n\nSecond part.",
+                        "needs_review": False,
                     },
                 )
                 phones.append(phone)

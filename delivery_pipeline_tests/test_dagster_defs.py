@@ -209,11 +209,13 @@ def test_generator_resource_has_no_access_to_messaging_credentials(monkeypatch):
     def required(name: str) -> set[str]:
         return set(definitions.resolve_job_def(name).get_required_resource_defs())
 
+    # (delivery: which kinds await review; it holds no credential)
     assert required("generate_documents") == {
         "io_manager",
         "app_db",
         "generator",
         "delivery_service",
+        "delivery",
     }
     for name in ("request_document", "enqueue_daily_briefs", "refresh_backlog"):
         assert "cloud_api" not in required(name) and "generator" not in required(name), name
@@ -520,7 +522,7 @@ def test_backlog_of_an_empty_database_is_all_zeros(database_url, instance):
         [delivery_backlog], resources=resources_for(database_url), instance=instance
     )
     frame = result.output_for_node("delivery_backlog")
-    assert frame["count"].sum() == 0 and len(frame) == 6 + 7
+    assert frame["count"].sum() == 0 and len(frame) == 7 + 8
 
 
 # ── instance configuration ──────────────────────────────────────────────

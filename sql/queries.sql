@@ -59,9 +59,11 @@ SELECT is_valid_time_zone(%(time_zone)s) AS valid
 -- ──────────────────────────── documents ──────────────────────────────────
 
 -- name: insert_ready_document
--- A document generated elsewhere, ready for delivery.
-INSERT INTO documents (person_id, kind, for_date, status, body, generated_at)
-VALUES (%(person_id)s, %(kind)s, %(for_date)s, 'succeeded', %(body)s, now())
+-- A document generated elsewhere: ready for delivery, or awaiting review when %(needs_review)s (its kind is in DELIVERY_REVIEW_KINDS).
+INSERT INTO documents (person_id, kind, for_date, status, body, generated_at,
+                       awaiting_review_since)
+VALUES (%(person_id)s, %(kind)s, %(for_date)s, 'succeeded', %(body)s, now(),
+        CASE WHEN %(needs_review)s THEN now() END)
 RETURNING *
 
 -- name: insert_pending_document
@@ -134,7 +136,7 @@ RETURNING d.id, locked.action
 
 -- name: claimed_document
 -- What delivery needs of a claimed document and its person.
-SELECT d.id, d.kind, d.for_date, d.body, d.chunk_limit, d.delivery_attempts,
+SELECT d.id, d.kind, d.for_date, delivery_body(d) AS body, d.chunk_limit, d.delivery_attempts,
        d.knock_sent_at, d.claim_token,
        p.id AS person_id, p.phone, p.name, p.locale
 FROM documents d JOIN people p ON p.id = d.person_id
@@ -324,9 +326,9 @@ SELECT *, extract(epoch FROM now() - created_at)::float8 AS age_seconds
 FROM ops_alerts WHERE dedup_key = %(dedup_key)s ORDER BY created_at DESC, id DESC LIMIT 1
 
 -- name: insert_alert
--- Record an alert (sent_at stays NULL until the ops channel took it).
-INSERT INTO ops_alerts (dedup_key, severity, kind, message, details)
-VALUES (%(dedup_key)s, %(severity)s, %(kind)s, %(message)s, %(details)s)
+-- Record an alert for its channel (sent_at stays NULL until the channel took it).
+INSERT INTO ops_alerts (dedup_key, severity, kind, message, details, channel)
+VALUES (%(dedup_key)s, %(severity)s, %(kind)s, %(message)s, %(details)s, %(channel)s)
 RETURNING *
 
 -- name: unsent_alerts

@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import getpass
 import json
 import logging
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from delivery_pipeline.model import ReviewDecision
 from delivery_pipeline.settings import Settings, SettingsError
 from delivery_pipeline.store.db import connect, resolve_database_url
 from delivery_pipeline.store.queries import QUERIES
@@ -24,6 +26,13 @@ from delivery_pipeline.store.records import (
     parse_kind,
     parse_phone,
     request_document,
+)
+from delivery_pipeline.store.review import (
+    Decided,
+    Decision,
+    NotAwaitingReview,
+    awaiting_review,
+    decide,
 )
 
 
@@ -114,8 +123,11 @@ def cmd_documents_add(args: argparse.Namespace, settings: Settings) -> int:
     parse_kind(args.kind)
     body = _read_body(args.file)
     with connect(_database_url(settings)) as conn:
-        doc = add_ready_document(conn, args.person, body, args.kind, for_date)
-    print(f"document {doc['id']}: {doc['kind']} for person {doc['person_id']}, ready for delivery")
+        doc = add_ready_document(
+            conn, args.person, body, args.kind, for_date, settings.delivery.review_kind_set
+        )
+    where = "awaiting review" if doc["awaiting_review_since"] else "ready for delivery"
+    print(f"document {doc['id']}: {doc['kind']} for person {doc['person_id']}, {where}")
     return 0
 
 
@@ -134,7 +146,68 @@ def cmd_documents_show(args: argparse.Namespace, settings: Settings) -> int:
             raise UsageError(f"no document {args.id}")
         chunks = conn.execute(QUERIES.document_chunks, {"document_id": args.id}).fetchall()
     doc.pop("body", None)
+    doc["review_edited"] = doc.pop("approved_body", None) is not None
     print(json.dumps({"document": doc, "chunks": chunks}, default=str, indent=2))
+    return 0
+
+
+# ── review ──────────────────────────────────────────────────────────────
+
+
+def _decide(settings: Settings, decision: Decision) -> int:
+    """Take the decision; 0 if it was ours, 1 if another reviewer's came first or the
+    document no longer awaits review, 2 (bad input) if it never did."""
+    from delivery_pipeline.generation.worker import SweepPoke
+
+    with connect(_database_url(settings)) as conn:
+        outcome = decide(conn, decision)
+    if isinstance(outcome, NotAwaitingReview) and not outcome.exists:
+        raise UsageError(str(outcome))
+    if not isinstance(outcome, Decided):
+        print(f"not applied: {outcome}", file=sys.stderr)
+        return 1
+    text = str(outcome)
+    if outcome.decision == ReviewDecision.APPROVED:
+        poked = SweepPoke.from_settings(settings.service)(outcome.document_id)
+        text += "; delivery poked" if poked else "; the heartbeat will deliver it"
+    print(text)
+    return 0
+
+
+def _login_name() -> str:
+    try:
+        return getpass.getuser()
+    except (OSError, KeyError):  # no login name in this environment (some containers)
+        return "operator"
+
+
+def cmd_documents_approve(args: argparse.Namespace, settings: Settings) -> int:
+    body = _read_body(args.body_file) if args.body_file else None
+    return _decide(settings, Decision.approve(args.id, args.reviewer, body=body, note=args.note))
+
+
+def cmd_documents_reject(args: argparse.Namespace, settings: Settings) -> int:
+    return _decide(settings, Decision.reject(args.id, args.reviewer, args.reason))
+
+
+def cmd_documents_awaiting_review(args: argparse.Namespace, settings: Settings) -> int:
+    from delivery_pipeline.watch.backlog import format_age
+
+    with connect(_database_url(settings)) as conn:
+        waiting = awaiting_review(conn, limit=args.limit)
+    rows = [
+        {
+            "id": w.id,
+            "kind": w.kind,
+            "person": f"{w.person_id} {w.name}".strip(),
+            "waiting": format_age(w.age_seconds),
+            "characters": len(w.body),
+        }
+        for w in waiting
+    ]
+    _print_rows(rows, ["id", "kind", "person", "waiting", "characters"])
+    if waiting and waiting[0].total > len(waiting):
+        print(f"... and {waiting[0].total - len(waiting)} more")
     return 0
 
 
@@ -273,6 +346,33 @@ def build_parser() -> argparse.ArgumentParser:
             p.add_argument("--file", help="body from this file (default: stdin)")
     p = add(docs_sub, "show", cmd_documents_show, "show a document's delivery state and chunks")
     p.add_argument("id", type=int)
+    login, who = _login_name(), "who decides (default: your login name)"
+    p = add(
+        docs_sub,
+        "approve",
+        cmd_documents_approve,
+        "approve a document awaiting review (optionally with an edited text); delivery follows",
+    )
+    p.add_argument("id", type=int)
+    p.add_argument("--body-file", help="approve this edited text instead ('-': stdin)")
+    p.add_argument("--note", help="a note kept with the decision")
+    p.add_argument("--reviewer", default=login, help=who)
+    p = add(
+        docs_sub,
+        "reject",
+        cmd_documents_reject,
+        "reject a document awaiting review: it is never delivered (abandoned as rejected)",
+    )
+    p.add_argument("id", type=int)
+    p.add_argument("--reason", required=True, help="why (kept with the document)")
+    p.add_argument("--reviewer", default=login, help=who)
+    p = add(
+        docs_sub,
+        "awaiting-review",
+        cmd_documents_awaiting_review,
+        "list the documents awaiting review, oldest first",
+    )
+    p.add_argument("--limit", type=int, default=50)
 
     p = add(
         sub, "sweep", cmd_sweep, "one delivery pass over eligible documents; prints what it did"

@@ -15,6 +15,8 @@ from delivery_pipeline.dagster_defs.resources import (
     AppDatabase,
     ChecksResource,
     DeliveryResource,
+    DeliveryServiceResource,
+    ReviewResource,
     check_settings,
 )
 from delivery_pipeline.watch.checks import SPECS, CheckResult, CheckSpec, Severity
@@ -40,10 +42,15 @@ def _build(spec: CheckSpec) -> dg.AssetChecksDefinition:
         metadata={"owner": spec.owner, "runbook": spec.runbook},
     )
     def _check(
-        app_db: AppDatabase, checks: ChecksResource, delivery: DeliveryResource
+        app_db: AppDatabase,
+        checks: ChecksResource,
+        delivery: DeliveryResource,
+        review: ReviewResource,
+        delivery_service: DeliveryServiceResource,
     ) -> dg.AssetCheckResult:
+        settings = check_settings(checks, delivery, review, delivery_service)
         with app_db.connect() as conn:
-            return as_check_result(spec.evaluate(conn, check_settings(checks, delivery)))
+            return as_check_result(spec.evaluate(conn, settings))
 
     return _check
 

@@ -1,4 +1,5 @@
-"""The webhook service: Meta's handshake, signed webhooks, the generator's poke.
+"""The webhook service: Meta's handshake, signed webhooks, the generator's poke, and the
+reviewers' page (``review_page.py``).
 
 A small Starlette app with no Dagster imports. It answers Meta fast and runs
 the targeted sweep (that person's or that document's delivery) in the
@@ -38,8 +39,11 @@ from starlette.routing import Route
 
 from delivery_pipeline import __version__
 from delivery_pipeline.delivery.sweep import DeliveryEngine, pool_size
+from delivery_pipeline.service.bodies import TooLarge, read_body
 from delivery_pipeline.service.ingest import WebhookOutcome, apply_payload
 from delivery_pipeline.service.listener import ReadyListener
+from delivery_pipeline.service.review_page import REVIEW_ROUTES
+from delivery_pipeline.service.sessions import Sessions
 from delivery_pipeline.settings import SERVICE_DEFAULT_PORT, Settings, secret
 from delivery_pipeline.store.db import async_pool, resolve_database_url
 from delivery_pipeline.store.queries import QUERIES
@@ -59,6 +63,8 @@ class Service:
     settings: Settings
     pool: AsyncConnectionPool[psycopg.AsyncConnection[DictRow]]
     engine: DeliveryEngine
+    # the review page's sessions; None when REVIEW_TOKEN is unset (the page is off)
+    review_sessions: Sessions | None = None
     sweeps: set[asyncio.Task[None]] = field(default_factory=set)
     listener: ReadyListener | None = None
 
@@ -95,22 +101,6 @@ def _service(request: Request) -> Service:
     return service
 
 
-class _TooLarge(Exception):
-    pass
-
-
-async def _read_body(request: Request, limit: int) -> bytes:
-    declared = request.headers.get("content-length")
-    if declared and declared.isdigit() and int(declared) > limit:
-        raise _TooLarge
-    body = bytearray()
-    async for part in request.stream():
-        body.extend(part)
-        if len(body) > limit:
-            raise _TooLarge
-    return bytes(body)
-
-
 # ── endpoints ───────────────────────────────────────────────────────────
 
 
@@ -132,8 +122,8 @@ async def receive(request: Request) -> Response:
     service = _service(request)
     limit = service.settings.service.webhook_max_body_bytes
     try:
-        body = await _read_body(request, limit)
-    except _TooLarge:
+        body = await read_body(request, limit)
+    except TooLarge:
         log.warning("webhook body over %s bytes refused (413)", limit)
         return PlainTextResponse("payload too large", status_code=413)
     header = request.headers.get("x-hub-signature-256")
@@ -165,8 +155,8 @@ async def poke(request: Request) -> Response:
     if not expected or scheme.lower() != "bearer" or not tokens_match(token.strip(), expected):
         return JSONResponse({"error": "a valid bearer token is required"}, status_code=401)
     try:
-        payload = json.loads(await _read_body(request, POKE_MAX_BODY_BYTES))
-    except (_TooLarge, ValueError):
+        payload = json.loads(await read_body(request, POKE_MAX_BODY_BYTES))
+    except (TooLarge, ValueError):
         return JSONResponse(
             {"error": 'body must be JSON like {"document_id": 42}'}, status_code=400
         )
@@ -217,6 +207,7 @@ ROUTES = [
     Route("/webhooks/whatsapp", receive, methods=["POST"]),
     Route("/internal/sweep", poke, methods=["POST"]),
     Route("/healthz", healthz, methods=["GET"]),
+    *REVIEW_ROUTES,
 ]
 
 
@@ -228,7 +219,13 @@ def create_app(settings: Settings, database_url: str) -> Starlette:
         pool = async_pool(database_url, max_size=pool_size(settings.delivery.concurrency) + 2)
         await pool.open(wait=False)
         client = CloudApiClient.from_settings(settings)
-        service = Service(settings, pool, DeliveryEngine(settings, pool, client))
+        review_token = secret(settings.review.token)
+        service = Service(
+            settings,
+            pool,
+            DeliveryEngine(settings, pool, client),
+            review_sessions=Sessions(review_token) if review_token else None,
+        )
         app.state.service = service
         if settings.whatsapp.app_secret is None:
             log.error("WHATSAPP_APP_SECRET is not set: every webhook POST will be refused")
@@ -236,6 +233,8 @@ def create_app(settings: Settings, database_url: str) -> Starlette:
         if settings.service.listen:
             service.listener = ReadyListener(database_url, pool, service.engine.sweep)
             listening = asyncio.create_task(service.listener.run())
+        if review_token is None:
+            log.info("REVIEW_TOKEN is not set: the review page answers 404")
         try:
             yield
         finally:

@@ -113,6 +113,7 @@ class Queries:
     check_pending: str
     check_generating: str
     check_undelivered: str
+    check_awaiting_review: str
     check_awaiting_reply: str
     check_knock_health: str
     check_abandoned_recent: str
@@ -137,6 +138,11 @@ class Queries:
     report_chunks: str
     report_knocks: str
     report_abandoned: str
+
+    # sql/queries_review.sql
+    decide_review: str
+    document_review: str
+    awaiting_review: str
 
     # sql/queries_webhooks.sql
     insert_inbound: str

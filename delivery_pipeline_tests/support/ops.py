@@ -14,7 +14,9 @@ from typing import Any
 import psycopg
 
 from delivery_pipeline.settings import CheckSettings, Settings
+from delivery_pipeline.store.review import Decision, decide
 from delivery_pipeline_tests.support.data import add_document, add_person
+from delivery_pipeline_tests.support.review import awaiting
 
 HOUR = 3600
 TIER_LIMIT = CheckSettings().tier_limit  # WHATSAPP_MESSAGING_TIER's default, 250
@@ -205,7 +207,19 @@ def _unpause(conn: psycopg.Connection, _: Any) -> None:
     )
 
 
+def approve(conn: psycopg.Connection, document_id: int) -> None:
+    """Fixed: a reviewer approved it (it goes to delivery, due now)."""
+    decide(conn, Decision.approve(document_id, "fixer"))
+
+
 STRANDINGS = {
+    "awaiting_review_too_long": Stranding(
+        # WARN: the reviewers' own alert only (ERROR also escalates to ops)
+        "awaiting_review_too_long",
+        "warn",
+        lambda c: awaiting(c, age_seconds=40 * 60),
+        approve,
+    ),
     "pending_too_long": Stranding(
         "pending_too_long", "error", lambda c: pending(c, 2 * HOUR), deliver
     ),
