@@ -9,10 +9,11 @@ exclusive.
 Status codes, and why:
   401/403  missing/wrong signature or token: nothing is stored
   413      body over WEBHOOK_MAX_BODY_BYTES (default 4 MiB: Meta batches reach ~3 MB)
-  200      everything with a valid signature, including malformed or unknown
-           bodies (stored raw in raw_webhooks), so Meta does not redeliver it
-           for 7 days
-  503      the database is unreachable: Meta redelivers later, nothing lost
+  200      everything with a valid signature once it is kept: applied, or
+           (malformed, unknown, or holding what Postgres cannot store) kept
+           raw in raw_webhooks, so Meta does not redeliver it for 7 days
+  503      the body could not be kept (the database is unreachable): Meta
+           redelivers later, nothing lost
 """
 
 from __future__ import annotations
@@ -39,10 +40,12 @@ from starlette.routing import Route
 from delivery_pipeline import __version__
 from delivery_pipeline.delivery.sweep import DeliveryEngine, pool_size
 from delivery_pipeline.service.ingest import WebhookOutcome, apply_payload
+from delivery_pipeline.service.log_limit import RateLimitedLog
 from delivery_pipeline.settings import SERVICE_DEFAULT_PORT, Settings, secret
-from delivery_pipeline.store.db import async_pool, resolve_database_url
+from delivery_pipeline.store.db import async_pool, database_unavailable, resolve_database_url
 from delivery_pipeline.store.queries import QUERIES
 from delivery_pipeline.whatsapp.client import CloudApiClient
+from delivery_pipeline.whatsapp.payloads import UnusableBody, read_body
 from delivery_pipeline.whatsapp.signature import signature_valid, tokens_match
 
 log = logging.getLogger(__name__)
@@ -59,6 +62,8 @@ class Service:
     pool: AsyncConnectionPool[psycopg.AsyncConnection[DictRow]]
     engine: DeliveryEngine
     sweeps: set[asyncio.Task[None]] = field(default_factory=set)
+    # A replayed bad body must not fill the disk: a few lines per kind, then a count.
+    quiet_log: RateLimitedLog = field(default_factory=lambda: RateLimitedLog(log))
 
     def sweep_later(
         self, person_ids: Sequence[int], document_ids: Sequence[int]
@@ -132,20 +137,32 @@ async def receive(request: Request) -> Response:
     try:
         body = await _read_body(request, limit)
     except _TooLarge:
-        log.warning("webhook body over %s bytes refused (413)", limit)
+        service.quiet_log.log(
+            logging.WARNING, "too-large", "webhook body over %s bytes refused (413)", limit
+        )
         return PlainTextResponse("payload too large", status_code=413)
     header = request.headers.get("x-hub-signature-256")
     if not header:
         return PlainTextResponse("missing signature", status_code=401)
     app_secret = secret(service.settings.whatsapp.app_secret)
     if not app_secret or not signature_valid(app_secret, body, header):
-        log.warning("webhook with a wrong signature refused (403)")
+        service.quiet_log.log(
+            logging.WARNING, "bad-signature", "webhook with a wrong signature refused (403)"
+        )
         return PlainTextResponse("invalid signature", status_code=403)
     try:
         async with service.pool.connection() as conn:
-            outcome = await _handle(conn, body, service.settings)
-    except (psycopg.OperationalError, TimeoutError) as exc:
-        log.error("database unavailable, asking Meta to redeliver: %s", exc)
+            outcome = await _handle(conn, body, service)
+    except Exception as exc:
+        if database_unavailable(exc):
+            service.quiet_log.log(
+                logging.ERROR,
+                "database-unavailable",
+                "database unavailable, asking Meta to redeliver (503): %s",
+                _one_line(str(exc)),
+            )
+        else:
+            log.exception("a webhook body could not be kept; asking Meta to redeliver (503)")
         return PlainTextResponse("database unavailable", status_code=503)
     return JSONResponse(
         {"inbound": outcome.inbound_stored, "statuses": outcome.statuses_stored},
@@ -241,29 +258,67 @@ def create_app(settings: Settings, database_url: str) -> Starlette:
 
 
 async def _handle(
-    conn: psycopg.AsyncConnection[Any], body: bytes, settings: Settings
+    conn: psycopg.AsyncConnection[Any], body: bytes, service: Service
 ) -> WebhookOutcome:
-    """Apply a signed body; anything we cannot use is kept raw, never dropped."""
+    """Apply a signed body; whatever we cannot use is kept raw, never dropped.
+
+    Raises only when the body could not be kept at all (the caller answers
+    503). Not a 500 for a body we cannot use: Meta would redeliver the same
+    bytes for days and they would fail the same way.
+    """
     try:
-        payload = json.loads(body)
-    except (ValueError, UnicodeDecodeError) as exc:
-        await _store_raw(conn, body, f"malformed json: {exc}")
-        log.warning("malformed webhook JSON stored raw: %s", exc)
+        payload, changed = read_body(body)
+    except ValueError as exc:  # UnicodeDecodeError is one
+        await _keep_raw(conn, body, service, [f"malformed JSON: {_json_problem(exc)}"])
         return WebhookOutcome()
+    reasons = [f"stored with {', '.join(changed)} replaced"] if changed else []
     try:
-        outcome = await _apply_retrying(conn, payload, settings)
-    except psycopg.OperationalError:
-        raise
+        outcome = await _apply_retrying(conn, payload, service.settings)
+    except UnusableBody as exc:
+        outcome = WebhookOutcome()
+        reasons.append(f"unusable: {exc}")
     except Exception as exc:
-        # Not a 500: Meta would redeliver the same body for days and it
-        # would fail the same way. Keep it for inspection and say so.
-        log.exception("webhook could not be applied; stored raw")
-        await _store_raw(conn, body, f"unusable: {type(exc).__name__}: {exc}"[:500])
-        return WebhookOutcome()
-    if outcome.unhandled:
-        unhandled = ", ".join(sorted(set(outcome.unhandled)))
-        await _store_raw(conn, body, f"unhandled: {unhandled}"[:490])
+        if database_unavailable(exc):
+            raise
+        log.exception("a webhook body could not be applied (a bug); keeping it raw")
+        outcome = WebhookOutcome()
+        reasons.append(f"internal: {type(exc).__name__}")
+    reasons.extend(sorted(set(outcome.unhandled)))
+    if reasons:
+        await _keep_raw(conn, body, service, reasons)
     return outcome
+
+
+def _json_problem(exc: ValueError) -> str:
+    if isinstance(exc, UnicodeDecodeError):
+        return "not UTF-8"
+    return str(exc)
+
+
+async def _keep_raw(
+    conn: psycopg.AsyncConnection[Any], body: bytes, service: Service, reasons: list[str]
+) -> None:
+    """Keep the exact bytes with why, and say so in one line (a few per kind, then a count)."""
+    reason = _one_line("; ".join(reasons))[:500]
+    cur = await conn.execute(QUERIES.insert_raw_webhook, {"reason": reason, "body": body})
+    row = await cur.fetchone()
+    raw_id = row["id"] if row else None
+    # Fields of the platform we do not subscribe to use are normal; anything
+    # else means the body (or part of it) was not what Meta sends.
+    unused = all(r.startswith("field:") for r in reasons)
+    kind = reasons[0].partition(":")[0]
+    service.quiet_log.log(
+        logging.INFO if unused else logging.WARNING,
+        kind,
+        "webhook body kept raw (raw_webhooks id %s): %s",
+        raw_id,
+        reason,
+    )
+
+
+def _one_line(text: str) -> str:
+    """Text from outside as one printable line (a body must not forge log lines)."""
+    return "".join(c if c.isprintable() else " " for c in text)
 
 
 async def _apply_retrying(
@@ -279,10 +334,6 @@ async def _apply_retrying(
             log.info("webhook batch rolled back by a deadlock; applying it again")
             await asyncio.sleep(0.01 * (attempt + 1))
     raise AssertionError("unreachable")
-
-
-async def _store_raw(conn: psycopg.AsyncConnection[Any], body: bytes, reason: str) -> None:
-    await conn.execute(QUERIES.insert_raw_webhook, {"reason": reason, "body": body})
 
 
 def serve(settings: Settings, *, host: str, port: int, log_level: str = "info") -> None:

@@ -139,8 +139,10 @@ def from_error_object(obj: dict[str, Any], http_status: int | None = None) -> Cl
     raw_code = obj.get("code")
     try:
         code = int(raw_code) if raw_code is not None else None
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         code = None
+    if code is not None and not -(2**31) <= code < 2**31:
+        code = None  # no platform code is that large; ours are stored as integer
     error_data = obj.get("error_data") or {}
     details = error_data.get("details", "") if isinstance(error_data, dict) else ""
     message = str(obj.get("message") or obj.get("title") or "")
