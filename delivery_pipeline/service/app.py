@@ -45,12 +45,16 @@ from delivery_pipeline.settings import SERVICE_DEFAULT_PORT, Settings, secret
 from delivery_pipeline.store.db import async_pool, database_unavailable, resolve_database_url
 from delivery_pipeline.store.queries import QUERIES
 from delivery_pipeline.whatsapp.client import CloudApiClient
+from delivery_pipeline.whatsapp.identity import check_identity
 from delivery_pipeline.whatsapp.payloads import UnusableBody, read_body
 from delivery_pipeline.whatsapp.signature import signature_valid, tokens_match
 
 log = logging.getLogger(__name__)
 
 TARGETED_SWEEP_CONCURRENCY = 2
+# The API may start a moment after us (``up`` starts the sandbox first, a
+# deployment may not): ask a few times before saying it does not answer.
+IDENTITY_CHECK_ATTEMPTS = 5
 POKE_MAX_BODY_BYTES = 64 * 1024
 
 
@@ -81,16 +85,21 @@ class Service:
         return BackgroundTask(start)
 
     async def _sweep(self, person_ids: Sequence[int], document_ids: Sequence[int]) -> None:
-        targets = [{"person_id": p} for p in person_ids] + [
-            {"document_id": d} for d in document_ids
-        ]
+        targets: list[dict[str, int | None]] = [
+            {"person_id": p, "document_id": None} for p in person_ids
+        ] + [{"person_id": None, "document_id": d} for d in document_ids]
         for target in targets:
+            named = {k: v for k, v in target.items() if v is not None}
             try:
-                result = await self.engine.sweep(concurrency=TARGETED_SWEEP_CONCURRENCY, **target)
+                result = await self.engine.sweep(
+                    concurrency=TARGETED_SWEEP_CONCURRENCY,
+                    person_id=target["person_id"],
+                    document_id=target["document_id"],
+                )
                 if result.claimed:
-                    log.info("targeted sweep %s: %s", target, result.as_dict())
+                    log.info("targeted sweep %s: %s", named, result.as_dict())
             except Exception:
-                log.exception("targeted sweep %s failed; the heartbeat will retry", target)
+                log.exception("targeted sweep %s failed; the heartbeat will retry", named)
 
 
 def _service(request: Request) -> Service:
@@ -245,9 +254,13 @@ def create_app(settings: Settings, database_url: str) -> Starlette:
         app.state.service = service
         if settings.whatsapp.app_secret is None:
             log.error("WHATSAPP_APP_SECRET is not set: every webhook POST will be refused")
+        # In the background: webhooks are received whatever the answer, and
+        # the API (a sandbox started alongside) may come up a moment later.
+        identity = asyncio.create_task(_say_whether_identity_works(client, settings))
         try:
             yield
         finally:
+            identity.cancel()
             for task in list(service.sweeps):
                 task.cancel()
             await asyncio.gather(*service.sweeps, return_exceptions=True)
@@ -255,6 +268,24 @@ def create_app(settings: Settings, database_url: str) -> Starlette:
             await pool.close()
 
     return Starlette(routes=ROUTES, lifespan=lifespan)
+
+
+async def _say_whether_identity_works(client: CloudApiClient, settings: Settings) -> None:
+    """One line at start-up: will our sends be accepted? (A 190 told now, naming the
+    variable, rather than in the middle of the first sweep.)"""
+    for attempt in range(IDENTITY_CHECK_ATTEMPTS):
+        problem = await check_identity(client, settings.whatsapp)
+        if problem is None:
+            log.info(
+                "WhatsApp at %s accepts our identity (phone number id %s)",
+                settings.whatsapp.api_base_url,
+                settings.whatsapp.phone_number_id,
+            )
+            return
+        if problem.refused or attempt == IDENTITY_CHECK_ATTEMPTS - 1:
+            log.error("sending will not work: %s (webhooks are still received)", problem.message)
+            return
+        await asyncio.sleep(1.0)
 
 
 async def _handle(
