@@ -9,12 +9,9 @@ import os
 import pty
 import subprocess
 import sys
-import uuid
 
-import psycopg
 import pytest
 
-from delivery_pipeline.store.db import ensure_database, with_database
 from delivery_pipeline.store.queries import QUERIES
 from delivery_pipeline_tests.support.cli import run
 from delivery_pipeline_tests.support.data import add_document, add_person, document
@@ -25,18 +22,6 @@ def one_line_error(result: subprocess.CompletedProcess) -> str:
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
     return lines[0]
-
-
-@pytest.fixture
-def empty_database(pg_admin_url):
-    """A database with no schema at all."""
-    name = f"dp_empty_{uuid.uuid4().hex[:10]}"
-    ensure_database(pg_admin_url, name)
-    yield with_database(pg_admin_url, name)
-    with psycopg.connect(pg_admin_url, autocommit=True) as conn:
-        conn.execute(
-            psycopg.sql.SQL("DROP DATABASE {} WITH (FORCE)").format(psycopg.sql.Identifier(name))
-        )
 
 
 COMMANDS_ON_THE_DATABASE = [
@@ -89,10 +74,15 @@ def test_sandbox_say_without_a_sandbox(database_url):
     assert url in line and "delivery-pipeline sandbox" in line
 
 
-def test_sandbox_on_a_port_in_use(database_url, sandbox):
-    result = run(database_url, "sandbox", "--port", str(sandbox.port))
+@pytest.mark.parametrize(
+    "command", [("sandbox", "--port"), ("service", "--port"), ("up", "--sandbox-port")]
+)
+def test_a_port_in_use_is_one_line_before_anything_starts(database_url, sandbox, command):
+    result = run(database_url, *command, str(sandbox.port))
     assert result.returncode == 1
-    assert "already running" in one_line_error(result)
+    assert (
+        f"127.0.0.1:{sandbox.port}" in one_line_error(result) and "already running" in result.stderr
+    )
 
 
 @pytest.mark.parametrize(

@@ -16,6 +16,7 @@ Anything else that escapes a command is our bug and shows its traceback;
 from __future__ import annotations
 
 import enum
+import socket
 from pathlib import Path
 
 import psycopg
@@ -50,6 +51,24 @@ _SCHEMA_MISSING = (
     psycopg.errors.UndefinedColumn,
     psycopg.errors.UndefinedFunction,
 )
+
+
+def require_free_port(host: str, port: int, what: str) -> None:
+    """Say now, in one line, that ``what`` cannot listen there, rather than let
+    the server fail with its own message and exit status."""
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds
+        try:
+            probe.bind((host, port))
+        except socket.gaierror as exc:
+            raise UsageError(
+                f"--host {host}: not an address of this machine ({exc.strerror})"
+            ) from exc
+        except OSError as exc:
+            raise CommandFailed(
+                f"cannot listen on {host}:{port} ({exc.strerror}): is {what} already running "
+                "there? Stop it, or choose another port"
+            ) from exc
 
 
 def explain(exc: BaseException, settings: Settings | None) -> tuple[str, ExitCode] | None:

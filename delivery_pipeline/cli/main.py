@@ -11,13 +11,12 @@ import argparse
 import datetime as dt
 import json
 import logging
-import socket
 import sys
 import traceback
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from delivery_pipeline.cli.failures import CommandFailed, UsageError, explain
+from delivery_pipeline.cli.failures import CommandFailed, UsageError, explain, require_free_port
 from delivery_pipeline.settings import Settings
 from delivery_pipeline.store.db import connect, resolve_database_url
 from delivery_pipeline.store.queries import QUERIES
@@ -155,27 +154,10 @@ def cmd_status(args: argparse.Namespace, settings: Settings) -> int:
 # ── sandbox ─────────────────────────────────────────────────────────────
 
 
-def _port_free(host: str, port: int, what: str) -> None:
-    """Said before starting, in one line, rather than by uvicorn's own exit status."""
-    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as probe:
-        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds
-        try:
-            probe.bind((host, port))
-        except socket.gaierror as exc:
-            raise UsageError(
-                f"--host {host}: not an address of this machine ({exc.strerror})"
-            ) from exc
-        except OSError as exc:
-            raise CommandFailed(
-                f"cannot listen on {host}:{port} ({exc.strerror}): is {what} already running "
-                "there? Stop it, or choose another --port"
-            ) from exc
-
-
 def cmd_sandbox(args: argparse.Namespace, settings: Settings) -> int:
     from delivery_pipeline.sandbox.cli import main as sandbox_main
 
-    _port_free(args.host, args.port, "a sandbox")
+    require_free_port(args.host, args.port, "a sandbox")
     sandbox_main(["--host", args.host, "--port", str(args.port)])
     return 0
 
@@ -183,7 +165,7 @@ def cmd_sandbox(args: argparse.Namespace, settings: Settings) -> int:
 def cmd_service(args: argparse.Namespace, settings: Settings) -> int:
     from delivery_pipeline.service.app import serve
 
-    _port_free(args.host, args.port, "a webhook service")
+    require_free_port(args.host, args.port, "a webhook service")
     serve(settings, host=args.host, port=args.port)
     return 0
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import copy
 import json
 import random
+import re
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -74,6 +75,18 @@ ODD_NUMBERS = [
     "9007199254740993",
 ]
 TYPES: list[Any] = [None, True, False, 0, -1, 1.5, "", "text", [], {}, [None], {"": None}]
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _has_surrogate(text: str) -> bool:
+    return not text.isascii() and _SURROGATE.search(text) is not None
+
+
+_POOLS = {
+    "nul": [s for s in ODD_STRINGS if "\x00" in s],
+    "surrogate": [s for s in ODD_STRINGS if _has_surrogate(s)],
+    "odd-string": ODD_STRINGS,
+}
 _SENTINEL = "\u2063SPLICE{}\u2063"
 
 
@@ -168,7 +181,7 @@ def _odd_text_in(doc: Any) -> set[str]:
         for text in texts:
             if "\x00" in text:
                 found.add("nul")
-            if any(0xD800 <= ord(c) <= 0xDFFF for c in text):
+            if _has_surrogate(text):
                 found.add("surrogate")
     return found
 
@@ -188,17 +201,11 @@ def _mutate_once(rng: random.Random, doc: Any, splices: _Splices) -> str:
             target.extend(copy.deepcopy(rng.choice(target)) for _ in range(rng.randint(1, 20)))
             return "repeat"
     if kind == "odd-string" or kind in ("nul", "surrogate"):
-        pool = {
-            "nul": [s for s in ODD_STRINGS if "\x00" in s],
-            "surrogate": [s for s in ODD_STRINGS if any(0xD800 <= ord(c) <= 0xDFFF for c in s)],
-        }.get(kind, ODD_STRINGS)
-        value = rng.choice(pool)
+        value = rng.choice(_POOLS[kind])
         _set(parent, key, value, rng)
         if "\x00" in value:
             return "nul"
-        if any(0xD800 <= ord(c) <= 0xDFFF for c in value):
-            return "surrogate"
-        return "odd-string"
+        return "surrogate" if _has_surrogate(value) else "odd-string"
     if kind == "odd-number":
         raw = rng.choice(ODD_NUMBERS)
         tag = "number-overflow" if raw.lstrip("-") == "1e400" else "odd-number"
