@@ -199,7 +199,11 @@ def test_repeated_warnings_are_rate_limited_with_a_count(app, client, db, caplog
 
 def test_a_body_that_cannot_be_kept_is_503(client, db, caplog):
     """Not 200: nothing would hold it, and Meta redelivers only what was not answered 200."""
+    caplog.set_level(logging.WARNING, logger="delivery_pipeline")
     db.execute("ALTER TABLE raw_webhooks RENAME TO raw_webhooks_gone")
     assert post(client, b"{not json").status_code == 503
+    [line] = caplog.records
+    assert line.levelno == logging.ERROR and not line.exc_info
+    assert '"raw_webhooks" does not exist' in line.getMessage()
     db.execute("ALTER TABLE raw_webhooks_gone RENAME TO raw_webhooks")
     assert post(client, b"{not json").status_code == 200

@@ -98,8 +98,17 @@ class Service:
                 )
                 if result.claimed:
                     log.info("targeted sweep %s: %s", named, result.as_dict())
-            except Exception:
-                log.exception("targeted sweep %s failed; the heartbeat will retry", named)
+            except Exception as exc:
+                if not database_unavailable(exc):
+                    log.exception("targeted sweep %s failed; the heartbeat will retry", named)
+                    continue
+                self.quiet_log.log(
+                    logging.WARNING,
+                    "sweep-database-unavailable",
+                    "targeted sweep %s: database unavailable (%s); the heartbeat will retry",
+                    named,
+                    _one_line(str(exc)),
+                )
 
 
 def _service(request: Request) -> Service:
@@ -164,14 +173,19 @@ async def receive(request: Request) -> Response:
             outcome = await _handle(conn, body, service)
     except Exception as exc:
         if database_unavailable(exc):
-            service.quiet_log.log(
-                logging.ERROR,
-                "database-unavailable",
-                "database unavailable, asking Meta to redeliver (503): %s",
-                _one_line(str(exc)),
-            )
+            what = "database unavailable"
+        elif isinstance(exc, psycopg.Error):  # a schema or a grant missing: deployment
+            what = "the database refused to keep it"
         else:
             log.exception("a webhook body could not be kept; asking Meta to redeliver (503)")
+            return PlainTextResponse("database unavailable", status_code=503)
+        service.quiet_log.log(
+            logging.ERROR,
+            what,
+            "%s, asking Meta to redeliver (503): %s",
+            what,
+            _one_line(str(exc)),
+        )
         return PlainTextResponse("database unavailable", status_code=503)
     return JSONResponse(
         {"inbound": outcome.inbound_stored, "statuses": outcome.statuses_stored},
