@@ -63,6 +63,8 @@ class Section(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
     env_prefix: ClassVar[str] = ""
+    # Fields whose bad value is not echoed in an error (it may hold a password).
+    unechoed: ClassVar[frozenset[str]] = frozenset()
     # The fields whose value came from an environment variable.
     _from_environment: frozenset[str] = PrivateAttr(default=frozenset())
 
@@ -117,6 +119,8 @@ def secret(value: SecretStr | None) -> str | None:
 
 
 class DatabaseSettings(Section):
+    unechoed: ClassVar[frozenset[str]] = frozenset({"database_url"})
+
     database_url: str | None = Field(
         None, json_schema_extra=env("DATABASE_URL"), description="app database; unset: embedded"
     )
@@ -125,6 +129,22 @@ class DatabaseSettings(Section):
         json_schema_extra=env("DELIVERY_DATA_DIR"),
         description="where the embedded Postgres lives",
     )
+
+    @field_validator("database_url")
+    @classmethod
+    def _postgres_url(cls, value: str | None) -> str | None:
+        """Refused here, in one line, rather than as a driver error on first use."""
+        import psycopg  # only when a URL is set: the sandbox needs no driver
+
+        if value is not None:
+            try:
+                psycopg.conninfo.conninfo_to_dict(value)
+            except psycopg.ProgrammingError:
+                # psycopg's text quotes the value, password and all: not shown.
+                raise ValueError(
+                    "not a PostgreSQL URL (like postgresql://user@host:5432/delivery)"
+                ) from None
+        return value
 
     @property
     def data_path(self) -> Path:
@@ -470,11 +490,11 @@ class Settings(BaseModel):
 
 def _describe(section: type[Section], exc: ValidationError) -> Iterator[str]:
     names = section.env_names()
-    secrets = section.secret_fields()
+    hidden = section.secret_fields() | section.unechoed
     for error in exc.errors():
         field = str(error["loc"][0]) if error["loc"] else "?"
         variable = names.get(field, field)
-        shown = "" if field in secrets else f" (got {error.get('input')!r})"
+        shown = "" if field in hidden else f" (got {error.get('input')!r})"
         yield f"{variable}: {error['msg'].removeprefix('Value error, ')}{shown}"
 
 

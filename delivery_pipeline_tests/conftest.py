@@ -73,6 +73,15 @@ def database_url(pg_admin_url: str, template_database: str) -> Iterator[str]:
 
 
 @pytest.fixture
+def empty_database(pg_admin_url: str) -> Iterator[str]:
+    """A database with no schema at all."""
+    name = f"dp_empty_{uuid.uuid4().hex[:10]}"
+    ensure_database(pg_admin_url, name)
+    yield with_database(pg_admin_url, name)
+    _drop(pg_admin_url, name)
+
+
+@pytest.fixture
 def db(database_url: str) -> Iterator[psycopg.Connection[DictRow]]:
     with connect(database_url) as conn:
         yield conn

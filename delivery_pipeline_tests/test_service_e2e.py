@@ -132,3 +132,15 @@ def test_dropped_response_is_settled_by_the_status_webhook(db, sandbox, settings
     # delivery resumes from chunk 1, with no duplicate of chunk 0.
     wait_for(lambda: document(db, doc["id"])["delivered_at"], what="delivery after settlement")
     assert len(texts(sandbox.inbox(person["phone"]))) == 3
+
+
+def test_an_identity_the_api_refuses_is_told_at_start_up(db, sandbox, settings):
+    with start_service(
+        settings.database.database_url, sandbox.url, WHATSAPP_ACCESS_TOKEN="not-the-sandbox-one"
+    ) as svc:
+        line = wait_for(
+            lambda: next((x for x in svc.log().splitlines() if "sending will not work" in x), None),
+            what="the start-up line",
+        )
+        assert svc.http.get("/healthz").status_code == 200, "webhooks are still received"
+    assert "ERROR" in line and "(190)" in line and "WHATSAPP_ACCESS_TOKEN" in line

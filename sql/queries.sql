@@ -91,6 +91,34 @@ FROM document_states
 GROUP BY state, coalesce(abandon_reason, '')
 ORDER BY state, reason
 
+-- name: oldest_waiting
+-- The oldest document of each state that waits on someone (pending, generating,
+-- undelivered, awaiting_reply): its id, last error and next attempt. Found
+-- through the partial indexes of those states, so the cost does not grow with
+-- the documents ever delivered or abandoned; the state comes from the view.
+WITH waiting AS (
+    SELECT id FROM documents WHERE in_queue
+    UNION ALL
+    SELECT id FROM documents
+    WHERE awaiting_reply_since IS NOT NULL AND delivered_at IS NULL AND abandoned_at IS NULL
+    UNION ALL
+    SELECT id FROM documents WHERE status IN ('pending', 'generating') AND abandoned_at IS NULL
+)
+SELECT DISTINCT ON (s.state)
+       s.state, d.id AS oldest_id,
+       CASE WHEN s.state IN ('pending', 'generating') THEN d.generation_error
+            ELSE d.last_delivery_error END AS oldest_last_error,
+       n.at AS oldest_next_attempt_at,
+       extract(epoch FROM n.at - now())::float8 AS oldest_next_attempt_in_seconds
+FROM waiting w
+JOIN document_states s ON s.id = w.id
+JOIN documents d ON d.id = w.id
+CROSS JOIN LATERAL (
+    SELECT CASE WHEN s.state IN ('pending', 'generating') THEN d.next_generation_at
+                WHEN s.state = 'undelivered' THEN d.next_attempt_at END AS at
+) n
+ORDER BY s.state, s.since, s.id
+
 -- ───────────────────────── eligibility and claim ─────────────────────────
 
 -- name: guard_exists

@@ -30,6 +30,7 @@ from typing import IO, Any
 
 import httpx
 
+from delivery_pipeline.cli.failures import require_free_port
 from delivery_pipeline.model import Kind
 from delivery_pipeline.settings import (
     DEV_ACCESS_TOKEN,
@@ -425,6 +426,12 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
             file=sys.stderr,
         )
 
+    for what, port in (
+        ("a sandbox", ports.sandbox),
+        ("a webhook service", ports.service),
+        ("Dagster", ports.dagster),
+    ):
+        require_free_port(ports.host, port, what)
     print("preparing the databases...", file=sys.stderr)
     databases = prepare_databases(settings, args.dagster_database)
     children: list[Child] = []

@@ -11,7 +11,7 @@ class TooLarge(Exception):
     """The body is over the limit (declared or streamed)."""
 
 
-async def read_body(request: Request, limit: int) -> bytes:
+async def read_limited(request: Request, limit: int) -> bytes:
     """The raw body; ``TooLarge`` as soon as it passes ``limit`` bytes."""
     declared = request.headers.get("content-length")
     if declared and declared.isdigit() and int(declared) > limit:
@@ -27,6 +27,6 @@ async def read_body(request: Request, limit: int) -> bytes:
 async def read_form(request: Request, limit: int) -> dict[str, str]:
     """An ``application/x-www-form-urlencoded`` body (what a plain HTML form posts); the
     first value of each field. Undecodable bytes become U+FFFD rather than an error."""
-    body = await read_body(request, limit)
+    body = await read_limited(request, limit)
     fields = parse_qs(body.decode("utf-8", errors="replace"), keep_blank_values=True)
     return {name: values[0] for name, values in fields.items()}

@@ -74,6 +74,7 @@ class Queries:
     document_by_id: str
     document_chunks: str
     state_summary: str
+    oldest_waiting: str
     guard_exists: str
     eligible_ids: str
     claim_batch: str
