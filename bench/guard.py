@@ -1,7 +1,9 @@
 """The heartbeat guard (``QUERIES.guard_exists``): its cost with an empty table
 versus 1M delivered documents + 100k documents awaiting a knock reply (the
-morning when most subscribers have not written since yesterday), and the
-1,000-awaiting case in which a naive guard (one that joins people per row) cost ~2 ms.
+morning when most subscribers have not written since yesterday), the
+1,000-awaiting case in which a naive guard (one that joins people per row) cost ~2 ms,
+and the largest case plus 100k documents awaiting a reviewer (outside the queue
+index like the awaiting-reply ones, sql/010).
 
 Data is bulk-loaded set-based (INSERT … SELECT generate_series), then
 VACUUM ANALYZE. Each case: warm-up, then many timed executions of the guard
@@ -10,6 +12,7 @@ client-side round trip on loopback. EXPLAIN (ANALYZE, BUFFERS) of the
 largest case and of the empty one go into the section.
 
     ./dev shell bench/guard.py [--iterations 2000] [--delivered 1000000] [--awaiting 100000]
+                               [--reviewing 100000]
 """
 
 from __future__ import annotations
@@ -26,8 +29,9 @@ from delivery_pipeline.store.queries import QUERIES
 PEOPLE = 100_000
 
 
-def load(conn, delivered: int, awaiting: int) -> None:  # type: ignore[no-untyped-def]
-    """Bring the table to ``delivered`` delivered + ``awaiting`` awaiting-reply documents."""
+def load(conn, delivered: int, awaiting: int, reviewing: int = 0) -> None:  # type: ignore[no-untyped-def]
+    """Bring the table to ``delivered`` delivered + ``awaiting`` awaiting-reply documents
+    + ``reviewing`` documents awaiting review (due, were they in the queue)."""
     have = conn.execute("SELECT count(*) AS n FROM people").fetchone()["n"]
     if have < PEOPLE:
         # People who wrote two days ago: their window is closed.
@@ -64,6 +68,19 @@ def load(conn, delivered: int, awaiting: int) -> None:  # type: ignore[no-untype
                FROM generate_series(%(from)s::bigint, %(to)s::bigint) g""",
             {"people": PEOPLE, "from": n + 1, "to": awaiting},
         )
+    n = conn.execute(
+        "SELECT count(*) AS n FROM documents WHERE awaiting_review_since IS NOT NULL"
+    ).fetchone()["n"]
+    if n < reviewing:
+        conn.execute(
+            """INSERT INTO documents (person_id, kind, status, body, generated_at,
+                                     awaiting_review_since, next_attempt_at)
+               SELECT (SELECT min(id) FROM people) + g %% %(people)s, 'plan', 'succeeded',
+                      'body under review ' || g, now() - interval '1 hour',
+                      now() - interval '1 hour', now() - interval '1 hour'
+               FROM generate_series(%(from)s::bigint, %(to)s::bigint) g""",
+            {"people": PEOPLE, "from": n + 1, "to": reviewing},
+        )
     conn.execute("VACUUM ANALYZE people")
     conn.execute("VACUUM ANALYZE documents")
 
@@ -93,6 +110,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3, help="measurement rounds per case")
     parser.add_argument("--delivered", type=int, default=1_000_000)
     parser.add_argument("--awaiting", type=int, default=100_000)
+    parser.add_argument("--reviewing", type=int, default=100_000)
     args = parser.parse_args()
     settings = Settings()
     params = {
@@ -100,20 +118,28 @@ def main() -> None:
         "service_window": settings.delivery.window,
     }
     cases = [
-        ("empty table", 0, 0),
-        (f"{args.delivered:,} delivered + 1,000 awaiting", args.delivered, 1000),
+        ("empty table", 0, 0, 0),
+        (f"{args.delivered:,} delivered + 1,000 awaiting", args.delivered, 1000, 0),
         (
             f"{args.delivered:,} delivered + {args.awaiting:,} awaiting",
             args.delivered,
             args.awaiting,
+            0,
+        ),
+        (
+            f"{args.delivered:,} delivered + {args.awaiting:,} awaiting + "
+            f"{args.reviewing:,} under review",
+            args.delivered,
+            args.awaiting,
+            args.reviewing,
         ),
     ]
     results = []
     plans = {}
     with scratch_database() as url, connect(url) as conn:
-        for label, delivered, awaiting in cases:
+        for label, delivered, awaiting, reviewing in cases:
             started = time.perf_counter()
-            load(conn, delivered, awaiting)
+            load(conn, delivered, awaiting, reviewing)
             loaded = time.perf_counter() - started
             # Several rounds, the median of each; the reported figure is the median of rounds.
             rounds = [measure(conn, params, args.iterations) for _ in range(args.repeats)]
@@ -130,17 +156,18 @@ def main() -> None:
     rows = "\n".join(
         f"| {label} | {med:.3f} | {p99:.3f} | {med / base:.2f} |" for label, med, p99, _ in results
     )
-    big, small = results[-1], results[1]
+    big, small, reviewed = results[2], results[1], results[3]
     body = (
         f"`guard_exists` on PostgreSQL {server_version}, one connection, prepared, "
         f"{args.repeats} rounds × {args.iterations:,} executions after 200 warm-up; median of the "
         "rounds' medians (client round trip on loopback, so it includes ~0.03-0.05 ms of "
-        "protocol). Nothing is eligible in any case (the awaiting documents wait on a reply). "
+        "protocol). Nothing is eligible in any case (the awaiting documents wait on a reply or "
+        "a reviewer). "
         "Targets: ≤ 0.2 ms, ratio to the empty table ≤ 1.5. a "
         "guard joining people per row: ~0.2 ms "
         "empty, ~2 ms with 1,000 awaiting. 100,000 people (window closed).\n\n"
         "| documents | median ms | p99 ms | ratio to empty |\n|---|---|---|---|\n" + rows + "\n\n"
-        f"`EXPLAIN (ANALYZE, BUFFERS)` at {big[0]}:\n\n```\n{plans[big[0]]}\n```\n\n"
+        f"`EXPLAIN (ANALYZE, BUFFERS)` at {reviewed[0]}:\n\n```\n{plans[reviewed[0]]}\n```\n\n"
         f"`EXPLAIN (ANALYZE, BUFFERS)` on the empty table:\n\n```\n{plans[results[0][0]]}\n```\n\n"
         + figures_comment(
             {
@@ -148,13 +175,15 @@ def main() -> None:
                 "guard_ratio": big[1] / base,
                 "guard_1k_ms": small[1],
                 "guard_empty_ms": base,
+                "guard_reviewing_ms": reviewed[1],
+                "guard_reviewing_ratio": reviewed[1] / base,
             }
         )
     )
     write_section(
         "guard",
         f"./dev shell bench/guard.py --iterations {args.iterations} --delivered {args.delivered} "
-        f"--awaiting {args.awaiting}",
+        f"--awaiting {args.awaiting} --reviewing {args.reviewing}",
         body,
     )
 

@@ -39,7 +39,9 @@ def main() -> None:
     with (
         scratch_database() as url,
         start_sandbox() as sandbox,
-        start_service(url, sandbox.url) as svc,
+        # The knocks go out from this process first; the service then reacts to
+        # the replies only (ready notifications off: bench/ready_latency.py).
+        start_service(url, sandbox.url, DELIVERY_LISTEN="false") as svc,
     ):
         sandbox.faults(
             webhook_url=svc.webhook_url,
@@ -70,6 +72,7 @@ def main() -> None:
                         "kind": "plan",
                         "for_date": None,
                         "body": f"Your plan, {i}.\n\nSecond part.",
+                        "needs_review": False,
                     },
                 )
                 phones.append(phone)

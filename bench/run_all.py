@@ -134,6 +134,14 @@ def summary_rows() -> list[tuple[str, str, str, bool | None]]:
         "{:.3f} ms",
         v is not None and float(v) <= 0.2,
     )
+    v = g.get("guard_reviewing_ratio")
+    add(
+        "guard, also 100k awaiting review, ratio to an empty table",
+        "≤ 1.5",
+        v,
+        "{:.2f}",
+        v is not None and float(v) <= 1.5,
+    )
     m = read_figures("memory") or {}
     v = m.get("rss_large_mib")
     add(
@@ -226,7 +234,11 @@ def main() -> None:
             print(f"── {name}: exit {status} in {time.monotonic() - started:.0f} s", flush=True)
             if status != 0:
                 failed.append(name)
-    write_summary("./dev shell bench/run_all.py" + (f" --skip {args.skip}" if args.skip else ""))
+    write_summary(
+        "./dev shell bench/run_all.py"
+        + (" --summary-only" if args.summary_only else "")
+        + (f" --skip {args.skip}" if args.skip else "")
+    )
     print(read_section("summary"))
     if failed:
         print(f"failed: {', '.join(failed)}", file=sys.stderr)

@@ -45,12 +45,25 @@ class AbandonReason(enum.StrEnum):
     UNKNOWN_OUTCOME = "unknown_outcome"
     UNREACHABLE = "unreachable"
     OPERATOR = "operator"
+    REJECTED = "rejected"  # a reviewer said no, with a reason
 
 
 # Reasons that are the system working as intended, not a failure to look at.
 EXPECTED_ABANDON_REASONS = frozenset(
-    {AbandonReason.STALE, AbandonReason.OPTED_OUT, AbandonReason.OPERATOR}
+    {
+        AbandonReason.STALE,
+        AbandonReason.OPTED_OUT,
+        AbandonReason.OPERATOR,
+        AbandonReason.REJECTED,
+    }
 )
+
+
+class ReviewDecision(enum.StrEnum):
+    """What a reviewer decided about a document (``documents.review_decision``)."""
+
+    APPROVED = "approved"
+    REJECTED = "rejected"
 
 
 class DocumentState(enum.StrEnum):
@@ -58,6 +71,7 @@ class DocumentState(enum.StrEnum):
 
     PENDING = "pending"
     GENERATING = "generating"
+    AWAITING_REVIEW = "awaiting_review"
     UNDELIVERED = "undelivered"
     AWAITING_REPLY = "awaiting_reply"
     DELIVERED = "delivered"
@@ -69,6 +83,7 @@ class DocumentState(enum.StrEnum):
 WAITING_STATE_OWNERS: dict[DocumentState, str] = {
     DocumentState.PENDING: "generator",
     DocumentState.GENERATING: "generator",
+    DocumentState.AWAITING_REVIEW: "reviewers",
     DocumentState.UNDELIVERED: "delivery",
     DocumentState.AWAITING_REPLY: "the person",
     DocumentState.GENERATION_FAILED: "ops",

@@ -42,6 +42,12 @@ DEV_ACCESS_TOKEN = "sandbox-access-token"
 
 DEFAULT_KNOCK_TEMPLATES = "en=document_ready:en,es=document_ready:es,pt=document_ready:pt_BR"
 
+# The kinds DELIVERY_REVIEW_KINDS may name: model.Kind's values (settings does
+# not import the model; test_model.py holds the two lists together).
+REVIEWABLE_KINDS = ("plan", "daily_brief")
+REVIEW_TOKEN_MIN_LENGTH = 16
+REVIEW_PAGE_PATH = "/review"
+
 
 class SettingsError(ValueError):
     """One or more settings have bad values; the message names each variable."""
@@ -57,6 +63,8 @@ class Section(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
     env_prefix: ClassVar[str] = ""
+    # Fields whose bad value is not echoed in an error (it may hold a password).
+    unechoed: ClassVar[frozenset[str]] = frozenset()
     # The fields whose value came from an environment variable.
     _from_environment: frozenset[str] = PrivateAttr(default=frozenset())
 
@@ -111,6 +119,8 @@ def secret(value: SecretStr | None) -> str | None:
 
 
 class DatabaseSettings(Section):
+    unechoed: ClassVar[frozenset[str]] = frozenset({"database_url"})
+
     database_url: str | None = Field(
         None, json_schema_extra=env("DATABASE_URL"), description="app database; unset: embedded"
     )
@@ -119,6 +129,22 @@ class DatabaseSettings(Section):
         json_schema_extra=env("DELIVERY_DATA_DIR"),
         description="where the embedded Postgres lives",
     )
+
+    @field_validator("database_url")
+    @classmethod
+    def _postgres_url(cls, value: str | None) -> str | None:
+        """Refused here, in one line, rather than as a driver error on first use."""
+        import psycopg  # only when a URL is set: the sandbox needs no driver
+
+        if value is not None:
+            try:
+                psycopg.conninfo.conninfo_to_dict(value)
+            except psycopg.ProgrammingError:
+                # psycopg's text quotes the value, password and all: not shown.
+                raise ValueError(
+                    "not a PostgreSQL URL (like postgresql://user@host:5432/delivery)"
+                ) from None
+        return value
 
     @property
     def data_path(self) -> Path:
@@ -173,6 +199,20 @@ class DeliverySettings(Section):
     )
     knock_param_max: int = Field(60, ge=1, description="cap of the knock's name parameter")
     heartbeat_seconds: int = Field(30, ge=1, description="heartbeat sensor interval")
+    review_kinds: str = Field(
+        "", description="kinds a reviewer approves before delivery, comma-separated"
+    )
+
+    @field_validator("review_kinds")
+    @classmethod
+    def _review_kinds(cls, value: str) -> str:
+        parse_review_kinds(value)
+        return value
+
+    @property
+    def review_kind_set(self) -> frozenset[str]:
+        """The kinds whose documents wait for a reviewer before delivery."""
+        return parse_review_kinds(self.review_kinds)
 
     @field_validator("knock_templates")
     @classmethod
@@ -212,6 +252,11 @@ class ServiceSettings(Section):
     webhook_max_body_bytes: int = Field(
         4 * 1024 * 1024, ge=1024, json_schema_extra=env("WEBHOOK_MAX_BODY_BYTES")
     )
+    listen: bool = Field(
+        True,
+        json_schema_extra=env("DELIVERY_LISTEN"),
+        description="sweep when Postgres notifies that a document became deliverable",
+    )
     dagster_webserver_url: str | None = Field(
         None,
         json_schema_extra=env("DAGSTER_WEBSERVER_URL"),
@@ -222,6 +267,11 @@ class ServiceSettings(Section):
     @classmethod
     def _no_trailing_slash(cls, value: str | None) -> str | None:
         return value.rstrip("/") if value else None
+
+    @property
+    def review_page_url(self) -> str:
+        """The reviewers' page on the webhook service (linked from their alerts)."""
+        return self.service_url + REVIEW_PAGE_PATH
 
 
 class GenerationSettings(Section):
@@ -329,6 +379,33 @@ class OpsSettings(Section):
     )
 
 
+class ReviewSettings(Section):
+    """The reviewers: their page's token, their channel, how long a document may wait."""
+
+    env_prefix: ClassVar[str] = "REVIEW_"
+
+    token: SecretStr | None = Field(None, description="the review page's sign-in token")
+    webhook_url: SecretStr | None = Field(
+        None, description="the reviewers' Slack-compatible webhook; unset: the ops channel"
+    )
+    warn_seconds: float = Field(30 * 60, gt=0, description="awaiting review: WARN after")
+    error_seconds: float = Field(2 * 60 * 60, gt=0, description="ERROR (and ops) after")
+    reminder_seconds: int = Field(30 * 60, ge=1, description="reminder to the reviewers every")
+
+    @field_validator("token")
+    @classmethod
+    def _long_token(cls, value: SecretStr | None) -> SecretStr | None:
+        # (a Dagster resource holds the variable's name here instead: not checked)
+        if not isinstance(value, SecretStr):
+            return value
+        if len(value.get_secret_value().strip()) < REVIEW_TOKEN_MIN_LENGTH:
+            raise ValueError(
+                f"must be at least {REVIEW_TOKEN_MIN_LENGTH} characters: the review page is "
+                "as safe as this token (use a long random string)"
+            )
+        return value
+
+
 class ScheduleSettings(Section):
     daily_briefs_cron: str = Field("*/15 * * * *", json_schema_extra=env("DAILY_BRIEFS_CRON"))
     backlog_cron: str = Field("*/5 * * * *", json_schema_extra=env("BACKLOG_CRON"))
@@ -382,6 +459,7 @@ class Settings(BaseModel):
     generation: GenerationSettings = GenerationSettings()
     checks: CheckSettings = CheckSettings()
     ops: OpsSettings = OpsSettings()
+    review: ReviewSettings = ReviewSettings()
     schedules: ScheduleSettings = ScheduleSettings()
     sandbox: SandboxSettings = SandboxSettings()
 
@@ -427,11 +505,11 @@ class Settings(BaseModel):
 
 def _describe(section: type[Section], exc: ValidationError) -> Iterator[str]:
     names = section.env_names()
-    secrets = section.secret_fields()
+    hidden = section.secret_fields() | section.unechoed
     for error in exc.errors():
         field = str(error["loc"][0]) if error["loc"] else "?"
         variable = names.get(field, field)
-        shown = "" if field in secrets else f" (got {error.get('input')!r})"
+        shown = "" if field in hidden else f" (got {error.get('input')!r})"
         yield f"{variable}: {error['msg'].removeprefix('Value error, ')}{shown}"
 
 
@@ -447,3 +525,14 @@ def parse_templates(raw: str) -> dict[str, tuple[str, str]]:
     if "en" not in templates:
         raise ValueError("needs an 'en' template (the fallback for other locales)")
     return templates
+
+
+def parse_review_kinds(raw: str) -> frozenset[str]:
+    """``plan,daily_brief`` → {"plan", "daily_brief"}; empty: no kind is reviewed."""
+    kinds = frozenset(filter(None, (part.strip() for part in raw.split(","))))
+    unknown = sorted(kinds - set(REVIEWABLE_KINDS))
+    if unknown:
+        raise ValueError(
+            f"unknown kind {', '.join(map(repr, unknown))}; kinds are {', '.join(REVIEWABLE_KINDS)}"
+        )
+    return kinds

@@ -13,10 +13,12 @@ from collections.abc import Iterator
 
 import psycopg
 import pytest
+from psycopg.rows import DictRow
 
 from delivery_pipeline.settings import Settings
 from delivery_pipeline.store.db import connect, ensure_database, with_database
 from delivery_pipeline.store.migrations import upgrade
+from delivery_pipeline_tests.support.sandbox_server import SandboxProcess, start_sandbox
 
 TEST_DB_ENV = "DELIVERY_TEST_DATABASE_URL"
 
@@ -62,15 +64,22 @@ def database_url(pg_admin_url: str, template_database: str) -> Iterator[str]:
 
 
 @pytest.fixture
-def db(database_url: str) -> Iterator[psycopg.Connection]:
+def empty_database(pg_admin_url: str) -> Iterator[str]:
+    """A database with no schema at all."""
+    name = f"dp_empty_{uuid.uuid4().hex[:10]}"
+    ensure_database(pg_admin_url, name)
+    yield with_database(pg_admin_url, name)
+    _drop(pg_admin_url, name)
+
+
+@pytest.fixture
+def db(database_url: str) -> Iterator[psycopg.Connection[DictRow]]:
     with connect(database_url) as conn:
         yield conn
 
 
 @pytest.fixture(scope="session")
-def sandbox_server() -> Iterator[object]:
-    from delivery_pipeline_tests.support.sandbox_server import start_sandbox
-
+def sandbox_server() -> Iterator[SandboxProcess]:
     server = start_sandbox()
     try:
         yield server
@@ -79,7 +88,7 @@ def sandbox_server() -> Iterator[object]:
 
 
 @pytest.fixture
-def sandbox(sandbox_server: object) -> Iterator[object]:
+def sandbox(sandbox_server: SandboxProcess) -> Iterator[SandboxProcess]:
     """The session's sandbox, reset to its start configuration for this test."""
     sandbox_server.reset()
     yield sandbox_server
@@ -87,7 +96,7 @@ def sandbox(sandbox_server: object) -> Iterator[object]:
 
 
 @pytest.fixture
-def settings(sandbox: object, database_url: str) -> Settings:
+def settings(sandbox: SandboxProcess, database_url: str) -> Settings:
     """Settings for an engine talking to the sandbox; fast backoff for tests."""
     return Settings().replace(
         database={"database_url": database_url},

@@ -31,14 +31,20 @@ from delivery_pipeline.dagster_defs.assets import (
     generated_documents,
 )
 from delivery_pipeline.dagster_defs.jobs import refresh_backlog
-from delivery_pipeline.dagster_defs.resources import OpsChannelResource
+from delivery_pipeline.dagster_defs.resources import (
+    DeliveryServiceResource,
+    OpsChannelResource,
+    ReviewResource,
+)
 from delivery_pipeline.dagster_defs.schedules import build_schedules
 from delivery_pipeline.delivery.sweep import sweep_sync
 from delivery_pipeline.settings import Settings
 from delivery_pipeline_tests.support import ops
 from delivery_pipeline_tests.support.dagster_support import resources_for
 from delivery_pipeline_tests.support.data import add_document, add_person
-from delivery_pipeline_tests.support.ops import HOUR, STRANDINGS
+from delivery_pipeline_tests.support.ops import HOUR, STRANDINGS, approve
+from delivery_pipeline_tests.support.review import awaiting
+from delivery_pipeline_tests.support.sandbox_server import WebhookReceiver
 
 pytestmark = pytest.mark.filterwarnings("ignore::dagster.BetaWarning")
 
@@ -300,7 +306,6 @@ def test_dagster_alerts_when_the_webhook_service_is_unreachable(
     db, database_url, instance, sandbox
 ):
     from delivery_pipeline.dagster_defs.asset_checks import webhook_service_reachable
-    from delivery_pipeline.dagster_defs.resources import DeliveryServiceResource
     from delivery_pipeline_tests.support.service_server import start_service
 
     keys = check_keys([webhook_service_reachable])
@@ -332,3 +337,122 @@ def test_dagster_alerts_when_the_webhook_service_is_unreachable(
     with start_service(database_url, sandbox.url) as service:
         assert evaluate(service.url) is None
     assert "resolved" in sandbox.ops_alerts()[-1]["text"]
+
+
+# ── the reviewers' channel ──────────────────────────────────────────────
+
+
+def review_resources(database_url, ops_url_, reviewers_url):
+    return {
+        **resources(database_url, ops_url_),
+        "review": ReviewResource(webhook_url=reviewers_url),
+        "delivery_service": DeliveryServiceResource(service_url="http://127.0.0.1:8766"),
+    }
+
+
+def review_tick(instance, res):
+    outcome = ops_check_alerts(build_sensor_context(instance=instance, resources=res))
+    assert isinstance(outcome, SkipReason)
+    return outcome
+
+
+def review_checks(instance, res):
+    defs = Definitions(
+        assets=[generated_documents, delivered_documents, delivery_backlog],
+        asset_checks=STATE_CHECKS,
+        jobs=[delivery_checks],
+        resources=res,
+    )
+    return run_checks(defs, instance)["awaiting_review_too_long"]
+
+
+def test_review_dwell_tells_the_reviewers_reminds_them_and_escalates_to_ops_at_error(
+    db, database_url, instance, sandbox
+):
+    with WebhookReceiver() as reviewers:
+        res = review_resources(database_url, ops_url(sandbox), reviewers.url)
+        doc = awaiting(db, age_seconds=40 * 60)
+
+        assert review_checks(instance, res).severity == AssetCheckSeverity.WARN
+        review_tick(instance, res)
+        [first] = [w.payload["text"] for w in reviewers.received]
+        assert first.startswith(":warning: *WARN*") and "awaiting_review_too_long" in first
+        assert "1 documents awaiting review" in first and "oldest 40m" in first
+        assert "http://127.0.0.1:8766/review" in first, "a link to the page"
+        assert sandbox.ops_alerts() == [], "ops is not told at WARN"
+        review_checks(instance, res)
+        review_tick(instance, res)
+        assert len(reviewers.received) == 1
+
+        db.execute("UPDATE ops_alerts SET created_at = created_at - interval '31 minutes'")
+        review_checks(instance, res)
+        review_tick(instance, res)
+        assert len(reviewers.received) == 2, "reminded every REVIEW_REMINDER_SECONDS (30 min)"
+        assert "still failing (WARN)" in reviewers.received[1].payload["text"]
+        assert sandbox.ops_alerts() == []
+
+        db.execute(
+            "UPDATE documents SET awaiting_review_since = now() - interval '3 hours' "
+            "WHERE id = %(id)s",
+            {"id": doc},
+        )
+        assert review_checks(instance, res).severity == AssetCheckSeverity.ERROR
+        review_tick(instance, res)
+        assert reviewers.received[2].payload["text"].startswith(":red_circle: *ERROR*")
+        [escalated] = sandbox.ops_alerts()
+        assert escalated["text"].startswith(":red_circle: *ERROR* Escalated to ops")
+        assert "awaiting_review_too_long" in escalated["text"] and "/review" in escalated["text"]
+
+        approve(db, doc)
+        assert review_checks(instance, res).passed
+        review_tick(instance, res)
+        assert "resolved" in reviewers.received[3].payload["text"]
+        assert len(reviewers.received) == 4
+        assert [p["text"].split("*")[1] for p in sandbox.ops_alerts()] == ["ERROR", "resolved"]
+        channels = db.execute(
+            "SELECT channel, kind, count(*) AS n FROM ops_alerts WHERE sent_at IS NOT NULL "
+            "GROUP BY channel, kind ORDER BY channel, kind"
+        ).fetchall()
+        assert [(r["channel"], r["kind"], r["n"]) for r in channels] == [
+            ("ops", "alert", 1),
+            ("ops", "resolved", 1),
+            ("reviewers", "alert", 2),
+            ("reviewers", "reminder", 1),
+            ("reviewers", "resolved", 1),
+        ]
+
+
+def test_without_a_reviewers_webhook_their_alert_goes_to_the_ops_channel(
+    db, database_url, instance, sandbox
+):
+    res = review_resources(database_url, ops_url(sandbox), None)
+    awaiting(db, age_seconds=40 * 60)
+    review_checks(instance, res)
+    review_tick(instance, res)
+    [post] = sandbox.ops_alerts()
+    assert "awaiting_review_too_long" in post["text"] and "/review" in post["text"]
+    row = db.execute("SELECT channel, sent_at FROM ops_alerts").fetchone()
+    assert row["channel"] == "reviewers" and row["sent_at"] is not None
+
+
+def test_a_down_reviewers_webhook_does_not_hold_up_ops_alerts(db, database_url, instance, sandbox):
+    with WebhookReceiver() as reviewers:
+        reviewers.answer_always(503)
+        res = review_resources(database_url, ops_url(sandbox), reviewers.url)
+        awaiting(db, age_seconds=40 * 60)
+        ops.pause_sender(db)
+        run_checks(definitions(database_url, ops_url(sandbox)), instance)
+
+        outcome = review_tick(instance, res)
+
+        assert "failed" in outcome.skip_message
+        assert ["sender_paused" in p["text"] for p in sandbox.ops_alerts()] == [True]
+        unsent = db.execute("SELECT channel, send_attempts FROM ops_alerts WHERE sent_at IS NULL")
+        assert [(r["channel"], r["send_attempts"]) for r in unsent] == [("reviewers", 1)]
+        reviewers.answer_always(200)
+        review_tick(instance, res)
+        assert reviewers.received[-1].answered == 200
+        assert (
+            db.execute("SELECT count(*) AS n FROM ops_alerts WHERE sent_at IS NULL").fetchone()["n"]
+            == 0
+        )

@@ -300,3 +300,31 @@ def test_thresholds_from_env():
     ) == (60.0, 2, 2000, 30)
     with pytest.raises(ValueError, match="CHECK_KNOCK_MIN_SAMPLE"):
         Settings.from_env({"CHECK_KNOCK_MIN_SAMPLE": "many"})
+
+
+def test_awaiting_review_warns_then_errs_with_a_link_to_the_review_page(db):
+    from delivery_pipeline_tests.support.review import awaiting
+
+    custom = Settings.from_env(
+        {
+            "REVIEW_WARN_SECONDS": "600",
+            "REVIEW_ERROR_SECONDS": "3600",
+            "DELIVERY_SERVICE_URL": "https://delivery.internal/",
+        }
+    )
+    young = awaiting(db, age_seconds=60)
+    result = evaluate("awaiting_review_too_long", db, custom)
+    assert result.passed and result.metadata["count"] == 1
+    old = awaiting(db, age_seconds=20 * 60)
+    result = evaluate("awaiting_review_too_long", db, custom)
+    assert (result.passed, result.severity, result.owner) == (False, Severity.WARN, "reviewers")
+    assert result.metadata["oldest_ids"] == [old, young]
+    assert result.metadata["review_page"] == "https://delivery.internal/review"
+    assert result.summary.startswith("1 documents awaiting review for over 10m 0s (of 2)")
+    assert result.summary.endswith("Review them at https://delivery.internal/review")
+    awaiting(db, age_seconds=3 * HOUR)
+    result = evaluate("awaiting_review_too_long", db, custom)
+    assert result.severity == Severity.ERROR and result.metadata["over_error"] == 1
+    assert (
+        evaluate("awaiting_review_too_long", db, T).severity == Severity.ERROR
+    )  # default ERROR: 2 h

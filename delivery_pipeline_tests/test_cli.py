@@ -3,27 +3,14 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 
 import pytest
 
 from delivery_pipeline.cli.main import build_parser
+from delivery_pipeline_tests.support.cli import run
 from delivery_pipeline_tests.support.data import add_person, new_phone
 
 pytestmark = pytest.mark.engine
-
-
-def run(database_url: str, *args: str, stdin: str = "", **env: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "delivery_pipeline.cli", *args],
-        input=stdin,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env={**os.environ, "DATABASE_URL": database_url, **env},
-    )
 
 
 def _subcommand_paths(parser, prefix=()):

@@ -215,11 +215,13 @@ def test_generator_resource_has_no_access_to_messaging_credentials(monkeypatch):
     def required(name: str) -> set[str]:
         return set(definitions.resolve_job_def(name).get_required_resource_defs())
 
+    # (delivery: which kinds await review; it holds no credential)
     assert required("generate_documents") == {
         "io_manager",
         "app_db",
         "generator",
         "delivery_service",
+        "delivery",
     }
     for name in ("request_document", "enqueue_daily_briefs", "refresh_backlog"):
         assert "cloud_api" not in required(name) and "generator" not in required(name), name
@@ -365,7 +367,7 @@ def test_generation_sensor(db, database_url, instance):
     person = add_person(db)
     pending(db, person["id"])
     request = pending_generation(sensor_context(instance, database_url))
-    assert isinstance(request, RunRequest) and request.run_key.startswith("generation-")
+    assert isinstance(request, RunRequest) and request.run_key.startswith("pending_generation-")
     run = add_run(instance, "generate_documents", DagsterRunStatus.STARTED)
     skip = pending_generation(sensor_context(instance, database_url))
     assert isinstance(skip, SkipReason) and run.run_id in skip.skip_message
@@ -601,7 +603,7 @@ def test_backlog_of_an_empty_database_is_all_zeros(database_url, instance):
         [delivery_backlog], resources=resources_for(database_url), instance=instance
     )
     frame = result.output_for_node("delivery_backlog")
-    assert frame["count"].sum() == 0 and len(frame) == 6 + 7
+    assert frame["count"].sum() == 0 and len(frame) == 7 + 8
 
 
 # ── instance configuration ──────────────────────────────────────────────

@@ -14,6 +14,8 @@ from pathlib import Path
 import pytest
 
 from delivery_pipeline.delivery.chunking import chunk_text
+from delivery_pipeline.delivery.progress import FINISHED, Event
+from delivery_pipeline.delivery.result import SweepResult
 from delivery_pipeline.delivery.sweep import run_sweep
 from delivery_pipeline.store.queries import QUERIES
 from delivery_pipeline_tests.support.data import (
@@ -52,6 +54,43 @@ def test_delivers_every_chunk_once_in_order(db, sandbox, settings):
     # A second sweep finds nothing to do and sends nothing.
     again = sweep(settings)
     assert again.claimed == 0 and len(sandbox.inbox(person["phone"])) == 9
+
+
+def test_the_observer_hears_every_step_and_the_result_is_their_sum(db, sandbox, settings):
+    open_window = [add_person(db) for _ in range(3)]
+    for person in open_window:
+        sandbox.say(person["phone"], "hi")
+        add_document(db, person["id"], plan_body(2))
+    unreachable = add_person(db)
+    sandbox.say(unreachable["phone"], "hi")
+    sandbox.set_unreachable(unreachable["phone"])
+    add_document(db, unreachable["id"], "Never arrives.")
+    add_document(db, add_person(db, inbound_age_seconds=None)["id"], "Needs a knock.")
+    heard = []
+
+    result = sweep(settings, observer=heard.append)
+
+    assert result.claimed == 5
+    assert sum(1 for e in heard if e.kind in FINISHED) == result.claimed, "one outcome per claim"
+    rebuilt = SweepResult()
+    for event in heard:
+        rebuilt.add(event)
+    assert rebuilt.as_dict() == result.as_dict()
+    assert result.send_errors == {"RecipientUnreachable": 1}
+    assert [e.kind for e in heard if e.document_id is None] == [Event.CLAIMED] * len(
+        [e for e in heard if e.kind == Event.CLAIMED]
+    )
+
+
+def test_a_failing_observer_does_not_stop_the_sweep(db, sandbox, settings):
+    person = add_person(db)
+    sandbox.say(person["phone"], "hi")
+    add_document(db, person["id"], plan_body(3))
+
+    def broken(event):
+        raise RuntimeError("the progress display fell over")
+
+    assert sweep(settings, observer=broken).delivered == 1
 
 
 def test_window_closed_knocks_once_then_delivers_after_reply(db, sandbox, settings):

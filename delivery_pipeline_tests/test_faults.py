@@ -125,13 +125,28 @@ def finish(settings, db, sandbox, *, grace: int = 3, rounds: int = 60) -> None:
         if left == 0:
             return
         time.sleep(0.5)
-    raise AssertionError(f"{left} documents still undelivered")
+    stuck = db.execute(
+        "SELECT d.id, d.last_delivery_error, d.delivery_attempts, "
+        "extract(epoch FROM d.next_attempt_at - now())::int AS due_in_seconds, "
+        "d.claim_token IS NOT NULL AS claimed, (SELECT array_agg(state ORDER BY chunk_index) "
+        "FROM delivery_chunks c WHERE c.document_id = d.id) AS chunks FROM documents d "
+        "WHERE delivered_at IS NULL AND abandoned_at IS NULL"
+    ).fetchall()
+    raise AssertionError(f"{left} documents still undelivered: {stuck}")
 
 
 @pytest.fixture
 def wired(sandbox, settings):
-    """The sandbox's status webhooks go to a real webhook service."""
-    with start_service(settings.database.database_url, sandbox.url) as service:
+    """The sandbox's status webhooks go to a real webhook service, a sender too: it
+    runs with the same retry settings as the test's own sweeps."""
+    with start_service(
+        settings.database.database_url,
+        sandbox.url,
+        DELIVERY_CHUNK_LIMIT=CHUNK_LIMIT,
+        DELIVERY_BACKOFF_MAX_SECONDS="0.5",
+        DELIVERY_MAX_ATTEMPTS="50",
+        DELIVERY_UNKNOWN_GRACE_SECONDS="5",
+    ) as service:
         sandbox.faults(
             webhook_url=service.webhook_url,
             app_secret=APP_SECRET,
@@ -308,8 +323,9 @@ def test_postgres_restarted_in_the_middle_of_a_sweep(own_postgres, sandbox, sett
     upgrade(url)
     sandbox.faults(latency_ms=20, pair_rate_enabled=False, throughput_limit=0)
     # One webhook service throughout: while Postgres is down it answers 503
-    # and the sandbox redelivers, as Meta would.
-    with start_service(url, sandbox.url) as service:
+    # and the sandbox redelivers, as Meta would. It does not sweep on ready
+    # notifications here: the sweep under test is the operator's process.
+    with start_service(url, sandbox.url, DELIVERY_LISTEN="false") as service:
         sandbox.faults(
             webhook_url=service.webhook_url,
             app_secret=APP_SECRET,

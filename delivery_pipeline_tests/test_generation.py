@@ -90,6 +90,7 @@ def test_generates_a_pending_plan_into_the_delivery_queue(db, database_url):
         "lost_claims": 0,
         "poked": 0,
         "poke_failed": 0,
+        "awaiting_review": 0,
         "stopped_by": None,
         "document_ids": None,
         "failed_ids": [],
@@ -245,7 +246,7 @@ def test_a_live_claim_excludes_others_and_an_expired_one_is_fenced(db, database_
     assert document(db, doc["id"])["generation_attempts"] == 2
     late = db.execute(
         QUERIES.generation_succeeded,
-        {"document_id": doc["id"], "token": stale_token, "body": "late"},
+        {"document_id": doc["id"], "token": stale_token, "body": "late", "needs_review": False},
     ).fetchone()
     assert late is None and document(db, doc["id"])["body"] != "late"
 

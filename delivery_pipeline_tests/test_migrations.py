@@ -4,24 +4,13 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import uuid
 
 import psycopg
 import pytest
 
-from delivery_pipeline.store.db import ensure_database, with_database
 from delivery_pipeline.store.migrations import migration_files, upgrade
 
 pytestmark = pytest.mark.engine
-
-
-@pytest.fixture
-def empty_database(pg_admin_url):
-    name = f"dp_mig_{uuid.uuid4().hex[:10]}"
-    ensure_database(pg_admin_url, name)
-    yield with_database(pg_admin_url, name)
-    with psycopg.connect(pg_admin_url, autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 def test_upgrade_applies_each_file_once(empty_database):

@@ -22,9 +22,11 @@ from delivery_pipeline.model import (
     DocumentState,
     Kind,
     Locale,
+    ReviewDecision,
     e164,
 )
-from delivery_pipeline.watch.alerts import AlertKind, AlertSeverity
+from delivery_pipeline.settings import REVIEWABLE_KINDS
+from delivery_pipeline.watch.alerts import AlertChannel, AlertKind, AlertSeverity
 
 _LITERAL = re.compile(r"'([a-z_]+)'::text")
 
@@ -54,6 +56,8 @@ def _values(values: type[enum.StrEnum]) -> set[str]:
         (ChunkState, "delivery_chunks", "state"),
         (AlertSeverity, "ops_alerts", "severity"),
         (AlertKind, "ops_alerts", "kind"),
+        (AlertChannel, "ops_alerts", "channel"),
+        (ReviewDecision, "documents", "review_decision"),
     ],
 )
 def test_each_enum_lists_exactly_what_its_check_allows(
@@ -85,6 +89,10 @@ def test_every_waiting_state_has_an_owner_and_expected_reasons_are_reasons() -> 
         DocumentState.ABANDONED,
     }
     assert EXPECTED_ABANDON_REASONS <= set(AbandonReason)
+
+
+def test_the_kinds_a_reviewer_may_be_asked_to_review_are_the_kinds() -> None:
+    assert set(REVIEWABLE_KINDS) == _values(Kind)
 
 
 def test_e164_is_the_schema_s_rule(db: psycopg.Connection[Any]) -> None:

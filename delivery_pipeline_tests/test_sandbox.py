@@ -184,6 +184,29 @@ def test_unknown_phone_number_id_is_code_100(sandbox: SandboxProcess) -> None:
     assert raised.value.code == 100
 
 
+def test_the_phone_number_record_answers_only_our_identity(sandbox: SandboxProcess) -> None:
+    record = with_client(sandbox, lambda c: c.phone_number())
+    assert record["id"] == sandbox.phone_number_id and record["display_phone_number"]
+    with pytest.raises(GlobalSendError) as token:
+        with_client(sandbox, lambda c: c.phone_number(), token="not-the-token")
+    assert (token.value.code, token.value.http_status) == (190, 401)
+    with pytest.raises(GlobalSendError) as number:
+        with_client(sandbox, lambda c: c.phone_number(), phone_number_id="999")
+    assert number.value.code == 100 and "Unsupported get request" in number.value.message
+
+
+def test_the_configured_identity_replaces_the_development_one() -> None:
+    env = {"WHATSAPP_ACCESS_TOKEN": "configured-token", "WHATSAPP_PHONE_NUMBER_ID": "4242"}
+    with start_sandbox(**env) as configured:
+        ours = with_client(
+            configured, lambda c: c.phone_number(), token="configured-token", phone_number_id="4242"
+        )
+        with pytest.raises(GlobalSendError) as development:
+            with_client(configured, lambda c: c.phone_number(), phone_number_id="4242")
+        assert "token=WHATSAPP_ACCESS_TOKEN" in configured.log()
+    assert ours["id"] == "4242" and development.value.code == 190
+
+
 def test_any_api_version_is_served(sandbox: SandboxProcess) -> None:
     for version in ("v23.0", "v26.0"):
         url = f"{sandbox.url}/{version}/{sandbox.phone_number_id}/messages"

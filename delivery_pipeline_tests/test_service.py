@@ -34,7 +34,12 @@ FIXTURES = Path(__file__).parent / "fixtures" / "meta-webhooks"
 def service_settings(settings):
     return settings.replace(
         whatsapp={"app_secret": APP_SECRET, "verify_token": VERIFY_TOKEN},
-        service={"internal_token": INTERNAL_TOKEN, "webhook_max_body_bytes": 64 * 1024},
+        # Sweeps run by hand here; test_listener.py covers ready notifications.
+        service={
+            "internal_token": INTERNAL_TOKEN,
+            "webhook_max_body_bytes": 64 * 1024,
+            "listen": False,
+        },
     )
 
 

@@ -23,7 +23,9 @@ from delivery_pipeline_tests.support.service_server import APP_SECRET, start_ser
 
 @pytest.fixture
 def service(sandbox, settings) -> Iterator[object]:
-    with start_service(settings.database.database_url, sandbox.url) as svc:
+    # These tests sweep by hand at chosen moments: the service reacts to webhooks
+    # and pokes only (test_listener.py covers its ready notifications).
+    with start_service(settings.database.database_url, sandbox.url, DELIVERY_LISTEN="false") as svc:
         sandbox.faults(webhook_url=svc.webhook_url, app_secret=APP_SECRET, status_delay_ms=20)
         yield svc
 
@@ -130,3 +132,15 @@ def test_dropped_response_is_settled_by_the_status_webhook(db, sandbox, settings
     # delivery resumes from chunk 1, with no duplicate of chunk 0.
     wait_for(lambda: document(db, doc["id"])["delivered_at"], what="delivery after settlement")
     assert len(texts(sandbox.inbox(person["phone"]))) == 3
+
+
+def test_an_identity_the_api_refuses_is_told_at_start_up(db, sandbox, settings):
+    with start_service(
+        settings.database.database_url, sandbox.url, WHATSAPP_ACCESS_TOKEN="not-the-sandbox-one"
+    ) as svc:
+        line = wait_for(
+            lambda: next((x for x in svc.log().splitlines() if "sending will not work" in x), None),
+            what="the start-up line",
+        )
+        assert svc.http.get("/healthz").status_code == 200, "webhooks are still received"
+    assert "ERROR" in line and "(190)" in line and "WHATSAPP_ACCESS_TOKEN" in line

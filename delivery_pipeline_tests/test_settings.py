@@ -125,3 +125,18 @@ def test_nothing_is_read_at_import_time() -> None:
     assert "REFUSED bad settings:" in result.stdout
     for variable in broken:
         assert variable in result.stdout
+
+
+def test_review_settings_refuse_a_short_token_and_unknown_kinds_without_echoing_the_token() -> None:
+    with pytest.raises(SettingsError) as failed:
+        Settings.from_env({"REVIEW_TOKEN": "short-secret", "DELIVERY_REVIEW_KINDS": "plan,plna"})
+    message = str(failed.value)
+    assert "REVIEW_TOKEN: must be at least 16 characters" in message
+    assert "short-secret" not in message
+    assert "DELIVERY_REVIEW_KINDS: unknown kind 'plna'" in message
+    settings = Settings.from_env(
+        {"REVIEW_TOKEN": "t" * 16, "DELIVERY_REVIEW_KINDS": " plan , daily_brief,"}
+    )
+    assert settings.delivery.review_kind_set == {"plan", "daily_brief"}
+    assert Settings().delivery.review_kind_set == frozenset(), "nothing is reviewed by default"
+    assert "t" * 16 not in repr(settings)

@@ -59,9 +59,11 @@ SELECT is_valid_time_zone(%(time_zone)s) AS valid
 -- ──────────────────────────── documents ──────────────────────────────────
 
 -- name: insert_ready_document
--- A document generated elsewhere, ready for delivery.
-INSERT INTO documents (person_id, kind, for_date, status, body, generated_at)
-VALUES (%(person_id)s, %(kind)s, %(for_date)s, 'succeeded', %(body)s, now())
+-- A document generated elsewhere: ready for delivery, or awaiting review when %(needs_review)s (its kind is in DELIVERY_REVIEW_KINDS).
+INSERT INTO documents (person_id, kind, for_date, status, body, generated_at,
+                       awaiting_review_since)
+VALUES (%(person_id)s, %(kind)s, %(for_date)s, 'succeeded', %(body)s, now(),
+        CASE WHEN %(needs_review)s THEN now() END)
 RETURNING *
 
 -- name: insert_pending_document
@@ -88,6 +90,34 @@ SELECT state,
 FROM document_states
 GROUP BY state, coalesce(abandon_reason, '')
 ORDER BY state, reason
+
+-- name: oldest_waiting
+-- The oldest document of each state that waits on someone (pending, generating,
+-- undelivered, awaiting_reply): its id, last error and next attempt. Found
+-- through the partial indexes of those states, so the cost does not grow with
+-- the documents ever delivered or abandoned; the state comes from the view.
+WITH waiting AS (
+    SELECT id FROM documents WHERE in_queue
+    UNION ALL
+    SELECT id FROM documents
+    WHERE awaiting_reply_since IS NOT NULL AND delivered_at IS NULL AND abandoned_at IS NULL
+    UNION ALL
+    SELECT id FROM documents WHERE status IN ('pending', 'generating') AND abandoned_at IS NULL
+)
+SELECT DISTINCT ON (s.state)
+       s.state, d.id AS oldest_id,
+       CASE WHEN s.state IN ('pending', 'generating') THEN d.generation_error
+            ELSE d.last_delivery_error END AS oldest_last_error,
+       n.at AS oldest_next_attempt_at,
+       extract(epoch FROM n.at - now())::float8 AS oldest_next_attempt_in_seconds
+FROM waiting w
+JOIN document_states s ON s.id = w.id
+JOIN documents d ON d.id = w.id
+CROSS JOIN LATERAL (
+    SELECT CASE WHEN s.state IN ('pending', 'generating') THEN d.next_generation_at
+                WHEN s.state = 'undelivered' THEN d.next_attempt_at END AS at
+) n
+ORDER BY s.state, s.since, s.id
 
 -- ───────────────────────── eligibility and claim ─────────────────────────
 
@@ -134,7 +164,7 @@ RETURNING d.id, locked.action
 
 -- name: claimed_document
 -- What delivery needs of a claimed document and its person.
-SELECT d.id, d.kind, d.for_date, d.body, d.chunk_limit, d.delivery_attempts,
+SELECT d.id, d.kind, d.for_date, delivery_body(d) AS body, d.chunk_limit, d.delivery_attempts,
        d.knock_sent_at, d.claim_token,
        p.id AS person_id, p.phone, p.name, p.locale
 FROM documents d JOIN people p ON p.id = d.person_id
@@ -324,9 +354,9 @@ SELECT *, extract(epoch FROM now() - created_at)::float8 AS age_seconds
 FROM ops_alerts WHERE dedup_key = %(dedup_key)s ORDER BY created_at DESC, id DESC LIMIT 1
 
 -- name: insert_alert
--- Record an alert (sent_at stays NULL until the ops channel took it).
-INSERT INTO ops_alerts (dedup_key, severity, kind, message, details)
-VALUES (%(dedup_key)s, %(severity)s, %(kind)s, %(message)s, %(details)s)
+-- Record an alert for its channel (sent_at stays NULL until the channel took it).
+INSERT INTO ops_alerts (dedup_key, severity, kind, message, details, channel)
+VALUES (%(dedup_key)s, %(severity)s, %(kind)s, %(message)s, %(details)s, %(channel)s)
 RETURNING *
 
 -- name: unsent_alerts
@@ -342,3 +372,15 @@ WHERE id = %(id)s
 -- The ops channel did not take it; it is retried on the next tick.
 UPDATE ops_alerts SET send_attempts = send_attempts + 1, last_send_error = %(error)s
 WHERE id = %(id)s
+
+-- ──────────────────────────── ready notifications ────────────────────────
+
+-- name: listen_ready
+-- Receive a notification whenever a document becomes deliverable (sql/012).
+LISTEN delivery_ready
+
+-- name: next_due
+-- When the earliest unclaimed document in the queue that is not due yet becomes due (one index probe).
+SELECT min(next_attempt_at) AS next_due
+FROM documents
+WHERE in_queue AND next_attempt_at > now() AND claim_token IS NULL

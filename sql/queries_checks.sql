@@ -42,15 +42,16 @@ LIMIT %(sample)s
 -- Generated, undelivered documents not waiting on a reply (state 'undelivered'): which the eligibility function says a sweep would take now, for how long they have been due (stranded), and how long since generation (slow, e.g. retrying with backoff). Stranded first, then oldest.
 WITH undelivered AS (
     SELECT d.id, d.person_id, d.kind, d.delivery_attempts, d.last_delivery_error,
-           coalesce(d.generated_at, d.created_at) AS since,
+           -- since generated, or approved by a reviewer (the review's wait is theirs)
+           coalesce(d.reviewed_at, d.generated_at, d.created_at) AS since,
            e.id IS NOT NULL AS eligible, e.action,
-           -- due since: generated, backoff elapsed, and any claim's lease expired
-           greatest(coalesce(d.generated_at, d.created_at), d.next_attempt_at,
+           -- due since: generated (approved), backoff elapsed, and any claim's lease expired
+           greatest(coalesce(d.reviewed_at, d.generated_at, d.created_at), d.next_attempt_at,
                     coalesce(d.claimed_at + %(lease)s, '-infinity')) AS due_since
     FROM documents d
     LEFT JOIN eligible_documents(%(lease)s, %(service_window)s) e ON e.id = d.id
     WHERE d.status = 'succeeded' AND d.delivered_at IS NULL AND d.abandoned_at IS NULL
-      AND d.awaiting_reply_since IS NULL
+      AND d.awaiting_reply_since IS NULL AND d.awaiting_review_since IS NULL
 )
 SELECT id, person_id, kind, eligible, action, delivery_attempts AS attempts,
        last_delivery_error AS error,
@@ -65,6 +66,18 @@ SELECT id, person_id, kind, eligible, action, delivery_attempts AS attempts,
        count(*) FILTER (WHERE since <= now() - %(slow)s) OVER () AS over_slow
 FROM undelivered
 ORDER BY (eligible AND due_since <= now() - %(warn)s) DESC, since, id
+LIMIT %(sample)s
+
+-- name: check_awaiting_review
+-- Documents waiting for a reviewer's decision (state 'awaiting_review'), oldest first, with the totals past %(warn)s and %(error)s.
+SELECT id, person_id, kind,
+       extract(epoch FROM now() - awaiting_review_since)::float8 AS age_seconds,
+       count(*) OVER () AS total,
+       count(*) FILTER (WHERE awaiting_review_since <= now() - %(warn)s) OVER () AS over_warn,
+       count(*) FILTER (WHERE awaiting_review_since <= now() - %(error)s) OVER () AS over_error
+FROM documents
+WHERE awaiting_review_since IS NOT NULL AND abandoned_at IS NULL
+ORDER BY awaiting_review_since, id
 LIMIT %(sample)s
 
 -- name: check_awaiting_reply
@@ -137,21 +150,21 @@ SELECT s.paused_at, s.pause_code, s.pause_reason,
        extract(epoch FROM now() - s.paused_at)::float8 AS age_seconds,
        (SELECT count(*) FROM documents d
         WHERE d.status = 'succeeded' AND d.delivered_at IS NULL AND d.abandoned_at IS NULL
-          AND d.awaiting_reply_since IS NULL) AS waiting,
+          AND d.awaiting_reply_since IS NULL AND d.awaiting_review_since IS NULL) AS waiting,
        coalesce((SELECT array_agg(id) FROM (
             SELECT d.id FROM documents d
             WHERE d.status = 'succeeded' AND d.delivered_at IS NULL AND d.abandoned_at IS NULL
-              AND d.awaiting_reply_since IS NULL
+              AND d.awaiting_reply_since IS NULL AND d.awaiting_review_since IS NULL
             ORDER BY d.next_attempt_at, d.id LIMIT %(sample)s) oldest), '{}') AS waiting_ids
 FROM sender_state s
 
 -- ─────────────────────────── the ops outbox ──────────────────────────────
 
 -- name: alerts_to_send
--- Alerts the ops channel has not taken yet and not older than %(max_age)s, oldest first (an alert stuck for a day is left recorded, unsent).
-SELECT id, dedup_key, severity, kind, message, details, created_at, send_attempts
+-- Alerts for %(channel)s that it has not taken yet and not older than %(max_age)s, oldest first (an alert stuck for a day is left recorded, unsent).
+SELECT id, dedup_key, severity, kind, message, details, created_at, send_attempts, channel
 FROM ops_alerts
-WHERE sent_at IS NULL AND created_at > now() - %(max_age)s
+WHERE sent_at IS NULL AND channel = %(channel)s AND created_at > now() - %(max_age)s
 ORDER BY created_at, id
 LIMIT %(limit)s
 

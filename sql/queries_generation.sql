@@ -46,12 +46,13 @@ RETURNING d.id, d.person_id, d.kind, d.for_date, d.generation_attempts,
           p.name, p.locale, p.time_zone, (now() AT TIME ZONE p.time_zone)::date AS local_today
 
 -- name: generation_succeeded
--- Store the body if our generation claim still holds; the document enters the delivery queue, due now.
+-- Store the body if our generation claim still holds; the document enters the delivery queue, due now, or awaits review when %(needs_review)s (its kind is in DELIVERY_REVIEW_KINDS).
 UPDATE documents
 SET status = 'succeeded', body = %(body)s, generated_at = now(), generation_error = NULL,
-    generation_claim_token = NULL, generation_claimed_at = NULL, next_attempt_at = now()
+    generation_claim_token = NULL, generation_claimed_at = NULL, next_attempt_at = now(),
+    awaiting_review_since = CASE WHEN %(needs_review)s THEN now() END
 WHERE id = %(document_id)s AND generation_claim_token = %(token)s AND status = 'generating'
-RETURNING id, person_id, abandoned_at
+RETURNING id, person_id, abandoned_at, awaiting_review_since
 
 -- name: generation_failed
 -- Record a failed generation if our claim still holds: back to pending after %(delay_seconds)s, or failed for good when %(final)s; %(refund)s is 1 when the attempt should not count (the generator was misconfigured, not this document's fault).

@@ -106,9 +106,12 @@ RETURNING id
 SELECT id FROM documents WHERE knock_message_id = %(wa_message_id)s
 
 -- name: settle_knock
--- A status for a knock whose send response was lost: remember its id.
-UPDATE documents SET knock_message_id = coalesce(knock_message_id, %(wa_message_id)s)
-WHERE id = %(document_id)s AND knock_sent_at IS NOT NULL
+-- A status for a knock whose send response was lost: remember its id. Only
+-- then: every status of every knock comes here, and a needless update would
+-- lock the document just when the reply's targeted sweep tries to claim it
+-- (SKIP LOCKED), leaving it to the heartbeat.
+UPDATE documents SET knock_message_id = %(wa_message_id)s
+WHERE id = %(document_id)s AND knock_sent_at IS NOT NULL AND knock_message_id IS NULL
 
 -- name: insert_raw_webhook
 -- Keep a body we accepted but could not (fully) use, for inspection.

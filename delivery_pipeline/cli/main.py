@@ -1,34 +1,41 @@
 """``delivery-pipeline``: the operator's command line.
 
-Bad input gets a clear message on stderr and exit status 2, and writes
-nothing.
+Every expected failure is one line on stderr that says what to do next, with
+exit status 1 (needs attention) or 2 (bad input: nothing written); see
+``failures``. ``--verbose`` adds the traceback.
 """
 
 from __future__ import annotations
 
 import argparse
 import datetime as dt
+import getpass
 import json
 import logging
 import sys
+import traceback
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from delivery_pipeline.settings import Settings, SettingsError
+from delivery_pipeline.cli.failures import CommandFailed, UsageError, explain, require_free_port
+from delivery_pipeline.model import ReviewDecision
+from delivery_pipeline.settings import Settings
 from delivery_pipeline.store.db import connect, resolve_database_url
 from delivery_pipeline.store.queries import QUERIES
 from delivery_pipeline.store.records import (
-    InputError,
     add_person,
     add_ready_document,
     parse_kind,
     parse_phone,
     request_document,
 )
-
-
-class UsageError(Exception):
-    """Bad input: reported to the operator, nothing written."""
+from delivery_pipeline.store.review import (
+    Decided,
+    Decision,
+    NotAwaitingReview,
+    awaiting_review,
+    decide,
+)
 
 
 def _database_url(settings: Settings) -> str:
@@ -114,8 +121,11 @@ def cmd_documents_add(args: argparse.Namespace, settings: Settings) -> int:
     parse_kind(args.kind)
     body = _read_body(args.file)
     with connect(_database_url(settings)) as conn:
-        doc = add_ready_document(conn, args.person, body, args.kind, for_date)
-    print(f"document {doc['id']}: {doc['kind']} for person {doc['person_id']}, ready for delivery")
+        doc = add_ready_document(
+            conn, args.person, body, args.kind, for_date, settings.delivery.review_kind_set
+        )
+    where = "awaiting review" if doc["awaiting_review_since"] else "ready for delivery"
+    print(f"document {doc['id']}: {doc['kind']} for person {doc['person_id']}, {where}")
     return 0
 
 
@@ -134,7 +144,68 @@ def cmd_documents_show(args: argparse.Namespace, settings: Settings) -> int:
             raise UsageError(f"no document {args.id}")
         chunks = conn.execute(QUERIES.document_chunks, {"document_id": args.id}).fetchall()
     doc.pop("body", None)
+    doc["review_edited"] = doc.pop("approved_body", None) is not None
     print(json.dumps({"document": doc, "chunks": chunks}, default=str, indent=2))
+    return 0
+
+
+# ── review ──────────────────────────────────────────────────────────────
+
+
+def _decide(settings: Settings, decision: Decision) -> int:
+    """Take the decision; 0 if it was ours, 1 if another reviewer's came first or the
+    document no longer awaits review, 2 (bad input) if it never did."""
+    from delivery_pipeline.generation.worker import SweepPoke
+
+    with connect(_database_url(settings)) as conn:
+        outcome = decide(conn, decision)
+    if isinstance(outcome, NotAwaitingReview) and not outcome.exists:
+        raise UsageError(str(outcome))
+    if not isinstance(outcome, Decided):
+        print(f"not applied: {outcome}", file=sys.stderr)
+        return 1
+    text = str(outcome)
+    if outcome.decision == ReviewDecision.APPROVED:
+        poked = SweepPoke.from_settings(settings.service)(outcome.document_id)
+        text += "; delivery poked" if poked else "; the heartbeat will deliver it"
+    print(text)
+    return 0
+
+
+def _login_name() -> str:
+    try:
+        return getpass.getuser()
+    except (OSError, KeyError):  # no login name in this environment (some containers)
+        return "operator"
+
+
+def cmd_documents_approve(args: argparse.Namespace, settings: Settings) -> int:
+    body = _read_body(args.body_file) if args.body_file else None
+    return _decide(settings, Decision.approve(args.id, args.reviewer, body=body, note=args.note))
+
+
+def cmd_documents_reject(args: argparse.Namespace, settings: Settings) -> int:
+    return _decide(settings, Decision.reject(args.id, args.reviewer, args.reason))
+
+
+def cmd_documents_awaiting_review(args: argparse.Namespace, settings: Settings) -> int:
+    from delivery_pipeline.watch.backlog import format_age
+
+    with connect(_database_url(settings)) as conn:
+        waiting = awaiting_review(conn, limit=args.limit)
+    rows = [
+        {
+            "id": w.id,
+            "kind": w.kind,
+            "person": f"{w.person_id} {w.name}".strip(),
+            "waiting": format_age(w.age_seconds),
+            "characters": len(w.body),
+        }
+        for w in waiting
+    ]
+    _print_rows(rows, ["id", "kind", "person", "waiting", "characters"])
+    if waiting and waiting[0].total > len(waiting):
+        print(f"... and {waiting[0].total - len(waiting)} more")
     return 0
 
 
@@ -142,47 +213,15 @@ def cmd_documents_show(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_sweep(args: argparse.Namespace, settings: Settings) -> int:
-    from delivery_pipeline.delivery.sweep import sweep_sync
-    from delivery_pipeline.store.db import with_application_name
-    from delivery_pipeline.watch.delivery_events import CLI_SOURCE
+    from delivery_pipeline.cli.sweep import run
 
-    for name in ("limit", "concurrency"):
-        value = getattr(args, name)
-        if value is not None and value < 1:
-            raise UsageError(f"--{name} must be at least 1")
-    result = sweep_sync(
-        settings,
-        # named, so Dagster's timeline shows these deliveries as the command line's
-        with_application_name(_database_url(settings), CLI_SOURCE),
-        document_id=args.document,
-        person_id=args.person,
-        limit=args.limit,
-        concurrency=args.concurrency,
-    )
-    summary = result.as_dict()
-    if args.json:
-        print(json.dumps(summary))
-    else:
-        for key, value in summary.items():
-            print(f"{key:>16}: {value}")
-    return 1 if result.stopped_by else 0
+    return run(args, settings)
 
 
 def cmd_status(args: argparse.Namespace, settings: Settings) -> int:
-    from delivery_pipeline.watch.backlog import format_age
+    from delivery_pipeline.cli.status import run
 
-    with connect(_database_url(settings)) as conn:
-        rows = conn.execute(QUERIES.state_summary).fetchall()
-        sender = conn.execute(QUERIES.sender_state).fetchone()
-    if args.json:
-        print(json.dumps({"states": rows, "sender": sender}, default=str))
-        return 0
-    for row in rows:
-        row["oldest_age"] = format_age(row["oldest_age_seconds"])
-    _print_rows(rows, ["state", "reason", "count", "oldest_age"])
-    if sender and sender["paused_at"]:
-        print(f"\nSENDING PAUSED since {sender['paused_at']}: {sender['pause_reason']}")
-    return 0
+    return run(args, settings)
 
 
 # ── sandbox ─────────────────────────────────────────────────────────────
@@ -191,6 +230,7 @@ def cmd_status(args: argparse.Namespace, settings: Settings) -> int:
 def cmd_sandbox(args: argparse.Namespace, settings: Settings) -> int:
     from delivery_pipeline.sandbox.cli import main as sandbox_main
 
+    require_free_port(args.host, args.port, "a sandbox")
     sandbox_main(["--host", args.host, "--port", str(args.port)])
     return 0
 
@@ -198,6 +238,7 @@ def cmd_sandbox(args: argparse.Namespace, settings: Settings) -> int:
 def cmd_service(args: argparse.Namespace, settings: Settings) -> int:
     from delivery_pipeline.service.app import serve
 
+    require_free_port(args.host, args.port, "a webhook service")
     serve(settings, host=args.host, port=args.port)
     return 0
 
@@ -206,11 +247,16 @@ def cmd_sandbox_say(args: argparse.Namespace, settings: Settings) -> int:
     import httpx
 
     phone = parse_phone(args.number)
-    response = httpx.post(
-        f"{args.sandbox_url.rstrip('/')}/_sandbox/people/{phone}/messages",
-        json={"text": args.text},
-        timeout=10,
-    )
+    sandbox = args.sandbox_url.rstrip("/")
+    try:
+        response = httpx.post(
+            f"{sandbox}/_sandbox/people/{phone}/messages", json={"text": args.text}, timeout=10
+        )
+    except httpx.TransportError as exc:
+        raise CommandFailed(
+            f"no sandbox answers at {sandbox} ({type(exc).__name__}): start it with "
+            "`delivery-pipeline sandbox` or `./dev up`, or give its address with --sandbox-url"
+        ) from exc
     if response.status_code != 200:
         raise UsageError(f"sandbox answered {response.status_code}: {response.text[:200]}")
     print(f"{phone} wrote {args.text!r} ({response.json().get('id')})")
@@ -228,7 +274,9 @@ def build_parser() -> argparse.ArgumentParser:
         description="Deliver generated documents over WhatsApp. Settings come from the "
         "environment (see README); with no DATABASE_URL an embedded Postgres is used.",
     )
-    parser.add_argument("-v", "--verbose", action="store_true", help="log at INFO")
+    parser.add_argument(
+        "-v", "--verbose", action="store_true", help="log at INFO; show the traceback of an error"
+    )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     def add(
@@ -276,17 +324,58 @@ def build_parser() -> argparse.ArgumentParser:
             p.add_argument("--file", help="body from this file (default: stdin)")
     p = add(docs_sub, "show", cmd_documents_show, "show a document's delivery state and chunks")
     p.add_argument("id", type=int)
+    login, who = _login_name(), "who decides (default: your login name)"
+    p = add(
+        docs_sub,
+        "approve",
+        cmd_documents_approve,
+        "approve a document awaiting review (optionally with an edited text); delivery follows",
+    )
+    p.add_argument("id", type=int)
+    p.add_argument("--body-file", help="approve this edited text instead ('-': stdin)")
+    p.add_argument("--note", help="a note kept with the decision")
+    p.add_argument("--reviewer", default=login, help=who)
+    p = add(
+        docs_sub,
+        "reject",
+        cmd_documents_reject,
+        "reject a document awaiting review: it is never delivered (abandoned as rejected)",
+    )
+    p.add_argument("id", type=int)
+    p.add_argument("--reason", required=True, help="why (kept with the document)")
+    p.add_argument("--reviewer", default=login, help=who)
+    p = add(
+        docs_sub,
+        "awaiting-review",
+        cmd_documents_awaiting_review,
+        "list the documents awaiting review, oldest first",
+    )
+    p.add_argument("--limit", type=int, default=50)
 
     p = add(
-        sub, "sweep", cmd_sweep, "one delivery pass over eligible documents; prints what it did"
+        sub,
+        "sweep",
+        cmd_sweep,
+        "one delivery pass over eligible documents: progress on stderr while it runs, then "
+        "what it did and every document scheduled for retry and why",
     )
     p.add_argument("--document", type=int, help="only this document")
     p.add_argument("--person", type=int, help="only this person's documents")
     p.add_argument("--limit", type=int, help="claim at most N documents")
     p.add_argument("--concurrency", type=int, help="documents in flight at once")
-    p.add_argument("--json", action="store_true", help="print the result as JSON")
+    p.add_argument(
+        "--json",
+        action="store_true",
+        help="the result as one JSON object on stdout; progress as JSON lines on stderr",
+    )
 
-    p = add(sub, "status", cmd_status, "count and oldest age per document state")
+    p = add(
+        sub,
+        "status",
+        cmd_status,
+        "per document state: count, oldest age, and the oldest waiting document's id, last "
+        "error and next attempt; whether sending is paused (exit 1 if so); the pacer",
+    )
     p.add_argument("--json", action="store_true", help="machine-readable output")
 
     p = add(
@@ -319,13 +408,23 @@ def main(argv: Sequence[str] | None = None) -> int:
         level=logging.INFO if args.verbose else logging.WARNING,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
+    settings: Settings | None = None
     try:
         settings = Settings.from_env()
         command: Callable[[argparse.Namespace, Settings], int] = args.func
         return command(args, settings)
-    except (UsageError, InputError, SettingsError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:
+        explained = explain(exc, settings)
+        if explained is None:
+            raise  # our bug: the traceback is the report
+        if args.verbose:
+            traceback.print_exc()
+        message, code = explained
+        print(f"error: {message}", file=sys.stderr)
+        return code
 
 
 if __name__ == "__main__":

@@ -30,11 +30,13 @@ from typing import IO, Any
 
 import httpx
 
+from delivery_pipeline.cli.failures import require_free_port
 from delivery_pipeline.model import Kind
 from delivery_pipeline.settings import (
     DEV_ACCESS_TOKEN,
     DEV_PHONE_NUMBER_ID,
     PROJECT_ROOT,
+    REVIEW_PAGE_PATH,
     SANDBOX_DEFAULT_PORT,
     SERVICE_DEFAULT_PORT,
     Settings,
@@ -65,6 +67,8 @@ _NOT_INHERITED = (
     "DELIVERY_INTERNAL_TOKEN",
     "DELIVERY_SERVICE_URL",
     "OPS_WEBHOOK_URL",
+    "REVIEW_TOKEN",
+    "REVIEW_WEBHOOK_URL",
     "DAGSTER_HOME",
     "DAGSTER_PG_URL",
     "DAGSTER_WEBSERVER_URL",
@@ -141,7 +145,12 @@ def dev_secrets(data_dir: Path) -> dict[str, str]:
         stored = json.loads(path.read_text())
     except (OSError, ValueError):
         stored = {}
-    wanted = ("WHATSAPP_APP_SECRET", "WHATSAPP_VERIFY_TOKEN", "DELIVERY_INTERNAL_TOKEN")
+    wanted = (
+        "WHATSAPP_APP_SECRET",
+        "WHATSAPP_VERIFY_TOKEN",
+        "DELIVERY_INTERNAL_TOKEN",
+        "REVIEW_TOKEN",
+    )
     if not all(isinstance(stored.get(k), str) and stored[k] for k in wanted):
         stored = {key: "dev-" + secrets.token_urlsafe(24) for key in wanted}
         data_dir.mkdir(parents=True, exist_ok=True)
@@ -381,6 +390,8 @@ def _banner(ports: Ports, databases: Databases, people: list[dict[str, Any]], lo
         f"  Dagster UI        {ports.url(ports.dagster)}   (sensors and schedules are running)",
         f"  WhatsApp sandbox  {ports.url(ports.sandbox)}   (every inbox: /_sandbox/inboxes)",
         f"  webhook service   {ports.url(ports.service)}",
+        f"  review page       {ports.url(ports.service)}{REVIEW_PAGE_PATH}   (REVIEW_TOKEN in "
+        f"{logs.parent / 'dev-secrets.json'}; `DELIVERY_REVIEW_KINDS=plan ./dev up` reviews plans)",
         f"  app database      {databases.app_url}",
         f"  logs              {logs}/",
     ]
@@ -417,6 +428,12 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
             file=sys.stderr,
         )
 
+    for what, port in (
+        ("a sandbox", ports.sandbox),
+        ("a webhook service", ports.service),
+        ("Dagster", ports.dagster),
+    ):
+        require_free_port(ports.host, port, what)
     print("preparing the databases...", file=sys.stderr)
     databases = prepare_databases(settings, args.dagster_database)
     children: list[Child] = []

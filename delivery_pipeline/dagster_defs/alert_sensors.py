@@ -9,16 +9,33 @@ failing, a new alert on escalation from WARN to ERROR, a resolved message
 when it passes again. Then it posts every unsent row (the engine's alerts
 too); what the channel did not take is retried on the next tick.
 
+A check the reviewers own (``awaiting_review_too_long``) goes to their
+channel (``REVIEW_WEBHOOK_URL``, else the ops channel), reminded every
+``REVIEW_REMINDER_SECONDS``; ops gets an episode of its own while that check
+is at ERROR (the escalation).
+
 ``ops_run_failures`` posts once per failed run of any job.
 """
 
+import dataclasses
 from typing import Any
 
 import dagster as dg
 
-from delivery_pipeline.dagster_defs.resources import AppDatabase, OpsChannelResource
+from delivery_pipeline.dagster_defs.resources import (
+    AppDatabase,
+    OpsChannelResource,
+    ReviewResource,
+)
 from delivery_pipeline.settings import OpsSettings
-from delivery_pipeline.watch.alerts import Alert, AlertSeverity, note_check, record_once
+from delivery_pipeline.watch.alerts import (
+    Alert,
+    AlertChannel,
+    AlertSeverity,
+    note_check,
+    record_once,
+)
+from delivery_pipeline.watch.checks import SPECS
 from delivery_pipeline.watch.ops_channel import send_pending
 
 
@@ -67,28 +84,60 @@ def check_alert(key: dg.AssetCheckKey, evaluation: dg.AssetCheckEvaluation) -> A
     return Alert(f"check:{key.name}", severity, message, details)
 
 
+def escalation(alert: Alert, *, failing: bool) -> Alert:
+    """Ops' own episode of a check another channel owns: failing only at ERROR."""
+    if failing:
+        message = f"Escalated to ops (the {alert.channel} did not act): {alert.message}"
+    else:
+        message = f"No longer at ERROR for the {alert.channel}: {alert.message}"
+    return dataclasses.replace(
+        alert, key=f"{alert.key}:escalated", message=message, channel=AlertChannel.OPS
+    )
+
+
 def alert_on_checks(
     instance: dg.DagsterInstance,
     app_db: AppDatabase,
     *,
     reminder_seconds: float,
     keys: list[dg.AssetCheckKey],
+    reviewer_reminder_seconds: float | None = None,
 ) -> list[dict[str, Any]]:
-    """Record what each check's latest evaluation calls for; returns the rows written."""
+    """Record what each check's latest evaluation calls for; returns the rows written.
+
+    A check owned by another channel than ops (the reviewers') is that
+    channel's episode, reminded every ``reviewer_reminder_seconds``, and a
+    second episode for ops that fails only while the check is at ERROR.
+    """
     written = []
     with app_db.connect() as conn:
         for key in keys:
             evaluation = latest_evaluation(instance, key)
             if evaluation is None:
                 continue
-            row = note_check(
-                conn,
-                check_alert(key, evaluation),
-                failing=not evaluation.passed,
-                reminder_seconds=reminder_seconds,
-            )
-            if row is not None:
-                written.append(row)
+            alert = check_alert(key, evaluation)
+            failing = not evaluation.passed
+            spec = SPECS.get(key.name)  # the freshness and service checks are ops'
+            channel = spec.channel if spec is not None else AlertChannel.OPS
+            episodes = [(alert, failing, reminder_seconds)]
+            if channel is not AlertChannel.OPS:
+                at_error = failing and alert.severity is AlertSeverity.ERROR
+                episodes = [
+                    (
+                        dataclasses.replace(alert, channel=channel),
+                        failing,
+                        reviewer_reminder_seconds or reminder_seconds,
+                    ),
+                    (
+                        escalation(dataclasses.replace(alert, channel=channel), failing=at_error),
+                        at_error,
+                        reminder_seconds,
+                    ),
+                ]
+            for episode, episode_failing, reminder in episodes:
+                row = note_check(conn, episode, failing=episode_failing, reminder_seconds=reminder)
+                if row is not None:
+                    written.append(row)
     return written
 
 
@@ -102,23 +151,26 @@ def build_alert_sensors(
         description=(
             "Posts each failing asset check to the ops channel once when it starts failing, "
             "a reminder while it keeps failing (OPS_ALERT_REMINDER_SECONDS), and a resolved "
-            "message when it passes; every alert is recorded in ops_alerts first, and unsent "
-            "ones (the engine's too) are retried each tick."
+            "message when it passes; the reviewers' check goes to their channel "
+            "(REVIEW_WEBHOOK_URL) and to ops at ERROR. Every alert is recorded in ops_alerts "
+            "first, and unsent ones (the engine's too) are retried each tick."
         ),
     )
     def ops_check_alerts(
         context: dg.SensorEvaluationContext,
         app_db: AppDatabase,
         ops_channel: OpsChannelResource,
+        review: ReviewResource,
     ) -> dg.SkipReason:
         written = alert_on_checks(
             context.instance,
             app_db,
             reminder_seconds=ops_channel.alert_reminder_seconds,
             keys=check_keys,
+            reviewer_reminder_seconds=review.reminder_seconds,
         )
         with app_db.connect() as conn:
-            report = send_pending(conn, ops_channel.notifier())
+            report = send_pending(conn, ops_channel.notifier(), reviewers=review.notifier())
         kinds = ", ".join(f"{r['kind']} {r['dedup_key']}" for r in written) or "nothing new"
         return dg.SkipReason(f"Recorded: {kinds}. Ops channel: {report.summary()}.")
 
@@ -131,6 +183,7 @@ def build_alert_sensors(
         context: dg.RunFailureSensorContext,
         app_db: AppDatabase,
         ops_channel: OpsChannelResource,
+        review: ReviewResource,
     ) -> None:
         run = context.dagster_run
         failures = context.get_step_failure_events()
@@ -152,6 +205,6 @@ def build_alert_sensors(
         )
         with app_db.connect() as conn:
             record_once(conn, alert)
-            send_pending(conn, ops_channel.notifier())
+            send_pending(conn, ops_channel.notifier(), reviewers=review.notifier())
 
     return [ops_check_alerts, ops_run_failures]

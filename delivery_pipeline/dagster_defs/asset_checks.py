@@ -1,6 +1,7 @@
 """Asset checks, each on the asset it judges (``watch/checks.py`` holds the checks).
 
-* ``generated_documents``: pending too long, generating too long (owner: generator);
+* ``generated_documents``: pending too long, generating too long (owner: generator),
+  awaiting review too long (owner: the reviewers);
 * ``delivered_documents``: stranded, awaiting a reply, tier headroom, sender
   paused, deliveries not yet on its own timeline, and the reverse watch:
   whether the webhook service answers its ``/healthz``;
@@ -31,6 +32,7 @@ from delivery_pipeline.dagster_defs.resources import (
     ChecksResource,
     DeliveryResource,
     DeliveryServiceResource,
+    ReviewResource,
     check_settings,
 )
 from delivery_pipeline.settings import CheckSettings
@@ -51,6 +53,7 @@ _SEVERITY = {Severity.WARN: dg.AssetCheckSeverity.WARN, Severity.ERROR: dg.Asset
 JUDGES: dict[str, dg.AssetsDefinition] = {
     "pending_too_long": generated_documents,
     "generating_too_long": generated_documents,
+    "awaiting_review_too_long": generated_documents,
     "undelivered_stranded": delivered_documents,
     "awaiting_reply": delivered_documents,
     "messaging_tier_headroom": delivered_documents,
@@ -80,11 +83,16 @@ def _build(spec: CheckSpec) -> dg.AssetChecksDefinition:
         metadata={"owner": spec.owner, "runbook": spec.runbook},
     )
     def _check(
-        app_db: AppDatabase, checks: ChecksResource, delivery: DeliveryResource
+        app_db: AppDatabase,
+        checks: ChecksResource,
+        delivery: DeliveryResource,
+        review: ReviewResource,
+        delivery_service: DeliveryServiceResource,
     ) -> dg.AssetCheckResult:
+        settings = check_settings(checks, delivery, review, delivery_service)
         with app_db.connect() as conn:
             beat(conn, CHECKS)
-            return as_check_result(spec.evaluate(conn, check_settings(checks, delivery)))
+            return as_check_result(spec.evaluate(conn, settings))
 
     return _check
 

@@ -104,6 +104,7 @@ def generated_documents(
     app_db: AppDatabase,
     generator: GeneratorResource,
     delivery_service: DeliveryServiceResource,
+    delivery: DeliveryResource,
 ) -> dg.MaterializeResult[None]:
     result = generate_pending(
         app_db.url(),
@@ -112,6 +113,7 @@ def generated_documents(
         poke=delivery_service.poke(),
         document_id=config.document_id,
         limit=config.limit,
+        review_kinds=delivery.section().review_kind_set,
     )
     summary = result.as_dict()
     if result.stopped_by:

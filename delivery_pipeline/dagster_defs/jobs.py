@@ -18,9 +18,15 @@ from delivery_pipeline.dagster_defs.assets import (
     generated_documents,
 )
 from delivery_pipeline.dagster_defs.metadata import as_metadata
-from delivery_pipeline.dagster_defs.resources import AppDatabase, DeliveryResource
+from delivery_pipeline.dagster_defs.resources import (
+    AppDatabase,
+    DeliveryResource,
+    DeliveryServiceResource,
+)
 from delivery_pipeline.generation.briefs import run_briefs
+from delivery_pipeline.model import ReviewDecision
 from delivery_pipeline.store.records import InputError, request_document
+from delivery_pipeline.store.review import Decided, Decision, decide
 from delivery_pipeline.watch.delivery_events import run_source
 
 if TYPE_CHECKING:
@@ -105,6 +111,71 @@ def request_document_job() -> None:
     request_document_op()
 
 
+# ── review ──────────────────────────────────────────────────────────────
+
+
+class ReviewConfig(dg.Config):
+    document_id: int = Field(description="the document awaiting review")
+    decision: str = Field(description="approve or reject")
+    reason: str | None = Field(
+        default=None, description="why (required to reject; a note when approving)"
+    )
+    body: str | None = Field(
+        default=None, description="approve this edited text instead of the generated one"
+    )
+    reviewer: str = Field(default="dagster", description="who decides (kept with the document)")
+
+
+@dg.op(description="Approve or reject a document awaiting review; an approval pokes delivery.")
+def review_document_op(
+    context: dg.OpExecutionContext,
+    config: ReviewConfig,
+    app_db: AppDatabase,
+    delivery_service: DeliveryServiceResource,
+) -> dg.Output[dict[str, Any]]:
+    try:
+        if config.decision == "approve":
+            decision = Decision.approve(
+                config.document_id, config.reviewer, body=config.body, note=config.reason
+            )
+        elif config.decision == "reject":
+            if config.body is not None:
+                raise InputError("an edited body goes with an approval, not a rejection")
+            decision = Decision.reject(config.document_id, config.reviewer, config.reason or "")
+        else:
+            raise InputError(f"decision must be approve or reject, got {config.decision!r}")
+        # Named for this run: a rejection reaches delivered_documents' timeline as its own.
+        with app_db.connect(run_source(context.run.run_id)) as conn:
+            outcome = decide(conn, decision)
+    except InputError as exc:
+        raise dg.Failure(description=f"cannot review the document: {exc}") from None
+    if not isinstance(outcome, Decided):
+        # Told, not silently ignored: another reviewer won, or it does not await review.
+        raise dg.Failure(description=f"not applied: {outcome}")
+    poked = outcome.decision == ReviewDecision.APPROVED and delivery_service.poke()(
+        outcome.document_id
+    )
+    context.log.info(f"{outcome}" + ("; delivery poked" if poked else ""))
+    summary = {
+        "document_id": outcome.document_id,
+        "decision": str(outcome.decision),
+        "reviewer": outcome.reviewer,
+        "at": outcome.at.isoformat(),
+        "poked": bool(poked),
+    }
+    return dg.Output(summary, metadata=as_metadata(summary))
+
+
+@dg.job(
+    name="review_document",
+    executor_def=dg.in_process_executor,
+    description="Approve or reject a document awaiting review (config: document_id, decision, "
+    "reason, body, reviewer).",
+)
+def review_document_job() -> None:
+    review_document_op()
+
+
 # ── daily briefs, backlog, report ───────────────────────────────────────
 
 
@@ -146,6 +217,7 @@ JOBS: "list[dg.JobDefinition | UnresolvedAssetJobDefinition]" = [
     generate_documents,
     generate_and_deliver,
     request_document_job,
+    review_document_job,
     enqueue_daily_briefs,
     refresh_backlog,
     delivery_report_job,

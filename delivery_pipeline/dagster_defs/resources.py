@@ -28,6 +28,7 @@ from delivery_pipeline.settings import (
     DeliverySettings,
     GenerationSettings,
     OpsSettings,
+    ReviewSettings,
     Section,
     ServiceSettings,
     Settings,
@@ -107,8 +108,11 @@ class DeliveryServiceResource(ConfigurableResource, ServiceSettings):
 
     internal_token: str | None = None  # type: ignore[assignment]
 
+    def section(self) -> ServiceSettings:
+        return _section(self, ServiceSettings)
+
     def poke(self) -> SweepPoke:
-        return SweepPoke.from_settings(_section(self, ServiceSettings))
+        return SweepPoke.from_settings(self.section())
 
 
 class OpsChannelResource(ConfigurableResource, OpsSettings):
@@ -118,6 +122,20 @@ class OpsChannelResource(ConfigurableResource, OpsSettings):
 
     def notifier(self) -> OpsNotifier:
         return OpsNotifier(url=self.webhook_url)
+
+
+class ReviewResource(ConfigurableResource, ReviewSettings):
+    """The reviewers: their channel (``REVIEW_WEBHOOK_URL``, else the ops channel), how
+    long a document may await review, and the review job's decisions."""
+
+    token: str | None = None  # type: ignore[assignment]
+    webhook_url: str | None = None  # type: ignore[assignment]
+
+    def section(self) -> ReviewSettings:
+        return _section(self, ReviewSettings)
+
+    def notifier(self) -> OpsNotifier:
+        return OpsNotifier(url=self.webhook_url, variable="REVIEW_WEBHOOK_URL")
 
 
 class ChecksResource(ConfigurableResource, CheckSettings):
@@ -155,6 +173,7 @@ def build_resources(settings: Settings) -> dict[str, ConfigurableResource]:
         "delivery_service": _from_section(DeliveryServiceResource, settings.service),
         "ops_channel": _from_section(OpsChannelResource, settings.ops),
         "checks": _from_section(ChecksResource, settings.checks),
+        "review": _from_section(ReviewResource, settings.review),
     }
 
 
@@ -169,6 +188,16 @@ def engine_settings(
     )
 
 
-def check_settings(checks: ChecksResource, delivery: DeliveryResource) -> Settings:
-    """What the ops checks read: thresholds and the eligibility parameters."""
-    return Settings(checks=checks.section(), delivery=delivery.section())
+def check_settings(
+    checks: ChecksResource,
+    delivery: DeliveryResource,
+    review: ReviewResource,
+    delivery_service: DeliveryServiceResource,
+) -> Settings:
+    """What the ops checks read: thresholds, the eligibility parameters, the review page."""
+    return Settings(
+        checks=checks.section(),
+        delivery=delivery.section(),
+        review=review.section(),
+        service=delivery_service.section(),
+    )

@@ -7,8 +7,7 @@
 * ``pending_generation``: one range probe on the generation queue; a
   ``generate_documents`` run on the same terms.
 
-Run keys are time buckets, never document ids: a document stranded again
-later must be able to trigger a later run.
+Both request through ``one_run``: at most one run in flight per job.
 """
 
 import time
@@ -38,8 +37,24 @@ def run_in_flight(instance: dg.DagsterInstance, job_name: str) -> dg.DagsterRun 
     return records[0].dagster_run if records else None
 
 
-def _bucket_key(prefix: str, seconds: int) -> str:
-    return f"{prefix}-{int(time.time()) // seconds}"
+def one_run(
+    context: dg.SensorEvaluationContext, job_name: str, work: str, trigger: str, seconds: int
+) -> dg.RunRequest | dg.SkipReason:
+    """A run of ``job_name`` for ``work`` — unless one is queued or running, which will do it.
+
+    The run key is a time bucket, never a document id: a document stranded
+    again later must be able to trigger a later run.
+    """
+    running = run_in_flight(context.instance, job_name)
+    if running is not None:
+        return dg.SkipReason(
+            f"{work}, but {job_name} run {running.run_id} is "
+            f"{running.status.value.lower()}; it will take them."
+        )
+    return dg.RunRequest(
+        run_key=f"{trigger}-{int(time.time()) // seconds}",
+        tags={"delivery_pipeline/trigger": trigger},
+    )
 
 
 def build_sensors(settings: Settings) -> list[dg.SensorDefinition]:
@@ -68,15 +83,12 @@ def build_sensors(settings: Settings) -> list[dg.SensorDefinition]:
                 "Nothing eligible for delivery: no document is generated, undelivered, due and "
                 "unclaimed (documents waiting on a knock reply are not counted)."
             )
-        running = run_in_flight(context.instance, deliver_documents.name)
-        if running is not None:
-            return dg.SkipReason(
-                f"Documents are eligible, but deliver_documents run {running.run_id} is "
-                f"{running.status.value.lower()}; it will deliver them."
-            )
-        return dg.RunRequest(
-            run_key=_bucket_key("heartbeat", heartbeat_seconds),
-            tags={"delivery_pipeline/trigger": "heartbeat"},
+        return one_run(
+            context,
+            deliver_documents.name,
+            "Documents are eligible",
+            "heartbeat",
+            heartbeat_seconds,
         )
 
     @dg.sensor(
@@ -96,15 +108,12 @@ def build_sensors(settings: Settings) -> list[dg.SensorDefinition]:
             due = generation_due(conn)
         if not due:
             return dg.SkipReason("Nothing to generate: no pending document is due.")
-        running = run_in_flight(context.instance, generate_documents.name)
-        if running is not None:
-            return dg.SkipReason(
-                f"Documents are pending, but generate_documents run {running.run_id} is "
-                f"{running.status.value.lower()}; it will generate them."
-            )
-        return dg.RunRequest(
-            run_key=_bucket_key("generation", generation_seconds),
-            tags={"delivery_pipeline/trigger": "pending_generation"},
+        return one_run(
+            context,
+            generate_documents.name,
+            "Documents are pending",
+            "pending_generation",
+            generation_seconds,
         )
 
     return [delivery_heartbeat, pending_generation]

@@ -20,6 +20,7 @@ from delivery_pipeline.delivery.chunking import chunk_text
 from delivery_pipeline.delivery.knock import knock_for
 from delivery_pipeline.delivery.outcomes import THROUGHPUT_PAUSE_SECONDS, Step, consequence_of
 from delivery_pipeline.delivery.pacer import RateLimiter
+from delivery_pipeline.delivery.progress import Event
 from delivery_pipeline.delivery.result import SweepState
 from delivery_pipeline.delivery.store import Claim, ClaimedDocument, DeliveryStore, LedgerRow
 from delivery_pipeline.model import AbandonReason, Action, ChunkState
@@ -30,6 +31,7 @@ from delivery_pipeline.whatsapp.errors import (
     ReEngagementRequired,
     SendNotAttempted,
     SendOutcomeUnknown,
+    remedy,
 )
 
 log = logging.getLogger(__name__)
@@ -64,7 +66,7 @@ class DocumentDelivery:
             return
         doc = await self.store.claimed_document(claim)
         if doc is None:
-            self.sweep.result.lost_claims += 1
+            self.sweep.note(Event.LOST_CLAIM, claim.document_id)
             return
         async with self.person_lock(doc.person_id):
             if claim.action == Action.KNOCK:
@@ -86,12 +88,13 @@ class DocumentDelivery:
                 return
             if self.sweep.stop.is_set():
                 await self.store.release(claim)
+                self.sweep.note(Event.RELEASED, claim.document_id)
                 return
             callback = chunk_callback(
                 claim.document_id, index, (row.send_attempts + 1) if row else 1
             )
             if not await self.store.fence(claim, index, callback, resend_ambiguous=ambiguous):
-                self.sweep.result.lost_claims += 1
+                self.sweep.note(Event.LOST_CLAIM, claim.document_id)
                 log.info(
                     "document %s: claim lost before chunk %s; stopping", claim.document_id, index
                 )
@@ -101,8 +104,9 @@ class DocumentDelivery:
             try:
                 wamid = await self.client.send_text(doc.phone, text, callback_data=callback)
             except SendOutcomeUnknown as exc:
+                self._send_failed(claim, exc)
                 await self.store.chunk_unknown(claim, index, callback)
-                self.sweep.result.unknown_outcomes += 1
+                self.sweep.note(Event.UNKNOWN_OUTCOME, claim.document_id)
                 await self._retry(
                     claim,
                     delay=self.settings.unknown_grace_seconds,
@@ -110,10 +114,12 @@ class DocumentDelivery:
                 )
                 return
             except SendNotAttempted as exc:
+                self._send_failed(claim, exc)
                 await self.store.chunk_failed(claim, index, callback, None)
                 await self._retry(claim, delay=self._backoff(doc), reason=f"not sent: {exc}")
                 return
             except CloudApiError as exc:
+                self._send_failed(claim, exc)
                 await self.store.chunk_failed(claim, index, callback, exc.code)
                 if isinstance(exc, ReEngagementRequired):
                     await self.store.refuse_window(doc.person_id)
@@ -122,12 +128,12 @@ class DocumentDelivery:
                     await self._failed(claim, doc, exc)
                 return
             await self.store.chunk_sent(claim, index, callback, wamid)
-            self.sweep.result.chunks_sent += 1
+            self.sweep.note(Event.CHUNK_SENT, claim.document_id)
             await self._sent_ok(started_at)
             if self.settings.chunk_interval_seconds and index < len(chunks) - 1:
                 await asyncio.sleep(self.settings.chunk_interval_seconds)
         if await self.store.mark_delivered(claim, len(chunks)):
-            self.sweep.result.delivered += 1
+            self.sweep.note(Event.DELIVERED, claim.document_id)
         else:
             # A status webhook failed one of the chunks meanwhile (async
             # refusal): give the document back, due now, for the next pass.
@@ -182,11 +188,13 @@ class DocumentDelivery:
                     knock.parameters,
                     callback_data=knock_callback(claim.document_id),
                 )
-            except SendOutcomeUnknown:
+            except SendOutcomeUnknown as exc:
                 # It may have reached the person: count it as sent rather
                 # than risk a second knock.
+                self._send_failed(claim, exc)
                 wamid = None
             except (CloudApiError, SendNotAttempted) as exc:
+                self._send_failed(claim, exc)
                 await self.store.unreserve_knock(doc.person_id, reservation)
                 if isinstance(exc, CloudApiError):
                     await self._failed(claim, doc, exc)
@@ -195,17 +203,17 @@ class DocumentDelivery:
                         claim, delay=self._backoff(doc), reason=f"knock not sent: {exc}"
                     )
                 return
-            self.sweep.result.knocks_sent += 1
+            self.sweep.note(Event.KNOCK_SENT, claim.document_id)
             await self._sent_ok(started_at)
         waiting = await self.store.await_reply(
             claim, knocked=reservation is not None, knock_message_id=wamid
         )
         if waiting is None:
-            self.sweep.result.lost_claims += 1
+            self.sweep.note(Event.LOST_CLAIM, claim.document_id)
         elif waiting:
-            self.sweep.result.awaiting_reply += 1
+            self.sweep.note(Event.AWAITING_REPLY, claim.document_id)
         else:
-            self.sweep.result.due_again += 1
+            self.sweep.note(Event.DUE_AGAIN, claim.document_id)
 
     # ── outcomes ───────────────────────────────────────────────────────
 
@@ -224,9 +232,11 @@ class DocumentDelivery:
             await self.store.record_alert(consequence.alert)
         if consequence.step == Step.PAUSE:
             await self.store.release(claim)
+            self.sweep.note(Event.RELEASED, claim.document_id)
             await self.store.pause_sender(exc.code, str(exc))
             self.sweep.maybe_paused = True
-            raise GlobalStop(str(exc))
+            hint = remedy(exc.code)
+            raise GlobalStop(f"{exc}: {hint}" if hint else str(exc))
         if consequence.step == Step.ABANDON:
             assert consequence.abandon_reason is not None
             if consequence.opts_out:
@@ -249,14 +259,19 @@ class DocumentDelivery:
         await self.store.release_for_retry(
             claim, delay=delay, counts_attempt=counts_attempt, error=reason
         )
-        self.sweep.scheduled_retry(claim.document_id, delay, reason)
+        self.sweep.note(
+            Event.RETRY_SCHEDULED, claim.document_id, detail=reason, after_seconds=delay
+        )
 
     async def _abandon(self, claim: Claim, reason: AbandonReason, error: str) -> None:
         if await self.store.abandon(claim, reason, error):
-            self.sweep.result.abandoned[reason] += 1
+            self.sweep.note(Event.ABANDONED, claim.document_id, detail=reason)
             log.info("document %s abandoned: %s (%s)", claim.document_id, reason, error)
         else:
-            self.sweep.result.lost_claims += 1
+            self.sweep.note(Event.LOST_CLAIM, claim.document_id)
+
+    def _send_failed(self, claim: Claim, exc: Exception) -> None:
+        self.sweep.note(Event.SEND_FAILED, claim.document_id, detail=type(exc).__name__)
 
     async def _sent_ok(self, started_at: dt.datetime) -> None:
         """A send accepted: a pause recorded before it started is over. (One that was

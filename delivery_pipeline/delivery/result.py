@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from delivery_pipeline.delivery.progress import Event, SweepEvent, SweepObserver
 from delivery_pipeline.model import AbandonReason
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -22,7 +26,8 @@ class Retry:
 
 @dataclass
 class SweepResult:
-    """What one sweep did; printed by the CLI, shown as run metadata."""
+    """What one sweep did (the sum of its events); printed by the CLI, shown as
+    run metadata."""
 
     claimed: int = 0
     delivered: int = 0
@@ -32,14 +37,53 @@ class SweepResult:
     retry_scheduled: int = 0
     unknown_outcomes: int = 0
     lost_claims: int = 0
+    released: int = 0
     due_again: int = 0
     abandoned: Counter[AbandonReason] = field(default_factory=Counter)
+    send_errors: Counter[str] = field(default_factory=Counter)
     stopped_by: str | None = None
     retries: list[Retry] = field(default_factory=list)
+
+    def add(self, event: SweepEvent) -> None:
+        """Count one event."""
+        match event.kind:
+            case Event.CLAIMED:
+                self.claimed += event.count
+            case Event.CHUNK_SENT:
+                self.chunks_sent += event.count
+            case Event.KNOCK_SENT:
+                self.knocks_sent += event.count
+            case Event.SEND_FAILED:
+                self.send_errors[event.detail or "?"] += event.count
+            case Event.DELIVERED:
+                self.delivered += event.count
+            case Event.AWAITING_REPLY:
+                self.awaiting_reply += event.count
+            case Event.DUE_AGAIN:
+                self.due_again += event.count
+            case Event.RETRY_SCHEDULED:
+                after = event.after_seconds or 0.0
+                self.retry_scheduled += 1
+                self.retries.append(
+                    Retry(event.document_id or 0, round(after, 3), event.detail or "")
+                )
+                if after <= 0:
+                    self.due_again += 1
+            case Event.ABANDONED:
+                self.abandoned[AbandonReason(str(event.detail))] += event.count
+            case Event.LOST_CLAIM:
+                self.lost_claims += event.count
+            case Event.RELEASED:
+                self.released += event.count
+            case Event.UNKNOWN_OUTCOME:
+                self.unknown_outcomes += event.count
+            case Event.STOPPED:
+                self.stopped_by = self.stopped_by or event.detail
 
     def as_dict(self) -> dict[str, Any]:
         values = asdict(self)
         values["abandoned"] = {str(reason): n for reason, n in self.abandoned.items()}
+        values["send_errors"] = dict(self.send_errors)
         return values
 
 
@@ -58,11 +102,28 @@ class SweepState:
     # pauses): only then does a success try to lift the pause.
     maybe_paused: bool = True
     short_retry_until: float = 0.0
+    observer: SweepObserver | None = None
 
-    def scheduled_retry(self, document_id: int, delay: float, reason: str) -> None:
-        self.result.retry_scheduled += 1
-        self.result.retries.append(Retry(document_id, round(delay, 3), reason))
-        if delay <= 0:
-            self.result.due_again += 1
-        elif delay <= SHORT_RETRY_SECONDS:
-            self.short_retry_until = max(self.short_retry_until, time.monotonic() + delay)
+    def note(
+        self,
+        kind: Event,
+        document_id: int | None = None,
+        *,
+        count: int = 1,
+        detail: str | None = None,
+        after_seconds: float | None = None,
+    ) -> None:
+        """Something happened: count it, and tell the observer."""
+        event = SweepEvent(kind, document_id, count, detail, after_seconds)
+        self.result.add(event)
+        if kind == Event.RETRY_SCHEDULED and 0 < (after_seconds or 0) <= SHORT_RETRY_SECONDS:
+            self.short_retry_until = max(
+                self.short_retry_until, time.monotonic() + (after_seconds or 0)
+            )
+        if self.observer is not None:
+            try:
+                self.observer(event)
+            except Exception:
+                # Watching a sweep must never stop it.
+                log.exception("the sweep's observer failed; the sweep goes on without it")
+                self.observer = None

@@ -24,12 +24,14 @@ from psycopg_pool import AsyncConnectionPool
 
 from delivery_pipeline.delivery.document import DocumentDelivery, GlobalStop
 from delivery_pipeline.delivery.pacer import RateLimiter
+from delivery_pipeline.delivery.progress import Event, SweepObserver
 from delivery_pipeline.delivery.result import SweepResult, SweepState
 from delivery_pipeline.delivery.store import Claim, DeliveryStore
 from delivery_pipeline.settings import Settings
 from delivery_pipeline.store.db import async_pool
 from delivery_pipeline.store.queries import QUERIES
 from delivery_pipeline.whatsapp.client import CloudApiClient
+from delivery_pipeline.whatsapp.identity import check_identity
 
 log = logging.getLogger(__name__)
 
@@ -76,14 +78,17 @@ class DeliveryEngine:
         person_id: int | None = None,
         limit: int | None = None,
         concurrency: int | None = None,
+        observer: SweepObserver | None = None,
     ) -> SweepResult:
-        """One delivery pass over what is eligible now (optionally one document/person)."""
+        """One delivery pass over what is eligible now (optionally one document/person);
+        ``observer`` hears every step as it happens."""
         sweep = Sweep(
             self,
             document_id=document_id,
             person_id=person_id,
             limit=limit,
             concurrency=concurrency or self.settings.concurrency,
+            observer=observer,
         )
         return await sweep.run()
 
@@ -99,13 +104,14 @@ class Sweep:
         person_id: int | None,
         limit: int | None,
         concurrency: int,
+        observer: SweepObserver | None = None,
     ) -> None:
         self.engine = engine
         self.document_id = document_id
         self.person_id = person_id
         self.limit = limit
         self.concurrency = concurrency
-        self.state = SweepState()
+        self.state = SweepState(observer=observer)
         self.delivery = DocumentDelivery(
             engine.settings,
             engine.store,
@@ -141,9 +147,7 @@ class Sweep:
             log.error(
                 "database unavailable, sweep stopped (claims lapse with their lease): %s", exc
             )
-        self.state.result.stopped_by = (
-            self.state.result.stopped_by or f"database unavailable: {exc}"
-        )
+        self.state.note(Event.STOPPED, detail=f"database unavailable: {exc}")
         self.state.stop.set()
 
     async def _produce(self, queue: asyncio.Queue[Claim | None]) -> None:
@@ -173,12 +177,13 @@ class Sweep:
                         continue
                     break
                 idle_rounds = 0
-                self.state.result.claimed += len(claims)
+                self.state.note(Event.CLAIMED, count=len(claims))
                 if remaining is not None:
                     remaining -= len(claims)
                 for claim in claims:
                     if self.state.stop.is_set():
                         await self.engine.store.release(claim)
+                        self.state.note(Event.RELEASED, claim.document_id)
                     else:
                         await queue.put(claim)
         except psycopg.OperationalError as exc:
@@ -192,6 +197,7 @@ class Sweep:
             try:
                 if self.state.stop.is_set():
                     await self.engine.store.release(claim)
+                    self.state.note(Event.RELEASED, claim.document_id)
                     continue
                 await self._deliver(claim)
             except psycopg.OperationalError as exc:
@@ -203,7 +209,7 @@ class Sweep:
         try:
             await self.delivery.run(claim)
         except GlobalStop as exc:
-            self.state.result.stopped_by = str(exc)
+            self.state.note(Event.STOPPED, detail=str(exc))
             self.state.stop.set()
         except psycopg.OperationalError:
             raise
@@ -212,7 +218,13 @@ class Sweep:
             await self.engine.store.release_for_retry(
                 claim, delay=0, counts_attempt=True, error="internal error"
             )
-            self.state.scheduled_retry(claim.document_id, 0, "internal error")
+            self.state.note(
+                Event.RETRY_SCHEDULED, claim.document_id, detail="internal error", after_seconds=0
+            )
+
+
+class SweepNotStarted(Exception):
+    """The identity check refused us (or found no API): nothing was claimed or sent."""
 
 
 def pool_size(concurrency: int) -> int:
@@ -230,16 +242,32 @@ async def run_sweep(
     person_id: int | None = None,
     limit: int | None = None,
     concurrency: int | None = None,
+    observer: SweepObserver | None = None,
+    check_identity_first: bool = False,
 ) -> SweepResult:
-    """Open a pool and a client, sweep once, close them."""
+    """Open a pool and a client, sweep once, close them.
+
+    ``check_identity_first``: ask the API whether it accepts our token and
+    phone number id before claiming anything (``SweepNotStarted`` if not). For
+    an operator's sweep, whose shell may hold other credentials than the
+    fleet's: a refusal there must not pause sending for everybody.
+    """
     concurrency = concurrency or settings.delivery.concurrency
     async with (
         async_pool(database_url, max_size=pool_size(concurrency)) as pool,
         CloudApiClient.from_settings(settings, max_connections=concurrency) as client,
     ):
+        if check_identity_first:
+            problem = await check_identity(client, settings.whatsapp)
+            if problem is not None:
+                raise SweepNotStarted(problem.message)
         engine = DeliveryEngine(settings, pool, client)
         return await engine.sweep(
-            document_id=document_id, person_id=person_id, limit=limit, concurrency=concurrency
+            document_id=document_id,
+            person_id=person_id,
+            limit=limit,
+            concurrency=concurrency,
+            observer=observer,
         )
 
 

@@ -5,7 +5,9 @@ discipline (``sql/queries_generation.sql``): a ``SKIP LOCKED`` batch claim
 with a lease, and every write fenced by the claim token, so several
 generation runs at once never write one document twice. A success pokes the
 webhook service's ``/internal/sweep`` (trigger 1); a failed poke is logged,
-never raised: the heartbeat sensor is the backstop.
+never raised: the heartbeat sensor is the backstop. A document of a kind in
+``DELIVERY_REVIEW_KINDS`` goes to ``awaiting_review`` instead, unpoked: a
+reviewer's approval sends it on.
 
 Receives a generator, a database URL and the poke's address and token —
 never the WhatsApp credentials. No Dagster here.
@@ -15,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import uuid
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -97,6 +100,7 @@ class GenerationResult:
     lost_claims: int = 0
     poked: int = 0
     poke_failed: int = 0
+    awaiting_review: int = 0
     stopped_by: str | None = None
     document_ids: list[int] = field(default_factory=list)
     # the documents whose generation failed this pass, for good or to retry
@@ -112,6 +116,7 @@ class GenerationResult:
             "lost_claims": self.lost_claims,
             "poked": self.poked,
             "poke_failed": self.poke_failed,
+            "awaiting_review": self.awaiting_review,
             "stopped_by": self.stopped_by,
             "document_ids": list(self.document_ids),
             "failed_ids": list(self.failed_ids),
@@ -132,8 +137,10 @@ def generate_pending(
     poke: SweepPoke | None = None,
     document_id: int | None = None,
     limit: int | None = None,
+    review_kinds: Collection[str] = frozenset(),
 ) -> GenerationResult:
-    """Generate what is due (optionally one document, at most ``limit``)."""
+    """Generate what is due (optionally one document, at most ``limit``). A document of
+    one of ``review_kinds`` (``DELIVERY_REVIEW_KINDS``) awaits review instead of delivery."""
     policy = policy or GenerationSettings()
     result = GenerationResult()
     with connect(database_url) as conn:
@@ -168,7 +175,7 @@ def generate_pending(
                         conn, row["id"], token, policy, "not attempted: " + result.stopped_by
                     )
                     continue
-                _generate_one(conn, row, token, generator, policy, poke, result)
+                _generate_one(conn, row, token, generator, policy, poke, review_kinds, result)
         if result.stopped_by is not None:
             conn.execute(
                 QUERIES.pause_generation, {"delay_seconds": policy.misconfigured_pause_seconds}
@@ -188,6 +195,7 @@ def _generate_one(
     generator: Generator,
     policy: GenerationSettings,
     poke: SweepPoke | None,
+    review_kinds: Collection[str],
     result: GenerationResult,
 ) -> None:
     spec = DocumentSpec(
@@ -231,7 +239,13 @@ def _generate_one(
         )
         return
     stored = conn.execute(
-        QUERIES.generation_succeeded, {"document_id": row["id"], "token": token, "body": body}
+        QUERIES.generation_succeeded,
+        {
+            "document_id": row["id"],
+            "token": token,
+            "body": body,
+            "needs_review": row["kind"] in review_kinds,
+        },
     ).fetchone()
     if stored is None:
         result.lost_claims += 1
@@ -239,6 +253,10 @@ def _generate_one(
         return
     result.succeeded += 1
     result.document_ids.append(row["id"])
+    if stored["awaiting_review_since"] is not None:
+        # Nothing to deliver until a reviewer approves; the approval pokes.
+        result.awaiting_review += 1
+        return
     if poke is not None and stored["abandoned_at"] is None:
         if poke(row["id"]):
             result.poked += 1

@@ -221,31 +221,55 @@ def _token(request: Request) -> str | None:
     return request.query_params.get("access_token")
 
 
-async def send_message(request: Request) -> Response:
+def _identity_refusal(request: Request, method: str) -> Refusal | None:
+    """The Graph API's checks before anything else: the token (190), then whether
+    it may use this phone number id (100)."""
     sandbox = _sandbox(request)
     config = sandbox.config
     token = _token(request)
     if token is None or not tokens_match(token, config.access_token):
         sandbox.state.stats.rejected[190] += 1
-        return _error(
-            Refusal(
-                190,
-                "Error validating access token: the token is invalid or missing.",
-                http_status=401,
-            )
+        return Refusal(
+            190, "Error validating access token: the token is invalid or missing.", http_status=401
         )
     phone_number_id = request.path_params["phone_number_id"]
     if phone_number_id != config.phone_number_id:
         sandbox.state.stats.rejected[100] += 1
-        return _error(
-            Refusal(
-                100,
-                f"Unsupported post request. Object with ID '{phone_number_id}' does not exist, "
-                "cannot be loaded due to missing permissions, or does not support this operation.",
-                message="Unsupported post request.",
-                error_type="GraphMethodException",
-            )
+        return Refusal(
+            100,
+            f"Unsupported {method} request. Object with ID '{phone_number_id}' does not exist, "
+            "cannot be loaded due to missing permissions, or does not support this operation.",
+            message=f"Unsupported {method} request.",
+            error_type="GraphMethodException",
         )
+    return None
+
+
+async def phone_number(request: Request) -> Response:
+    """``GET /{version}/{phone_number_id}``: the number's record, as the Graph API
+    answers it to a token allowed to use it (senders ask it before sending)."""
+    refusal = _identity_refusal(request, "get")
+    if refusal is not None:
+        return _error(refusal)
+    config = _sandbox(request).config
+    return JSONResponse(
+        {
+            "verified_name": "Sandbox",
+            "code_verification_status": "VERIFIED",
+            "display_phone_number": f"+{config.display_phone_number}",
+            "quality_rating": "GREEN",
+            "platform_type": "CLOUD_API",
+            "throughput": {"level": "STANDARD"},
+            "id": config.phone_number_id,
+        }
+    )
+
+
+async def send_message(request: Request) -> Response:
+    sandbox = _sandbox(request)
+    refused = _identity_refusal(request, "post")
+    if refused is not None:
+        return _error(refused)
     try:
         payload = json.loads(await request.body())
     except ValueError:
@@ -446,6 +470,8 @@ def create_app(config: SandboxConfig | None = None) -> Starlette:
         Route("/_sandbox/reset", reset, methods=["POST"]),
         Route("/_sandbox/ops", ops, methods=["GET", "POST"]),
         Route("/{version}/{phone_number_id}/messages", send_message, methods=["POST"]),
+        # Last: every GET /_sandbox/… above would match it too.
+        Route("/{version}/{phone_number_id}", phone_number, methods=["GET"]),
     ]
     app = Starlette(routes=routes, lifespan=lifespan)
     app.state.sandbox = sandbox

@@ -9,7 +9,7 @@ import uvicorn
 
 from delivery_pipeline.sandbox.app import create_app
 from delivery_pipeline.sandbox.config import config_from_env
-from delivery_pipeline.settings import SANDBOX_DEFAULT_PORT
+from delivery_pipeline.settings import DEV_ACCESS_TOKEN, SANDBOX_DEFAULT_PORT
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -17,7 +17,9 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(
         prog="python -m delivery_pipeline.sandbox",
         description="Local stand-in for the WhatsApp Cloud API.",
-        epilog="Environment: SANDBOX_WEBHOOK_URL, WHATSAPP_APP_SECRET, SANDBOX_REFUSAL_MODE "
+        epilog="Environment: WHATSAPP_ACCESS_TOKEN and WHATSAPP_PHONE_NUMBER_ID (the identity "
+        "it accepts; a development one when unset), SANDBOX_WEBHOOK_URL, WHATSAPP_APP_SECRET, "
+        "SANDBOX_REFUSAL_MODE "
         "(sync|async), SANDBOX_LATENCY_MS, SANDBOX_THROUGHPUT_LIMIT, SANDBOX_READ_RATE, "
         "SANDBOX_PAIR_RATE (on|off), SANDBOX_STATUS_DELAY_MS, SANDBOX_STATUS_BATCH, SANDBOX_SEED.",
     )
@@ -31,9 +33,11 @@ def main(argv: list[str] | None = None) -> None:
         config = config_from_env()
     except ValueError as exc:
         parser.exit(2, f"sandbox: {exc}\n")
+    token = "development" if config.access_token == DEV_ACCESS_TOKEN else "WHATSAPP_ACCESS_TOKEN"
     print(
         f"WhatsApp sandbox on http://{args.host}:{args.port} "
-        f"(phone_number_id={config.phone_number_id}, refusal_mode={config.refusal_mode}, "
+        f"(phone_number_id={config.phone_number_id}, token={token}, "
+        f"refusal_mode={config.refusal_mode}, "
         f"webhook_url={config.webhook_url or '-'}, "
         f"signing={'on' if config.app_secret else 'off'})",
         file=sys.stderr,

@@ -1,4 +1,5 @@
-"""The webhook service: Meta's handshake, signed webhooks, the generator's poke.
+"""The webhook service: Meta's handshake, signed webhooks, the generator's poke, and the
+reviewers' page (``review_page.py``).
 
 A small Starlette app with no Dagster imports. It answers Meta fast and runs
 the targeted sweep (that person's or that document's delivery) in the
@@ -11,10 +12,11 @@ Dagster's daemon alive; ops alerts posted: ``watchdog.py``).
 Status codes, and why:
   401/403  missing/wrong signature or token: nothing is stored
   413      body over WEBHOOK_MAX_BODY_BYTES (default 4 MiB: Meta batches reach ~3 MB)
-  200      everything with a valid signature, including malformed or unknown
-           bodies (stored raw in raw_webhooks), so Meta does not redeliver it
-           for 7 days
-  503      the database is unreachable: Meta redelivers later, nothing lost
+  200      everything with a valid signature once it is kept: applied, or
+           (malformed, unknown, or holding what Postgres cannot store) kept
+           raw in raw_webhooks, so Meta does not redeliver it for 7 days
+  503      the body could not be kept (the database is unreachable): Meta
+           redelivers later, nothing lost
 """
 
 from __future__ import annotations
@@ -40,19 +42,34 @@ from starlette.routing import Route
 
 from delivery_pipeline import __version__
 from delivery_pipeline.delivery.sweep import DeliveryEngine, pool_size
+from delivery_pipeline.service.bodies import TooLarge, read_limited
 from delivery_pipeline.service.ingest import WebhookOutcome, apply_payload
+from delivery_pipeline.service.listener import ReadyListener
+from delivery_pipeline.service.log_limit import RateLimitedLog
 from delivery_pipeline.service.recorder import Recorder
+from delivery_pipeline.service.review_page import REVIEW_ROUTES
+from delivery_pipeline.service.sessions import Sessions
 from delivery_pipeline.service.watchdog import watch_forever
 from delivery_pipeline.settings import SERVICE_DEFAULT_PORT, Settings, secret
-from delivery_pipeline.store.db import async_pool, resolve_database_url, with_application_name
+from delivery_pipeline.store.db import (
+    async_pool,
+    database_unavailable,
+    resolve_database_url,
+    with_application_name,
+)
 from delivery_pipeline.store.queries import QUERIES
 from delivery_pipeline.watch.delivery_events import SERVICE_SOURCE
 from delivery_pipeline.whatsapp.client import CloudApiClient
+from delivery_pipeline.whatsapp.identity import check_identity
+from delivery_pipeline.whatsapp.payloads import UnusableBody, read_body
 from delivery_pipeline.whatsapp.signature import signature_valid, tokens_match
 
 log = logging.getLogger(__name__)
 
 TARGETED_SWEEP_CONCURRENCY = 2
+# The API may start a moment after us (``up`` starts the sandbox first, a
+# deployment may not): ask a few times before saying it does not answer.
+IDENTITY_CHECK_ATTEMPTS = 5
 POKE_MAX_BODY_BYTES = 64 * 1024
 
 
@@ -63,7 +80,12 @@ class Service:
     settings: Settings
     pool: AsyncConnectionPool[psycopg.AsyncConnection[DictRow]]
     engine: DeliveryEngine
+    # the review page's sessions; None when REVIEW_TOKEN is unset (the page is off)
+    review_sessions: Sessions | None = None
     sweeps: set[asyncio.Task[None]] = field(default_factory=set)
+    listener: ReadyListener | None = None
+    # A replayed bad body must not fill the disk: a few lines per kind, then a count.
+    quiet_log: RateLimitedLog = field(default_factory=lambda: RateLimitedLog(log))
     # pushes what the service delivered to Dagster's timeline (None: no DAGSTER_WEBSERVER_URL)
     recorder: Recorder | None = None
 
@@ -71,6 +93,13 @@ class Service:
         """Something may have changed a document: have it on Dagster's timeline soon."""
         if self.recorder is not None:
             self.recorder.kick()
+
+    async def sweep_and_record(self) -> Any:
+        """A sweep after a ready notification, and what it did onto Dagster's timeline."""
+        try:
+            return await self.engine.sweep()
+        finally:
+            self.recorded()
 
     def sweep_later(
         self, person_ids: Sequence[int], document_ids: Sequence[int]
@@ -88,39 +117,36 @@ class Service:
         return BackgroundTask(start)
 
     async def _sweep(self, person_ids: Sequence[int], document_ids: Sequence[int]) -> None:
-        targets = [{"person_id": p} for p in person_ids] + [
-            {"document_id": d} for d in document_ids
-        ]
+        targets: list[dict[str, int | None]] = [
+            {"person_id": p, "document_id": None} for p in person_ids
+        ] + [{"person_id": None, "document_id": d} for d in document_ids]
         for target in targets:
+            named = {k: v for k, v in target.items() if v is not None}
             try:
-                result = await self.engine.sweep(concurrency=TARGETED_SWEEP_CONCURRENCY, **target)
+                result = await self.engine.sweep(
+                    concurrency=TARGETED_SWEEP_CONCURRENCY,
+                    person_id=target["person_id"],
+                    document_id=target["document_id"],
+                )
                 if result.claimed:
-                    log.info("targeted sweep %s: %s", target, result.as_dict())
-            except Exception:
-                log.exception("targeted sweep %s failed; the heartbeat will retry", target)
-            finally:
-                self.recorded()
+                    log.info("targeted sweep %s: %s", named, result.as_dict())
+            except Exception as exc:
+                if not database_unavailable(exc):
+                    log.exception("targeted sweep %s failed; the heartbeat will retry", named)
+                    continue
+                self.quiet_log.log(
+                    logging.WARNING,
+                    "sweep-database-unavailable",
+                    "targeted sweep %s: database unavailable (%s); the heartbeat will retry",
+                    named,
+                    _one_line(str(exc)),
+                )
+        self.recorded()
 
 
 def _service(request: Request) -> Service:
     service: Service = request.app.state.service
     return service
-
-
-class _TooLarge(Exception):
-    pass
-
-
-async def _read_body(request: Request, limit: int) -> bytes:
-    declared = request.headers.get("content-length")
-    if declared and declared.isdigit() and int(declared) > limit:
-        raise _TooLarge
-    body = bytearray()
-    async for part in request.stream():
-        body.extend(part)
-        if len(body) > limit:
-            raise _TooLarge
-    return bytes(body)
 
 
 # ── endpoints ───────────────────────────────────────────────────────────
@@ -144,22 +170,39 @@ async def receive(request: Request) -> Response:
     service = _service(request)
     limit = service.settings.service.webhook_max_body_bytes
     try:
-        body = await _read_body(request, limit)
-    except _TooLarge:
-        log.warning("webhook body over %s bytes refused (413)", limit)
+        body = await read_limited(request, limit)
+    except TooLarge:
+        service.quiet_log.log(
+            logging.WARNING, "too-large", "webhook body over %s bytes refused (413)", limit
+        )
         return PlainTextResponse("payload too large", status_code=413)
     header = request.headers.get("x-hub-signature-256")
     if not header:
         return PlainTextResponse("missing signature", status_code=401)
     app_secret = secret(service.settings.whatsapp.app_secret)
     if not app_secret or not signature_valid(app_secret, body, header):
-        log.warning("webhook with a wrong signature refused (403)")
+        service.quiet_log.log(
+            logging.WARNING, "bad-signature", "webhook with a wrong signature refused (403)"
+        )
         return PlainTextResponse("invalid signature", status_code=403)
     try:
         async with service.pool.connection() as conn:
-            outcome = await _handle(conn, body, service.settings)
-    except (psycopg.OperationalError, TimeoutError) as exc:
-        log.error("database unavailable, asking Meta to redeliver: %s", exc)
+            outcome = await _handle(conn, body, service)
+    except Exception as exc:
+        if database_unavailable(exc):
+            what = "database unavailable"
+        elif isinstance(exc, psycopg.Error):  # a schema or a grant missing: deployment
+            what = "the database refused to keep it"
+        else:
+            log.exception("a webhook body could not be kept; asking Meta to redeliver (503)")
+            return PlainTextResponse("database unavailable", status_code=503)
+        service.quiet_log.log(
+            logging.ERROR,
+            what,
+            "%s, asking Meta to redeliver (503): %s",
+            what,
+            _one_line(str(exc)),
+        )
         return PlainTextResponse("database unavailable", status_code=503)
     if outcome.statuses_stored:
         service.recorded()  # a failed status may have abandoned or un-delivered a document
@@ -179,8 +222,8 @@ async def poke(request: Request) -> Response:
     if not expected or scheme.lower() != "bearer" or not tokens_match(token.strip(), expected):
         return JSONResponse({"error": "a valid bearer token is required"}, status_code=401)
     try:
-        payload = json.loads(await _read_body(request, POKE_MAX_BODY_BYTES))
-    except (_TooLarge, ValueError):
+        payload = json.loads(await read_limited(request, POKE_MAX_BODY_BYTES))
+    except (TooLarge, ValueError):
         return JSONResponse(
             {"error": 'body must be JSON like {"document_id": 42}'}, status_code=400
         )
@@ -204,9 +247,10 @@ async def poke(request: Request) -> Response:
 
 
 async def healthz(request: Request) -> Response:
-    """Database reachable, schema version, service version."""
+    """Database reachable, schema version, service version, ready notifications heard."""
+    service = _service(request)
     try:
-        async with _service(request).pool.connection(timeout=2) as conn:
+        async with service.pool.connection(timeout=2) as conn:
             cur = await conn.execute(QUERIES.health)
             row = await cur.fetchone()
     except Exception as exc:  # noqa: BLE001 - health reports any failure
@@ -220,6 +264,7 @@ async def healthz(request: Request) -> Response:
             "database": "reachable",
             "schema_version": row["schema_version"] if row else None,
             "version": __version__,
+            "listening": service.listener is not None and service.listener.connected.is_set(),
         }
     )
 
@@ -229,6 +274,7 @@ ROUTES = [
     Route("/webhooks/whatsapp", receive, methods=["POST"]),
     Route("/internal/sweep", poke, methods=["POST"]),
     Route("/healthz", healthz, methods=["GET"]),
+    *REVIEW_ROUTES,
 ]
 
 
@@ -244,55 +290,128 @@ def create_app(settings: Settings, database_url: str) -> Starlette:
         )
         await pool.open(wait=False)
         client = CloudApiClient.from_settings(settings)
+        review_token = secret(settings.review.token)
         webserver = settings.service.dagster_webserver_url
         service = Service(
             settings,
             pool,
             DeliveryEngine(settings, pool, client),
+            review_sessions=Sessions(review_token) if review_token else None,
             recorder=Recorder(pool, webserver) if webserver else None,
         )
         app.state.service = service
         if settings.whatsapp.app_secret is None:
             log.error("WHATSAPP_APP_SECRET is not set: every webhook POST will be refused")
+        listening: asyncio.Task[None] | None = None
+        if settings.service.listen:
+            service.listener = ReadyListener(database_url, pool, service.sweep_and_record)
+            listening = asyncio.create_task(service.listener.run())
+        if review_token is None:
+            log.info("REVIEW_TOKEN is not set: the review page answers 404")
+        # In the background: webhooks are received whatever the answer, and
+        # the API (a sandbox started alongside) may come up a moment later.
+        identity = asyncio.create_task(_say_whether_identity_works(client, settings))
         companions = [asyncio.create_task(watch_forever(database_url, settings))]
         if service.recorder is not None:
             companions.append(asyncio.create_task(service.recorder.run()))
         try:
             yield
         finally:
-            for task in [*companions, *service.sweeps]:
+            background = [
+                identity,
+                *companions,
+                *service.sweeps,
+                *([listening] if listening else []),
+            ]
+            for task in background:
                 task.cancel()
-            await asyncio.gather(*companions, *service.sweeps, return_exceptions=True)
+            await asyncio.gather(*background, return_exceptions=True)
             await client.aclose()
             await pool.close()
 
     return Starlette(routes=ROUTES, lifespan=lifespan)
 
 
+async def _say_whether_identity_works(client: CloudApiClient, settings: Settings) -> None:
+    """One line at start-up: will our sends be accepted? (A 190 told now, naming the
+    variable, rather than in the middle of the first sweep.)"""
+    for attempt in range(IDENTITY_CHECK_ATTEMPTS):
+        problem = await check_identity(client, settings.whatsapp)
+        if problem is None:
+            log.info(
+                "WhatsApp at %s accepts our identity (phone number id %s)",
+                settings.whatsapp.api_base_url,
+                settings.whatsapp.phone_number_id,
+            )
+            return
+        if problem.refused or attempt == IDENTITY_CHECK_ATTEMPTS - 1:
+            log.error("sending will not work: %s (webhooks are still received)", problem.message)
+            return
+        await asyncio.sleep(1.0)
+
+
 async def _handle(
-    conn: psycopg.AsyncConnection[Any], body: bytes, settings: Settings
+    conn: psycopg.AsyncConnection[Any], body: bytes, service: Service
 ) -> WebhookOutcome:
-    """Apply a signed body; anything we cannot use is kept raw, never dropped."""
+    """Apply a signed body; whatever we cannot use is kept raw, never dropped.
+
+    Raises only when the body could not be kept at all (the caller answers
+    503). Not a 500 for a body we cannot use: Meta would redeliver the same
+    bytes for days and they would fail the same way.
+    """
     try:
-        payload = json.loads(body)
-    except (ValueError, UnicodeDecodeError) as exc:
-        await _store_raw(conn, body, f"malformed json: {exc}")
-        log.warning("malformed webhook JSON stored raw: %s", exc)
+        payload, changed = read_body(body)
+    except ValueError as exc:  # UnicodeDecodeError is one
+        await _keep_raw(conn, body, service, [f"malformed JSON: {_json_problem(exc)}"])
         return WebhookOutcome()
+    reasons = [f"stored with {', '.join(changed)} replaced"] if changed else []
     try:
-        outcome = await _apply_retrying(conn, payload, settings)
-    except psycopg.OperationalError:
-        raise
+        outcome = await _apply_retrying(conn, payload, service.settings)
+    except UnusableBody as exc:
+        outcome = WebhookOutcome()
+        reasons.append(f"unusable: {exc}")
     except Exception as exc:
-        # Not a 500: Meta would redeliver the same body for days and it
-        # would fail the same way. Keep it for inspection and say so.
-        log.exception("webhook could not be applied; stored raw")
-        await _store_raw(conn, body, f"unusable: {type(exc).__name__}: {exc}"[:500])
-        return WebhookOutcome()
-    if outcome.unhandled:
-        unhandled = ", ".join(sorted(set(outcome.unhandled)))
-        await _store_raw(conn, body, f"unhandled: {unhandled}"[:490])
+        if database_unavailable(exc):
+            raise
+        log.exception("a webhook body could not be applied (a bug); keeping it raw")
+        outcome = WebhookOutcome()
+        reasons.append(f"internal: {type(exc).__name__}")
+    reasons.extend(sorted(set(outcome.unhandled)))
+    if reasons:
+        await _keep_raw(conn, body, service, reasons)
     return outcome
+
+
+def _json_problem(exc: ValueError) -> str:
+    if isinstance(exc, UnicodeDecodeError):
+        return "not UTF-8"
+    return str(exc)
+
+
+async def _keep_raw(
+    conn: psycopg.AsyncConnection[Any], body: bytes, service: Service, reasons: list[str]
+) -> None:
+    """Keep the exact bytes with why, and say so in one line (a few per kind, then a count)."""
+    reason = _one_line("; ".join(reasons))[:500]
+    cur = await conn.execute(QUERIES.insert_raw_webhook, {"reason": reason, "body": body})
+    row = await cur.fetchone()
+    raw_id = row["id"] if row else None
+    # Fields of the platform we do not subscribe to use are normal; anything
+    # else means the body (or part of it) was not what Meta sends.
+    unused = all(r.startswith("field:") for r in reasons)
+    kind = reasons[0].partition(":")[0]
+    service.quiet_log.log(
+        logging.INFO if unused else logging.WARNING,
+        kind,
+        "webhook body kept raw (raw_webhooks id %s): %s",
+        raw_id,
+        reason,
+    )
+
+
+def _one_line(text: str) -> str:
+    """Text from outside as one printable line (a body must not forge log lines)."""
+    return "".join(c if c.isprintable() else " " for c in text)
 
 
 async def _apply_retrying(
@@ -308,10 +427,6 @@ async def _apply_retrying(
             log.info("webhook batch rolled back by a deadlock; applying it again")
             await asyncio.sleep(0.01 * (attempt + 1))
     raise AssertionError("unreachable")
-
-
-async def _store_raw(conn: psycopg.AsyncConnection[Any], body: bytes, reason: str) -> None:
-    await conn.execute(QUERIES.insert_raw_webhook, {"reason": reason, "body": body})
 
 
 def serve(settings: Settings, *, host: str, port: int, log_level: str = "info") -> None:

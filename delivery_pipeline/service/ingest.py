@@ -10,8 +10,9 @@ says, exactly as the same error on the send call would.
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import psycopg
@@ -22,6 +23,7 @@ from delivery_pipeline.delivery.callback import parse_chunk, parse_knock
 from delivery_pipeline.delivery.inbound import note_inbound
 from delivery_pipeline.delivery.outcomes import Step, consequence_of
 from delivery_pipeline.settings import DeliverySettings
+from delivery_pipeline.store.db import database_unavailable
 from delivery_pipeline.store.queries import QUERIES
 from delivery_pipeline.watch.alerts import record_alert
 from delivery_pipeline.whatsapp.errors import CloudApiError, from_error_object
@@ -51,55 +53,82 @@ class WebhookOutcome:
     documents_to_sweep: set[int] = field(default_factory=set)
     unhandled: list[str] = field(default_factory=list)
 
+    def absorb(self, part: WebhookOutcome) -> None:
+        """Add what one committed part of the body did."""
+        self.inbound_stored += part.inbound_stored
+        self.inbound_duplicates += part.inbound_duplicates
+        self.statuses_stored += part.statuses_stored
+        self.status_duplicates += part.status_duplicates
+        self.persons_to_sweep |= part.persons_to_sweep
+        self.documents_to_sweep |= part.documents_to_sweep
+        self.unhandled.extend(part.unhandled)
+
+
+# Names from the body are quoted in reasons and log lines, never at length.
+_NAME_MAX = 40
+
 
 async def apply_payload(
     conn: AsyncConnection[Any], payload: Any, settings: DeliverySettings
 ) -> WebhookOutcome:
     """Store and apply every message and status in a parsed webhook body.
 
-    Each inbound message is one transaction, and all the statuses of a change
-    are one (one statement and one commit for a batch of up to 1000). A part
-    that cannot be applied is rolled back alone and reported in ``unhandled``;
-    the rest of the body still lands.
+    ``payload`` is what ``payloads.storable`` returned. Each inbound message
+    is one transaction, and all the statuses of a change are one (one
+    statement and one commit for a batch of up to 1000). A part that cannot
+    be applied is rolled back alone and reported in ``unhandled``; the rest of
+    the body still lands. ``UnusableBody``: nothing in it could be read.
     """
     outcome = WebhookOutcome()
     for field_name, value in iter_values(payload):
         if field_name != "messages":
-            outcome.unhandled.append(f"field:{field_name or '?'}")
+            outcome.unhandled.append(f"field:{field_name[:_NAME_MAX] or '?'}")
             continue
         raw_contacts = value.get("contacts")
         contacts: list[Any] = raw_contacts if isinstance(raw_contacts, list) else []
         for message in dicts(value.get("messages")):
-            await _isolated(_apply_inbound(conn, message, contacts, outcome), outcome)
+            await _isolated(outcome, partial(_apply_inbound, conn, message, contacts))
         statuses = dicts(value.get("statuses"))
         if statuses:
-            await _isolated(_apply_statuses(conn, statuses, settings, outcome), outcome)
+            await _apply_status_batch(conn, statuses, settings, outcome)
         for error in dicts(value.get("errors")):
-            outcome.unhandled.append(f"errors:{error.get('code')}")
-            log.warning("webhook carried a platform error: %s", from_error_object(error))
+            outcome.unhandled.append(f"platform-error:{from_error_object(error).code}")
     return outcome
 
 
-async def _isolated(step: Awaitable[None], outcome: WebhookOutcome) -> None:
-    """Run one update; a data error in it is reported, not fatal to the batch.
+def _unstorable(exc: Exception) -> bool:
+    """The update's data does not fit the database (a value out of range, an id
+    longer than an index entry may be): expected of hostile input, not a bug."""
+    return isinstance(
+        exc,
+        psycopg.DataError | psycopg.IntegrityError | psycopg.errors.ProgramLimitExceeded,
+    ) or isinstance(exc, UnicodeError)
 
-    Connection and locking errors (deadlock, lost connection) still abort the
-    whole body, so the caller can retry it or answer 503.
+
+async def _isolated(
+    outcome: WebhookOutcome, apply: Callable[[WebhookOutcome], Awaitable[None]]
+) -> bool:
+    """Apply one part of a body; what it did counts only once it committed.
+
+    A part whose data does not fit is reported in ``unhandled`` and costs only
+    itself; any other error is our bug (logged with its traceback) and costs
+    only itself too. The database being unavailable (or a deadlock) aborts
+    the whole body, so the caller can apply it again or answer 503.
     """
+    part = WebhookOutcome()
     try:
-        await step
-    except psycopg.OperationalError:  # includes deadlocks and serialization failures
-        raise
-    except (
-        psycopg.DataError,
-        psycopg.IntegrityError,
-        psycopg.ProgrammingError,
-        ValueError,
-        TypeError,
-        KeyError,
-    ) as exc:
-        log.exception("one webhook update could not be applied")
-        outcome.unhandled.append(f"failed:{type(exc).__name__}")
+        await apply(part)
+    except Exception as exc:
+        if database_unavailable(exc):
+            raise
+        if _unstorable(exc):
+            outcome.unhandled.append(f"failed:{type(exc).__name__}")
+        else:
+            log.exception("a webhook update could not be applied (a bug); the body is kept raw")
+            outcome.unhandled.append(f"internal:{type(exc).__name__}")
+        return False
+    outcome.absorb(part)
+    return True
 
 
 # ── inbound messages ────────────────────────────────────────────────────
@@ -143,7 +172,7 @@ async def _apply_inbound(
             return
         outcome.inbound_stored += 1
         if person is None:
-            log.info("inbound %s from an unknown sender stored and flagged", wamid)
+            log.info("inbound %.80s from an unknown sender stored and flagged", wamid)
             return
         if kind in _NOT_FROM_THE_PERSON or message.get("group_id"):
             return
@@ -154,35 +183,52 @@ async def _apply_inbound(
 # ── statuses ────────────────────────────────────────────────────────────
 
 
-async def _apply_statuses(
+async def _apply_status_batch(
     conn: AsyncConnection[Any],
     statuses: list[dict[str, Any]],
     settings: DeliverySettings,
     outcome: WebhookOutcome,
 ) -> None:
-    """A batch of statuses: stored, settled and applied set-based; failures one by one."""
-    events: list[dict[str, Any]] = []
-    for status in statuses:
-        wamid, state = text_or_none(status.get("id")), text_or_none(status.get("status"))
-        if not wamid or not state:
-            outcome.unhandled.append("status-without-id")
-            continue
-        errors = dicts(status.get("errors"))
-        error = from_error_object(errors[0]) if errors else None
-        events.append(
-            {
-                "wa_message_id": wamid,
-                "status": state,
-                "occurred_at": parse_timestamp(status.get("timestamp")).isoformat(),
-                "recipient_id": text_or_none(status.get("recipient_id")),
-                "callback_data": text_or_none(status.get("biz_opaque_callback_data")),
-                "error_code": error.code if error else None,
-                "error_title": error.message[:500] if error else None,
-                "payload": status,
-            }
-        )
+    """A change's statuses in one statement; if the database refuses one of them,
+    one statement each, so that one costs only itself."""
+    events = [event for status in statuses if (event := _status_event(status, outcome))]
     if not events:
         return
+    batch = WebhookOutcome()
+    applied = await _isolated(batch, partial(_apply_statuses, conn, events, settings))
+    if applied or len(events) == 1:
+        outcome.absorb(batch)
+        return
+    for event in events:
+        await _isolated(outcome, partial(_apply_statuses, conn, [event], settings))
+
+
+def _status_event(status: dict[str, Any], outcome: WebhookOutcome) -> dict[str, Any] | None:
+    wamid, state = text_or_none(status.get("id")), text_or_none(status.get("status"))
+    if not wamid or not state:
+        outcome.unhandled.append("status-without-id")
+        return None
+    errors = dicts(status.get("errors"))
+    error = from_error_object(errors[0]) if errors else None
+    return {
+        "wa_message_id": wamid,
+        "status": state,
+        "occurred_at": parse_timestamp(status.get("timestamp")).isoformat(),
+        "recipient_id": text_or_none(status.get("recipient_id")),
+        "callback_data": text_or_none(status.get("biz_opaque_callback_data")),
+        "error_code": error.code if error else None,
+        "error_title": error.message[:500] if error else None,
+        "payload": status,
+    }
+
+
+async def _apply_statuses(
+    conn: AsyncConnection[Any],
+    events: list[dict[str, Any]],
+    settings: DeliverySettings,
+    outcome: WebhookOutcome,
+) -> None:
+    """A batch of statuses: stored, settled and applied set-based; failures one by one."""
     async with conn.transaction():
         cur = await conn.execute(QUERIES.apply_statuses, {"events": Jsonb(events)})
         rows = await cur.fetchall()

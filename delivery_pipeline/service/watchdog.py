@@ -26,6 +26,8 @@ log = logging.getLogger(__name__)
 
 def look_once(database_url: str, settings: Settings, watching_since: dt.datetime) -> None:
     notifier = OpsNotifier(url=secret(settings.ops.webhook_url))
+    # The reviewers' alerts go where the alert sensor would post them.
+    reviewers = OpsNotifier(url=secret(settings.review.webhook_url), variable="REVIEW_WEBHOOK_URL")
     with connect(database_url) as conn:
         watch_daemon(
             conn,
@@ -33,7 +35,7 @@ def look_once(database_url: str, settings: Settings, watching_since: dt.datetime
             reminder_seconds=settings.ops.alert_reminder_seconds,
             watching_since=watching_since,
         )
-        send_pending(conn, notifier)
+        send_pending(conn, notifier, reviewers=reviewers)
 
 
 async def watch_forever(database_url: str, settings: Settings) -> None:

@@ -7,12 +7,12 @@ import warnings
 from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING
-from urllib.parse import quote
+from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
 import psycopg
 from psycopg.abc import ConnDict
 from psycopg.rows import DictRow, dict_row
-from psycopg_pool import AsyncConnectionPool
+from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from delivery_pipeline.settings import DatabaseSettings
 from delivery_pipeline.store.queries import QUERIES
@@ -125,3 +125,40 @@ def async_pool(url: str, *, max_size: int) -> AsyncConnectionPool[psycopg.AsyncC
         kwargs={"autocommit": True, "row_factory": dict_row},
         open=False,
     )
+
+
+def public_url(url: str) -> str:
+    """``url`` as an operator may see it: everything but the password."""
+    if "://" in url:
+        parts = urlsplit(url)
+        netloc = parts.netloc
+        if parts.password is not None:
+            host = netloc.rpartition("@")[2]
+            netloc = f"{parts.username}@{host}" if parts.username else host
+        query = [(k, v) for k, v in parse_qsl(parts.query) if k != "password"]
+        return urlunsplit(parts._replace(netloc=netloc, query=urlencode(query, safe="/")))
+    try:
+        info = psycopg.conninfo.conninfo_to_dict(url)
+    except psycopg.ProgrammingError:
+        return "(unreadable connection string)"
+    info.pop("password", None)
+    return psycopg.conninfo.make_conninfo("", **{k: v for k, v in info.items() if v is not None})
+
+
+# SQLSTATE classes that say the database cannot serve us now, whatever we
+# sent: connection (08), a rollback to retry (40), insufficient resources
+# (53), object in use (55), operator intervention (57), system error (58).
+# Every other error is about the statement or its data (22 data, 23
+# integrity, 54 a value over a limit such as an index row) or is our bug.
+_UNAVAILABLE_CLASSES = frozenset({"08", "40", "53", "55", "57", "58"})
+
+
+def database_unavailable(exc: BaseException) -> bool:
+    """Is ``exc`` the database being down or overloaded (try again later), rather
+    than something wrong with one statement or its data?"""
+    if isinstance(exc, PoolTimeout | TimeoutError):
+        return True
+    if not isinstance(exc, psycopg.OperationalError):
+        return False
+    state = exc.sqlstate
+    return state is None or state[:2] in _UNAVAILABLE_CLASSES

@@ -74,6 +74,7 @@ class Queries:
     document_by_id: str
     document_chunks: str
     state_summary: str
+    oldest_waiting: str
     guard_exists: str
     eligible_ids: str
     claim_batch: str
@@ -103,6 +104,8 @@ class Queries:
     unsent_alerts: str
     alert_sent: str
     alert_send_failed: str
+    listen_ready: str
+    next_due: str
 
     # sql/queries_backlog.sql
     backlog_by_state: str
@@ -111,6 +114,7 @@ class Queries:
     check_pending: str
     check_generating: str
     check_undelivered: str
+    check_awaiting_review: str
     check_awaiting_reply: str
     check_knock_health: str
     check_abandoned_recent: str
@@ -149,6 +153,11 @@ class Queries:
     report_chunks: str
     report_knocks: str
     report_abandoned: str
+
+    # sql/queries_review.sql
+    decide_review: str
+    document_review: str
+    awaiting_review: str
 
     # sql/queries_webhooks.sql
     insert_inbound: str

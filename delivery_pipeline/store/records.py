@@ -8,6 +8,7 @@ answer however it arrived, and nothing is written.
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Collection
 from typing import Any
 
 import psycopg
@@ -125,8 +126,10 @@ def add_ready_document(
     body: str,
     kind: str = Kind.PLAN,
     for_date: dt.date | None = None,
+    review_kinds: Collection[str] = frozenset(),
 ) -> Row:
-    """A document generated elsewhere, ready for delivery; a brief defaults to local today."""
+    """A document generated elsewhere, ready for delivery, or awaiting review when its kind
+    is one of ``review_kinds`` (``DELIVERY_REVIEW_KINDS``); a brief defaults to local today."""
     document_kind = parse_kind(kind)
     if not body.strip():
         raise InputError("the document body is empty")
@@ -136,7 +139,13 @@ def add_ready_document(
     try:
         doc = conn.execute(
             QUERIES.insert_ready_document,
-            {"person_id": row["id"], "kind": document_kind, "for_date": for_date, "body": body},
+            {
+                "person_id": row["id"],
+                "kind": document_kind,
+                "for_date": for_date,
+                "body": body,
+                "needs_review": document_kind in review_kinds,
+            },
         ).fetchone()
     except psycopg.errors.UniqueViolation:
         raise InputError(f"person {row['id']} already has a brief for {for_date}") from None

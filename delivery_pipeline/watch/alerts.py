@@ -43,14 +43,23 @@ class AlertKind(enum.StrEnum):
     RESOLVED = "resolved"
 
 
+class AlertChannel(enum.StrEnum):
+    """Who is told (``ops_alerts.channel``): ops, or the reviewers about their own backlog
+    (``REVIEW_WEBHOOK_URL``, falling back to the ops channel)."""
+
+    OPS = "ops"
+    REVIEWERS = "reviewers"
+
+
 @dataclass(frozen=True)
 class Alert:
-    """What to tell ops: a dedup key, a severity, one sentence, and details."""
+    """What to tell a channel: a dedup key, a severity, one sentence, and details."""
 
     key: str
     severity: AlertSeverity
     message: str
     details: dict[str, Any] = field(default_factory=dict)
+    channel: AlertChannel = AlertChannel.OPS
 
 
 def _params(alert: Alert, kind: AlertKind) -> dict[str, Any]:
@@ -60,6 +69,7 @@ def _params(alert: Alert, kind: AlertKind) -> dict[str, Any]:
         "kind": kind,
         "message": alert.message,
         "details": Jsonb(alert.details),
+        "channel": alert.channel,
     }
 
 
@@ -122,7 +132,9 @@ def note_check(
         if not failing:
             if not open_episode:
                 return None
-            resolved = Alert(alert.key, AlertSeverity.INFO, alert.message, alert.details)
+            resolved = Alert(
+                alert.key, AlertSeverity.INFO, alert.message, alert.details, alert.channel
+            )
             return _insert(conn, resolved, AlertKind.RESOLVED)
         if not open_episode:
             return _insert(conn, alert, AlertKind.ALERT)

@@ -15,6 +15,7 @@ eligibility parameters and the messaging tier come from their own sections.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import enum
 import time
@@ -29,6 +30,7 @@ from psycopg.rows import DictRow
 from delivery_pipeline.model import EXPECTED_ABANDON_REASONS
 from delivery_pipeline.settings import Settings
 from delivery_pipeline.store.queries import QUERIES
+from delivery_pipeline.watch.alerts import AlertChannel
 from delivery_pipeline.watch.backlog import format_age
 
 
@@ -91,6 +93,9 @@ class CheckSpec:
     description: str
     runbook: str
     evaluate: Callable[[psycopg.Connection[DictRow], Settings], CheckResult]
+    # whose channel hears of it; a check owned by the reviewers is escalated to
+    # ops as well when it reaches ERROR (dagster_defs/alert_sensors.py)
+    channel: AlertChannel = AlertChannel.OPS
 
 
 def _result(
@@ -160,6 +165,26 @@ def check_pending(conn: psycopg.Connection[DictRow], s: Settings) -> CheckResult
         s.checks.pending_error_seconds,
         conn,
         s,
+    )
+
+
+def check_awaiting_review(conn: psycopg.Connection[DictRow], s: Settings) -> CheckResult:
+    """Documents waiting for a reviewer: the reviewers are told (with a link to their
+    page) at WARN, reminded while it lasts, and ops too at ERROR."""
+    result = _aged_state(
+        QUERIES.check_awaiting_review,
+        "awaiting_review_too_long",
+        "documents awaiting review",
+        s.review.warn_seconds,
+        s.review.error_seconds,
+        conn,
+        s,
+    )
+    page = s.service.review_page_url
+    return dataclasses.replace(
+        result,
+        summary=f"{result.summary} Review them at {page}" if result.count else result.summary,
+        metadata={**result.metadata, "review_page": page},
     )
 
 
@@ -534,6 +559,17 @@ SPECS: dict[str, CheckSpec] = {
             "A generator died or hangs: its claim expires after GENERATION_LEASE_SECONDS "
             "and another takes over; if not, check generate_documents runs; " + RUNBOOK,
             check_generating,
+        ),
+        CheckSpec(
+            "awaiting_review_too_long",
+            "reviewers",
+            "Documents of a reviewed kind (DELIVERY_REVIEW_KINDS) waiting for a reviewer's "
+            "decision longer than REVIEW_WARN_SECONDS / REVIEW_ERROR_SECONDS; the reviewers' "
+            "channel is told, and ops at ERROR.",
+            "Reviewers: approve or reject them on the review page (linked), or "
+            "`delivery-pipeline documents approve|reject ID`; " + RUNBOOK,
+            check_awaiting_review,
+            channel=AlertChannel.REVIEWERS,
         ),
         CheckSpec(
             "undelivered_stranded",

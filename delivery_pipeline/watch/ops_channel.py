@@ -1,11 +1,13 @@
-"""The ops channel: a Slack-compatible incoming webhook, fed from the ``ops_alerts`` table.
+"""The alert channels: Slack-compatible incoming webhooks, fed from the ``ops_alerts`` table.
 
 Every alert is a row first (``record``, ``note_check``, and the engine's
-``alerts.record_alert``); ``send_pending`` posts the rows the channel has not
-taken yet and marks each sent or failed, so an alert raised while the channel
-is down goes out on a later tick. With no ``OPS_WEBHOOK_URL`` the alerts are
-only logged and recorded. The URL is a secret: it is never logged, and error
-texts are scrubbed of it.
+``alerts.record_alert``); ``send_pending`` posts the rows a channel has not
+taken yet and marks each sent or failed, so an alert raised while a channel
+is down goes out on a later tick. Each row names its channel: ``ops``
+(``OPS_WEBHOOK_URL``) or ``reviewers`` (``REVIEW_WEBHOOK_URL``, falling back
+to the ops webhook). With no ops webhook the ops alerts are only logged and
+recorded. The URLs are secrets: never logged, and error texts are scrubbed
+of them.
 
 No Dagster here: the alert sensors in ``dagster_defs/alert_sensors.py`` call these, and
 the webhook service's watchdog does too (it must reach ops when Dagster is the thing that died).
@@ -24,6 +26,7 @@ import psycopg
 from psycopg.rows import DictRow
 
 from delivery_pipeline.store.queries import QUERIES
+from delivery_pipeline.watch.alerts import AlertChannel
 
 log = logging.getLogger(__name__)
 
@@ -62,18 +65,20 @@ class OpsNotifier:
     timeout_seconds: float = 5.0
     max_retries: int = 2
     backoff_seconds: float = 0.5
+    # the variable the URL came from: named in errors instead of the (secret) URL
+    variable: str = "OPS_WEBHOOK_URL"
 
     @property
     def configured(self) -> bool:
         return bool(self.url)
 
     def _scrub(self, text: str) -> str:
-        return text.replace(self.url, "<OPS_WEBHOOK_URL>") if self.url else text
+        return text.replace(self.url, f"<{self.variable}>") if self.url else text
 
     def post(self, text: str, *, blocks: list[dict[str, Any]] | None = None) -> None:
         """Post one message; raises ``OpsChannelError`` when the channel did not take it."""
         if not self.url:
-            raise OpsChannelError("no OPS_WEBHOOK_URL configured", transient=False)
+            raise OpsChannelError(f"no {self.variable} configured", transient=False)
         payload: dict[str, Any] = {"text": text[:TEXT_LIMIT]}
         if blocks:
             payload["blocks"] = blocks
@@ -131,34 +136,41 @@ class SendReport:
     last_error: str | None = None
 
     def summary(self) -> str:
-        if self.unconfigured:
-            return "no OPS_WEBHOOK_URL: alerts are logged and recorded only"
+        unconfigured = "no OPS_WEBHOOK_URL: alerts are logged and recorded only"
         if self.busy:
             return "another process is posting the unsent alerts"
+        if self.unconfigured and not (self.sent or self.failed):
+            return unconfigured
         text = f"{len(self.sent)} alerts sent"
         if self.failed:
             text += f", {len(self.failed)} failed (retried next tick): {self.last_error}"
-        return text
+        return text + (f" to the reviewers; {unconfigured}" if self.unconfigured else "")
 
 
 def send_pending(
     conn: psycopg.Connection[DictRow],
     notifier: OpsNotifier,
     *,
+    reviewers: OpsNotifier | None = None,
     limit: int = 20,
     max_age_seconds: float = DEFAULT_MAX_AGE_SECONDS,
 ) -> SendReport:
-    """Post the alerts the channel has not taken yet, oldest first; mark each.
+    """Post the alerts each channel has not taken yet, oldest first; mark each.
 
-    A transient failure (network, 429, 5xx) stops this pass: the channel is
-    down, the rest wait for the next tick. A permanent one (another 4xx) is
-    marked and the pass goes on. Alerts older than ``max_age_seconds`` stay
+    Rows for the reviewers' channel go to ``reviewers`` when it is configured
+    (``REVIEW_WEBHOOK_URL``), else to the ops channel (``notifier``). A
+    transient failure (network, 429, 5xx) stops that webhook for this pass:
+    it is down, its rows wait for the next tick. A permanent one (another 4xx)
+    is marked and the pass goes on. Alerts older than ``max_age_seconds`` stay
     recorded and are no longer posted. Never raises for the channel's sake.
     """
     report = SendReport()
+    routes = {
+        AlertChannel.OPS: notifier,
+        AlertChannel.REVIEWERS: reviewers if reviewers and reviewers.configured else notifier,
+    }
     if not notifier.configured:
         report.unconfigured = True
-        return report
     # Two processes post (the alert sensor, the webhook service's watchdog): one at a time,
     # or both would post the same unsent row.
     locked = conn.execute(QUERIES.alert_sender_try_lock).fetchone()
@@ -166,7 +178,7 @@ def send_pending(
         report.busy = True
         return report
     try:
-        _send(conn, notifier, report, limit=limit, max_age_seconds=max_age_seconds)
+        _send(conn, routes, report, limit=limit, max_age_seconds=max_age_seconds)
     finally:
         conn.execute(QUERIES.alert_sender_unlock)
     return report
@@ -174,26 +186,37 @@ def send_pending(
 
 def _send(
     conn: psycopg.Connection[DictRow],
-    notifier: OpsNotifier,
+    routes: dict[AlertChannel, OpsNotifier],
     report: SendReport,
     *,
     limit: int,
     max_age_seconds: float,
 ) -> None:
-    rows = conn.execute(
-        QUERIES.alerts_to_send, {"max_age": dt.timedelta(seconds=max_age_seconds), "limit": limit}
-    ).fetchall()
-    for alert in rows:
-        text, blocks = payload_for(alert)
-        try:
-            notifier.post(text, blocks=blocks)
-        except OpsChannelError as exc:
-            conn.execute(QUERIES.alert_send_failed, {"id": alert["id"], "error": str(exc)[:500]})
-            report.failed.append(alert["id"])
-            report.last_error = str(exc)
-            log.warning("ops alert %s not sent: %s", alert["id"], exc)
-            if exc.transient:
-                break
+    down: list[OpsNotifier] = []
+    for channel, target in routes.items():
+        if not target.configured or target in down:
             continue
-        conn.execute(QUERIES.alert_sent, {"id": alert["id"]})
-        report.sent.append(alert["id"])
+        rows = conn.execute(
+            QUERIES.alerts_to_send,
+            {
+                "channel": channel,
+                "max_age": dt.timedelta(seconds=max_age_seconds),
+                "limit": limit,
+            },
+        ).fetchall()
+        for alert in rows:
+            text, blocks = payload_for(alert)
+            try:
+                target.post(text, blocks=blocks)
+            except OpsChannelError as exc:
+                error = str(exc)[:500]
+                conn.execute(QUERIES.alert_send_failed, {"id": alert["id"], "error": error})
+                report.failed.append(alert["id"])
+                report.last_error = str(exc)
+                log.warning("%s alert %s not sent: %s", channel, alert["id"], exc)
+                if exc.transient:
+                    down.append(target)
+                    break
+                continue
+            conn.execute(QUERIES.alert_sent, {"id": alert["id"]})
+            report.sent.append(alert["id"])

@@ -16,6 +16,7 @@ import httpx
 
 from delivery_pipeline.settings import Settings
 from delivery_pipeline.whatsapp.errors import (
+    ApiUnreachable,
     CloudApiError,
     SendNotAttempted,
     SendOutcomeUnknown,
@@ -40,7 +41,8 @@ class CloudApiClient:
         max_connections: int = 100,
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
-        self._url = f"{base_url.rstrip('/')}/{api_version}/{phone_number_id}/messages"
+        self._number_url = f"{base_url.rstrip('/')}/{api_version}/{phone_number_id}"
+        self._url = f"{self._number_url}/messages"
         # Requests beyond the pool wait here, not in httpcore, whose queue
         # costs O(waiting × connections) per request (profiled: most of the
         # CPU at concurrency 192).
@@ -126,6 +128,25 @@ class CloudApiClient:
             payload["biz_opaque_callback_data"] = callback_data
         return await self._post(payload)
 
+    async def phone_number(self) -> dict[str, Any]:
+        """``GET /{version}/{phone_number_id}``: the number's record. An answer at all
+        proves the token may use this number; sends nothing to anyone.
+
+        Raises the classified ``CloudApiError`` (190: the token, 100: the
+        number id), or ``ApiUnreachable``."""
+        try:
+            response = await self._http.get(
+                self._number_url, params={"fields": "id,display_phone_number,verified_name"}
+            )
+        except httpx.TransportError as exc:
+            raise ApiUnreachable(
+                f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+            ) from exc
+        body = _json_or_none(response)
+        if response.status_code == 200 and isinstance(body, dict):
+            return body
+        raise _error_of(response, body)
+
     async def _post(self, payload: dict[str, Any]) -> str:
         try:
             async with self._slots:
@@ -143,11 +164,15 @@ class CloudApiClient:
         return _parse_response(response)
 
 
-def _parse_response(response: httpx.Response) -> str:
+def _json_or_none(response: httpx.Response) -> Any:
     try:
-        body = response.json()
+        return response.json()
     except (json.JSONDecodeError, UnicodeDecodeError):
-        body = None
+        return None
+
+
+def _parse_response(response: httpx.Response) -> str:
+    body = _json_or_none(response)
     if response.status_code == 200 and isinstance(body, dict):
         messages = body.get("messages")
         if isinstance(messages, list) and messages and isinstance(messages[0], dict):
@@ -157,13 +182,18 @@ def _parse_response(response: httpx.Response) -> str:
         # 200 without a message id: the platform said yes but we cannot tie
         # it to anything; treat it as an ambiguous outcome.
         raise SendOutcomeUnknown(f"HTTP 200 without a message id: {str(body)[:200]}")
+    raise _error_of(response, body)
+
+
+def _error_of(response: httpx.Response, body: Any) -> CloudApiError:
+    """The classified error of a response that is not a success."""
     if isinstance(body, dict) and isinstance(body.get("error"), dict):
-        raise from_error_object(body["error"], response.status_code)
+        return from_error_object(body["error"], response.status_code)
     if response.status_code >= 500:
-        raise TransientError(
+        return TransientError(
             code=None, message=f"HTTP {response.status_code}", http_status=response.status_code
         )
-    raise CloudApiError(
+    return CloudApiError(
         code=None,
         message=f"HTTP {response.status_code}: {response.text[:200]}",
         http_status=response.status_code,

@@ -73,6 +73,10 @@ class SendNotAttempted(Exception):
     """The request never left (connection refused, pool timeout): safe to retry."""
 
 
+class ApiUnreachable(Exception):
+    """The Cloud API (or the sandbox) gave no answer at all: refused, timed out."""
+
+
 PAIR_RATE_LIMIT = 131056
 # About one message per 6 s to the same person refills the pair-rate budget.
 PAIR_RATE_RETRY_SECONDS = 6.0
@@ -139,9 +143,28 @@ def from_error_object(obj: dict[str, Any], http_status: int | None = None) -> Cl
     raw_code = obj.get("code")
     try:
         code = int(raw_code) if raw_code is not None else None
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         code = None
+    if code is not None and not -(2**31) <= code < 2**31:
+        code = None  # no platform code is that large; ours are stored as integer
     error_data = obj.get("error_data") or {}
     details = error_data.get("details", "") if isinstance(error_data, dict) else ""
     message = str(obj.get("message") or obj.get("title") or "")
     return classify(code, message, str(details or ""), http_status)
+
+
+# What a global error asks of whoever configured the sender, naming the
+# variable to look at. (Only the codes where one setting is the usual cause.)
+_REMEDIES = {
+    190: "check WHATSAPP_ACCESS_TOKEN (expired, revoked, or not this app's)",
+    100: "check WHATSAPP_PHONE_NUMBER_ID (unknown, or not a number this token may use)",
+    10: "check that WHATSAPP_ACCESS_TOKEN has the whatsapp_business_messaging permission",
+    200: "check that WHATSAPP_ACCESS_TOKEN has the whatsapp_business_messaging permission",
+    132001: "check DELIVERY_KNOCK_TEMPLATES against the templates approved in WhatsApp Manager",
+}
+
+
+def remedy(code: int | None) -> str | None:
+    """The next step for an operator after global error ``code``, if one setting is
+    the usual cause."""
+    return _REMEDIES.get(code) if code is not None else None

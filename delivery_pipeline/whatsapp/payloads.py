@@ -3,20 +3,115 @@
 Meta batches up to 1000 updates per body and the 2026 formats add fields
 (business-scoped user ids, usernames without phone numbers); anything of an
 unexpected type is skipped here, never raised on, so one odd update cannot
-cost the others in the same body.
+cost the others in the same body. Only a body with no ``entry`` list at all
+is refused whole (``UnusableBody``).
+
+JSON can say things Postgres cannot store: ``\\u0000`` inside a string (text
+and jsonb cannot hold NUL), lone surrogates (not UTF-8), ``NaN`` and numbers
+too large for a double, nesting thousands deep (too deep for Python's own
+parser, too). ``read_body`` turns a body into one Postgres can hold and says
+what it changed; the caller keeps the original bytes, so nothing is lost.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import json
+import math
+import re
 from typing import Any
+
+# Meta's deepest real shapes are about ten levels; far past that is not a
+# webhook, and walking or serialising it risks Python's recursion limit.
+MAX_DEPTH = 48
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+# A JSON string (skipped whole) or a bracket; UTF-8 continuation bytes are
+# never ASCII, so scanning bytes is safe.
+_STRING_OR_BRACKET = re.compile(rb'"(?:[^"\\]|\\.)*"|[\[\]{}]', re.DOTALL)
+_REPLACEMENT = "\ufffd"
+_TOO_DEEP = f"nesting deeper than {MAX_DEPTH}"
+
+
+class UnusableBody(ValueError):
+    """A signed body with nothing we could read as updates."""
+
+
+def read_body(body: bytes) -> tuple[Any, list[str]]:
+    """A webhook body parsed into what Postgres can store, and what had to change
+    (see ``storable``). ValueError: it is not JSON."""
+    try:
+        return storable(json.loads(body))
+    except RecursionError:
+        pass
+    # Deeper than Python's parser goes: cut the deep parts off first, so the
+    # rest of the batch can still be read.
+    payload, changes = storable(json.loads(_cut_deeper_than(body, MAX_DEPTH)))
+    return payload, sorted({*changes, _TOO_DEEP})
+
+
+def _cut_deeper_than(body: bytes, max_depth: int) -> bytes:
+    """``body`` with every array or object nested deeper than ``max_depth`` as null."""
+    out: list[bytes] = []
+    depth = cut_at = kept_from = 0
+    for match in _STRING_OR_BRACKET.finditer(body):
+        first = match.group()[0]
+        if first in b"[{":
+            depth += 1
+            if not cut_at and depth > max_depth:
+                cut_at = depth
+                out.append(body[kept_from : match.start()] + b"null")
+        elif first in b"]}":
+            if cut_at == depth:
+                cut_at, kept_from = 0, match.end()
+            depth -= 1
+    if not cut_at:  # else unbalanced: what is left fails to parse, as it should
+        out.append(body[kept_from:])
+    return b"".join(out)
+
+
+def storable(payload: Any) -> tuple[Any, list[str]]:
+    """``payload`` as Postgres text and jsonb can hold it, and what had to change:
+    NUL and lone surrogates become U+FFFD, non-finite numbers and anything nested
+    deeper than ``MAX_DEPTH`` become null."""
+    changes: set[str] = set()
+    cleaned = _storable(payload, 0, changes)
+    return cleaned, sorted(changes)
+
+
+def _storable(value: Any, depth: int, changes: set[str]) -> Any:
+    if isinstance(value, str):
+        return _storable_text(value, changes)
+    if isinstance(value, float) and not math.isfinite(value):
+        changes.add("a number out of range")
+        return None
+    if isinstance(value, dict | list) and depth >= MAX_DEPTH:
+        changes.add(_TOO_DEEP)
+        return None
+    if isinstance(value, dict):
+        return {
+            _storable_text(key, changes): _storable(item, depth + 1, changes)
+            for key, item in value.items()
+        }
+    if isinstance(value, list):
+        return [_storable(item, depth + 1, changes) for item in value]
+    return value
+
+
+def _storable_text(text: str, changes: set[str]) -> str:
+    if "\x00" in text:
+        changes.add("a NUL character")
+        text = text.replace("\x00", _REPLACEMENT)
+    if not text.isascii() and _LONE_SURROGATE.search(text):
+        changes.add("a lone surrogate")
+        text = _LONE_SURROGATE.sub(_REPLACEMENT, text)
+    return text
 
 
 def parse_timestamp(raw: Any) -> dt.datetime:
     """Unix seconds as a string (a few arrive in milliseconds); now() if unreadable."""
     try:
         value = float(raw)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         return dt.datetime.now(dt.UTC)
     if value > 1e11:
         value /= 1000.0
@@ -30,10 +125,10 @@ def iter_values(payload: Any) -> list[tuple[str, dict[str, Any]]]:
     """Every ``entry[].changes[]`` as (field, value); malformed parts are skipped."""
     out: list[tuple[str, dict[str, Any]]] = []
     if not isinstance(payload, dict):
-        raise ValueError("payload is not a JSON object")
+        raise UnusableBody("not a JSON object")
     entries = payload.get("entry")
     if not isinstance(entries, list):
-        raise ValueError("payload has no entry list")
+        raise UnusableBody("no entry list")
     for entry in entries:
         changes = entry.get("changes") if isinstance(entry, dict) else None
         if not isinstance(changes, list):

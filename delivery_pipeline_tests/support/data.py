@@ -61,11 +61,24 @@ def set_inbound_age(conn: psycopg.Connection, person_id: int, seconds: float | N
 
 
 def add_document(
-    conn: psycopg.Connection, person_id: int, body: str, *, kind: str = "plan", for_date: Any = None
+    conn: psycopg.Connection,
+    person_id: int,
+    body: str,
+    *,
+    kind: str = "plan",
+    for_date: Any = None,
+    needs_review: bool = False,
 ) -> dict[str, Any]:
+    """A generated document, ready for delivery (``needs_review``: awaiting review)."""
     return conn.execute(
         QUERIES.insert_ready_document,
-        {"person_id": person_id, "kind": kind, "for_date": for_date, "body": body},
+        {
+            "person_id": person_id,
+            "kind": kind,
+            "for_date": for_date,
+            "body": body,
+            "needs_review": needs_review,
+        },
     ).fetchone()
 
 

@@ -14,7 +14,9 @@ from typing import Any
 import psycopg
 
 from delivery_pipeline.settings import CheckSettings, Settings
+from delivery_pipeline.store.review import Decision, decide
 from delivery_pipeline_tests.support.data import add_document, add_person
+from delivery_pipeline_tests.support.review import awaiting
 
 HOUR = 3600
 TIER_LIMIT = CheckSettings().tier_limit  # WHATSAPP_MESSAGING_TIER's default, 250
@@ -208,6 +210,24 @@ def _fix_knock(conn: psycopg.Connection, doc_id: int) -> None:
     deliver(conn, doc_id)
 
 
+def unrecorded_delivery(conn: psycopg.Connection, age_seconds: float) -> int:
+    """A delivery the outbox holds and no reporter put on Dagster's timeline."""
+    doc_id = undelivered(conn, age_seconds + 60)
+    deliver(conn, doc_id)  # the trigger writes the outbox row
+    conn.execute(
+        "UPDATE delivery_events SET occurred_at = now() - make_interval(secs => %(a)s::float8) "
+        "WHERE document_id = %(id)s",
+        {"a": age_seconds, "id": doc_id},
+    )
+    return doc_id
+
+
+def _record(conn: psycopg.Connection, doc_id: int) -> None:
+    conn.execute(
+        "UPDATE delivery_events SET reported_at = now() WHERE document_id = %(id)s", {"id": doc_id}
+    )
+
+
 def _unpause(conn: psycopg.Connection, _: Any) -> None:
     conn.execute(
         "UPDATE sender_state SET paused_at = NULL, pause_code = NULL, "
@@ -215,7 +235,19 @@ def _unpause(conn: psycopg.Connection, _: Any) -> None:
     )
 
 
+def approve(conn: psycopg.Connection, document_id: int) -> None:
+    """Fixed: a reviewer approved it (it goes to delivery, due now)."""
+    decide(conn, Decision.approve(document_id, "fixer"))
+
+
 STRANDINGS = {
+    "awaiting_review_too_long": Stranding(
+        # WARN: the reviewers' own alert only (ERROR also escalates to ops)
+        "awaiting_review_too_long",
+        "warn",
+        lambda c: awaiting(c, age_seconds=40 * 60),
+        approve,
+    ),
     "pending_too_long": Stranding(
         "pending_too_long", "error", lambda c: pending(c, 2 * HOUR), deliver
     ),
@@ -252,4 +284,7 @@ STRANDINGS = {
         ),
     ),
     "sender_paused": Stranding("sender_paused", "error", pause_sender, _unpause),
+    "delivery_events_unrecorded": Stranding(
+        "delivery_events_unrecorded", "error", lambda c: unrecorded_delivery(c, HOUR), _record
+    ),
 }

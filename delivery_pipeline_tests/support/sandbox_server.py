@@ -30,7 +30,9 @@ from delivery_pipeline.settings import DEV_ACCESS_TOKEN, DEV_PHONE_NUMBER_ID
 from delivery_pipeline.whatsapp.signature import signature_valid
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-_INHERITED_CONFIG_PREFIXES = ("SANDBOX_", "WHATSAPP_APP_SECRET")
+# The sandbox reads its identity and start config from these: a test's own
+# environment must not change them behind its back.
+_INHERITED_CONFIG_PREFIXES = ("SANDBOX_", "WHATSAPP_")
 
 
 def free_port() -> int:
@@ -170,7 +172,7 @@ def start_sandbox(*, timeout: float = 15.0, **env_overrides: Any) -> SandboxProc
 
     ``env_overrides`` are environment variables (``SANDBOX_REFUSAL_MODE="async"``,
     ``WHATSAPP_APP_SECRET=…``); ``None`` removes one. ``SANDBOX_*`` and
-    ``WHATSAPP_APP_SECRET`` are not inherited from the test's own environment.
+    ``WHATSAPP_*`` are not inherited from the test's own environment.
     """
     env = _environment(env_overrides)
     last_log = ""

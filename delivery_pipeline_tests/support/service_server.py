@@ -30,8 +30,9 @@ class ServiceProcess:
         self.http = httpx.Client(base_url=self.url, timeout=10.0)
         self.env: dict[str, str] = {}
 
-    def post_webhook(self, body: bytes) -> httpx.Response:
-        return self.http.post(
+    def post_webhook(self, body: bytes, http: httpx.Client | None = None) -> httpx.Response:
+        """A signed POST (on ``http``, a client of this service, for other threads)."""
+        return (http or self.http).post(
             "/webhooks/whatsapp",
             content=body,
             headers={

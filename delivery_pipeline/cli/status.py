@@ -1,0 +1,106 @@
+"""``delivery-pipeline status``: where every document is, and whether sending works.
+
+Per state: the count and the oldest age; for the states that wait on
+someone (pending, generating, undelivered, awaiting a reply) also the oldest
+document's id, its last error and its next attempt. Then whether sending is
+paused (and what to fix), and the pacer. Exit status 1 while sending is
+paused, so a script can ask ``status || page``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from delivery_pipeline.cli.failures import ExitCode
+from delivery_pipeline.settings import Settings
+from delivery_pipeline.store.db import connect, resolve_database_url
+from delivery_pipeline.store.queries import QUERIES
+from delivery_pipeline.watch.backlog import format_age
+from delivery_pipeline.whatsapp.errors import remedy
+
+ERROR_SHOWN = 60
+_OLDEST = (
+    "oldest_id",
+    "oldest_last_error",
+    "oldest_next_attempt_at",
+    "oldest_next_attempt_in_seconds",
+)
+
+
+def run(args: argparse.Namespace, settings: Settings) -> int:
+    with connect(resolve_database_url(settings.database)) as conn:
+        rows = conn.execute(QUERIES.state_summary).fetchall()
+        oldest = {r["state"]: r for r in conn.execute(QUERIES.oldest_waiting).fetchall()}
+        sender = conn.execute(QUERIES.sender_state).fetchone()
+    for row in rows:
+        found = oldest.get(row["state"]) if not row["reason"] else None
+        for key in _OLDEST:
+            row[key] = found[key] if found else None
+    paused = bool(sender and sender["paused_at"])
+    pacer = pacer_state(settings)
+    if args.json:
+        print(json.dumps({"states": rows, "sender": sender, "pacer": pacer}, default=str))
+    else:
+        _print_table(rows)
+        print()
+        if paused and sender:
+            hint = remedy(sender["pause_code"])
+            print(
+                f"sending: PAUSED since {sender['paused_at']:%Y-%m-%d %H:%M:%S %Z}: "
+                f"{sender['pause_reason']}" + (f"; {hint}" if hint else "")
+            )
+        else:
+            print("sending: not paused")
+        print(f"pacer: {pacer['description']}")
+    return ExitCode.ATTENTION if paused else ExitCode.DONE
+
+
+def pacer_state(settings: Settings) -> dict[str, Any]:
+    """The pacer as ``status`` shows it.
+
+    Today each sending process paces itself in memory, so there is no shared
+    state to read, only the setting. The Postgres-shared pacer (issue 10)
+    replaces this function's body with a read of its row.
+    """
+    rate = settings.delivery.rate_limit
+    return {
+        "scope": "process",
+        "rate_limit": rate,
+        "description": f"per process, DELIVERY_RATE_LIMIT={rate:g} messages/s in each sender "
+        "(nothing shared to show)",
+    }
+
+
+def _print_table(rows: list[dict[str, Any]]) -> None:
+    table = [
+        {
+            "state": row["state"],
+            "reason": row["reason"],
+            "count": row["count"],
+            "oldest": format_age(row["oldest_age_seconds"]),
+            "oldest id": row["oldest_id"] or "",
+            "next attempt": _when(row["oldest_next_attempt_in_seconds"]),
+            "last error": _short(row["oldest_last_error"]),
+        }
+        for row in rows
+    ]
+    columns = list(table[0]) if table else ["state", "count"]
+    widths = {c: max([len(c), *(len(str(r[c])) for r in table)]) for c in columns}
+    print("  ".join(c.ljust(widths[c]) for c in columns).rstrip())
+    for r in table:
+        print("  ".join(str(r[c]).ljust(widths[c]) for c in columns).rstrip())
+
+
+def _when(seconds: float | None) -> str:
+    if seconds is None:
+        return ""
+    return "due now" if seconds <= 0 else f"in {format_age(seconds)}"
+
+
+def _short(text: str | None) -> str:
+    if not text:
+        return ""
+    line = " ".join(text.split())
+    return line if len(line) <= ERROR_SHOWN else line[: ERROR_SHOWN - 1] + "…"

@@ -1,0 +1,317 @@
+"""The review page (``/review``): read each document as the person will receive it, then
+approve it, edit and approve it, or reject it with a reason.
+
+Server-rendered HTML (Jinja2, autoescaped), no JavaScript. Behind
+``REVIEW_TOKEN``: a sign-in form (a name and the token, compared in constant
+time), then a signed session cookie (``sessions.py``); every form carries
+the session's CSRF token and every POST checks it. With no token configured
+every route answers 404: never an open page.
+
+Documents are listed oldest first, with how long they have waited, each cut
+into messages by ``chunk_text`` with ``DELIVERY_CHUNK_LIMIT``, as delivery
+will cut it. A decision is ``store.review.decide_async`` (the rule the CLI
+and the Dagster job share); an approval sweeps that document in this
+process at once, as ``/internal/sweep`` does. After a POST the browser is
+sent back to the list (303), which says what became of the decision: taken,
+or another reviewer's came first (who, when).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import psycopg
+from jinja2 import Environment, FileSystemLoader, StrictUndefined
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, PlainTextResponse, RedirectResponse, Response
+from starlette.routing import Route
+
+from delivery_pipeline.delivery.chunking import chunk_text
+from delivery_pipeline.model import ReviewDecision
+from delivery_pipeline.service.bodies import TooLarge, read_form
+from delivery_pipeline.service.sessions import COOKIE_NAME, Session, Sessions
+from delivery_pipeline.settings import REVIEW_PAGE_PATH
+from delivery_pipeline.store.queries import QUERIES
+from delivery_pipeline.store.records import InputError
+from delivery_pipeline.store.review import (
+    AlreadyDecided,
+    Decided,
+    Decision,
+    awaiting_review_async,
+    decide_async,
+    explain,
+)
+from delivery_pipeline.watch.backlog import format_age
+
+if TYPE_CHECKING:
+    from delivery_pipeline.service.app import Service
+
+log = logging.getLogger(__name__)
+
+PAGE = REVIEW_PAGE_PATH
+LIST_LIMIT = 50
+FORM_MAX_BYTES = 1024 * 1024  # an edited plan of many messages, with room to spare
+SIGN_IN_MAX_BYTES = 16 * 1024
+_RESULTS = ("decided", "already", "gone")
+
+_templates = Environment(
+    loader=FileSystemLoader(Path(__file__).parent / "templates"),
+    autoescape=True,
+    undefined=StrictUndefined,
+)
+
+# No script may run, nothing may frame the page, forms post only here.
+_HEADERS = {
+    "Cache-Control": "no-store",
+    "Content-Security-Policy": (
+        "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; "
+        "frame-ancestors 'none'; base-uri 'none'"
+    ),
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+}
+
+
+@dataclass(frozen=True)
+class Notice:
+    kind: str  # "done" | "conflict" | "error"
+    text: str
+
+
+def _service(request: Request) -> Service:
+    service: Service = request.app.state.service
+    return service
+
+
+def _html(template: str, status_code: int = 200, **context: Any) -> HTMLResponse:
+    body = _templates.get_template(template).render(page=PAGE, **context)
+    return HTMLResponse(body, status_code=status_code, headers=_HEADERS)
+
+
+def _off() -> Response:
+    return PlainTextResponse(
+        "The review page is off: REVIEW_TOKEN is not set.", status_code=404, headers=_HEADERS
+    )
+
+
+def _database_down(exc: Exception) -> Response:
+    log.error("review page: database unavailable: %s", exc)
+    return PlainTextResponse(
+        "The database is unavailable; try again in a moment.", status_code=503, headers=_HEADERS
+    )
+
+
+def _signed_in(request: Request) -> tuple[Sessions | None, Session | None]:
+    sessions = _service(request).review_sessions
+    if sessions is None:
+        return None, None
+    return sessions, sessions.read(request.cookies.get(COOKIE_NAME))
+
+
+def _to_sign_in() -> Response:
+    return RedirectResponse(f"{PAGE}/sign-in", status_code=303, headers=_HEADERS)
+
+
+def _masked(phone: str | None) -> str:
+    return f"number ending {phone[-4:]}" if phone else "no number"
+
+
+# ── sign in and out ─────────────────────────────────────────────────────
+
+
+async def sign_in_form(request: Request) -> Response:
+    sessions, session = _signed_in(request)
+    if sessions is None:
+        return _off()
+    if session is not None:
+        return RedirectResponse(PAGE, status_code=303, headers=_HEADERS)
+    return _html("review_sign_in.html", error=None, name="")
+
+
+async def sign_in(request: Request) -> Response:
+    sessions, _ = _signed_in(request)
+    if sessions is None:
+        return _off()
+    form = await _form(request, SIGN_IN_MAX_BYTES)
+    if isinstance(form, Response):
+        return form
+    name = " ".join(form.get("name", "").split())[:200]
+    if not sessions.token_valid(form.get("token", "")):
+        log.warning("review page: sign-in with a wrong token refused")
+        return _html("review_sign_in.html", 401, error="That is not the reviewer token.", name=name)
+    if not name:
+        return _html("review_sign_in.html", 400, error="Say who you are: a name.", name=name)
+    _, cookie = sessions.issue(name)
+    response = RedirectResponse(PAGE, status_code=303, headers=_HEADERS)
+    response.set_cookie(
+        COOKIE_NAME,
+        cookie,
+        max_age=sessions.lifetime_seconds,
+        path=PAGE,
+        httponly=True,
+        samesite="strict",
+        secure=request.url.scheme == "https",
+    )
+    log.info("review page: %s signed in", name)
+    return response
+
+
+async def sign_out(request: Request) -> Response:
+    sessions, session = _signed_in(request)
+    if sessions is None:
+        return _off()
+    if session is not None:
+        form = await _form(request, SIGN_IN_MAX_BYTES, session)
+        if isinstance(form, Response):
+            return form
+    response = _to_sign_in()
+    response.delete_cookie(COOKIE_NAME, path=PAGE)
+    return response
+
+
+async def _form(
+    request: Request, limit: int, session: Session | None = None
+) -> dict[str, str] | Response:
+    """The posted form, or the answer instead: too large, or (``session`` given) without
+    that session's CSRF token."""
+    try:
+        form = await read_form(request, limit)
+    except TooLarge:
+        return PlainTextResponse("form too large", status_code=413, headers=_HEADERS)
+    if session is not None and not Sessions.csrf_matches(session, form.get("csrf")):
+        return PlainTextResponse(
+            "This form is out of date or did not come from the review page: reload the page.",
+            status_code=403,
+            headers=_HEADERS,
+        )
+    return form
+
+
+# ── the list ────────────────────────────────────────────────────────────
+
+
+async def review_list(request: Request) -> Response:
+    sessions, session = _signed_in(request)
+    if sessions is None:
+        return _off()
+    if session is None:
+        return _to_sign_in()
+    return await _render_list(request, session, _asked_notice(request))
+
+
+def _asked_notice(request: Request) -> tuple[int, str] | None:
+    """The decision the browser was sent back about (``?document=…&result=…``)."""
+    document, result = request.query_params.get("document"), request.query_params.get("result")
+    if document and document.isdigit() and result in _RESULTS:
+        return int(document), result
+    return None
+
+
+async def _render_list(
+    request: Request,
+    session: Session,
+    asked: tuple[int, str] | None = None,
+    notice: Notice | None = None,
+    status_code: int = 200,
+) -> Response:
+    service = _service(request)
+    try:
+        async with service.pool.connection() as conn:
+            waiting = await awaiting_review_async(conn, LIST_LIMIT)
+            if asked is not None:
+                notice = await _notice(conn, *asked)
+    except (psycopg.OperationalError, TimeoutError) as exc:
+        return _database_down(exc)
+    chunk_limit = service.settings.delivery.chunk_limit
+    documents = [
+        {
+            "doc": doc,
+            "messages": chunk_text(doc.body, chunk_limit),
+            "age": format_age(doc.age_seconds, precise=True),
+            "phone": _masked(doc.phone),
+        }
+        for doc in waiting
+    ]
+    return _html(
+        "review.html",
+        status_code,
+        session=session,
+        documents=documents,
+        total=waiting[0].total if waiting else 0,
+        notice=notice,
+    )
+
+
+async def _notice(conn: psycopg.AsyncConnection[Any], document_id: int, result: str) -> Notice:
+    """What became of a decision, read back from the document (decisions are final)."""
+    cur = await conn.execute(QUERIES.document_review, {"document_id": document_id})
+    outcome = explain(document_id, await cur.fetchone())
+    if result == "decided" and isinstance(outcome, AlreadyDecided):
+        text = f"Document {document_id} {outcome.decision} by {outcome.reviewer}."
+        if outcome.decision == ReviewDecision.APPROVED:
+            text += " It is on its way."
+        return Notice("done", text)
+    prefix = "Someone else decided first: " if isinstance(outcome, AlreadyDecided) else ""
+    return Notice("conflict", f"Not applied. {prefix}{outcome}.")
+
+
+# ── decisions ───────────────────────────────────────────────────────────
+
+
+async def decide(request: Request) -> Response:
+    sessions, session = _signed_in(request)
+    if sessions is None:
+        return _off()
+    action = request.path_params["action"]
+    if action not in ("approve", "reject"):
+        return PlainTextResponse("not found", status_code=404, headers=_HEADERS)
+    if session is None:
+        return _html(
+            "review_sign_in.html", 401, error="Your session has ended: sign in again.", name=""
+        )
+    form = await _form(request, FORM_MAX_BYTES, session)
+    if isinstance(form, Response):
+        return form
+    document_id: int = request.path_params["document_id"]
+    try:
+        if action == "approve":
+            decision = Decision.approve(
+                document_id, session.name, body=form.get("body"), note=form.get("note")
+            )
+        else:
+            decision = Decision.reject(document_id, session.name, form.get("reason", ""))
+    except InputError as exc:
+        return await _render_list(
+            request, session, notice=Notice("error", str(exc)), status_code=400
+        )
+    service = _service(request)
+    try:
+        async with service.pool.connection() as conn:
+            outcome = await decide_async(conn, decision)
+    except (psycopg.OperationalError, TimeoutError) as exc:
+        return _database_down(exc)
+    if isinstance(outcome, Decided):
+        log.info("review page: %s", outcome)
+        result = "decided"
+    else:
+        log.info("review page: %s not applied: %s", decision.verdict, outcome)
+        result = "already" if isinstance(outcome, AlreadyDecided) else "gone"
+    approved = isinstance(outcome, Decided) and outcome.decision == ReviewDecision.APPROVED
+    return RedirectResponse(
+        f"{PAGE}?document={document_id}&result={result}",
+        status_code=303,
+        headers=_HEADERS,
+        background=service.sweep_later([], [document_id]) if approved else None,
+    )
+
+
+REVIEW_ROUTES = [
+    Route(PAGE, review_list, methods=["GET"]),
+    Route(f"{PAGE}/sign-in", sign_in_form, methods=["GET"]),
+    Route(f"{PAGE}/sign-in", sign_in, methods=["POST"]),
+    Route(f"{PAGE}/sign-out", sign_out, methods=["POST"]),
+    Route(PAGE + "/documents/{document_id:int}/{action:str}", decide, methods=["POST"]),
+]

@@ -1,0 +1,232 @@
+"""Review before delivery: the one rule under every way a reviewer decides.
+
+A document of a kind listed in ``DELIVERY_REVIEW_KINDS`` waits in
+``awaiting_review`` (owner: reviewers) once its body is stored. The CLI
+(``documents approve|reject``), the Dagster job ``review_document`` and the
+review page all build a ``Decision`` and hand it to ``decide``, which runs one
+conditional UPDATE (``decide_review`` in ``sql/queries_review.sql``). Of two
+reviewers acting at once exactly one gets ``Decided``; the other gets
+``AlreadyDecided``, naming who decided and when. Decisions are final, so
+reading the row after an UPDATE that matched nothing tells the truth.
+
+Approved: the document enters the delivery queue, due now, and is delivered
+from the edited text when there is one (``delivery_body()``, sql/010).
+Rejected: abandoned as ``rejected``, with the reason. Callers poke delivery
+after an approval; this module only decides.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+from typing import Any
+
+import psycopg
+from psycopg.rows import DictRow
+
+from delivery_pipeline.model import ReviewDecision
+from delivery_pipeline.store.queries import QUERIES
+from delivery_pipeline.store.records import InputError
+
+REVIEWER_MAX = 200
+REASON_MAX = 1000
+
+
+def _text(value: str | None) -> str:
+    """Text as a reviewer meant it: browsers send CRLF line ends, files may too."""
+    return (value or "").replace("\r\n", "\n").replace("\r", "\n")
+
+
+@dataclass(frozen=True)
+class Decision:
+    """One reviewer's decision about one document, checked before it reaches the database."""
+
+    document_id: int
+    verdict: ReviewDecision
+    reviewer: str
+    reason: str | None = None
+    body: str | None = None
+
+    @classmethod
+    def approve(
+        cls, document_id: int, reviewer: str, *, body: str | None = None, note: str | None = None
+    ) -> Decision:
+        """Approve as generated, or with ``body`` (the edit) instead."""
+        edited = None
+        if body is not None:
+            edited = _text(body)
+            if not edited.strip():
+                raise InputError("the edited text is empty: approve without an edit, or reject")
+        return cls(
+            document_id,
+            ReviewDecision.APPROVED,
+            _reviewer(reviewer),
+            _text(note).strip()[:REASON_MAX] or None,
+            edited,
+        )
+
+    @classmethod
+    def reject(cls, document_id: int, reviewer: str, reason: str) -> Decision:
+        why = _text(reason).strip()
+        if not why:
+            raise InputError("a rejection needs a reason (it is kept with the document)")
+        return cls(document_id, ReviewDecision.REJECTED, _reviewer(reviewer), why[:REASON_MAX])
+
+    def params(self) -> dict[str, Any]:
+        return {
+            "document_id": self.document_id,
+            "decision": self.verdict,
+            "reviewer": self.reviewer,
+            "reason": self.reason,
+            "body": self.body,
+        }
+
+
+def _reviewer(name: str) -> str:
+    cleaned = " ".join(name.split())
+    if not cleaned:
+        raise InputError("say who is reviewing (a name)")
+    return cleaned[:REVIEWER_MAX]
+
+
+def _when(at: dt.datetime) -> str:
+    return at.astimezone(dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+@dataclass(frozen=True)
+class Decided:
+    """This decision was taken."""
+
+    document_id: int
+    person_id: int
+    decision: ReviewDecision
+    reviewer: str
+    at: dt.datetime
+
+    def __str__(self) -> str:
+        return f"document {self.document_id} {self.decision} by {self.reviewer}"
+
+
+@dataclass(frozen=True)
+class AlreadyDecided:
+    """Another reviewer decided first; this decision was not taken."""
+
+    document_id: int
+    decision: ReviewDecision
+    reviewer: str
+    at: dt.datetime
+
+    def __str__(self) -> str:
+        return (
+            f"document {self.document_id} was already {self.decision} by {self.reviewer} "
+            f"at {_when(self.at)}"
+        )
+
+
+@dataclass(frozen=True)
+class NotAwaitingReview:
+    """The document does not wait for a reviewer (``exists``: there is such a document)."""
+
+    document_id: int
+    why: str
+    exists: bool = True
+
+    def __str__(self) -> str:
+        return self.why
+
+
+ReviewOutcome = Decided | AlreadyDecided | NotAwaitingReview
+
+
+def _decided(row: DictRow) -> Decided:
+    return Decided(
+        row["id"],
+        row["person_id"],
+        ReviewDecision(row["review_decision"]),
+        row["reviewed_by"],
+        row["reviewed_at"],
+    )
+
+
+def explain(document_id: int, row: DictRow | None) -> AlreadyDecided | NotAwaitingReview:
+    """Why a decision about ``document_id`` matched nothing, from its ``document_review`` row."""
+    if row is None:
+        return NotAwaitingReview(document_id, f"no document {document_id}", exists=False)
+    if row["review_decision"] is not None:
+        return AlreadyDecided(
+            document_id,
+            ReviewDecision(row["review_decision"]),
+            row["reviewed_by"],
+            row["reviewed_at"],
+        )
+    if row["abandoned_at"] is not None:
+        return NotAwaitingReview(
+            document_id,
+            f"document {document_id} was abandoned ({row['abandon_reason']}) at "
+            f"{_when(row['abandoned_at'])}: it will not be delivered",
+        )
+    if row["status"] != "succeeded":
+        return NotAwaitingReview(
+            document_id, f"document {document_id} is not generated yet ({row['status']})"
+        )
+    if row["delivered_at"] is not None:
+        return NotAwaitingReview(
+            document_id,
+            f"document {document_id} was delivered at {_when(row['delivered_at'])} "
+            "without review (its kind was not in DELIVERY_REVIEW_KINDS when it became ready)",
+        )
+    return NotAwaitingReview(
+        document_id,
+        f"document {document_id} does not await review: its kind ({row['kind']}) was not in "
+        "DELIVERY_REVIEW_KINDS when it became ready, and it is with delivery",
+    )
+
+
+def decide(conn: psycopg.Connection[DictRow], decision: Decision) -> ReviewOutcome:
+    """Take ``decision`` if the document still awaits review (an autocommit connection)."""
+    row = conn.execute(QUERIES.decide_review, decision.params()).fetchone()
+    if row is not None:
+        return _decided(row)
+    state = conn.execute(QUERIES.document_review, {"document_id": decision.document_id})
+    return explain(decision.document_id, state.fetchone())
+
+
+async def decide_async(conn: psycopg.AsyncConnection[DictRow], decision: Decision) -> ReviewOutcome:
+    """``decide`` on an async connection (the review page)."""
+    cur = await conn.execute(QUERIES.decide_review, decision.params())
+    row = await cur.fetchone()
+    if row is not None:
+        return _decided(row)
+    cur = await conn.execute(QUERIES.document_review, {"document_id": decision.document_id})
+    return explain(decision.document_id, await cur.fetchone())
+
+
+@dataclass(frozen=True)
+class Waiting:
+    """A document awaiting review, as a reviewer sees it (``awaiting_review``)."""
+
+    id: int
+    kind: str
+    for_date: dt.date | None
+    body: str
+    awaiting_review_since: dt.datetime
+    age_seconds: float
+    person_id: int
+    name: str
+    phone: str | None
+    locale: str
+    time_zone: str
+    opted_out: bool
+    total: int
+
+
+def awaiting_review(conn: psycopg.Connection[DictRow], limit: int = 50) -> list[Waiting]:
+    """The oldest documents awaiting review, oldest first."""
+    return [Waiting(**row) for row in conn.execute(QUERIES.awaiting_review, {"limit": limit})]
+
+
+async def awaiting_review_async(
+    conn: psycopg.AsyncConnection[DictRow], limit: int = 50
+) -> list[Waiting]:
+    cur = await conn.execute(QUERIES.awaiting_review, {"limit": limit})
+    return [Waiting(**row) for row in await cur.fetchall()]
