@@ -171,7 +171,11 @@ def test_the_lineage_has_its_edges_owners_kinds_and_checks(deployment):
         name: {c["name"] for c in node["assetChecksOrError"]["checks"]}
         for name, node in nodes.items()
     }
-    assert checks["generated_documents"] == {"pending_too_long", "generating_too_long"}
+    assert checks["generated_documents"] == {
+        "pending_too_long",
+        "generating_too_long",
+        "awaiting_review_too_long",
+    }
     assert {"webhook_service_reachable", "delivery_events_unrecorded"} <= checks[
         "delivered_documents"
     ]
