@@ -87,7 +87,7 @@ async def send_document(document_id: int) -> None:
                 break
             code = (response.json().get("error") or {}).get("code")
             if code in (130429, 131056):
-                limiter.back_off(1.0)
+                await limiter.back_off(1.0)
                 await asyncio.sleep(1.0)
                 continue
             raise RuntimeError(f"send failed: {response.status_code} {response.text[:200]}")

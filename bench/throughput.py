@@ -166,7 +166,11 @@ async def sweep(settings: Settings, url: str, http_max: int | None, pool_max: in
             settings, max_connections=http_max or settings.delivery.concurrency
         ) as client,
     ):
-        return await DeliveryEngine(settings, pool, client).sweep()
+        engine = DeliveryEngine(settings, pool, client)
+        try:
+            return await engine.sweep()
+        finally:
+            await engine.aclose()
 
 
 def delivered_count(url: str, prefix: str) -> int:

@@ -166,11 +166,12 @@ def test_transient_faults_are_retried_with_backoff_until_delivered(db, sandbox, 
 
     saw_backoff = False
     for _ in range(200):
-        sweep(fast)
+        # A sweep waits out short backoffs of its own documents before it ends.
+        result = sweep(fast)
+        saw_backoff |= any(r.after_seconds > 0 for r in result.retries)
         row = document(db, doc["id"])
         if row["delivered_at"]:
             break
-        saw_backoff |= row["next_attempt_at"] > db.execute("SELECT now() AS n").fetchone()["n"]
         time.sleep(0.05)
 
     row = document(db, doc["id"])
@@ -258,7 +259,8 @@ def test_drop_after_accept_is_unknown_and_not_resent_blindly(db, sandbox, settin
     result = sweep(settings)
 
     assert result.unknown_outcomes == 1
-    assert [c["state"] for c in chunks(db, doc["id"])] == ["unknown"]
+    # The ledger holds every chunk from the first claim on; only chunk 0 was fenced.
+    assert [c["state"] for c in chunks(db, doc["id"])] == ["unknown", "pending", "pending"]
     assert len(sandbox.inbox(person["phone"])) == 1, "the platform did take it"
 
     sandbox.faults(drop_after_accept_rate=0.0)

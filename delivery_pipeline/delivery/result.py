@@ -32,6 +32,8 @@ class SweepResult:
     retry_scheduled: int = 0
     unknown_outcomes: int = 0
     lost_claims: int = 0
+    # Claimed, then given back: another of the person's documents was being sent.
+    waited_turn: int = 0
     due_again: int = 0
     abandoned: Counter[AbandonReason] = field(default_factory=Counter)
     stopped_by: str | None = None

@@ -224,7 +224,8 @@ def create_app(settings: Settings, database_url: str) -> Starlette:
         pool = async_pool(database_url, max_size=pool_size(settings.delivery.concurrency) + 2)
         await pool.open(wait=False)
         client = CloudApiClient.from_settings(settings)
-        service = Service(settings, pool, DeliveryEngine(settings, pool, client))
+        engine = DeliveryEngine(settings, pool, client)
+        service = Service(settings, pool, engine)
         app.state.service = service
         if settings.whatsapp.app_secret is None:
             log.error("WHATSAPP_APP_SECRET is not set: every webhook POST will be refused")
@@ -234,6 +235,7 @@ def create_app(settings: Settings, database_url: str) -> Starlette:
             for task in list(service.sweeps):
                 task.cancel()
             await asyncio.gather(*service.sweeps, return_exceptions=True)
+            await engine.aclose()
             await client.aclose()
             await pool.close()
 

@@ -77,13 +77,10 @@ class Queries:
     guard_exists: str
     eligible_ids: str
     claim_batch: str
-    claimed_document: str
-    document_chunks_with_age: str
-    fence_chunk: str
-    chunk_sent: str
+    begin_delivery: str
+    advance_delivery: str
     chunk_failed: str
     chunk_unknown: str
-    mark_delivered: str
     release_for_retry: str
     release_claim: str
     abandon_document: str
@@ -97,6 +94,9 @@ class Queries:
     pause_sender: str
     resume_sender: str
     sender_state: str
+    pacer_row: str
+    reserve_send_slots: str
+    throttle_pacer: str
     alert_lock: str
     last_alert: str
     insert_alert: str
