@@ -46,7 +46,7 @@ class Service:
                 "WHATSAPP_API_BASE_URL": sandbox_url,
                 "WHATSAPP_APP_SECRET": "s",
                 "DELIVERY_INTERNAL_TOKEN": TOKEN,
-                "DELIVERY_RATE_LIMIT": "1000",
+                "WHATSAPP_THROUGHPUT_LIMIT": "1000",
             }
         )
         self.log = tempfile.TemporaryFile()

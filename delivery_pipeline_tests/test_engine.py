@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import json
 import os
 import signal
 import subprocess
@@ -344,7 +345,7 @@ def _sweep_process(
         **os.environ,
         "DATABASE_URL": settings.database.database_url,
         "WHATSAPP_API_BASE_URL": settings.whatsapp.api_base_url,
-        "DELIVERY_RATE_LIMIT": "2000",
+        "WHATSAPP_THROUGHPUT_LIMIT": "2000",
         "DELIVERY_BACKOFF_BASE_SECONDS": "0",
         **(extra_env or {}),
     }
@@ -420,3 +421,51 @@ def _window_params(settings):
         "lease": settings.delivery.lease,
         "service_window": settings.delivery.window,
     }
+
+
+@pytest.mark.slow
+def test_eight_processes_never_interleave_a_persons_plans(db, sandbox, settings):
+    """8 sweep processes, 30 people with 3 plans each: every inbox holds plan 0, then
+    plan 1, then plan 2, each whole and in order; nothing twice, nothing missing."""
+    # Enough latency and concurrency that all 90 documents can be in flight at once.
+    sandbox.faults(pair_rate_enabled=False, throughput_limit=0, latency_ms=100)
+    people = [add_person(db) for _ in range(30)]
+    plans: dict[str, list[list[str]]] = {}
+    for person in people:
+        sandbox.say(person["phone"], "hi")
+        plans[person["phone"]] = []
+    for n in range(3):  # generated in this order: plan 0 of everybody first
+        for i, person in enumerate(people):
+            body = plan_body(3, chunk_limit=300, tag=f"P{i} plan {n} ")
+            add_document(db, person["id"], body)
+            plans[person["phone"]].append(chunk_text(body, 300))
+    db.execute("UPDATE people SET last_inbound_at = now()")
+
+    procs = [
+        _sweep_process(settings, "--concurrency", "16", extra_env={"DELIVERY_CHUNK_LIMIT": "300"})
+        for _ in range(8)
+    ]
+    outputs = [p.communicate(timeout=300) for p in procs]
+    assert all(p.returncode == 0 for p in procs), [o[1][-2000:] for o in outputs]
+
+    inboxes = sandbox.inboxes()
+    interleaved = duplicated = missing = out_of_order = 0
+    for phone, expected in plans.items():
+        got = texts(inboxes.get(phone, []))
+        expected_all = [c for plan in expected for c in plan]
+        duplicated += len(got) - len(set(got))
+        missing += len(set(expected_all) - set(got))
+        # Which plan each message belongs to, in arrival order: contiguous runs only.
+        owner = [next(n for n, plan in enumerate(expected) if text in plan) for text in got]
+        runs = [o for k, o in enumerate(owner) if k == 0 or owner[k - 1] != o]
+        interleaved += len(runs) != len(set(runs))
+        out_of_order += got != expected_all
+    assert (interleaved, duplicated, missing, out_of_order) == (0, 0, 0, 0)
+    claimed = sum(json.loads(out)["claimed"] for out, _ in outputs)
+    assert (
+        claimed >= 90
+        and db.execute(
+            "SELECT count(*) AS n FROM documents WHERE delivered_at IS NOT NULL"
+        ).fetchone()["n"]
+        == 90
+    )

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import os
 import subprocess
 import sys
 import time
@@ -210,3 +211,58 @@ def test_a_throttle_seen_by_one_process_slows_every_sender(database_url):
         ).fetchone()
     # On the database's clock: our last slot came no sooner than the pause's end.
     assert row["throttles"] == 1 and row["since"] >= dt.timedelta(seconds=0.8)
+
+
+@pytest.mark.slow
+def test_survivors_take_a_killed_senders_share_within_five_seconds(db, sandbox, settings):
+    """Three sweep processes share an 80 msg/s number; one is SIGKILLed mid-run. Counted
+    from the sandbox's accept times: in the two seconds ending five seconds after the
+    kill, the two survivors send at the number's paced rate, not at their two thirds."""
+    import json
+    import signal
+
+    from delivery_pipeline_tests.test_faults import CHUNK_LIMIT, open_sandbox_windows, seed
+
+    sandbox.faults(latency_ms=50, pair_rate_enabled=False, throughput_limit=0)
+    expected = seed(db, 300, chunks=3)
+    open_sandbox_windows(sandbox, expected)
+    env = {
+        **os.environ,
+        "DATABASE_URL": settings.database.database_url,
+        "WHATSAPP_API_BASE_URL": sandbox.url,
+        "WHATSAPP_THROUGHPUT_LIMIT": "80",
+        "DELIVERY_CHUNK_LIMIT": str(CHUNK_LIMIT),
+    }
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-m", "delivery_pipeline.cli", "sweep", "--json"],
+            cwd=REPO,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(3)
+    ]
+    try:
+        deadline = time.monotonic() + 60
+        while sandbox.stats()["accepted"] < 200:
+            assert time.monotonic() < deadline and all(p.poll() is None for p in procs)
+            time.sleep(0.05)
+        killed_at = time.time()
+        procs[0].send_signal(signal.SIGKILL)
+        outputs = [p.communicate(timeout=120) for p in procs[1:]]
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+            p.wait()
+    assert all(json.loads(out)["chunks_sent"] > 0 for out, _ in outputs)
+    accepted = [
+        dt.datetime.fromisoformat(m["time"]).timestamp()
+        for messages in sandbox.inboxes().values()
+        for m in messages
+    ]
+    window = [t for t in accepted if killed_at + 3.0 <= t < killed_at + 5.0]
+    paced = 80 * HEADROOM
+    assert len(window) >= 0.8 * 2 * paced, f"{len(window)} accepted in 2 s"
