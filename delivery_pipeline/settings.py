@@ -165,6 +165,9 @@ class DeliverySettings(Section):
         None, gt=0, description="optional cap, messages per second, for one process"
     )
     concurrency: int = Field(16, ge=1, description="documents in flight per sweep")
+    sweepers: int = Field(
+        2, ge=1, le=64, description="parallel sweeper ops per deliver_documents run"
+    )
     chunk_limit: int = Field(4096, ge=16, le=4096, description="characters per message")
     chunk_interval_seconds: float = Field(0.0, ge=0, description="pause between chunks")
     unknown_policy: Literal["resend", "abandon"] = Field(

@@ -44,6 +44,24 @@ class SweepResult:
         values["abandoned"] = {str(reason): n for reason, n in self.abandoned.items()}
         return values
 
+    @staticmethod
+    def total(results: list[dict[str, Any]]) -> dict[str, Any]:
+        """Several sweeps' ``as_dict()`` added up (parallel sweepers of one run)."""
+        total = SweepResult().as_dict()
+        stops = [r["stopped_by"] for r in results if r.get("stopped_by")]
+        for result in results:
+            for key, value in result.items():
+                if isinstance(value, int) and not isinstance(value, bool):
+                    total[key] += value
+                elif key == "abandoned":
+                    for reason, n in value.items():
+                        total["abandoned"][reason] = total["abandoned"].get(reason, 0) + n
+                elif key == "retries":
+                    total["retries"].extend(value)
+        total["stopped_by"] = "; ".join(stops) or None
+        total["sweepers"] = len(results)
+        return total
+
 
 # Retries due within this many seconds are waited for by the sweep that
 # scheduled them, rather than left to the next heartbeat.
