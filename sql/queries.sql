@@ -143,9 +143,10 @@ RETURNING d.id, locked.action, d.kind, d.chunk_limit, d.delivery_attempts, d.kno
 -- name: begin_delivery
 -- Start or resume delivering a claimed document. If our claim holds and no
 -- other document of the person is being sent: when %(chunks)s is given (the
--- first claim), store every chunk as 'pending' with its text, chunk 0 already
--- fenced as 'sending' with %(callback_data)s (a ledger from before the text
--- was kept only gets its text filled in); then return the ledger in order.
+-- first claim), store every chunk as 'pending' with its text and the tag of its
+-- first attempt (%(tags)s), chunk 0 already fenced as 'sending' (a ledger from
+-- before the text was kept only gets its text filled in); then return the
+-- ledger in order.
 -- No row back: the claim is lost. person_busy: another of the person's
 -- documents is under a live claim; give this one back, it waits its turn.
 WITH doc AS (
@@ -161,24 +162,28 @@ written AS (
     INSERT INTO delivery_chunks AS c
         (document_id, chunk_index, state, body, callback_data, send_attempts)
     SELECT doc.id, t.n - 1, CASE WHEN t.n = 1 THEN 'sending' ELSE 'pending' END, t.body,
-           CASE WHEN t.n = 1 THEN %(callback_data)s END, CASE WHEN t.n = 1 THEN 1 ELSE 0 END
-    FROM doc CROSS JOIN unnest(%(chunks)s::text[]) WITH ORDINALITY AS t(body, n)
+           t.tag, CASE WHEN t.n = 1 THEN 1 ELSE 0 END
+    FROM doc CROSS JOIN unnest(%(chunks)s::text[], %(tags)s::text[]) WITH ORDINALITY
+                        AS t(body, tag, n)
     WHERE NOT doc.person_busy
     ON CONFLICT (document_id, chunk_index) DO UPDATE SET body = coalesce(c.body, excluded.body)
     RETURNING c.chunk_index, c.state, c.send_attempts, c.callback_data, c.body,
               extract(epoch FROM now() - coalesce(c.unknown_since, c.started_at))::float8
-                  AS ambiguous_age_seconds
+                  AS ambiguous_age_seconds,
+              c.xmax = 0 AS written_now  -- inserted by this statement, not found there
 ),
 ledger AS (
     SELECT * FROM written
     UNION ALL
     SELECT c.chunk_index, c.state, c.send_attempts, c.callback_data, c.body,
-           extract(epoch FROM now() - coalesce(c.unknown_since, c.started_at))::float8
+           extract(epoch FROM now() - coalesce(c.unknown_since, c.started_at))::float8,
+           false
     FROM delivery_chunks c
     WHERE c.document_id = %(document_id)s AND %(chunks)s::text[] IS NULL
 )
-SELECT doc.person_busy, l.chunk_index, l.state, l.send_attempts, l.callback_data,
-       CASE WHEN l.state <> 'sent' THEN l.body END AS body, l.ambiguous_age_seconds
+SELECT doc.person_busy, l.written_now, l.chunk_index, l.state, l.send_attempts, l.callback_data,
+       CASE WHEN l.state <> 'sent' AND %(chunks)s::text[] IS NULL THEN l.body END AS body,
+       l.ambiguous_age_seconds
 FROM doc LEFT JOIN ledger l ON NOT doc.person_busy
 ORDER BY l.chunk_index
 

@@ -75,11 +75,11 @@ class DocumentDelivery:
     # ── the chunks ─────────────────────────────────────────────────────
 
     async def _deliver(self, claim: Claim) -> None:
-        chunks = first_callback = None
+        chunks = tags = None
         if claim.body is not None:
             chunks = chunk_text(claim.body, claim.chunk_limit or self.settings.chunk_limit)
-            first_callback = chunk_callback(claim.document_id, 0, 1) if chunks else None
-        ledger = await self.store.begin(claim, chunks, first_callback)
+            tags = [chunk_callback(claim.document_id, i, 1) for i in range(len(chunks))]
+        ledger = await self.store.begin(claim, chunks, tags)
         if ledger is None:
             self.sweep.result.lost_claims += 1
             return
@@ -89,7 +89,8 @@ class DocumentDelivery:
             await self.store.release(claim)
             self.sweep.result.waited_turn += 1
             return
-        begun = bool(ledger.rows) and _fenced_by(ledger.rows[0], first_callback)
+        # A fresh ledger's chunk 0 was fenced by begin itself.
+        begun = bool(ledger.rows) and ledger.rows[0].written_now
         interval = self.settings.chunk_interval_seconds
         # An accepted chunk not yet recorded: recorded with the next fence.
         accepted: tuple[int, str, str] | None = None
@@ -308,10 +309,3 @@ class DocumentDelivery:
             self.settings.backoff_base_seconds,
             self.settings.backoff_max_seconds,
         )
-
-
-def _fenced_by(row: LedgerRow, callback: str | None) -> bool:
-    """Did ``begin_delivery`` fence this chunk with our tag (a fresh ledger)?"""
-    return (
-        callback is not None and row.state == ChunkState.SENDING and row.callback_data == callback
-    )

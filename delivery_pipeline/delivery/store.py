@@ -48,8 +48,9 @@ class LedgerRow:
     state: ChunkState
     send_attempts: int
     callback_data: str | None
-    body: str | None  # None once sent
+    body: str | None  # None once sent, or when the caller gave the chunks
     ambiguous_age_seconds: float
+    written_now: bool  # stored by this begin (chunk 0 of a fresh ledger: fenced by it)
 
 
 @dataclass(frozen=True)
@@ -172,17 +173,17 @@ class DeliveryStore:
     # ── the ledger ─────────────────────────────────────────────────────
 
     async def begin(
-        self, claim: Claim, chunks: list[str] | None, first_callback: str | None
+        self, claim: Claim, chunks: list[str] | None, tags: list[str] | None
     ) -> Ledger | None:
-        """Store the chunks (first claim; chunk 0 fenced with ``first_callback``) and
-        read the ledger. None: the claim is lost."""
+        """Store the chunks with the tags of their first attempts (first claim; chunk 0
+        fenced) and read the ledger. None: the claim is lost."""
         rows = await self._run(
             QUERIES.begin_delivery,
             {
                 "document_id": claim.document_id,
                 "token": claim.token,
                 "chunks": chunks,
-                "callback_data": first_callback,
+                "tags": tags,
                 "lease": self._eligibility["lease"],
             },
         )
@@ -200,6 +201,7 @@ class DeliveryStore:
                     callback_data=row["callback_data"],
                     body=row["body"],
                     ambiguous_age_seconds=row["ambiguous_age_seconds"],
+                    written_now=row["written_now"],
                 )
                 for row in rows
             ],

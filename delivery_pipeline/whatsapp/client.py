@@ -27,7 +27,9 @@ from delivery_pipeline.whatsapp.errors import (
     from_error_object,
 )
 
-MAX_CONNECTIONS = 32
+# A cap on one process's connections to the API (aiohttp's cost per request
+# does not grow with its pool, unlike httpcore's did: docs/benchmarks.md).
+MAX_CONNECTIONS = 128
 # Idle connections are dropped well before a server's keep-alive timeout
 # (uvicorn's is 5 s): reusing one the server is closing turns a send into an
 # "outcome unknown" for no reason.
