@@ -155,6 +155,10 @@ def prepare(
     prefix = f"+1{next(_prefixes)}"
     phones = seed_ready_documents(url, docs, plan_body(chunks), prefix)
     open_windows(sandbox.url, phones)
+    with connect(url) as conn:
+        # Earlier runs' vacuum and checkpoint work is not this run's.
+        conn.execute("VACUUM ANALYZE")
+        conn.execute("CHECKPOINT")
     return prefix, phones
 
 

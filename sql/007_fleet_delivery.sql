@@ -52,6 +52,9 @@ ALTER TABLE delivery_chunks ADD CONSTRAINT delivery_chunks_state_check
 -- Every row is updated two or three times (fenced, sent, delivered/read): room
 -- on its page keeps those updates on the page.
 ALTER TABLE delivery_chunks SET (fillfactor = 70);
+-- A status names its chunk by the tag's document and chunk (the primary key);
+-- an index on the tag itself only cost every send an index entry.
+DROP INDEX delivery_chunks_callback;
 
 -- ── 3. one pacer per business number ───────────────────────────────────
 
