@@ -321,7 +321,7 @@ class ServerCpu:
 
         with connect(url) as conn:
             backend = conn.execute("SELECT pg_backend_pid() AS pid").fetchone()["pid"]
-        fields = _stat(backend)
+            fields = _stat(backend)  # while the backend lives
         assert fields is not None, "the server must run on this machine"
         self.postmaster = int(fields[1])  # ppid
         self.tick = os.sysconf("SC_CLK_TCK")

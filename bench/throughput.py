@@ -84,8 +84,8 @@ def deliver_batch(
     open_windows(sandbox.url, phones)
     texts = chunk_text(body, 4096)
     settings = Settings().replace(
-        whatsapp={"api_base_url": sandbox.url},
-        delivery={"rate_limit": rate, "concurrency": concurrency},
+        whatsapp={"api_base_url": sandbox.url, "throughput_limit": rate},
+        delivery={"concurrency": concurrency},
     )
 
     spy = None
@@ -192,7 +192,8 @@ def one_plan(url: str, sandbox, *, chunks: int, latency_ms: float, repeats: int)
         phones = seed_ready_documents(url, 1, plan_body(chunks), f"+1{next(_run_counter)}")
         open_windows(sandbox.url, phones)
         settings = Settings().replace(
-            whatsapp={"api_base_url": sandbox.url}, delivery={"rate_limit": 80, "concurrency": 16}
+            whatsapp={"api_base_url": sandbox.url, "throughput_limit": 80},
+            delivery={"concurrency": 16},
         )
         started = time.perf_counter()
         result = asyncio.run(run_sweep(settings, url))
@@ -211,13 +212,13 @@ def summarise_profile(path: Path, top: int = 12) -> str:
     activity: Counter[str] = Counter()
     total = 0
     markers = [  # first match, innermost engine frame wins
-        ("client.py", "send_text", "HTTP send (client.send_text → httpx)"),
-        ("client.py", "send_template", "HTTP send (client.send_text → httpx)"),
-        ("engine.py", "_fetch", "SQL round trips (engine._fetch → psycopg)"),
-        ("engine.py", "_fetch_one", "SQL round trips (engine._fetch → psycopg)"),
-        ("ratelimit.py", "acquire", "rate limiter"),
+        ("client.py", "send_text", "HTTP send (client.send_text → aiohttp)"),
+        ("client.py", "send_template", "HTTP send (client.send_text → aiohttp)"),
+        ("store.py", "_run", "SQL round trips (store._run → psycopg)"),
+        ("store.py", "_one", "SQL round trips (store._run → psycopg)"),
+        ("pacer.py", "acquire", "pacer"),
         ("chunking.py", "chunk_text", "chunking the body"),
-        ("engine.py", "_deliver", "engine bookkeeping (_deliver itself)"),
+        ("document.py", "_deliver", "engine bookkeeping (_deliver itself)"),
     ]
     for line in path.read_text().splitlines():
         stack, _, count = line.rpartition(" ")
@@ -411,7 +412,7 @@ def main() -> None:
         f"characters each) per run, sandbox latency "
         f"{args.latency_ms:g} ms per send, pair rate on (45 "
         f"burst; 9 per person never binds), engine "
-        f"`run_sweep(Settings(rate_limit=<limit>, concurrency=<N>))` in the bench process. "
+        f"`run_sweep(Settings(throughput_limit=<limit>, concurrency=<N>))` in the bench process. "
         f"Median of {args.repeats} runs per limit (runs interleaved); counts summed over runs. "
         "Rates from the sandbox's accept times: *steady* = middle 80 % of the messages, "
         "*overall* = first → last accept, *end to end* = messages / sweep wall time. "
