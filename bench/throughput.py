@@ -420,17 +420,23 @@ def main() -> None:
         "| limit msg/s | concurrency | accepted | steady msg/s (share) | overall msg/s (share) | "
         "end to end msg/s | busiest 1 s | throttled / refused | duplicated / missing | "
         "CPU s engine / sandbox / Postgres | wall s |\n"
-        "|---|---|---|---|---|---|---|---|---|---|---|\n" + "\n".join(rows) + "\n\n"
-        "What-if rows (one run each, not the shipped configuration; they are the evidence for the "
-        "recommended engine changes):\n\n"
-        "| limit msg/s, variant | concurrency | accepted | steady "
-        "msg/s (share) | overall msg/s (share) | "
-        "end to end msg/s | busiest 1 s | throttled / refused | duplicated / missing | "
-        "CPU s engine / sandbox / Postgres | wall s |\n"
         "|---|---|---|---|---|---|---|---|---|---|---|\n"
-        + "\n".join(whatif_row(label, r) for label, r in whatifs)
+        + "\n".join(rows)
         + "\n\n"
-        f"Engine CPU per accepted message: {per_msg[80]:.1f} ms at 80 msg/s, "
+        + (
+            "What-if rows (one run each, not the shipped configuration; they are the evidence "
+            "for the recommended engine changes):\n\n"
+            "| limit msg/s, variant | concurrency | accepted | steady "
+            "msg/s (share) | overall msg/s (share) | "
+            "end to end msg/s | busiest 1 s | throttled / refused | duplicated / missing | "
+            "CPU s engine / sandbox / Postgres | wall s |\n"
+            "|---|---|---|---|---|---|---|---|---|---|---|\n"
+            + "\n".join(whatif_row(label, r) for label, r in whatifs)
+            + "\n\n"
+            if whatifs
+            else ""
+        )
+        + f"Engine CPU per accepted message: {per_msg[80]:.1f} ms at 80 msg/s, "
         f"{per_msg[args.fast_limit]:.1f} ms at {args.fast_limit:,} msg/s (CPU seconds in the bench "
         "process / messages), i.e. one core sustains at most "
         f"~{1000 / max(per_msg[args.fast_limit], 0.01):.0f} msg/s in one sweeping process.\n\n"
