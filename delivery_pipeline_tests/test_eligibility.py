@@ -243,7 +243,7 @@ def test_a_claim_that_raced_another_of_the_person_is_given_back(db):
                 "document_id": doc["id"],
                 "token": token,
                 "chunks": ["Doc."],
-                "callback_data": f"dp:{doc['id']}:0:1",
+                "tags": [f"dp:{doc['id']}:0:1"],
                 "lease": LEASE,
             },
         ).fetchall()
