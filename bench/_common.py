@@ -152,6 +152,18 @@ def seed_ready_documents(
     return [f"{phone_prefix}{i:07d}" for i in range(1, count + 1)]
 
 
+def undelivered(url: str, prefix: str) -> int:
+    """Documents of the people whose phones start with ``prefix`` not delivered yet."""
+    from delivery_pipeline.store.db import connect
+
+    with connect(url) as conn:
+        return conn.execute(
+            "SELECT count(*) AS n FROM documents d JOIN people p ON p.id = d.person_id "
+            "WHERE p.phone LIKE %s AND d.delivered_at IS NULL",
+            (prefix + "%",),
+        ).fetchone()["n"]
+
+
 def open_windows(
     sandbox_url: str, phones: list[str], age_seconds: float = 60, parallel: int = 16
 ) -> None:

@@ -40,6 +40,7 @@ from _common import (
     rates,
     scratch_database,
     seed_ready_documents,
+    undelivered,
     write_section,
 )
 
@@ -194,15 +195,6 @@ def fleet_run(
     figures["cores_busy"] = (figures["cpu_sweeps"] + pg_cpu + sandbox_cpu + service_cpu) / wall
     print({k: (round(v, 3) if isinstance(v, float) else v) for k, v in figures.items()}, flush=True)
     return figures
-
-
-def undelivered(url: str, prefix: str) -> int:
-    with connect(url) as conn:
-        return conn.execute(
-            "SELECT count(*) AS n FROM documents d JOIN people p ON p.id = d.person_id "
-            "WHERE p.phone LIKE %s AND d.delivered_at IS NULL",
-            (prefix + "%",),
-        ).fetchone()["n"]
 
 
 def _pacing_row(label: str, r: dict[str, object]) -> str:

@@ -60,6 +60,7 @@ from _common import (
     run_with_cpu,
     scratch_database,
     seed_ready_documents,
+    undelivered,
     write_section,
 )
 
@@ -128,15 +129,6 @@ def run(cmd: tuple[list[str], dict[str, str]], timeout: float = 600) -> str:
     if out.returncode not in (0, 1):
         raise RuntimeError(f"{cmd[0]} -> {out.returncode}\n{out.stderr[-3000:]}")
     return out.stdout
-
-
-def undelivered(url: str, prefix: str) -> int:
-    with connect(url) as conn:
-        return conn.execute(
-            "SELECT count(*) AS n FROM documents d JOIN people p ON p.id = d.person_id "
-            "WHERE p.phone LIKE %s AND d.delivered_at IS NULL",
-            (prefix + "%",),
-        ).fetchone()["n"]
 
 
 def prepare(
