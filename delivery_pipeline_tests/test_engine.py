@@ -469,3 +469,38 @@ def test_eight_processes_never_interleave_a_persons_plans(db, sandbox, settings)
         ).fetchone()["n"]
         == 90
     )
+
+
+@pytest.mark.slow
+def test_pair_rate_backoff_holds_across_processes(db, sandbox, settings):
+    """One person, three plans, three sweep processes, a pair-rate budget of 4 messages
+    refilled one a second. The plan that meets 131056 is due again only 6-9 s later and,
+    being the person's oldest, holds back the others in every process: each refusal is
+    followed by silence to that person, none lands in an empty budget again, and the
+    plans still arrive whole and in order."""
+    from delivery_pipeline.whatsapp.errors import PAIR_RATE_RETRY_SECONDS
+
+    sandbox.faults(
+        pair_rate_enabled=True, pair_burst=4, pair_refill_seconds=1.0, throughput_limit=0
+    )
+    person = add_person(db)
+    sandbox.say(person["phone"], "hi")
+    expected = []
+    for n in range(3):
+        body = plan_body(3, chunk_limit=300, tag=f"pair plan {n} ")
+        add_document(db, person["id"], body)
+        expected += chunk_text(body, 300)
+
+    procs = [_sweep_process(settings, extra_env={"DELIVERY_CHUNK_LIMIT": "300"}) for _ in range(3)]
+    outputs = [p.communicate(timeout=120) for p in procs]
+    assert all(p.returncode == 0 for p in procs), [o[1][-2000:] for o in outputs]
+
+    inbox = [m for m in sandbox.inbox(person["phone"]) if m["type"] == "text"]
+    refusals = int(sandbox.stats()["rejected_by_code"].get("131056", 0))
+    times = [dt.datetime.fromisoformat(m["time"]).timestamp() for m in inbox]
+    silences = sum(
+        1 for a, b in zip(times, times[1:], strict=False) if b - a >= PAIR_RATE_RETRY_SECONDS
+    )
+    assert texts(inbox) == expected
+    # 9 messages, a budget of 4 refilled during each 6 s pause: two refusals at most.
+    assert 1 <= refusals <= 2 and silences == refusals
