@@ -93,6 +93,7 @@ WAITING_STATE_OWNERS: dict[DocumentState, str] = {
 class ChunkState(enum.StrEnum):
     """One message of a document in the ledger (``delivery_chunks.state``)."""
 
+    PENDING = "pending"  # cut and stored at the first claim, never fenced
     SENDING = "sending"
     SENT = "sent"
     FAILED = "failed"

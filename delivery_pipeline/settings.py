@@ -161,6 +161,9 @@ class WhatsAppSettings(Section):
     phone_number_id: str = Field(DEV_PHONE_NUMBER_ID, description="business phone number id")
     access_token: SecretStr = Field(SecretStr(DEV_ACCESS_TOKEN), description="access token")
     send_timeout: float = Field(10.0, gt=0, description="seconds per send")
+    throughput_limit: float = Field(
+        80.0, gt=0, description="messages per second of the number, shared by every sender"
+    )
     app_secret: SecretStr | None = Field(None, description="webhook signature key")
     verify_token: SecretStr | None = Field(None, description="verification handshake token")
 
@@ -184,8 +187,13 @@ class DeliverySettings(Section):
     max_attempts: int = Field(5, ge=1, description="transient failures before max_attempts")
     backoff_base_seconds: float = Field(30.0, ge=0, description="first retry delay")
     backoff_max_seconds: float = Field(3600.0, ge=0, description="retry delay cap")
-    rate_limit: float = Field(80.0, gt=0, description="messages per second per process")
+    rate_limit: float | None = Field(
+        None, gt=0, description="optional cap, messages per second, for one process"
+    )
     concurrency: int = Field(16, ge=1, description="documents in flight per sweep")
+    sweepers: int = Field(
+        2, ge=1, le=64, description="parallel sweeper ops per deliver_documents run"
+    )
     chunk_limit: int = Field(4096, ge=16, le=4096, description="characters per message")
     chunk_interval_seconds: float = Field(0.0, ge=0, description="pause between chunks")
     unknown_policy: Literal["resend", "abandon"] = Field(

@@ -109,9 +109,8 @@ def settings(sandbox: SandboxProcess, database_url: str) -> Settings:
     """Settings for an engine talking to the sandbox; fast backoff for tests."""
     return Settings().replace(
         database={"database_url": database_url},
-        whatsapp={"api_base_url": sandbox.url, "send_timeout": 5.0},
+        whatsapp={"api_base_url": sandbox.url, "send_timeout": 5.0, "throughput_limit": 2000.0},
         delivery={
-            "rate_limit": 2000.0,
             "concurrency": 8,
             "backoff_base_seconds": 0.0,
             "backoff_max_seconds": 0.0,

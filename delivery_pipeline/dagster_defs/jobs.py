@@ -1,9 +1,13 @@
 """Jobs: each a few lines over the delivery, generation or briefs modules.
 
-Every job runs in process (one or two small steps; a subprocess per step
-would only add latency). Runs that sweep carry ``SWEEP_TAG``; ``dagster.yaml``
-lets one such run at a time through the run queue (exclusivity per document
-still comes from the claim, this only keeps sweeps from piling up).
+Most jobs run in process (one or two small steps; a subprocess per step
+would only add latency). ``deliver_documents`` fans out: ``DELIVERY_SWEEPERS``
+sweeper ops at once on Dagster's multiprocess executor (one process each;
+on the Kubernetes or Celery executors, one pod or worker each). They need no
+coordination: the claim gives each person's documents to one sender at a
+time and the pacer shares the number's limit (sql/007). Runs that sweep
+carry ``SWEEP_TAG``, so a deployment can still limit them with a tag
+concurrency limit; nothing requires one.
 """
 
 import datetime as dt
@@ -22,6 +26,7 @@ from delivery_pipeline.dagster_defs.resources import (
     GeneratorResource,
     engine_settings,
 )
+from delivery_pipeline.delivery.result import SweepResult
 from delivery_pipeline.delivery.sweep import sweep_sync
 from delivery_pipeline.generation.briefs import run_briefs
 from delivery_pipeline.generation.worker import generate_pending
@@ -43,10 +48,19 @@ SWEEP_TAGS = {SWEEP_TAG: "delivery"}
 
 
 @dg.op(
-    ins={"after": dg.In(dg.Nothing)}, description="One delivery sweep over what is eligible now."
+    ins={"after": dg.In(dg.Nothing)},
+    out=dg.DynamicOut(int),
+    description="One sweeper per DELIVERY_SWEEPERS, each its own process.",
 )
+def plan_sweepers(delivery: DeliveryResource) -> Any:
+    for sweeper in range(delivery.sweepers):
+        yield dg.DynamicOutput(sweeper, mapping_key=f"sweeper_{sweeper}")
+
+
+@dg.op(description="One delivery sweep over what is eligible now.")
 def sweep_documents(
     context: dg.OpExecutionContext,
+    sweeper: int,
     app_db: AppDatabase,
     cloud_api: CloudApiResource,
     delivery: DeliveryResource,
@@ -54,20 +68,27 @@ def sweep_documents(
     result = sweep_sync(engine_settings(app_db, cloud_api, delivery), app_db.url())
     if result.stopped_by:
         context.log.error(
-            f"sweep stopped by a global error: {result.stopped_by}. Sending is paused and an "
-            "ops alert is recorded; the next sweep tries again."
+            f"sweeper {sweeper} stopped by a global error: {result.stopped_by}. Sending is "
+            "paused and an ops alert is recorded; the next sweep tries again."
         )
     summary = result.as_dict()
     return dg.Output(summary, metadata=as_metadata(summary))
 
 
+@dg.op(description="What the sweepers did together: the run's metadata.")
+def sweep_total(results: list[dict[str, Any]]) -> dg.Output[dict[str, Any]]:
+    summary = SweepResult.total(results)
+    return dg.Output(summary, metadata=as_metadata(summary))
+
+
 @dg.job(
     tags=SWEEP_TAGS,
-    executor_def=dg.in_process_executor,
-    description="Deliver every eligible document (requested by the heartbeat sensor).",
+    executor_def=dg.multiprocess_executor,
+    description="Deliver every eligible document with DELIVERY_SWEEPERS sweepers in parallel "
+    "(requested by the heartbeat sensor).",
 )
 def deliver_documents() -> None:
-    sweep_documents()
+    sweep_total(plan_sweepers().map(sweep_documents).collect())
 
 
 # ── generation ──────────────────────────────────────────────────────────
@@ -114,11 +135,11 @@ def generate_documents() -> None:
 
 @dg.job(
     tags=SWEEP_TAGS,
-    executor_def=dg.in_process_executor,
+    executor_def=dg.multiprocess_executor,
     description="Generate pending documents, then sweep: for running by hand.",
 )
 def generate_and_deliver() -> None:
-    sweep_documents(after=generate_documents_op())
+    sweep_total(plan_sweepers(after=generate_documents_op()).map(sweep_documents).collect())
 
 
 class RequestConfig(dg.Config):

@@ -260,10 +260,11 @@ def create_app(settings: Settings, database_url: str) -> Starlette:
         await pool.open(wait=False)
         client = CloudApiClient.from_settings(settings)
         review_token = secret(settings.review.token)
+        engine = DeliveryEngine(settings, pool, client)
         service = Service(
             settings,
             pool,
-            DeliveryEngine(settings, pool, client),
+            engine,
             review_sessions=Sessions(review_token) if review_token else None,
         )
         app.state.service = service
@@ -285,6 +286,7 @@ def create_app(settings: Settings, database_url: str) -> Starlette:
             for task in background:
                 task.cancel()
             await asyncio.gather(*background, return_exceptions=True)
+            await engine.aclose()
             await client.aclose()
             await pool.close()
 

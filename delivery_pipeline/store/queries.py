@@ -78,13 +78,10 @@ class Queries:
     guard_exists: str
     eligible_ids: str
     claim_batch: str
-    claimed_document: str
-    document_chunks_with_age: str
-    fence_chunk: str
-    chunk_sent: str
+    begin_delivery: str
+    advance_delivery: str
     chunk_failed: str
     chunk_unknown: str
-    mark_delivered: str
     release_for_retry: str
     release_claim: str
     abandon_document: str
@@ -98,6 +95,10 @@ class Queries:
     pause_sender: str
     resume_sender: str
     sender_state: str
+    pacer_row: str
+    reserve_send_slots: str
+    pacer_state: str
+    throttle_pacer: str
     alert_lock: str
     last_alert: str
     insert_alert: str
