@@ -76,7 +76,7 @@ def main() -> None:
                     },
                 )
                 phones.append(phone)
-        settings = Settings().replace(
+        settings = Settings.from_env().replace(
             whatsapp={"api_base_url": sandbox.url, "throughput_limit": 5000},
             delivery={"concurrency": 32},
         )

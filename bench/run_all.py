@@ -190,6 +190,14 @@ def summary_rows() -> list[tuple[str, str, str, bool | None]]:
         "{:.2f}",
         v is not None and float(v) <= 1.5,
     )
+    v = g.get("guard_quiet_ratio")
+    add(
+        "guard, also 100k held for quiet hours, ratio to an empty table",
+        "≤ 1.5",
+        v,
+        "{:.2f}",
+        v is not None and float(v) <= 1.5,
+    )
     m = read_figures("memory") or {}
     v = m.get("rss_large_mib")
     add(

@@ -83,7 +83,7 @@ def deliver_batch(
     phones = seed_ready_documents(url, docs, body, prefix)
     open_windows(sandbox.url, phones)
     texts = chunk_text(body, 4096)
-    settings = Settings().replace(
+    settings = Settings.from_env().replace(
         whatsapp={"api_base_url": sandbox.url, "throughput_limit": rate},
         delivery={"concurrency": concurrency},
     )
@@ -191,7 +191,7 @@ def one_plan(url: str, sandbox, *, chunks: int, latency_ms: float, repeats: int)
     for _ in range(repeats):
         phones = seed_ready_documents(url, 1, plan_body(chunks), f"+1{next(_run_counter)}")
         open_windows(sandbox.url, phones)
-        settings = Settings().replace(
+        settings = Settings.from_env().replace(
             whatsapp={"api_base_url": sandbox.url, "throughput_limit": 80},
             delivery={"concurrency": 16},
         )

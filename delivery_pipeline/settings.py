@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+import re
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, ClassVar, Literal, Self
@@ -40,6 +41,7 @@ SERVICE_DEFAULT_PORT = 8766
 DEV_PHONE_NUMBER_ID = "100000000000001"
 DEV_ACCESS_TOKEN = "sandbox-access-token"
 
+QUIET_HOURS = re.compile(r"^([01][0-9]|2[0-3]):[0-5][0-9]-([01][0-9]|2[0-3]):[0-5][0-9]$")
 DEFAULT_KNOCK_TEMPLATES = "en=document_ready:en,es=document_ready:es,pt=document_ready:pt_BR"
 
 # The kinds DELIVERY_REVIEW_KINDS may name: model.Kind's values (settings does
@@ -211,6 +213,11 @@ class DeliverySettings(Section):
         "", description="kinds a reviewer approves before delivery, comma-separated"
     )
 
+    quiet_hours: str = Field(
+        "21:00-08:00",
+        description="local HH:MM-HH:MM in which nothing unasked-for is sent; empty: none",
+    )
+
     @field_validator("review_kinds")
     @classmethod
     def _review_kinds(cls, value: str) -> str:
@@ -227,6 +234,24 @@ class DeliverySettings(Section):
     def _templates(cls, value: str) -> str:
         parse_templates(value)
         return value
+
+    @field_validator("quiet_hours")
+    @classmethod
+    def _quiet(cls, value: str) -> str:
+        if value.lower() in ("", "off", "none"):
+            return ""
+        if not QUIET_HOURS.match(value):
+            raise ValueError("must be local HH:MM-HH:MM (like 21:00-08:00), or off")
+        return value
+
+    @property
+    def eligibility(self) -> dict[str, Any]:
+        """The eligibility function's parameters (sql/013: lease, window, quiet hours)."""
+        return {
+            "lease": self.lease,
+            "service_window": self.window,
+            "quiet_hours": self.quiet_hours or None,
+        }
 
     @property
     def knock_template_map(self) -> dict[str, tuple[str, str]]:

@@ -25,6 +25,11 @@ from delivery_pipeline_tests.support.sandbox_server import SandboxProcess, start
 
 TEST_DB_ENV = "DELIVERY_TEST_DATABASE_URL"
 
+# Quiet hours (21:00-08:00 by default) would make a test's outcome depend on
+# the hour it runs at: off for every process the tests start, unless a test
+# turns them on (test_quiet_hours.py).
+os.environ.setdefault("DELIVERY_QUIET_HOURS", "off")
+
 
 @pytest.fixture(scope="session")
 def pg_admin_url() -> Iterator[str]:

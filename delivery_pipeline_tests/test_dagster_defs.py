@@ -47,6 +47,7 @@ from delivery_pipeline.dagster_defs.resources import (
 from delivery_pipeline.dagster_defs.schedules import build_schedules
 from delivery_pipeline.dagster_defs.sensors import build_sensors
 from delivery_pipeline.delivery.chunking import chunk_text
+from delivery_pipeline.model import WAITING_STATE_OWNERS, AbandonReason
 from delivery_pipeline.settings import Settings
 from delivery_pipeline.store.queries import QUERIES
 from delivery_pipeline_tests.support.dagster_support import add_run, resources_for
@@ -526,7 +527,9 @@ def test_backlog_of_an_empty_database_is_all_zeros(database_url, instance):
         [delivery_backlog], resources=resources_for(database_url), instance=instance
     )
     frame = result.output_for_node("delivery_backlog")
-    assert frame["count"].sum() == 0 and len(frame) == 7 + 8
+    # a row per waiting state, delivered today, and abandoned today per reason
+    waiting, reasons = len(WAITING_STATE_OWNERS), len(AbandonReason)
+    assert frame["count"].sum() == 0 and len(frame) == waiting + 1 + reasons
 
 
 # ── instance configuration ──────────────────────────────────────────────

@@ -14,7 +14,8 @@ pytestmark = pytest.mark.engine
 
 LEASE = dt.timedelta(minutes=10)
 WINDOW = dt.timedelta(hours=23, minutes=45)
-PARAMS = {"lease": LEASE, "service_window": WINDOW}
+# No quiet hours by default: the cases below must not depend on the hour they run at.
+PARAMS = {"lease": LEASE, "service_window": WINDOW, "quiet_hours": None}
 
 
 def _case_doc(db, person_kwargs=None, **doc_updates):
@@ -79,6 +80,30 @@ CASES = [
     ),
     ("person opted out", {}, {}, "abandon_unreachable"),
     ("platform refused after their last message", {}, {}, "knock"),
+    # Quiet hours: the person's own window around now, in their zone.
+    ("their quiet hours: held", {"inbound_age_seconds": 3600}, {}, "hold_quiet"),
+    ("their quiet hours, window closed: no knock", {"inbound_age_seconds": None}, {}, "hold_quiet"),
+    (
+        "their quiet hours, but they wrote 5 minutes ago",
+        {"inbound_age_seconds": 300},
+        {},
+        "deliver",
+    ),
+    (
+        "their quiet hours, a stale brief is still abandoned",
+        {"inbound_age_seconds": 3600, "time_zone": "UTC"},
+        {"kind": "daily_brief", "for_date": "yesterday"},
+        "abandon_stale",
+    ),
+    (
+        "their quiet hours, held until they end",
+        {"inbound_age_seconds": 3600},
+        {
+            "next_attempt_at": "now() + interval '2 hours'",
+            "quiet_until": "now() + interval '2 hours'",
+        },
+        None,
+    ),
 ]
 
 
@@ -98,6 +123,14 @@ def test_guard_view_and_claim_agree(db, name, person_kwargs, updates, expected):
         db.execute("UPDATE people SET opted_out_at = now() WHERE id = %s", (doc["person_id"],))
     if name.startswith("platform refused"):
         db.execute("UPDATE people SET window_refused_at = now() WHERE id = %s", (doc["person_id"],))
+    if name.startswith("their quiet hours"):
+        db.execute(
+            "UPDATE people SET quiet_hours = "
+            "to_char(now() AT TIME ZONE time_zone - interval '1 hour', 'HH24:MI') || '-' || "
+            "to_char(now() AT TIME ZONE time_zone + interval '1 hour', 'HH24:MI') "
+            "WHERE id = %s",
+            (doc["person_id"],),
+        )
 
     guard = db.execute(QUERIES.guard_exists, PARAMS).fetchone()["eligible"]
     view = db.execute(QUERIES.eligible_ids, PARAMS).fetchall()

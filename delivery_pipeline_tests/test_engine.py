@@ -456,10 +456,7 @@ def test_eight_processes_race_for_500_documents(db, sandbox, settings):
 
 
 def _window_params(settings):
-    return {
-        "lease": settings.delivery.lease,
-        "service_window": settings.delivery.window,
-    }
+    return settings.delivery.eligibility
 
 
 @pytest.mark.slow

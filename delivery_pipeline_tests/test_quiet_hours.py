@@ -8,6 +8,7 @@ saving time and instants around their transitions.
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 from typing import Any
 from zoneinfo import ZoneInfo
@@ -16,6 +17,11 @@ import psycopg
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+
+from delivery_pipeline.delivery.sweep import run_sweep
+from delivery_pipeline.settings import Settings
+from delivery_pipeline_tests.support.data import add_document, add_person, person_writes, plan_body
+from delivery_pipeline_tests.support.inbox import texts
 
 UTC = dt.UTC
 ZONES = [
@@ -74,9 +80,13 @@ def transitions(zone: str) -> list[dt.datetime]:
     return found
 
 
-TRANSITIONS = [t for zone in ZONES for t in transitions(zone)] or [dt.datetime(2026, 1, 1, tzinfo=UTC)]
+TRANSITIONS = [t for zone in ZONES for t in transitions(zone)] or [
+    dt.datetime(2026, 1, 1, tzinfo=UTC)
+]
 
-hhmm = st.builds(lambda h, m: f"{h:02d}:{m:02d}", st.integers(0, 23), st.sampled_from([0, 15, 30, 45]))
+hhmm = st.builds(
+    lambda h, m: f"{h:02d}:{m:02d}", st.integers(0, 23), st.sampled_from([0, 15, 30, 45])
+)
 windows = st.builds(lambda a, b: f"{a}-{b}", hhmm, hhmm)
 near_transitions = st.builds(
     lambda t, minutes: t + dt.timedelta(minutes=minutes),
@@ -97,13 +107,17 @@ def sql_quiet_until(db: psycopg.Connection[Any], at: dt.datetime, zone: str, qui
     return row["until"]
 
 
-@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=400, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(at=st.one_of(near_transitions, anywhere), zone=st.sampled_from(ZONES), quiet=windows)
 def test_sql_agrees_with_zoneinfo(db, at, zone, quiet):
     assert sql_quiet_until(db, at, zone, quiet) == reference(at, zone, quiet)
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(at=st.one_of(near_transitions, anywhere), zone=st.sampled_from(ZONES), quiet=windows)
 def test_the_end_is_in_the_future_and_not_quiet_itself(db, at, zone, quiet):
     until = sql_quiet_until(db, at, zone, quiet)
@@ -151,3 +165,98 @@ def test_an_end_in_a_repeated_or_missing_hour(db, quiet, local, expected_utc):
     expected = dt.datetime.fromisoformat(expected_utc).replace(tzinfo=UTC)
     assert sql_quiet_until(db, at, "America/New_York", quiet) == expected
     assert reference(at, "America/New_York", quiet) == expected
+
+
+# ── the engine: held for the night, sent in the morning ─────────────────
+
+
+def zone_where_it_is(hour: int) -> str:
+    """A fixed-offset zone in which the local hour is ``hour`` right now (the clock
+    controlled through the data: the person lives where we need them to)."""
+    offset = (hour - dt.datetime.now(UTC).hour) % 24
+    if offset > 14:
+        offset -= 24
+    return f"Etc/GMT{-offset:+d}"
+
+
+def night_settings(settings: Settings) -> Settings:
+    return settings.replace(delivery={"quiet_hours": "21:00-08:00"})
+
+
+def sweep(settings: Settings) -> Any:
+    return asyncio.run(run_sweep(settings, settings.database.database_url))
+
+
+@pytest.mark.engine
+def test_a_plan_ready_at_night_goes_out_in_the_morning_not_before(db, sandbox, settings):
+    person = add_person(db, time_zone=zone_where_it_is(23), inbound_age_seconds=3600)
+    sandbox.say(person["phone"], "hi")  # their window is open: only the night holds it
+    doc = add_document(db, person["id"], plan_body(2))
+
+    held = sweep(night_settings(settings))
+
+    assert held.held_quiet == 1 and held.chunks_sent == 0 and held.knocks_sent == 0
+    row = db.execute(
+        "SELECT next_attempt_at, quiet_until, next_attempt_at AT TIME ZONE %(tz)s AS local "
+        "FROM documents WHERE id = %(id)s",
+        {"id": doc["id"], "tz": person["time_zone"]},
+    ).fetchone()
+    assert row["next_attempt_at"] == row["quiet_until"]
+    # 08:00 local, the next morning: 8 to 9 hours from now.
+    assert row["local"].time() == dt.time(8, 0)
+    until = row["next_attempt_at"] - dt.datetime.now(UTC)
+    assert dt.timedelta(hours=8) < until <= dt.timedelta(hours=9)
+    state = db.execute("SELECT state FROM document_states WHERE id = %s", (doc["id"],)).fetchone()
+    assert state["state"] == "quiet_hours"
+    # Not before: another sweep in the night sends nothing.
+    assert sweep(night_settings(settings)).claimed == 0
+    assert texts(sandbox.inbox(person["phone"])) == []
+
+    # The morning comes (the person's clock reads 08:xx) and the backoff is over.
+    db.execute(
+        "UPDATE people SET time_zone = %(tz)s WHERE id = %(id)s",
+        {"tz": zone_where_it_is(8), "id": person["id"]},
+    )
+    db.execute("UPDATE documents SET next_attempt_at = now() WHERE id = %s", (doc["id"],))
+    morning = sweep(night_settings(settings))
+    assert morning.delivered == 1 and len(texts(sandbox.inbox(person["phone"]))) == 2
+
+
+@pytest.mark.engine
+def test_a_reply_in_the_night_gets_it_at_once(db, sandbox, settings):
+    person = add_person(db, time_zone=zone_where_it_is(23), inbound_age_seconds=None)
+    doc = add_document(db, person["id"], plan_body(2))
+    held = sweep(night_settings(settings))
+    assert held.held_quiet == 1 and held.knocks_sent == 0, "no knock in the night either"
+
+    person_writes(settings.database.database_url, sandbox, person, "are you there?")
+
+    row = db.execute(
+        "SELECT quiet_until, next_attempt_at <= now() AS due FROM documents WHERE id = %s",
+        (doc["id"],),
+    ).fetchone()
+    assert row == {"quiet_until": None, "due": True}
+    answered = sweep(night_settings(settings))
+    assert answered.delivered == 1 and len(texts(sandbox.inbox(person["phone"]))) == 2
+
+
+@pytest.mark.engine
+def test_a_daily_brief_at_the_time_they_chose_is_not_held(db, sandbox, settings):
+    tz = zone_where_it_is(7)
+    local_now = dt.datetime.now(ZoneInfo(tz))
+    person = add_person(
+        db,
+        time_zone=tz,
+        inbound_age_seconds=3600,
+        brief_local_time=f"{local_now.hour:02d}:00",
+    )
+    sandbox.say(person["phone"], "hi")
+    add_document(db, person["id"], "Good morning.", kind="daily_brief", for_date=local_now.date())
+    plan = add_document(db, person["id"], plan_body(1))
+    db.execute(
+        "UPDATE documents SET generated_at = now() + interval '1 second' WHERE id = %s",
+        (plan["id"],),
+    )
+    result = sweep(night_settings(settings))  # 07:xx is inside 21:00-08:00
+    assert texts(sandbox.inbox(person["phone"])) == ["Good morning."]
+    assert result.held_quiet == 1, "the plan they did not ask for waits for 08:00"

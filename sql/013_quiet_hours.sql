@@ -39,3 +39,81 @@ LANGUAGE sql STABLE AS $$
     END
     FROM w
 $$;
+
+-- The eligibility definition, restated (supersedes 007) with quiet hours; the
+-- third argument is the default quiet hours (DELIVERY_QUIET_HOURS; NULL: none).
+--   action = 'abandon_unreachable'  no number, or opted out
+--            'abandon_stale'        a brief for a day already over for the person
+--            'hold_quiet'           their quiet hours: held until they end
+--                                   (quiet_until), no knock either
+--            'deliver'              window open (and not refused since): send the chunks
+--            'knock'                window closed: knock (or wait for the reply)
+-- Not held: a person who wrote in the last 15 minutes (they are in a
+-- conversation), and a daily brief within an hour after the time they chose.
+DROP FUNCTION eligible_documents(interval, interval);
+CREATE FUNCTION eligible_documents(lease interval, service_window interval, quiet_default text)
+RETURNS TABLE (id bigint, person_id bigint, kind text, next_attempt_at timestamptz,
+               action text, quiet_until timestamptz)
+LANGUAGE sql STABLE AS $$
+    SELECT d.id, d.person_id, d.kind, d.next_attempt_at,
+           CASE
+               WHEN p.phone IS NULL OR p.opted_out_at IS NOT NULL THEN 'abandon_unreachable'
+               WHEN d.kind = 'daily_brief'
+                    AND d.for_date < (now() AT TIME ZONE p.time_zone)::date THEN 'abandon_stale'
+               WHEN q.until IS NOT NULL THEN 'hold_quiet'
+               WHEN p.last_inbound_at > now() - service_window
+                    AND p.last_inbound_at >= coalesce(p.window_refused_at, '-infinity') THEN 'deliver'
+               ELSE 'knock'
+           END,
+           q.until
+    FROM documents d
+    JOIN people p ON p.id = d.person_id
+    CROSS JOIN LATERAL (
+        SELECT CASE
+            WHEN p.last_inbound_at > now() - interval '15 minutes' THEN NULL
+            WHEN d.kind = 'daily_brief'
+                 AND d.for_date = (now() AT TIME ZONE p.time_zone)::date
+                 AND (now() AT TIME ZONE p.time_zone)::time
+                     BETWEEN p.brief_local_time AND p.brief_local_time + interval '1 hour'
+                 THEN NULL
+            ELSE quiet_until(now(), p.time_zone, coalesce(p.quiet_hours, quiet_default))
+        END AS until
+    ) q
+    WHERE d.in_queue
+      AND d.next_attempt_at <= now()
+      AND (d.claim_token IS NULL OR d.claimed_at < now() - lease)
+      -- Its person's turn (007): no older document of theirs waits in the
+      -- queue, and no other of theirs is being sent.
+      AND NOT EXISTS (
+          SELECT 1 FROM documents o
+          WHERE o.person_id = d.person_id AND o.in_queue AND o.id <> d.id
+            AND ((o.generated_at, o.id) < (d.generated_at, d.id)
+                 OR (o.claim_token IS NOT NULL AND o.claimed_at >= now() - lease))
+      )
+$$;
+
+-- One state per document (restated from 010) with 'quiet_hours', owner: the
+-- clock. Held documents are in the queue, due when their quiet hours end.
+CREATE OR REPLACE VIEW document_states AS
+SELECT d.id, d.person_id, d.kind, d.for_date, d.abandon_reason,
+       CASE
+           WHEN d.abandoned_at IS NOT NULL THEN 'abandoned'
+           WHEN d.delivered_at IS NOT NULL THEN 'delivered'
+           WHEN d.status = 'pending' THEN 'pending'
+           WHEN d.status = 'generating' THEN 'generating'
+           WHEN d.status = 'failed' THEN 'generation_failed'
+           WHEN d.awaiting_review_since IS NOT NULL THEN 'awaiting_review'
+           WHEN d.awaiting_reply_since IS NOT NULL THEN 'awaiting_reply'
+           WHEN d.quiet_until > now() THEN 'quiet_hours'
+           ELSE 'undelivered'
+       END AS state,
+       CASE
+           WHEN d.abandoned_at IS NOT NULL THEN d.abandoned_at
+           WHEN d.delivered_at IS NOT NULL THEN d.delivered_at
+           WHEN d.status IN ('pending', 'failed') THEN d.created_at
+           WHEN d.status = 'generating' THEN coalesce(d.generation_claimed_at, d.created_at)
+           WHEN d.awaiting_review_since IS NOT NULL THEN d.awaiting_review_since
+           WHEN d.awaiting_reply_since IS NOT NULL THEN d.awaiting_reply_since
+           ELSE coalesce(d.reviewed_at, d.generated_at, d.created_at)
+       END AS since
+FROM documents d;

@@ -40,6 +40,10 @@ INSERT INTO people (phone, name, locale, time_zone, brief_opt_in, brief_local_ti
 VALUES (%(phone)s, %(name)s, %(locale)s, %(time_zone)s, %(brief_opt_in)s, %(brief_local_time)s)
 RETURNING *
 
+-- name: set_quiet_hours
+-- The person's own quiet hours (local 'HH:MM-HH:MM'; NULL: the default).
+UPDATE people SET quiet_hours = %(quiet_hours)s WHERE id = %(person_id)s RETURNING *
+
 -- name: person_by_id
 -- One person.
 SELECT * FROM people WHERE id = %(id)s
@@ -117,7 +121,7 @@ JOIN document_states s ON s.id = w.id
 JOIN documents d ON d.id = w.id
 CROSS JOIN LATERAL (
     SELECT CASE WHEN s.state IN ('pending', 'generating') THEN d.next_generation_at
-                WHEN s.state = 'undelivered' THEN d.next_attempt_at END AS at
+                WHEN s.state IN ('undelivered', 'quiet_hours') THEN d.next_attempt_at END AS at
 ) n
 ORDER BY s.state, s.since, s.id
 
@@ -126,12 +130,13 @@ ORDER BY s.state, s.since, s.id
 -- name: guard_exists
 -- The heartbeat guard: would a sweep act on anything now? One indexed probe.
 SELECT EXISTS (
-    SELECT 1 FROM eligible_documents(%(lease)s, %(service_window)s)
+    SELECT 1 FROM eligible_documents(%(lease)s, %(service_window)s, %(quiet_hours)s)
 ) AS eligible
 
 -- name: eligible_ids
 -- What a sweep would act on now, and how (tests compare it with the guard).
-SELECT id, action FROM eligible_documents(%(lease)s, %(service_window)s) ORDER BY id
+SELECT id, action, quiet_until
+FROM eligible_documents(%(lease)s, %(service_window)s, %(quiet_hours)s) ORDER BY id
 
 -- name: claim_batch
 -- Claim up to %(limit)s eligible documents (optionally one document or one
@@ -142,15 +147,15 @@ SELECT id, action FROM eligible_documents(%(lease)s, %(service_window)s) ORDER B
 -- row claimed meanwhile is not taken. The body comes back only while the
 -- ledger holds no chunk text (the first claim: the engine cuts it once).
 WITH candidates AS (
-    SELECT e.id, e.action, e.next_attempt_at
-    FROM eligible_documents(%(lease)s, %(service_window)s) e
+    SELECT e.id, e.action, e.next_attempt_at, e.quiet_until
+    FROM eligible_documents(%(lease)s, %(service_window)s, %(quiet_hours)s) e
     WHERE (%(document_id)s::bigint IS NULL OR e.id = %(document_id)s::bigint)
       AND (%(person_id)s::bigint IS NULL OR e.person_id = %(person_id)s::bigint)
     ORDER BY e.next_attempt_at, e.id
     LIMIT %(limit)s * 8
 ),
 locked AS (
-    SELECT d.id, c.action
+    SELECT d.id, c.action, c.quiet_until
     FROM documents d JOIN candidates c ON c.id = d.id
     ORDER BY c.next_attempt_at, c.id
     LIMIT %(limit)s
@@ -164,7 +169,8 @@ WHERE d.id = locked.id AND p.id = d.person_id
   AND d.status = 'succeeded' AND d.delivered_at IS NULL AND d.abandoned_at IS NULL
   AND d.awaiting_reply_since IS NULL
   AND (d.claim_token IS NULL OR d.claimed_at < now() - %(lease)s)
-RETURNING d.id, locked.action, d.kind, d.chunk_limit, d.delivery_attempts, d.knock_sent_at,
+RETURNING d.id, locked.action, locked.quiet_until, d.kind, d.chunk_limit, d.delivery_attempts,
+          d.knock_sent_at,
           p.id AS person_id, p.phone, p.name, p.locale,
           CASE WHEN locked.action = 'deliver' AND NOT EXISTS (
                    SELECT 1 FROM delivery_chunks c WHERE c.document_id = d.id AND c.body IS NOT NULL)
@@ -294,6 +300,14 @@ SET claim_token = NULL, claimed_at = NULL,
 WHERE id = %(document_id)s AND claim_token = %(token)s
 RETURNING delivery_attempts
 
+-- name: hold_quiet
+-- The person's quiet hours: give the document back, due when they end.
+UPDATE documents
+SET claim_token = NULL, claimed_at = NULL,
+    next_attempt_at = %(until)s, quiet_until = %(until)s
+WHERE id = %(document_id)s AND claim_token = %(token)s
+RETURNING id
+
 -- name: release_claim
 -- Give the document back untouched (global stop, shutdown).
 UPDATE documents SET claim_token = NULL, claimed_at = NULL
@@ -370,10 +384,12 @@ WHERE id = %(person_id)s
 RETURNING last_inbound_at
 
 -- name: wake_awaiting_documents
--- The person wrote: their documents waiting on a reply go back into the queue, due now.
+-- The person wrote: their documents waiting on a reply, or held for their quiet
+-- hours (they are awake and in a conversation), are due now.
 UPDATE documents
-SET awaiting_reply_since = NULL, next_attempt_at = now()
-WHERE person_id = %(person_id)s AND awaiting_reply_since IS NOT NULL
+SET awaiting_reply_since = NULL, quiet_until = NULL, next_attempt_at = now()
+WHERE person_id = %(person_id)s
+  AND (awaiting_reply_since IS NOT NULL OR quiet_until > now())
   AND delivered_at IS NULL AND abandoned_at IS NULL
 RETURNING id
 

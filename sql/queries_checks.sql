@@ -56,9 +56,10 @@ WITH undelivered AS (
                           AND (o.generated_at, o.id) < (d.generated_at, d.id)
                     ) END) AS due_since
     FROM documents d
-    LEFT JOIN eligible_documents(%(lease)s, %(service_window)s) e ON e.id = d.id
+    LEFT JOIN eligible_documents(%(lease)s, %(service_window)s, %(quiet_hours)s) e ON e.id = d.id
     WHERE d.status = 'succeeded' AND d.delivered_at IS NULL AND d.abandoned_at IS NULL
       AND d.awaiting_reply_since IS NULL AND d.awaiting_review_since IS NULL
+      AND NOT coalesce(d.quiet_until > now(), false)  -- the clock's, in 'quiet_hours'
 )
 SELECT id, person_id, kind, eligible, action, delivery_attempts AS attempts,
        last_delivery_error AS error,

@@ -69,6 +69,12 @@ class DocumentDelivery:
             )
         elif claim.action == Action.ABANDON_STALE:
             await self._abandon(claim, AbandonReason.STALE, "brief for a day already over")
+        elif claim.action == Action.HOLD_QUIET:
+            # Night for the person: nothing unasked-for, not even a knock.
+            if await self.store.hold_quiet(claim):
+                self.sweep.note(Event.HELD_QUIET, claim.document_id)
+            else:
+                self.sweep.note(Event.LOST_CLAIM, claim.document_id)
         elif claim.action == Action.KNOCK:
             await self._knock(claim)
         else:

@@ -28,6 +28,7 @@ class Event(enum.StrEnum):
     ABANDONED = "abandoned"  # detail: the abandon reason
     LOST_CLAIM = "lost_claim"  # another sender took it over
     RELEASED = "released"  # given back untouched (the sweep is stopping)
+    HELD_QUIET = "held_quiet"  # the person's quiet hours: due when they end
     WAITED_TURN = "waited_turn"  # given back: another of the person's documents is being sent
     # Not about one document.
     UNKNOWN_OUTCOME = "unknown_outcome"  # a send whose answer never came
@@ -45,6 +46,7 @@ FINISHED = frozenset(
         Event.LOST_CLAIM,
         Event.RELEASED,
         Event.WAITED_TURN,
+        Event.HELD_QUIET,
     }
 )
 

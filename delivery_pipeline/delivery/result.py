@@ -40,6 +40,8 @@ class SweepResult:
     released: int = 0
     # Claimed, then given back: another of the person's documents was being sent.
     waited_turn: int = 0
+    # Held until the person's quiet hours end.
+    held_quiet: int = 0
     due_again: int = 0
     abandoned: Counter[AbandonReason] = field(default_factory=Counter)
     send_errors: Counter[str] = field(default_factory=Counter)
@@ -79,6 +81,8 @@ class SweepResult:
                 self.released += event.count
             case Event.WAITED_TURN:
                 self.waited_turn += event.count
+            case Event.HELD_QUIET:
+                self.held_quiet += event.count
             case Event.UNKNOWN_OUTCOME:
                 self.unknown_outcomes += event.count
             case Event.STOPPED:

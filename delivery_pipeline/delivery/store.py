@@ -40,6 +40,8 @@ class Claim:
     locale: str
     # Only while the ledger holds no chunk text: the first claim cuts it.
     body: str | None
+    # The action is hold_quiet: when the person's quiet hours end.
+    quiet_until: dt.datetime | None = None
 
 
 @dataclass(frozen=True)
@@ -84,7 +86,7 @@ class DeliveryStore:
         self, pool: AsyncConnectionPool[AsyncConnection[DictRow]], settings: DeliverySettings
     ) -> None:
         self.pool = pool
-        self._eligibility = {"lease": settings.lease, "service_window": settings.window}
+        self._eligibility = settings.eligibility
         self._chunk_limit = settings.chunk_limit
         # A chunk renews the lease only once a quarter of it has gone: most
         # documents take seconds, so most chunks write nothing to their document.
@@ -135,9 +137,18 @@ class DeliveryStore:
                 name=row["name"],
                 locale=row["locale"],
                 body=row["body"],
+                quiet_until=row["quiet_until"],
             )
             for row in rows
         ]
+
+    async def hold_quiet(self, claim: Claim) -> bool:
+        """Give the document back until the person's quiet hours end; False: claim lost."""
+        row = await self._one(
+            QUERIES.hold_quiet,
+            {"document_id": claim.document_id, "token": claim.token, "until": claim.quiet_until},
+        )
+        return row is not None
 
     async def release(self, claim: Claim) -> None:
         await self._run(

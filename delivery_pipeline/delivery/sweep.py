@@ -300,6 +300,6 @@ def eligible_now(conn: psycopg.Connection[Any], settings: Settings) -> bool:
     """The heartbeat guard for synchronous callers: one indexed EXISTS."""
     row = conn.execute(
         QUERIES.guard_exists,
-        {"lease": settings.delivery.lease, "service_window": settings.delivery.window},
+        settings.delivery.eligibility,
     ).fetchone()
     return bool(row and (row["eligible"] if isinstance(row, dict) else row[0]))

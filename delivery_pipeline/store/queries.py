@@ -65,6 +65,7 @@ class Queries:
     migrations_applied: str
     migrations_record: str
     insert_person: str
+    set_quiet_hours: str
     person_by_id: str
     person_by_phone: str
     list_people: str
@@ -83,6 +84,7 @@ class Queries:
     chunk_failed: str
     chunk_unknown: str
     release_for_retry: str
+    hold_quiet: str
     release_claim: str
     abandon_document: str
     reserve_knock: str
