@@ -15,6 +15,9 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
+# The benchmarks measure sending, whatever the hour: no quiet hours for them
+# or the processes they start.
+os.environ.setdefault("DELIVERY_QUIET_HOURS", "off")
 
 from delivery_pipeline.store.db import ensure_database, with_database  # noqa: E402
 from delivery_pipeline.store.migrations import upgrade  # noqa: E402
@@ -23,9 +26,10 @@ BENCHMARKS_MD = REPO / "docs" / "benchmarks.md"
 
 
 @contextmanager
-def admin_url() -> Iterator[str]:
-    """BENCH_DATABASE_URL (an admin URL), else an embedded server's, for this run."""
-    admin = os.environ.get("BENCH_DATABASE_URL")
+def admin_url(own_server: bool = False) -> Iterator[str]:
+    """BENCH_DATABASE_URL (an admin URL), else an embedded server's, for this run.
+    ``own_server``: always an embedded server of our own (so its CPU is ours alone)."""
+    admin = None if own_server else os.environ.get("BENCH_DATABASE_URL")
     if admin:
         yield admin
         return
@@ -36,11 +40,12 @@ def admin_url() -> Iterator[str]:
 
 
 @contextmanager
-def scratch_database() -> Iterator[str]:
-    """A fresh migrated database on BENCH_DATABASE_URL (an admin URL), else embedded."""
+def scratch_database(own_server: bool = False) -> Iterator[str]:
+    """A fresh migrated database on BENCH_DATABASE_URL (an admin URL), else embedded.
+    ``own_server``: always an embedded server of our own (so its CPU is ours alone)."""
     import psycopg
 
-    with admin_url() as admin:
+    with admin_url(own_server) as admin:
         name = f"dp_bench_{uuid.uuid4().hex[:8]}"
         ensure_database(admin, name)
         url = with_database(admin, name)
@@ -150,6 +155,18 @@ def seed_ready_documents(
             {"body": body, "like": phone_prefix + "%"},
         )
     return [f"{phone_prefix}{i:07d}" for i in range(1, count + 1)]
+
+
+def undelivered(url: str, prefix: str) -> int:
+    """Documents of the people whose phones start with ``prefix`` not delivered yet."""
+    from delivery_pipeline.store.db import connect
+
+    with connect(url) as conn:
+        return conn.execute(
+            "SELECT count(*) AS n FROM documents d JOIN people p ON p.id = d.person_id "
+            "WHERE p.phone LIKE %s AND d.delivered_at IS NULL",
+            (prefix + "%",),
+        ).fetchone()["n"]
 
 
 def open_windows(
@@ -301,3 +318,66 @@ def read_figures(name: str) -> dict[str, object] | None:
     section = read_section(name)
     match = re.search(r"<!-- figures: (\{.*?\}) -->", section or "")
     return json.loads(match.group(1)) if match else None
+
+
+def _stat(pid: int) -> list[str] | None:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+
+
+class ServerCpu:
+    """CPU seconds of a whole Postgres server on this machine: the postmaster, its live
+    children (backends, autovacuum, WAL writer, checkpointer...) and the children it
+    has reaped (cutime + cstime), so backends that came and went are counted too.
+    Meaningful only on a server that runs nothing else (``scratch_database(own_server=True)``)."""
+
+    def __init__(self, url: str) -> None:
+        from delivery_pipeline.store.db import connect
+
+        with connect(url) as conn:
+            backend = conn.execute("SELECT pg_backend_pid() AS pid").fetchone()["pid"]
+            fields = _stat(backend)  # while the backend lives
+        assert fields is not None, "the server must run on this machine"
+        self.postmaster = int(fields[1])  # ppid
+        self.tick = os.sysconf("SC_CLK_TCK")
+
+    def seconds(self) -> float:
+        own = _stat(self.postmaster)
+        assert own is not None
+        total = sum(int(x) for x in own[11:15])  # utime stime cutime cstime
+        for entry in Path("/proc").iterdir():
+            if entry.name.isdigit():
+                fields = _stat(int(entry.name))
+                if fields is not None and int(fields[1]) == self.postmaster:
+                    total += int(fields[11]) + int(fields[12])
+        return total / self.tick
+
+
+def run_with_cpu(
+    cmd: list[str], env: dict[str, str], cwd: Path = REPO, timeout: float = 600
+) -> tuple[str, float]:
+    """Run a process to the end; its stdout and its CPU seconds (user + system, from
+    its rusage: start-up included)."""
+    import subprocess
+    import threading
+
+    proc = subprocess.Popen(
+        cmd, env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    out: list[str] = []
+    err: list[str] = []
+    readers = [
+        threading.Thread(target=lambda: out.append(proc.stdout.read()), daemon=True),
+        threading.Thread(target=lambda: err.append(proc.stderr.read()), daemon=True),
+    ]
+    for r in readers:
+        r.start()
+    _, status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    for r in readers:
+        r.join(timeout)
+    if proc.returncode not in (0, 1):
+        raise RuntimeError(f"{cmd} -> {proc.returncode}\n{''.join(err)[-3000:]}")
+    return "".join(out), usage.ru_utime + usage.ru_stime

@@ -8,7 +8,9 @@ retried in place. No claim, no fence, no chunk ledger: that is the point.
 
     python bench/_procrastinate_worker.py schema|defer PHONE_PREFIX|work|recover
 
-Environment: BENCH_PG_URL, BENCH_SANDBOX_URL, BENCH_RATE, BENCH_CONCURRENCY.
+Environment: BENCH_PG_URL, BENCH_SANDBOX_URL, BENCH_RATE, BENCH_CONCURRENCY, and
+BENCH_HTTP: ``httpx`` (default: what a worker written with this project's other
+HTTP calls would use) or ``aiohttp`` (the HTTP client our engine sends with).
 """
 
 from __future__ import annotations
@@ -33,17 +35,53 @@ URL = os.environ.get("BENCH_PG_URL", "")
 SANDBOX = os.environ.get("BENCH_SANDBOX_URL", "")
 RATE = float(os.environ.get("BENCH_RATE", "80"))
 CONCURRENCY = int(os.environ.get("BENCH_CONCURRENCY", "32"))
+HTTP = os.environ.get("BENCH_HTTP", "httpx")
 
 app = procrastinate.App(connector=procrastinate.PsycopgConnector(conninfo=URL))
 _state: dict[str, object] = {}
 
 
+class _Answer:
+    def __init__(self, status_code: int, body: bytes) -> None:
+        self.status_code, self.text = status_code, body.decode()
+
+    def json(self) -> dict:
+        import json
+
+        return json.loads(self.text)
+
+
+class _Aiohttp:
+    """The same POSTs through aiohttp, answering like httpx (status, json)."""
+
+    def __init__(self) -> None:
+        import aiohttp
+
+        self._session = aiohttp.ClientSession(
+            headers={"Authorization": f"Bearer {DEV_ACCESS_TOKEN}"},
+            connector=aiohttp.TCPConnector(limit=CONCURRENCY, keepalive_timeout=2.0),
+        )
+
+    async def post(self, url: str, json: dict) -> _Answer:
+        async with self._session.post(url, json=json) as response:
+            return _Answer(response.status, await response.read())
+
+    async def aclose(self) -> None:
+        await self._session.close()
+
+
 def _resources() -> tuple[httpx.AsyncClient, RateLimiter, AsyncConnectionPool]:
     if not _state:
-        _state["http"] = httpx.AsyncClient(
-            headers={"Authorization": f"Bearer {DEV_ACCESS_TOKEN}"},
-            timeout=10.0,
-            limits=httpx.Limits(max_connections=CONCURRENCY, max_keepalive_connections=CONCURRENCY),
+        _state["http"] = (
+            _Aiohttp()
+            if HTTP == "aiohttp"
+            else httpx.AsyncClient(
+                headers={"Authorization": f"Bearer {DEV_ACCESS_TOKEN}"},
+                timeout=10.0,
+                limits=httpx.Limits(
+                    max_connections=CONCURRENCY, max_keepalive_connections=CONCURRENCY
+                ),
+            )
         )
         _state["limiter"] = RateLimiter(RATE)
         _state["pool"] = AsyncConnectionPool(
@@ -87,7 +125,7 @@ async def send_document(document_id: int) -> None:
                 break
             code = (response.json().get("error") or {}).get("code")
             if code in (130429, 131056):
-                limiter.back_off(1.0)
+                await limiter.back_off(1.0)
                 await asyncio.sleep(1.0)
                 continue
             raise RuntimeError(f"send failed: {response.status_code} {response.text[:200]}")

@@ -29,9 +29,10 @@ from delivery_pipeline.store.queries import QUERIES
 PEOPLE = 100_000
 
 
-def load(conn, delivered: int, awaiting: int, reviewing: int = 0) -> None:  # type: ignore[no-untyped-def]
+def load(conn, delivered: int, awaiting: int, reviewing: int = 0, held: int = 0) -> None:  # type: ignore[no-untyped-def]
     """Bring the table to ``delivered`` delivered + ``awaiting`` awaiting-reply documents
-    + ``reviewing`` documents awaiting review (due, were they in the queue)."""
+    + ``reviewing`` documents awaiting review (due, were they in the queue) + ``held``
+    documents held for their person's quiet hours (in the queue, due in the morning)."""
     have = conn.execute("SELECT count(*) AS n FROM people").fetchone()["n"]
     if have < PEOPLE:
         # People who wrote two days ago: their window is closed.
@@ -81,6 +82,19 @@ def load(conn, delivered: int, awaiting: int, reviewing: int = 0) -> None:  # ty
                FROM generate_series(%(from)s::bigint, %(to)s::bigint) g""",
             {"people": PEOPLE, "from": n + 1, "to": reviewing},
         )
+    n = conn.execute(
+        "SELECT count(*) AS n FROM documents WHERE quiet_until IS NOT NULL"
+    ).fetchone()["n"]
+    if n < held:
+        conn.execute(
+            """INSERT INTO documents (person_id, kind, status, body, generated_at,
+                                     quiet_until, next_attempt_at)
+               SELECT (SELECT min(id) FROM people) + g %% %(people)s, 'plan', 'succeeded',
+                      'held body ' || g, now() - interval '1 hour',
+                      now() + interval '9 hours', now() + interval '9 hours'
+               FROM generate_series(%(from)s::bigint, %(to)s::bigint) g""",
+            {"people": PEOPLE, "from": n + 1, "to": held},
+        )
     conn.execute("VACUUM ANALYZE people")
     conn.execute("VACUUM ANALYZE documents")
 
@@ -111,19 +125,18 @@ def main() -> None:
     parser.add_argument("--delivered", type=int, default=1_000_000)
     parser.add_argument("--awaiting", type=int, default=100_000)
     parser.add_argument("--reviewing", type=int, default=100_000)
+    parser.add_argument("--held", type=int, default=100_000, help="held for quiet hours")
     args = parser.parse_args()
-    settings = Settings()
-    params = {
-        "lease": settings.delivery.lease,
-        "service_window": settings.delivery.window,
-    }
+    # The default quiet hours on: the guard as production runs it.
+    params = Settings().delivery.eligibility
     cases = [
-        ("empty table", 0, 0, 0),
-        (f"{args.delivered:,} delivered + 1,000 awaiting", args.delivered, 1000, 0),
+        ("empty table", 0, 0, 0, 0),
+        (f"{args.delivered:,} delivered + 1,000 awaiting", args.delivered, 1000, 0, 0),
         (
             f"{args.delivered:,} delivered + {args.awaiting:,} awaiting",
             args.delivered,
             args.awaiting,
+            0,
             0,
         ),
         (
@@ -132,14 +145,23 @@ def main() -> None:
             args.delivered,
             args.awaiting,
             args.reviewing,
+            0,
+        ),
+        (
+            f"{args.delivered:,} delivered + {args.awaiting:,} awaiting + "
+            f"{args.reviewing:,} under review + {args.held:,} held for quiet hours",
+            args.delivered,
+            args.awaiting,
+            args.reviewing,
+            args.held,
         ),
     ]
     results = []
     plans = {}
     with scratch_database() as url, connect(url) as conn:
-        for label, delivered, awaiting, reviewing in cases:
+        for label, delivered, awaiting, reviewing, held in cases:
             started = time.perf_counter()
-            load(conn, delivered, awaiting, reviewing)
+            load(conn, delivered, awaiting, reviewing, held)
             loaded = time.perf_counter() - started
             # Several rounds, the median of each; the reported figure is the median of rounds.
             rounds = [measure(conn, params, args.iterations) for _ in range(args.repeats)]
@@ -156,18 +178,18 @@ def main() -> None:
     rows = "\n".join(
         f"| {label} | {med:.3f} | {p99:.3f} | {med / base:.2f} |" for label, med, p99, _ in results
     )
-    big, small, reviewed = results[2], results[1], results[3]
+    big, small, reviewed, quiet = results[2], results[1], results[3], results[4]
     body = (
         f"`guard_exists` on PostgreSQL {server_version}, one connection, prepared, "
         f"{args.repeats} rounds × {args.iterations:,} executions after 200 warm-up; median of the "
         "rounds' medians (client round trip on loopback, so it includes ~0.03-0.05 ms of "
         "protocol). Nothing is eligible in any case (the awaiting documents wait on a reply or "
-        "a reviewer). "
+        "a reviewer, or are held until their person's quiet hours end, due tomorrow). "
         "Targets: ≤ 0.2 ms, ratio to the empty table ≤ 1.5. a "
         "guard joining people per row: ~0.2 ms "
         "empty, ~2 ms with 1,000 awaiting. 100,000 people (window closed).\n\n"
         "| documents | median ms | p99 ms | ratio to empty |\n|---|---|---|---|\n" + rows + "\n\n"
-        f"`EXPLAIN (ANALYZE, BUFFERS)` at {reviewed[0]}:\n\n```\n{plans[reviewed[0]]}\n```\n\n"
+        f"`EXPLAIN (ANALYZE, BUFFERS)` at {quiet[0]}:\n\n```\n{plans[quiet[0]]}\n```\n\n"
         f"`EXPLAIN (ANALYZE, BUFFERS)` on the empty table:\n\n```\n{plans[results[0][0]]}\n```\n\n"
         + figures_comment(
             {
@@ -177,13 +199,15 @@ def main() -> None:
                 "guard_empty_ms": base,
                 "guard_reviewing_ms": reviewed[1],
                 "guard_reviewing_ratio": reviewed[1] / base,
+                "guard_quiet_ms": quiet[1],
+                "guard_quiet_ratio": quiet[1] / base,
             }
         )
     )
     write_section(
         "guard",
         f"./dev shell bench/guard.py --iterations {args.iterations} --delivered {args.delivered} "
-        f"--awaiting {args.awaiting} --reviewing {args.reviewing}",
+        f"--awaiting {args.awaiting} --reviewing {args.reviewing} --held {args.held}",
         body,
     )
 

@@ -47,7 +47,7 @@ def sweep_process(url: str, sandbox_url: str, concurrency: int) -> tuple[float, 
         {
             "DATABASE_URL": url,
             "WHATSAPP_API_BASE_URL": sandbox_url,
-            "DELIVERY_RATE_LIMIT": "5000",
+            "WHATSAPP_THROUGHPUT_LIMIT": "5000",
             "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")])),
         }
     )

@@ -76,8 +76,9 @@ def main() -> None:
                     },
                 )
                 phones.append(phone)
-        settings = Settings().replace(
-            whatsapp={"api_base_url": sandbox.url}, delivery={"rate_limit": 5000, "concurrency": 32}
+        settings = Settings.from_env().replace(
+            whatsapp={"api_base_url": sandbox.url, "throughput_limit": 5000},
+            delivery={"concurrency": 32},
         )
         knocked = asyncio.run(run_sweep(settings, url))
         assert knocked.knocks_sent == args.replies, knocked

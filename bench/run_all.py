@@ -22,11 +22,13 @@ from _common import BENCHMARKS_MD, REPO, read_figures, read_section, write_secti
 # name → arguments; the order is the order they run in.
 BENCHMARKS: dict[str, list[str]] = {
     "reaction_latency": ["--replies", "200", "--spacing-ms", "100"],
+    "ready_latency": ["--documents", "200", "--spacing-ms", "50"],
     "status_ingest": ["--updates", "3000", "--connections", "8"],
     "guard": ["--iterations", "2000"],
     "memory": ["--small", "1000", "--large", "10000", "--repeats", "2"],
     "throughput": ["--docs", "500", "--repeats", "2"],
-    "vs_procrastinate": ["--docs", "500", "--limits", "80,1000"],
+    "fleet": ["--docs", "200", "--fast-docs", "500", "--scale-docs", "500"],
+    "vs_procrastinate": ["--docs", "500", "--docs-two", "1000", "--repeats", "2"],
     "record_latency": ["--replies", "30", "--modes", "push,sensor"],
 }
 
@@ -83,7 +85,55 @@ def summary_rows() -> list[tuple[str, str, str, bool | None]]:
         "{:.2f} s",
         v is not None and float(v) <= 1.6,
     )
+    f = read_figures("fleet") or {}
+    v = f.get("fleet_throttled_80")
+    add(
+        "fleet (4 sweeps + service) at an 80 msg/s number: throttling refusals (130429)",
+        "0",
+        v,
+        "{:.0f}",
+        v == 0,
+    )
+    v = f.get("fleet_share_80")
+    add(
+        "fleet at an 80 msg/s number: aggregate steady rate, share of the limit",
+        "≥ 95 %",
+        None if v is None else 100 * float(v),
+        "{:.1f} %",
+        v is not None and float(v) >= 0.95,
+    )
+    v = f.get("fleet_rate_1000")
+    add("fleet at a 1,000 msg/s number: aggregate steady rate", "report", v, "{:.0f} msg/s", None)
+    v = f.get("fleet_throttled_1000")
+    add("fleet at a 1,000 msg/s number: 130429", "0", v, "{:.0f}", v == 0)
+    for k, rate in sorted((f.get("scale") or {}).items(), key=lambda kv: int(kv[0])):
+        add(
+            f"scale at a 1,000 msg/s number, {k} sweep process(es): aggregate",
+            "≥ 400 msg/s with 4" if k == "4" else "report",
+            rate,
+            "{:.0f} msg/s",
+            float(rate) >= 400 if k == "4" else None,
+        )
+    v = f.get("pacer_per_msg_1000")
+    add("pacer round trips per message (fleet, 1,000 msg/s)", "report", v, "{:.2f}", None)
     p = read_figures("vs_procrastinate") or {}
+    for chunks in (2, 9):
+        v = p.get(f"cpu_ratio_{chunks}")
+        add(
+            f"CPU per message (sender + Postgres), ours / procrastinate, {chunks}-chunk plans",
+            "≤ 0.8",
+            v,
+            "{:.2f}",
+            v is not None and float(v) <= 0.8,
+        )
+        v = p.get(f"cpu_ratio_same_client_{chunks}")
+        add(
+            f"… the same, procrastinate sending with our HTTP client, {chunks}-chunk plans",
+            "report",
+            v,
+            "{:.2f}",
+            None,
+        )
     for key in sorted(k for k in p if k.startswith("ratio_")):
         limit = int(key.split("_")[1])
         add(
@@ -142,6 +192,14 @@ def summary_rows() -> list[tuple[str, str, str, bool | None]]:
         "{:.2f}",
         v is not None and float(v) <= 1.5,
     )
+    v = g.get("guard_quiet_ratio")
+    add(
+        "guard, also 100k held for quiet hours, ratio to an empty table",
+        "≤ 1.5",
+        v,
+        "{:.2f}",
+        v is not None and float(v) <= 1.5,
+    )
     m = read_figures("memory") or {}
     v = m.get("rss_large_mib")
     add(
@@ -171,6 +229,23 @@ def summary_rows() -> list[tuple[str, str, str, bool | None]]:
     )
     v = _num(s[5]) if s else None
     add("status webhook ack p99", "≤ 250 ms", v, "{:.1f} ms", v is not None and v <= 250)
+    r = _table_row(read_section("ready_latency"), "200")
+    p50 = _num(r[2]) if r else None
+    add(
+        "ready in the database → first chunk, no poke, p50",
+        "≤ 200 ms",
+        p50,
+        "{:.0f} ms",
+        p50 is not None and p50 <= 200,
+    )
+    p99 = _num(r[4]) if r else None
+    add(
+        "ready in the database → first chunk, no poke, p99",
+        "≤ 1 s",
+        p99,
+        "{:.0f} ms",
+        p99 is not None and p99 <= 1000,
+    )
     rec = read_figures("record_latency") or {}
     for path, how in (("push", "the service pushes it"), ("sensor", "the sensor alone")):
         v = rec.get(f"{path}_max_s")

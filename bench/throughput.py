@@ -83,9 +83,9 @@ def deliver_batch(
     phones = seed_ready_documents(url, docs, body, prefix)
     open_windows(sandbox.url, phones)
     texts = chunk_text(body, 4096)
-    settings = Settings().replace(
-        whatsapp={"api_base_url": sandbox.url},
-        delivery={"rate_limit": rate, "concurrency": concurrency},
+    settings = Settings.from_env().replace(
+        whatsapp={"api_base_url": sandbox.url, "throughput_limit": rate},
+        delivery={"concurrency": concurrency},
     )
 
     spy = None
@@ -166,7 +166,11 @@ async def sweep(settings: Settings, url: str, http_max: int | None, pool_max: in
             settings, max_connections=http_max or settings.delivery.concurrency
         ) as client,
     ):
-        return await DeliveryEngine(settings, pool, client).sweep()
+        engine = DeliveryEngine(settings, pool, client)
+        try:
+            return await engine.sweep()
+        finally:
+            await engine.aclose()
 
 
 def delivered_count(url: str, prefix: str) -> int:
@@ -187,8 +191,9 @@ def one_plan(url: str, sandbox, *, chunks: int, latency_ms: float, repeats: int)
     for _ in range(repeats):
         phones = seed_ready_documents(url, 1, plan_body(chunks), f"+1{next(_run_counter)}")
         open_windows(sandbox.url, phones)
-        settings = Settings().replace(
-            whatsapp={"api_base_url": sandbox.url}, delivery={"rate_limit": 80, "concurrency": 16}
+        settings = Settings.from_env().replace(
+            whatsapp={"api_base_url": sandbox.url, "throughput_limit": 80},
+            delivery={"concurrency": 16},
         )
         started = time.perf_counter()
         result = asyncio.run(run_sweep(settings, url))
@@ -207,13 +212,13 @@ def summarise_profile(path: Path, top: int = 12) -> str:
     activity: Counter[str] = Counter()
     total = 0
     markers = [  # first match, innermost engine frame wins
-        ("client.py", "send_text", "HTTP send (client.send_text → httpx)"),
-        ("client.py", "send_template", "HTTP send (client.send_text → httpx)"),
-        ("engine.py", "_fetch", "SQL round trips (engine._fetch → psycopg)"),
-        ("engine.py", "_fetch_one", "SQL round trips (engine._fetch → psycopg)"),
-        ("ratelimit.py", "acquire", "rate limiter"),
+        ("client.py", "send_text", "HTTP send (client.send_text → aiohttp)"),
+        ("client.py", "send_template", "HTTP send (client.send_text → aiohttp)"),
+        ("store.py", "_run", "SQL round trips (store._run → psycopg)"),
+        ("store.py", "_one", "SQL round trips (store._run → psycopg)"),
+        ("pacer.py", "acquire", "pacer"),
         ("chunking.py", "chunk_text", "chunking the body"),
-        ("engine.py", "_deliver", "engine bookkeeping (_deliver itself)"),
+        ("document.py", "_deliver", "engine bookkeeping (_deliver itself)"),
     ]
     for line in path.read_text().splitlines():
         stack, _, count = line.rpartition(" ")
@@ -407,7 +412,7 @@ def main() -> None:
         f"characters each) per run, sandbox latency "
         f"{args.latency_ms:g} ms per send, pair rate on (45 "
         f"burst; 9 per person never binds), engine "
-        f"`run_sweep(Settings(rate_limit=<limit>, concurrency=<N>))` in the bench process. "
+        f"`run_sweep(Settings(throughput_limit=<limit>, concurrency=<N>))` in the bench process. "
         f"Median of {args.repeats} runs per limit (runs interleaved); counts summed over runs. "
         "Rates from the sandbox's accept times: *steady* = middle 80 % of the messages, "
         "*overall* = first → last accept, *end to end* = messages / sweep wall time. "
@@ -415,17 +420,23 @@ def main() -> None:
         "| limit msg/s | concurrency | accepted | steady msg/s (share) | overall msg/s (share) | "
         "end to end msg/s | busiest 1 s | throttled / refused | duplicated / missing | "
         "CPU s engine / sandbox / Postgres | wall s |\n"
-        "|---|---|---|---|---|---|---|---|---|---|---|\n" + "\n".join(rows) + "\n\n"
-        "What-if rows (one run each, not the shipped configuration; they are the evidence for the "
-        "recommended engine changes):\n\n"
-        "| limit msg/s, variant | concurrency | accepted | steady "
-        "msg/s (share) | overall msg/s (share) | "
-        "end to end msg/s | busiest 1 s | throttled / refused | duplicated / missing | "
-        "CPU s engine / sandbox / Postgres | wall s |\n"
         "|---|---|---|---|---|---|---|---|---|---|---|\n"
-        + "\n".join(whatif_row(label, r) for label, r in whatifs)
+        + "\n".join(rows)
         + "\n\n"
-        f"Engine CPU per accepted message: {per_msg[80]:.1f} ms at 80 msg/s, "
+        + (
+            "What-if rows (one run each, not the shipped configuration; they are the evidence "
+            "for the recommended engine changes):\n\n"
+            "| limit msg/s, variant | concurrency | accepted | steady "
+            "msg/s (share) | overall msg/s (share) | "
+            "end to end msg/s | busiest 1 s | throttled / refused | duplicated / missing | "
+            "CPU s engine / sandbox / Postgres | wall s |\n"
+            "|---|---|---|---|---|---|---|---|---|---|---|\n"
+            + "\n".join(whatif_row(label, r) for label, r in whatifs)
+            + "\n\n"
+            if whatifs
+            else ""
+        )
+        + f"Engine CPU per accepted message: {per_msg[80]:.1f} ms at 80 msg/s, "
         f"{per_msg[args.fast_limit]:.1f} ms at {args.fast_limit:,} msg/s (CPU seconds in the bench "
         "process / messages), i.e. one core sustains at most "
         f"~{1000 / max(per_msg[args.fast_limit], 0.01):.0f} msg/s in one sweeping process.\n\n"

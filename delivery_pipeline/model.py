@@ -31,6 +31,7 @@ class Action(enum.StrEnum):
 
     DELIVER = "deliver"
     KNOCK = "knock"
+    HOLD_QUIET = "hold_quiet"
     ABANDON_UNREACHABLE = "abandon_unreachable"
     ABANDON_STALE = "abandon_stale"
 
@@ -74,6 +75,7 @@ class DocumentState(enum.StrEnum):
     AWAITING_REVIEW = "awaiting_review"
     UNDELIVERED = "undelivered"
     AWAITING_REPLY = "awaiting_reply"
+    QUIET_HOURS = "quiet_hours"
     DELIVERED = "delivered"
     ABANDONED = "abandoned"
     GENERATION_FAILED = "generation_failed"
@@ -86,6 +88,7 @@ WAITING_STATE_OWNERS: dict[DocumentState, str] = {
     DocumentState.AWAITING_REVIEW: "reviewers",
     DocumentState.UNDELIVERED: "delivery",
     DocumentState.AWAITING_REPLY: "the person",
+    DocumentState.QUIET_HOURS: "the clock",
     DocumentState.GENERATION_FAILED: "ops",
 }
 
@@ -93,6 +96,7 @@ WAITING_STATE_OWNERS: dict[DocumentState, str] = {
 class ChunkState(enum.StrEnum):
     """One message of a document in the ledger (``delivery_chunks.state``)."""
 
+    PENDING = "pending"  # cut and stored at the first claim, never fenced
     SENDING = "sending"
     SENT = "sent"
     FAILED = "failed"

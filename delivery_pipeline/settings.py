@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+import re
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, ClassVar, Literal, Self
@@ -40,6 +41,7 @@ SERVICE_DEFAULT_PORT = 8766
 DEV_PHONE_NUMBER_ID = "100000000000001"
 DEV_ACCESS_TOKEN = "sandbox-access-token"
 
+QUIET_HOURS = re.compile(r"^([01][0-9]|2[0-3]):[0-5][0-9]-([01][0-9]|2[0-3]):[0-5][0-9]$")
 DEFAULT_KNOCK_TEMPLATES = "en=document_ready:en,es=document_ready:es,pt=document_ready:pt_BR"
 
 # The kinds DELIVERY_REVIEW_KINDS may name: model.Kind's values (settings does
@@ -161,6 +163,9 @@ class WhatsAppSettings(Section):
     phone_number_id: str = Field(DEV_PHONE_NUMBER_ID, description="business phone number id")
     access_token: SecretStr = Field(SecretStr(DEV_ACCESS_TOKEN), description="access token")
     send_timeout: float = Field(10.0, gt=0, description="seconds per send")
+    throughput_limit: float = Field(
+        80.0, gt=0, description="messages per second of the number, shared by every sender"
+    )
     app_secret: SecretStr | None = Field(None, description="webhook signature key")
     verify_token: SecretStr | None = Field(None, description="verification handshake token")
 
@@ -184,8 +189,13 @@ class DeliverySettings(Section):
     max_attempts: int = Field(5, ge=1, description="transient failures before max_attempts")
     backoff_base_seconds: float = Field(30.0, ge=0, description="first retry delay")
     backoff_max_seconds: float = Field(3600.0, ge=0, description="retry delay cap")
-    rate_limit: float = Field(80.0, gt=0, description="messages per second per process")
+    rate_limit: float | None = Field(
+        None, gt=0, description="optional cap, messages per second, for one process"
+    )
     concurrency: int = Field(16, ge=1, description="documents in flight per sweep")
+    sweepers: int = Field(
+        2, ge=1, le=64, description="parallel sweeper ops per deliver_documents run"
+    )
     chunk_limit: int = Field(4096, ge=16, le=4096, description="characters per message")
     chunk_interval_seconds: float = Field(0.0, ge=0, description="pause between chunks")
     unknown_policy: Literal["resend", "abandon"] = Field(
@@ -201,6 +211,11 @@ class DeliverySettings(Section):
     heartbeat_seconds: int = Field(30, ge=1, description="heartbeat sensor interval")
     review_kinds: str = Field(
         "", description="kinds a reviewer approves before delivery, comma-separated"
+    )
+
+    quiet_hours: str = Field(
+        "21:00-08:00",
+        description="local HH:MM-HH:MM in which nothing unasked-for is sent; empty: none",
     )
 
     @field_validator("review_kinds")
@@ -219,6 +234,24 @@ class DeliverySettings(Section):
     def _templates(cls, value: str) -> str:
         parse_templates(value)
         return value
+
+    @field_validator("quiet_hours")
+    @classmethod
+    def _quiet(cls, value: str) -> str:
+        if value.lower() in ("", "off", "none"):
+            return ""
+        if not QUIET_HOURS.match(value):
+            raise ValueError("must be local HH:MM-HH:MM (like 21:00-08:00), or off")
+        return value
+
+    @property
+    def eligibility(self) -> dict[str, Any]:
+        """The eligibility function's parameters (sql/013: lease, window, quiet hours)."""
+        return {
+            "lease": self.lease,
+            "service_window": self.window,
+            "quiet_hours": self.quiet_hours or None,
+        }
 
     @property
     def knock_template_map(self) -> dict[str, tuple[str, str]]:

@@ -22,6 +22,11 @@ from delivery_pipeline_tests.support.sandbox_server import SandboxProcess, start
 
 TEST_DB_ENV = "DELIVERY_TEST_DATABASE_URL"
 
+# Quiet hours (21:00-08:00 by default) would make a test's outcome depend on
+# the hour it runs at: off for every process the tests start, unless a test
+# turns them on (test_quiet_hours.py).
+os.environ.setdefault("DELIVERY_QUIET_HOURS", "off")
+
 
 @pytest.fixture(scope="session")
 def pg_admin_url() -> Iterator[str]:
@@ -100,9 +105,8 @@ def settings(sandbox: SandboxProcess, database_url: str) -> Settings:
     """Settings for an engine talking to the sandbox; fast backoff for tests."""
     return Settings().replace(
         database={"database_url": database_url},
-        whatsapp={"api_base_url": sandbox.url, "send_timeout": 5.0},
+        whatsapp={"api_base_url": sandbox.url, "send_timeout": 5.0, "throughput_limit": 2000.0},
         delivery={
-            "rate_limit": 2000.0,
             "concurrency": 8,
             "backoff_base_seconds": 0.0,
             "backoff_max_seconds": 0.0,

@@ -146,6 +146,38 @@ def test_live_claim_is_not_stranded_but_an_expired_one_is(db):
     assert result.metadata["longest_stranded_seconds"] == pytest.approx(40 * 60, abs=5)
 
 
+def test_waiting_for_the_persons_older_document_is_not_stranded(db):
+    """Two plans of one person, both an hour old: the older is being sent (live
+    claim), the younger waits its turn: neither is stranded, nothing is lost."""
+    older = ops.undelivered(db, HOUR)
+    person = db.execute("SELECT person_id FROM documents WHERE id = %s", (older,)).fetchone()
+    younger = db.execute(
+        "INSERT INTO documents (person_id, kind, status, body, generated_at, next_attempt_at) "
+        "VALUES (%s, 'plan', 'succeeded', 'Next plan.', now() - interval '59 minutes', "
+        "now() - interval '59 minutes') RETURNING id",
+        (person["person_id"],),
+    ).fetchone()["id"]
+    db.execute(
+        "UPDATE documents SET claim_token = gen_random_uuid(), claimed_at = now() WHERE id = %s",
+        (older,),
+    )
+    result = evaluate("undelivered_stranded", db, T)
+    assert result.passed, result.summary
+    assert result.metadata["eligible"] == 0
+    # The older one was delivered a minute ago: the younger is due since then, not
+    # since it was generated.
+    db.execute(
+        "UPDATE documents SET delivered_at = now() - interval '1 minute', claim_token = NULL, "
+        "claimed_at = NULL WHERE id = %s",
+        (older,),
+    )
+    result = evaluate("undelivered_stranded", db, T)
+    assert result.passed, result.summary
+    assert result.metadata["eligible"] == 1
+    assert result.metadata["rows"][0]["id"] == younger
+    assert result.metadata["stranded_over_warn"] == 0
+
+
 def test_awaiting_reply_is_counted_not_alerted_when_knocks_work(db):
     for _ in range(6):
         ops.knocked(db, 3 * HOUR, read=True, answered=True)

@@ -1,3 +1,5 @@
+import re
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -66,3 +68,20 @@ def test_default_limit_is_whatsapp_text_limit() -> None:
     body = "\n\n".join("p" * 3000 for _ in range(3))
     chunks = chunk_text(body)
     assert len(chunks) == 3 and all(len(c) == 3000 for c in chunks)
+
+
+# The paragraph pattern chunk_text used before it scanned for blank lines: a resumed
+# document must be cut at exactly the same places, so the two must agree.
+_OLD_PARAGRAPHS = re.compile(r"\S(?:.*?\S)?(?=\s*\n[ \t\r\f\v]*\n|\s*\Z)", re.DOTALL)
+
+
+@given(
+    text=st.text(
+        alphabet=st.sampled_from(list("ab .\n\n\n\t \r\x0b\x0c\x85\u2028\xa0")), max_size=400
+    )
+)
+@settings(max_examples=1000, deadline=None)
+def test_paragraphs_are_found_where_they_always_were(text: str) -> None:
+    from delivery_pipeline.delivery.chunking import _paragraphs
+
+    assert list(_paragraphs(text)) == [m.span() for m in _OLD_PARAGRAPHS.finditer(text)]

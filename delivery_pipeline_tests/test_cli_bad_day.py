@@ -222,7 +222,15 @@ def test_status_shows_the_oldest_waiting_document_its_error_and_next_attempt(
     states = json.loads(run(database_url, "status", "--json").stdout)
     [undelivered] = [s for s in states["states"] if s["state"] == "undelivered"]
     assert undelivered["oldest_id"] == first["id"] and undelivered["count"] == 2
-    assert states["pacer"]["scope"] == "process"
+    assert states["pacer"]["throughput_limit"] == 80 and states["pacer"]["throttles"] == 0
+    db.execute(QUERIES.pacer_row, {"phone_number_id": states["pacer"]["phone_number_id"]})
+    db.execute(
+        QUERIES.throttle_pacer,
+        {"phone_number_id": states["pacer"]["phone_number_id"], "seconds": 30},
+    )
+    throttled = json.loads(run(database_url, "status", "--json").stdout)["pacer"]
+    assert throttled["throttles"] == 1 and throttled["booked_ahead_seconds"] > 25
+    assert "last throttled (130429)" in throttled["description"]
 
 
 def test_status_says_sending_is_paused_what_to_fix_and_exits_1(database_url, db):

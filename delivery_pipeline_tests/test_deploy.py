@@ -46,7 +46,7 @@ class Service:
                 "WHATSAPP_API_BASE_URL": sandbox_url,
                 "WHATSAPP_APP_SECRET": "s",
                 "DELIVERY_INTERNAL_TOKEN": TOKEN,
-                "DELIVERY_RATE_LIMIT": "1000",
+                "WHATSAPP_THROUGHPUT_LIMIT": "1000",
             }
         )
         self.log = tempfile.TemporaryFile()
@@ -193,3 +193,56 @@ def test_run_containers_get_every_setting() -> None:
     assert application <= forwarded, sorted(application - forwarded)
     unknown = forwarded - application - {name for name in forwarded if name.startswith("DAGSTER_")}
     assert not unknown, sorted(unknown)
+
+
+@pytest.mark.slow
+def test_deliver_documents_fans_out_on_the_multiprocess_executor(
+    db, database_url, sandbox, tmp_path
+):
+    """The job as Dagster runs it (its own executor, not execute_in_process): three
+    sweeper ops, each its own process, share the work; every chunk arrives once."""
+    sandbox.faults(latency_ms=50, pair_rate_enabled=False, throughput_limit=0)
+    people = [add_person(db) for _ in range(40)]
+    bodies = {}
+    for i, person in enumerate(people):
+        sandbox.say(person["phone"], "hi")
+        bodies[person["phone"]] = plan_body(3, chunk_limit=300, tag=f"F{i} ")
+        add_document(db, person["id"], bodies[person["phone"]])
+    home = tmp_path / "dagster_home"
+    home.mkdir()
+    (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("WHATSAPP_", "DELIVERY_"))}
+    env.update(
+        {
+            "DAGSTER_HOME": str(home),
+            "DATABASE_URL": database_url,
+            "WHATSAPP_API_BASE_URL": sandbox.url,
+            "WHATSAPP_THROUGHPUT_LIMIT": "1000",
+            "DELIVERY_CHUNK_LIMIT": "300",
+            "DELIVERY_SWEEPERS": "3",
+        }
+    )
+    out = subprocess.run(
+        [
+            str(Path(sys.executable).parent / "dagster"),
+            "job",
+            "execute",
+            "-m",
+            "delivery_pipeline.dagster_defs.definitions",
+            "-j",
+            "deliver_documents",
+        ],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    log = out.stdout + out.stderr
+    assert out.returncode == 0, log[-3000:]
+    assert "multiprocess" in log.lower()
+    for sweeper in range(3):
+        assert f"sweep_documents[sweeper_{sweeper}]" in log, log[-3000:]
+    inboxes = sandbox.inboxes()
+    for phone, body in bodies.items():
+        assert texts(inboxes.get(phone, [])) == chunk_text(body, 300), phone

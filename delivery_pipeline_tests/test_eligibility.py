@@ -14,7 +14,8 @@ pytestmark = pytest.mark.engine
 
 LEASE = dt.timedelta(minutes=10)
 WINDOW = dt.timedelta(hours=23, minutes=45)
-PARAMS = {"lease": LEASE, "service_window": WINDOW}
+# No quiet hours by default: the cases below must not depend on the hour they run at.
+PARAMS = {"lease": LEASE, "service_window": WINDOW, "quiet_hours": None}
 
 
 def _case_doc(db, person_kwargs=None, **doc_updates):
@@ -79,6 +80,30 @@ CASES = [
     ),
     ("person opted out", {}, {}, "abandon_unreachable"),
     ("platform refused after their last message", {}, {}, "knock"),
+    # Quiet hours: the person's own window around now, in their zone.
+    ("their quiet hours: held", {"inbound_age_seconds": 3600}, {}, "hold_quiet"),
+    ("their quiet hours, window closed: no knock", {"inbound_age_seconds": None}, {}, "hold_quiet"),
+    (
+        "their quiet hours, but they wrote 5 minutes ago",
+        {"inbound_age_seconds": 300},
+        {},
+        "deliver",
+    ),
+    (
+        "their quiet hours, a stale brief is still abandoned",
+        {"inbound_age_seconds": 3600, "time_zone": "UTC"},
+        {"kind": "daily_brief", "for_date": "yesterday"},
+        "abandon_stale",
+    ),
+    (
+        "their quiet hours, held until they end",
+        {"inbound_age_seconds": 3600},
+        {
+            "next_attempt_at": "now() + interval '2 hours'",
+            "quiet_until": "now() + interval '2 hours'",
+        },
+        None,
+    ),
 ]
 
 
@@ -98,6 +123,14 @@ def test_guard_view_and_claim_agree(db, name, person_kwargs, updates, expected):
         db.execute("UPDATE people SET opted_out_at = now() WHERE id = %s", (doc["person_id"],))
     if name.startswith("platform refused"):
         db.execute("UPDATE people SET window_refused_at = now() WHERE id = %s", (doc["person_id"],))
+    if name.startswith("their quiet hours"):
+        db.execute(
+            "UPDATE people SET quiet_hours = "
+            "to_char(now() AT TIME ZONE time_zone - interval '1 hour', 'HH24:MI') || '-' || "
+            "to_char(now() AT TIME ZONE time_zone + interval '1 hour', 'HH24:MI') "
+            "WHERE id = %s",
+            (doc["person_id"],),
+        )
 
     guard = db.execute(QUERIES.guard_exists, PARAMS).fetchone()["eligible"]
     view = db.execute(QUERIES.eligible_ids, PARAMS).fetchall()
@@ -142,3 +175,136 @@ def test_guard_uses_the_partial_index(db):
     text = "\n".join(row["QUERY PLAN"] for row in plan)
     assert "documents_queue" in text, text
     assert "Seq Scan on documents" not in text, text
+
+
+# One sender per person, oldest first: two documents of one person (the older
+# generated a minute earlier) → which one the guard, the view and the claim offer.
+# (name, older → SQL expression, younger → SQL expression, expected: "older" / "younger" / None)
+SIBLING_CASES = [
+    ("both due: the older goes first", {}, {}, "older"),
+    (
+        "older in backoff: the younger waits",
+        {"next_attempt_at": "now() + interval '5 minutes'"},
+        {},
+        None,
+    ),
+    (
+        "older under a live claim",
+        {"claim_token": "gen_random_uuid()", "claimed_at": "now()"},
+        {},
+        None,
+    ),
+    (
+        "older's claim lapsed: it is taken over, still first",
+        {"claim_token": "gen_random_uuid()", "claimed_at": "now() - interval '11 minutes'"},
+        {},
+        "older",
+    ),
+    (
+        "younger under a live claim (the older came back meanwhile)",
+        {},
+        {"claim_token": "gen_random_uuid()", "claimed_at": "now()"},
+        None,
+    ),
+    ("older delivered", {"delivered_at": "now()"}, {}, "younger"),
+    ("older abandoned", {"abandoned_at": "now()", "abandon_reason": "'operator'"}, {}, "younger"),
+    (
+        "older waits on a reply",
+        {"knock_sent_at": "now()", "awaiting_reply_since": "now()"},
+        {},
+        "younger",
+    ),
+    ("older not generated yet", {"status": "'pending'"}, {}, "younger"),
+]
+
+
+@pytest.mark.parametrize(
+    ("name", "older_updates", "younger_updates", "expected"),
+    SIBLING_CASES,
+    ids=[c[0] for c in SIBLING_CASES],
+)
+def test_one_document_per_person_oldest_first(db, name, older_updates, younger_updates, expected):
+    person = add_person(db)
+    older = add_document(db, person["id"], "Older.")
+    younger = add_document(db, person["id"], "Younger.")
+    db.execute(
+        "UPDATE documents SET generated_at = now() - interval '1 minute' WHERE id = %s",
+        (older["id"],),
+    )
+    for doc, updates in ((older, older_updates), (younger, younger_updates)):
+        if updates:
+            assignments = ", ".join(f"{column} = {expr}" for column, expr in updates.items())
+            db.execute(f"UPDATE documents SET {assignments} WHERE id = %s", (doc["id"],))
+    want = {"older": older["id"], "younger": younger["id"], None: None}[expected]
+
+    guard = db.execute(QUERIES.guard_exists, PARAMS).fetchone()["eligible"]
+    view = [r["id"] for r in db.execute(QUERIES.eligible_ids, PARAMS).fetchall()]
+    claimed = [r["id"] for r in db.execute(QUERIES.claim_batch, _claim_args()).fetchall()]
+
+    assert guard is (want is not None)
+    assert view == claimed == ([want] if want else [])
+
+
+def test_same_generated_time_goes_by_id(db):
+    person = add_person(db)
+    first = add_document(db, person["id"], "One.")
+    second = add_document(db, person["id"], "Two.")
+    db.execute(
+        "UPDATE documents SET generated_at = '2026-01-01T00:00:00Z' WHERE id = ANY(%s)",
+        ([first["id"], second["id"]],),
+    )
+    claimed = [r["id"] for r in db.execute(QUERIES.claim_batch, _claim_args()).fetchall()]
+    assert claimed == [first["id"]]
+
+
+def test_a_claim_that_raced_another_of_the_person_is_given_back(db):
+    """Two claims of one person's documents committed at once (the older came back
+    into the queue while the younger was being claimed): begin_delivery says busy
+    to both, so neither sends, and nothing is written to the ledger."""
+    person = add_person(db)
+    docs = [add_document(db, person["id"], f"Doc {i}.") for i in range(2)]
+    tokens = [uuid.uuid4(), uuid.uuid4()]
+    for doc, token in zip(docs, tokens, strict=True):
+        db.execute(
+            "UPDATE documents SET claim_token = %s, claimed_at = now() WHERE id = %s",
+            (token, doc["id"]),
+        )
+    for doc, token in zip(docs, tokens, strict=True):
+        rows = db.execute(
+            QUERIES.begin_delivery,
+            {
+                "document_id": doc["id"],
+                "token": token,
+                "chunks": ["Doc."],
+                "tags": [f"dp:{doc['id']}:0:1"],
+                "lease": LEASE,
+            },
+        ).fetchall()
+        assert [r["person_busy"] for r in rows] == [True]
+    assert db.execute("SELECT count(*) AS n FROM delivery_chunks").fetchone()["n"] == 0
+
+
+def test_the_person_probe_uses_the_queue_index(db):
+    person = add_person(db)
+    db.execute(
+        "INSERT INTO documents (person_id, kind, status, body, generated_at, delivered_at) "
+        "SELECT %s, 'plan', 'succeeded', 'x', now(), now() FROM generate_series(1, 5000)",
+        (person["id"],),
+    )
+    add_document(db, person["id"], "Waiting.")
+    db.execute("ANALYZE documents")
+    plan = db.execute("EXPLAIN (FORMAT TEXT) " + QUERIES.eligible_ids, PARAMS).fetchall()
+    text = "\n".join(row["QUERY PLAN"] for row in plan)
+    assert "documents_queue_by_person" in text, text
+    assert "Seq Scan on documents" not in text, text
+
+
+def _claim_args() -> dict:
+    return {
+        **PARAMS,
+        "document_id": None,
+        "person_id": None,
+        "limit": 10,
+        "token": uuid.uuid4(),
+        "chunk_limit": 4096,
+    }

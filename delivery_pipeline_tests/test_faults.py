@@ -88,7 +88,7 @@ def sweeper(
             **os.environ,
             "DATABASE_URL": database_url,
             "WHATSAPP_API_BASE_URL": api_url,
-            "DELIVERY_RATE_LIMIT": "5000",
+            "WHATSAPP_THROUGHPUT_LIMIT": "5000",
             "DELIVERY_CHUNK_LIMIT": str(CHUNK_LIMIT),
             "DELIVERY_BACKOFF_BASE_SECONDS": "0.05",
             "DELIVERY_BACKOFF_MAX_SECONDS": "0.5",

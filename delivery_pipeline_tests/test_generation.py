@@ -48,7 +48,8 @@ def make_due(db, document_id: int) -> None:
 
 def eligible(db) -> list[dict]:
     return db.execute(
-        QUERIES.eligible_ids, {"lease": LEASE, "service_window": dt.timedelta(hours=23)}
+        QUERIES.eligible_ids,
+        {"lease": LEASE, "service_window": dt.timedelta(hours=23), "quiet_hours": None},
     ).fetchall()
 
 

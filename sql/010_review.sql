@@ -35,14 +35,15 @@ ALTER TABLE documents ADD CONSTRAINT documents_abandon_reason_check CHECK (aband
 
 -- The queue predicate (006) gains "not awaiting review", so the guard stays
 -- one flat probe however many documents wait for a reviewer. A generated
--- column cannot be altered before Postgres 17: dropped (with its index) and
--- added again. eligible_documents() reads it by name and needs no change.
+-- column cannot be altered before Postgres 17: dropped (with its indexes, the
+-- queue and the per-person one of 007) and added again. eligible_documents() reads it by name and needs no change.
 ALTER TABLE documents DROP COLUMN in_queue;
 ALTER TABLE documents ADD COLUMN in_queue boolean GENERATED ALWAYS AS (
     status = 'succeeded' AND delivered_at IS NULL AND abandoned_at IS NULL
     AND awaiting_reply_since IS NULL AND awaiting_review_since IS NULL
 ) STORED;
 CREATE INDEX documents_queue ON documents (next_attempt_at) WHERE in_queue;
+CREATE INDEX documents_queue_by_person ON documents (person_id, generated_at, id) WHERE in_queue;
 
 -- The review page, the CLI and the dwell check read the waiting ones oldest first.
 CREATE INDEX documents_awaiting_review ON documents (awaiting_review_since, id)

@@ -40,6 +40,10 @@ INSERT INTO people (phone, name, locale, time_zone, brief_opt_in, brief_local_ti
 VALUES (%(phone)s, %(name)s, %(locale)s, %(time_zone)s, %(brief_opt_in)s, %(brief_local_time)s)
 RETURNING *
 
+-- name: set_quiet_hours
+-- The person's own quiet hours (local 'HH:MM-HH:MM'; NULL: the default).
+UPDATE people SET quiet_hours = %(quiet_hours)s WHERE id = %(person_id)s RETURNING *
+
 -- name: person_by_id
 -- One person.
 SELECT * FROM people WHERE id = %(id)s
@@ -78,8 +82,10 @@ RETURNING *
 SELECT * FROM documents WHERE id = %(id)s
 
 -- name: document_chunks
--- A document's chunk ledger, in order.
-SELECT * FROM delivery_chunks WHERE document_id = %(document_id)s ORDER BY chunk_index
+-- A document's chunk ledger, in order (without the chunk texts).
+SELECT document_id, chunk_index, state, callback_data, wa_message_id, send_attempts, started_at,
+       sent_at, unknown_since, delivered_at, read_at, failed_at, error_code
+FROM delivery_chunks WHERE document_id = %(document_id)s ORDER BY chunk_index
 
 -- name: state_summary
 -- Count and oldest age (seconds) per state; abandoned split by reason.
@@ -115,7 +121,7 @@ JOIN document_states s ON s.id = w.id
 JOIN documents d ON d.id = w.id
 CROSS JOIN LATERAL (
     SELECT CASE WHEN s.state IN ('pending', 'generating') THEN d.next_generation_at
-                WHEN s.state = 'undelivered' THEN d.next_attempt_at END AS at
+                WHEN s.state IN ('undelivered', 'quiet_hours') THEN d.next_attempt_at END AS at
 ) n
 ORDER BY s.state, s.since, s.id
 
@@ -124,29 +130,32 @@ ORDER BY s.state, s.since, s.id
 -- name: guard_exists
 -- The heartbeat guard: would a sweep act on anything now? One indexed probe.
 SELECT EXISTS (
-    SELECT 1 FROM eligible_documents(%(lease)s, %(service_window)s)
+    SELECT 1 FROM eligible_documents(%(lease)s, %(service_window)s, %(quiet_hours)s)
 ) AS eligible
 
 -- name: eligible_ids
 -- What a sweep would act on now, and how (tests compare it with the guard).
-SELECT id, action FROM eligible_documents(%(lease)s, %(service_window)s) ORDER BY id
+SELECT id, action, quiet_until
+FROM eligible_documents(%(lease)s, %(service_window)s, %(quiet_hours)s) ORDER BY id
 
 -- name: claim_batch
 -- Claim up to %(limit)s eligible documents (optionally one document or one
--- person's). Candidates are read eight times over so that concurrent sweepers,
--- which all see the same oldest rows, skip each other's locks and still fill
--- their batch; the outer UPDATE re-checks the claim on the newest row version,
--- so a row claimed meanwhile is not taken.
+-- person's) and return what delivering each needs, so no second read follows.
+-- Candidates are read eight times over so that concurrent sweepers, which all
+-- see the same oldest rows, skip each other's locks and still fill their
+-- batch; the outer UPDATE re-checks the claim on the newest row version, so a
+-- row claimed meanwhile is not taken. The body comes back only while the
+-- ledger holds no chunk text (the first claim: the engine cuts it once).
 WITH candidates AS (
-    SELECT e.id, e.action, e.next_attempt_at
-    FROM eligible_documents(%(lease)s, %(service_window)s) e
+    SELECT e.id, e.action, e.next_attempt_at, e.quiet_until
+    FROM eligible_documents(%(lease)s, %(service_window)s, %(quiet_hours)s) e
     WHERE (%(document_id)s::bigint IS NULL OR e.id = %(document_id)s::bigint)
       AND (%(person_id)s::bigint IS NULL OR e.person_id = %(person_id)s::bigint)
     ORDER BY e.next_attempt_at, e.id
     LIMIT %(limit)s * 8
 ),
 locked AS (
-    SELECT d.id, c.action
+    SELECT d.id, c.action, c.quiet_until
     FROM documents d JOIN candidates c ON c.id = d.id
     ORDER BY c.next_attempt_at, c.id
     LIMIT %(limit)s
@@ -155,55 +164,116 @@ locked AS (
 UPDATE documents d
 SET claim_token = %(token)s, claimed_at = now(),
     chunk_limit = coalesce(d.chunk_limit, %(chunk_limit)s)
-FROM locked
-WHERE d.id = locked.id
+FROM locked, people p
+WHERE d.id = locked.id AND p.id = d.person_id
   AND d.status = 'succeeded' AND d.delivered_at IS NULL AND d.abandoned_at IS NULL
   AND d.awaiting_reply_since IS NULL
   AND (d.claim_token IS NULL OR d.claimed_at < now() - %(lease)s)
-RETURNING d.id, locked.action
+RETURNING d.id, locked.action, locked.quiet_until, d.kind, d.chunk_limit, d.delivery_attempts,
+          d.knock_sent_at,
+          p.id AS person_id, p.phone, p.name, p.locale,
+          CASE WHEN locked.action = 'deliver' AND NOT EXISTS (
+                   SELECT 1 FROM delivery_chunks c WHERE c.document_id = d.id AND c.body IS NOT NULL)
+               THEN delivery_body(d) END AS body
 
--- name: claimed_document
--- What delivery needs of a claimed document and its person.
-SELECT d.id, d.kind, d.for_date, delivery_body(d) AS body, d.chunk_limit, d.delivery_attempts,
-       d.knock_sent_at, d.claim_token,
-       p.id AS person_id, p.phone, p.name, p.locale
-FROM documents d JOIN people p ON p.id = d.person_id
-WHERE d.id = %(id)s AND d.claim_token = %(token)s
-
--- name: document_chunks_with_age
--- The ledger as delivery reads it: how long an ambiguous chunk has been so.
-SELECT chunk_index, state, send_attempts, wa_message_id,
-       extract(epoch FROM now() - coalesce(unknown_since, started_at))::float8
-           AS ambiguous_age_seconds
-FROM delivery_chunks WHERE document_id = %(document_id)s ORDER BY chunk_index
-
--- name: fence_chunk
--- The fence: record chunk %(chunk_index)s as 'sending' and renew the lease only
--- if our claim still holds. A chunk already 'sent' is never re-fenced; an
--- ambiguous one ('sending'/'unknown') only when the caller decided to resend.
--- Zero rows back means: stop, send nothing.
-WITH ours AS (
-    UPDATE documents SET claimed_at = now()
-    WHERE id = %(document_id)s AND claim_token = %(token)s
-    RETURNING id
+-- name: begin_delivery
+-- Start or resume delivering a claimed document. If our claim holds and no
+-- other document of the person is being sent: when %(chunks)s is given (the
+-- first claim), store every chunk as 'pending' with its text and the tag of its
+-- first attempt (%(tags)s), chunk 0 already fenced as 'sending' (a ledger from
+-- before the text was kept only gets its text filled in); then return the
+-- ledger in order.
+-- No row back: the claim is lost. person_busy: another of the person's
+-- documents is under a live claim; give this one back, it waits its turn.
+WITH doc AS (
+    SELECT d.id,
+           EXISTS (SELECT 1 FROM documents o
+                   WHERE o.person_id = d.person_id AND o.in_queue AND o.id <> d.id
+                     AND o.claim_token IS NOT NULL AND o.claimed_at >= now() - %(lease)s)
+               AS person_busy
+    FROM documents d
+    WHERE d.id = %(document_id)s AND d.claim_token = %(token)s
+),
+written AS (
+    INSERT INTO delivery_chunks AS c
+        (document_id, chunk_index, state, body, callback_data, send_attempts)
+    SELECT doc.id, t.n - 1, CASE WHEN t.n = 1 THEN 'sending' ELSE 'pending' END, t.body,
+           t.tag, CASE WHEN t.n = 1 THEN 1 ELSE 0 END
+    FROM doc CROSS JOIN unnest(%(chunks)s::text[], %(tags)s::text[]) WITH ORDINALITY
+                        AS t(body, tag, n)
+    WHERE NOT doc.person_busy
+    ON CONFLICT (document_id, chunk_index) DO UPDATE SET body = coalesce(c.body, excluded.body)
+    RETURNING c.chunk_index, c.state, c.send_attempts, c.callback_data, c.body,
+              extract(epoch FROM now() - coalesce(c.unknown_since, c.started_at))::float8
+                  AS ambiguous_age_seconds,
+              c.xmax = 0 AS written_now  -- inserted by this statement, not found there
+),
+ledger AS (
+    SELECT * FROM written
+    UNION ALL
+    SELECT c.chunk_index, c.state, c.send_attempts, c.callback_data, c.body,
+           extract(epoch FROM now() - coalesce(c.unknown_since, c.started_at))::float8,
+           false
+    FROM delivery_chunks c
+    WHERE c.document_id = %(document_id)s AND %(chunks)s::text[] IS NULL
 )
-INSERT INTO delivery_chunks AS c (document_id, chunk_index, state, callback_data)
-SELECT id, %(chunk_index)s, 'sending', %(callback_data)s FROM ours
-ON CONFLICT (document_id, chunk_index) DO UPDATE
-SET state = 'sending', callback_data = excluded.callback_data,
-    send_attempts = c.send_attempts + 1, started_at = now(),
-    unknown_since = NULL, failed_at = NULL, error_code = NULL, wa_message_id = NULL
-WHERE c.state = 'failed'
-   OR (c.state IN ('sending', 'unknown') AND %(resend_ambiguous)s)
-RETURNING c.chunk_index, c.send_attempts
+SELECT doc.person_busy, l.written_now, l.chunk_index, l.state, l.send_attempts, l.callback_data,
+       CASE WHEN l.state <> 'sent' AND %(chunks)s::text[] IS NULL THEN l.body END AS body,
+       l.ambiguous_age_seconds
+FROM doc LEFT JOIN ledger l ON NOT doc.person_busy
+ORDER BY l.chunk_index
 
--- name: chunk_sent
--- The platform accepted the chunk. A status webhook may have settled it first.
-UPDATE delivery_chunks
-SET state = 'sent', wa_message_id = %(wa_message_id)s, sent_at = coalesce(sent_at, now()),
-    unknown_since = NULL
-WHERE document_id = %(document_id)s AND chunk_index = %(chunk_index)s
-  AND callback_data = %(callback_data)s AND state IN ('sending', 'unknown')
+-- name: advance_delivery
+-- One round trip per chunk. Record chunk %(sent_index)s as accepted (when
+-- given; a status webhook may have settled it first), then, if our claim
+-- still holds, either fence chunk %(next_index)s or, with %(finish)s, mark the
+-- document delivered (only if every chunk is 'sent') and release the claim.
+-- The fence records the chunk as 'sending' before it is sent: a 'sent' chunk
+-- is never re-fenced, a 'pending' or 'failed' one always may be, an ambiguous
+-- one ('sending'/'unknown') only when the caller decided to resend. The lease
+-- is renewed once it is older than %(renew_after)s. ours = false: the claim
+-- is lost, send nothing more (the record stands).
+WITH sent AS (
+    UPDATE delivery_chunks
+    SET state = 'sent', wa_message_id = %(wa_message_id)s, sent_at = coalesce(sent_at, now()),
+        unknown_since = NULL
+    WHERE document_id = %(document_id)s AND chunk_index = %(sent_index)s
+      AND callback_data = %(sent_callback)s AND state IN ('sending', 'unknown')
+    RETURNING chunk_index
+),
+ours AS (
+    SELECT id FROM documents WHERE id = %(document_id)s AND claim_token = %(token)s
+),
+renewed AS (
+    UPDATE documents SET claimed_at = now()
+    WHERE %(next_index)s::integer IS NOT NULL
+      AND id = %(document_id)s AND claim_token = %(token)s
+      AND claimed_at < now() - %(renew_after)s
+),
+fenced AS (
+    UPDATE delivery_chunks c
+    SET state = 'sending', callback_data = %(next_callback)s, send_attempts = c.send_attempts + 1,
+        started_at = now(), unknown_since = NULL, failed_at = NULL, error_code = NULL,
+        wa_message_id = NULL
+    FROM ours
+    WHERE c.document_id = ours.id AND c.chunk_index = %(next_index)s::integer
+      AND (c.state IN ('pending', 'failed')
+           OR (c.state IN ('sending', 'unknown') AND %(resend_ambiguous)s))
+    RETURNING c.chunk_index
+),
+delivered AS (
+    UPDATE documents d
+    SET delivered_at = now(), claim_token = NULL, claimed_at = NULL, last_delivery_error = NULL
+    FROM ours
+    WHERE %(finish)s AND d.id = ours.id AND d.claim_token = %(token)s
+      AND NOT EXISTS (SELECT 1 FROM delivery_chunks c
+                      WHERE c.document_id = d.id AND c.state <> 'sent'
+                        AND c.chunk_index NOT IN (SELECT chunk_index FROM sent))
+    RETURNING d.id
+)
+SELECT EXISTS (SELECT 1 FROM ours) AS ours,
+       EXISTS (SELECT 1 FROM fenced) AS fenced,
+       EXISTS (SELECT 1 FROM delivered) AS delivered
 
 -- name: chunk_failed
 -- The platform did not accept the chunk.
@@ -219,16 +289,6 @@ SET state = 'unknown', unknown_since = now()
 WHERE document_id = %(document_id)s AND chunk_index = %(chunk_index)s
   AND callback_data = %(callback_data)s AND state = 'sending'
 
--- name: mark_delivered
--- Every chunk accepted: the document is delivered and the claim released.
-UPDATE documents d
-SET delivered_at = now(), claim_token = NULL, claimed_at = NULL, last_delivery_error = NULL
-WHERE d.id = %(document_id)s AND d.claim_token = %(token)s
-  AND (SELECT count(*) FROM delivery_chunks c
-       WHERE c.document_id = d.id AND c.state = 'sent' AND c.chunk_index < %(chunk_count)s)
-      = %(chunk_count)s
-RETURNING d.id
-
 -- name: release_for_retry
 -- Give the document back with a backoff; %(attempt)s is 1 when the failure
 -- counts as an attempt, 0 when it does not (throttling, an unsettled send).
@@ -239,6 +299,14 @@ SET claim_token = NULL, claimed_at = NULL,
     last_delivery_error = %(error)s
 WHERE id = %(document_id)s AND claim_token = %(token)s
 RETURNING delivery_attempts
+
+-- name: hold_quiet
+-- The person's quiet hours: give the document back, due when they end.
+UPDATE documents
+SET claim_token = NULL, claimed_at = NULL,
+    next_attempt_at = %(until)s, quiet_until = %(until)s
+WHERE id = %(document_id)s AND claim_token = %(token)s
+RETURNING id
 
 -- name: release_claim
 -- Give the document back untouched (global stop, shutdown).
@@ -316,10 +384,12 @@ WHERE id = %(person_id)s
 RETURNING last_inbound_at
 
 -- name: wake_awaiting_documents
--- The person wrote: their documents waiting on a reply go back into the queue, due now.
+-- The person wrote: their documents waiting on a reply, or held for their quiet
+-- hours (they are awake and in a conversation), are due now.
 UPDATE documents
-SET awaiting_reply_since = NULL, next_attempt_at = now()
-WHERE person_id = %(person_id)s AND awaiting_reply_since IS NOT NULL
+SET awaiting_reply_since = NULL, quiet_until = NULL, next_attempt_at = now()
+WHERE person_id = %(person_id)s
+  AND (awaiting_reply_since IS NOT NULL OR quiet_until > now())
   AND delivered_at IS NULL AND abandoned_at IS NULL
 RETURNING id
 
@@ -341,6 +411,42 @@ RETURNING resumed_at
 -- name: sender_state
 -- Is sending paused, and why?
 SELECT paused_at, pause_code, pause_reason, resumed_at FROM sender_state
+
+-- ─────────────────────── the number's shared pacer ───────────────────────
+
+-- name: pacer_row
+-- The number's row on the shared send timeline (once per sender).
+INSERT INTO send_pacer (phone_number_id) VALUES (%(phone_number_id)s) ON CONFLICT DO NOTHING
+
+-- name: reserve_send_slots
+-- Take %(count)s consecutive send slots, %(spacing)s seconds apart, on the
+-- number's timeline: from its first free slot or now, whichever is later, on
+-- the database's clock (one clock for the fleet). Returns the first slot, and
+-- how many seconds from now it is.
+UPDATE send_pacer
+SET next_slot = greatest(next_slot, clock_timestamp())
+                + make_interval(secs => %(count)s * %(spacing)s)
+WHERE phone_number_id = %(phone_number_id)s
+RETURNING next_slot - make_interval(secs => %(count)s * %(spacing)s) AS first_slot,
+          extract(epoch FROM next_slot - clock_timestamp())::float8
+          - %(count)s * %(spacing)s AS first_slot_in
+
+-- name: pacer_state
+-- The number's send timeline as `status` shows it: how far ahead it is booked,
+-- and its last throttle.
+SELECT greatest(extract(epoch FROM next_slot - clock_timestamp()), 0)::float8
+           AS booked_ahead_seconds,
+       extract(epoch FROM clock_timestamp() - throttled_at)::float8 AS throttled_seconds_ago,
+       throttles
+FROM send_pacer WHERE phone_number_id = %(phone_number_id)s
+
+-- name: throttle_pacer
+-- The platform refused a send for throughput (130429): no slot for anybody for
+-- %(seconds)s seconds from now.
+UPDATE send_pacer
+SET next_slot = greatest(next_slot, clock_timestamp() + make_interval(secs => %(seconds)s)),
+    throttled_at = clock_timestamp(), throttles = throttles + 1
+WHERE phone_number_id = %(phone_number_id)s
 
 -- ──────────────────────────────── alerts ─────────────────────────────────
 

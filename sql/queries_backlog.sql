@@ -9,7 +9,7 @@ SELECT state,
        extract(epoch FROM now() - min(since))::float8 AS oldest_age_seconds
 FROM document_states
 WHERE state IN ('pending', 'generating', 'awaiting_review', 'undelivered', 'awaiting_reply',
-                'generation_failed')
+                'quiet_hours', 'generation_failed')
    OR since >= date_trunc('day', now(), 'UTC')
 GROUP BY state, coalesce(abandon_reason, '')
 ORDER BY state, reason

@@ -13,13 +13,20 @@ RETURNING wa_message_id
 -- A batch of statuses in one statement: each (message id, status) stored once; the
 -- new ones fill delivered/read times of their chunk (set once, never moved back;
 -- read implies delivered) and settle chunks whose send outcome we did not know
--- (their callback tag names the chunk's current attempt). The two updates touch
--- disjoint rows: a chunk is known by its message id, or ambiguous without one.
--- Returns the new statuses, and the documents whose chunks were settled.
+-- (their callback tag names the chunk's current attempt; document_id and
+-- chunk_index are the tag's, as the caller read it: the ledger's primary key).
+-- The two updates touch disjoint rows: a chunk is known by its message id, or
+-- ambiguous without one. Returns the new statuses, and the documents whose
+-- chunks were settled.
 WITH incoming AS (
     SELECT * FROM jsonb_to_recordset(%(events)s::jsonb) AS
         e(wa_message_id text, status text, occurred_at timestamptz, recipient_id text,
-          callback_data text, error_code integer, error_title text, payload jsonb)
+          callback_data text, document_id bigint, chunk_index integer, error_code integer,
+          error_title text, payload jsonb)
+),
+tags AS (
+    SELECT DISTINCT callback_data, document_id, chunk_index
+    FROM incoming WHERE document_id IS NOT NULL
 ),
 inserted AS (
     INSERT INTO status_events (wa_message_id, status, occurred_at, recipient_id, callback_data,
@@ -42,8 +49,9 @@ settled AS (
     SET state = 'sent', wa_message_id = p.wa_message_id, sent_at = coalesce(c.sent_at, p.first_at),
         unknown_since = NULL, delivered_at = coalesce(c.delivered_at, p.delivered_at),
         read_at = coalesce(c.read_at, p.read_at)
-    FROM progress p
-    WHERE c.callback_data = p.callback_data AND c.state IN ('sending', 'unknown')
+    FROM progress p JOIN tags t ON t.callback_data = p.callback_data
+    WHERE c.document_id = t.document_id AND c.chunk_index = t.chunk_index
+      AND c.callback_data = p.callback_data AND c.state IN ('sending', 'unknown')
       AND c.wa_message_id IS NULL
     RETURNING c.document_id
 ),

@@ -80,6 +80,7 @@ def cmd_people_add(args: argparse.Namespace, settings: Settings) -> int:
             time_zone=args.time_zone,
             brief_opt_in=args.brief_opt_in,
             brief_local_time=args.brief_time,
+            quiet_hours=args.quiet_hours,
         )
     print(f"person {person['id']}: {person['name'] or '(no name)'} {person['phone']}")
     return 0
@@ -308,6 +309,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--time-zone", default="UTC", help="IANA time zone, e.g. America/Sao_Paulo")
     p.add_argument("--brief-opt-in", action="store_true", help="send a daily brief")
     p.add_argument("--brief-time", default="07:00", help="local time of the daily brief (HH:MM)")
+    p.add_argument(
+        "--quiet-hours",
+        help="their own quiet hours, local HH:MM-HH:MM (default: DELIVERY_QUIET_HOURS; "
+        "00:00-00:00 for none)",
+    )
     add(people_sub, "list", cmd_people_list, "list people")
 
     docs = sub.add_parser("documents", help="documents to deliver", description="Documents.")

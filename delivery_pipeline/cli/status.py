@@ -13,6 +13,9 @@ import argparse
 import json
 from typing import Any
 
+import psycopg
+from psycopg.rows import DictRow
+
 from delivery_pipeline.cli.failures import ExitCode
 from delivery_pipeline.settings import Settings
 from delivery_pipeline.store.db import connect, resolve_database_url
@@ -34,12 +37,12 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         rows = conn.execute(QUERIES.state_summary).fetchall()
         oldest = {r["state"]: r for r in conn.execute(QUERIES.oldest_waiting).fetchall()}
         sender = conn.execute(QUERIES.sender_state).fetchone()
+        pacer = pacer_state(conn, settings)
     for row in rows:
         found = oldest.get(row["state"]) if not row["reason"] else None
         for key in _OLDEST:
             row[key] = found[key] if found else None
     paused = bool(sender and sender["paused_at"])
-    pacer = pacer_state(settings)
     if args.json:
         print(json.dumps({"states": rows, "sender": sender, "pacer": pacer}, default=str))
     else:
@@ -57,20 +60,34 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     return ExitCode.ATTENTION if paused else ExitCode.DONE
 
 
-def pacer_state(settings: Settings) -> dict[str, Any]:
-    """The pacer as ``status`` shows it.
-
-    Today each sending process paces itself in memory, so there is no shared
-    state to read, only the setting. The Postgres-shared pacer (issue 10)
-    replaces this function's body with a read of its row.
-    """
-    rate = settings.delivery.rate_limit
-    return {
-        "scope": "process",
-        "rate_limit": rate,
-        "description": f"per process, DELIVERY_RATE_LIMIT={rate:g} messages/s in each sender "
-        "(nothing shared to show)",
+def pacer_state(conn: psycopg.Connection[DictRow], settings: Settings) -> dict[str, Any]:
+    """The number's shared send timeline (every sender of the fleet paces on it)."""
+    number = settings.whatsapp.phone_number_id
+    limit = settings.whatsapp.throughput_limit
+    row = conn.execute(QUERIES.pacer_state, {"phone_number_id": number}).fetchone()
+    cap = settings.delivery.rate_limit
+    state: dict[str, Any] = {
+        "phone_number_id": number,
+        "throughput_limit": limit,
+        "per_process_cap": cap,
+        "booked_ahead_seconds": row["booked_ahead_seconds"] if row else 0.0,
+        "throttles": row["throttles"] if row else 0,
+        "throttled_seconds_ago": row["throttled_seconds_ago"] if row else None,
     }
+    text = f"{limit:g} messages/s for number {number}, shared by every sender"
+    if cap is not None:
+        text += f" (each process at most {cap:g}/s)"
+    if row is None:
+        text += "; nothing sent yet"
+    else:
+        text += f"; booked {state['booked_ahead_seconds']:.2f} s ahead"
+        if state["throttled_seconds_ago"] is not None:
+            text += (
+                f"; last throttled (130429) {format_age(state['throttled_seconds_ago'])} ago, "
+                f"{state['throttles']} times in all"
+            )
+    state["description"] = text
+    return state
 
 
 def _print_table(rows: list[dict[str, Any]]) -> None:

@@ -399,7 +399,7 @@ def _banner(ports: Ports, databases: Databases, people: list[dict[str, Any]], lo
         lines += [
             "",
             "Demo people (their plans generate now; each gets a knock, since "
-            "they have not written yet):",
+            "they have not written yet, unless it is night for them: then in their morning):",
         ]
         lines += [
             f"  {p['name']:<12} {p['phone']:<15} {p['locale']}  {p['time_zone']}" for p in people

@@ -13,6 +13,7 @@ the report are read from the documents those two assets stand for.
 """
 
 import datetime as dt
+from typing import Any
 
 import dagster as dg
 import pandas as pd
@@ -34,6 +35,7 @@ from delivery_pipeline.dagster_defs.resources import (
     GeneratorResource,
     engine_settings,
 )
+from delivery_pipeline.delivery.result import SweepResult
 from delivery_pipeline.delivery.sweep import sweep_sync
 from delivery_pipeline.generation.worker import generate_pending, outcomes_by_kind_and_locale
 from delivery_pipeline.store.db import with_application_name
@@ -135,45 +137,72 @@ def generated_documents(
 # ── delivered_documents ─────────────────────────────────────────────────
 
 
-@dg.asset(
+@dg.op(
+    ins={"after": dg.In(dg.Nothing)},
+    out=dg.DynamicOut(int),
+    description="One sweeper per DELIVERY_SWEEPERS, each its own process.",
+)
+def plan_sweepers(delivery: DeliveryResource) -> Any:
+    for sweeper in range(delivery.sweepers):
+        yield dg.DynamicOutput(sweeper, mapping_key=f"sweeper_{sweeper}")
+
+
+@dg.op(description="One delivery sweep over what is eligible now.")
+def sweep_documents(
+    context: dg.OpExecutionContext,
+    sweeper: int,
+    app_db: AppDatabase,
+    cloud_api: CloudApiResource,
+    delivery: DeliveryResource,
+) -> dg.Output[dict[str, Any]]:
+    # The sweep's sessions name this run, so the outbox rows it causes are the run's to report.
+    url = with_application_name(app_db.url(), run_source(context.run.run_id))
+    result = sweep_sync(engine_settings(app_db, cloud_api, delivery), url)
+    if result.stopped_by:
+        context.log.error(
+            f"sweeper {sweeper} stopped by a global error: {result.stopped_by}. Sending is "
+            "paused and an ops alert is recorded; the next sweep tries again."
+        )
+    summary = result.as_dict()
+    return dg.Output(summary, metadata=as_metadata(summary))
+
+
+@dg.op(description="What the sweepers did together, and every document: the materialization.")
+def record_sweep(
+    context: dg.OpExecutionContext, results: list[dict[str, Any]], app_db: AppDatabase
+) -> dg.Output[None]:
+    run_id = context.run.run_id
+    with app_db.connect() as conn:
+        rows = claim_source(conn, run_source(run_id), RUN_CLAIMANT_PREFIX + run_id)
+    # A sweep that found nothing (the service took it first) is an event too, of zeros.
+    record = record_for(rows, listed_limit=RUN_LISTED_DOCUMENTS)
+    return dg.Output(
+        None,
+        metadata={
+            **as_metadata(record.metadata),
+            "sweep": dg.MetadataValue.json(SweepResult.total(results)),
+        },
+    )
+
+
+@dg.graph_asset(
     name=DELIVERED_DOCUMENTS,
-    deps=[generated_documents],
+    ins={"generated": dg.AssetIn(generated_documents.key, dagster_type=dg.Nothing)},
     group_name=GROUP,
     owners=["team:delivery"],
     kinds={"whatsapp", "postgres"},
     metadata={COLUMN_SCHEMA: DELIVERED_SCHEMA},
     description=(
-        "Documents delivered on WhatsApp. Materialized by each deliver_documents run (one "
-        "sweep), and recorded as a runless event for every delivery, knock and abandonment "
-        "made elsewhere (the webhook service when a person replies or generation pokes, a "
-        "CLI sweep, the briefs schedule). Each event counts what happened (the UI plots "
+        "Documents delivered on WhatsApp. Materialized by each deliver_documents run "
+        "(DELIVERY_SWEEPERS sweepers at once), and recorded as a runless event for every "
+        "delivery, knock and abandonment made elsewhere (the webhook service when a person "
+        "replies, generation pokes or a document becomes ready; a CLI sweep; a reviewer's "
+        "rejection; the briefs schedule). Each event counts what happened (the UI plots "
         "them) and lists the documents."
     ),
 )
-def delivered_documents(
-    context: dg.AssetExecutionContext,
-    app_db: AppDatabase,
-    cloud_api: CloudApiResource,
-    delivery: DeliveryResource,
-) -> dg.MaterializeResult[None]:
-    # The sweep's sessions name this run, so the outbox rows it causes are ours to report.
-    source = run_source(context.run.run_id)
-    result = sweep_sync(
-        engine_settings(app_db, cloud_api, delivery), with_application_name(app_db.url(), source)
-    )
-    if result.stopped_by:
-        context.log.error(
-            f"sweep stopped by a global error: {result.stopped_by}. Sending is paused and an "
-            "ops alert is recorded; the next sweep tries again."
-        )
-    with app_db.connect() as conn:
-        rows = claim_source(conn, source, RUN_CLAIMANT_PREFIX + context.run.run_id)
-    # A sweep that found nothing (the service took it first) is an event too, of zeros:
-    # downstream steps of the same run (Materialize all) still run, and it did happen.
-    record = record_for(rows, listed_limit=RUN_LISTED_DOCUMENTS)
-    return dg.MaterializeResult(
-        metadata={**as_metadata(record.metadata), "sweep": dg.MetadataValue.json(result.as_dict())}
-    )
+def delivered_documents(generated: None) -> Any:
+    return record_sweep(plan_sweepers(after=generated).map(sweep_documents).collect())
 
 
 # ── delivery_backlog ────────────────────────────────────────────────────

@@ -1,9 +1,13 @@
 """Jobs: delivery and generation materialize the documents assets; the rest are ops.
 
-Every job runs in process (one or two small steps; a subprocess per step
-would only add latency). Runs that sweep carry ``SWEEP_TAG``; ``dagster.yaml``
-lets one such run at a time through the run queue (exclusivity per document
-still comes from the claim, this only keeps sweeps from piling up).
+Most jobs run in process (one or two small steps; a subprocess per step
+would only add latency). Delivery fans out: ``delivered_documents`` runs
+``DELIVERY_SWEEPERS`` sweeper ops at once on Dagster's multiprocess executor
+(one process each; on the Kubernetes or Celery executors, one pod or worker
+each). They need no coordination: the claim gives each person's documents
+to one sender at a time and the pacer shares the number's limit (sql/007).
+Runs that sweep carry ``SWEEP_TAG``, so a deployment can still limit them
+with a tag concurrency limit; nothing requires one.
 """
 
 import datetime as dt
@@ -40,14 +44,18 @@ SWEEP_TAGS = {SWEEP_TAG: "delivery"}
 
 
 def _asset_job(
-    name: str, assets: "list[dg.AssetsDefinition]", description: str, **kwargs: Any
+    name: str,
+    assets: "list[dg.AssetsDefinition]",
+    description: str,
+    executor: dg.ExecutorDefinition = dg.in_process_executor,
+    **kwargs: Any,
 ) -> "UnresolvedAssetJobDefinition":
     # Without the assets' checks: they run on their own schedule (CHECKS_CRON), not
     # with every sweep the heartbeat requests.
     return dg.define_asset_job(
         name,
         selection=dg.AssetSelection.assets(*assets).without_checks(),
-        executor_def=dg.in_process_executor,
+        executor_def=executor,
         description=description,
         **kwargs,
     )
@@ -58,8 +66,9 @@ def _asset_job(
 deliver_documents = _asset_job(
     "deliver_documents",
     [delivered_documents],
-    "Deliver every eligible document: one sweep, materializing delivered_documents "
-    "(requested by the heartbeat sensor).",
+    "Deliver every eligible document with DELIVERY_SWEEPERS sweepers in parallel, "
+    "materializing delivered_documents (requested by the heartbeat sensor).",
+    executor=dg.multiprocess_executor,
     tags=SWEEP_TAGS,
 )
 generate_documents = _asset_job(
@@ -72,6 +81,7 @@ generate_and_deliver = _asset_job(
     "generate_and_deliver",
     [generated_documents, delivered_documents],
     "Generate pending documents, then sweep: for running by hand.",
+    executor=dg.multiprocess_executor,
     tags=SWEEP_TAGS,
 )
 
@@ -184,7 +194,7 @@ def enqueue_briefs_op(
     context: dg.OpExecutionContext, app_db: AppDatabase, delivery: DeliveryResource
 ) -> dg.Output[dict[str, Any]]:
     # Named for this run: its stale abandonments reach delivered_documents' timeline as its own.
-    with app_db.connect(run_source(context.run_id)) as conn:
+    with app_db.connect(run_source(context.run.run_id)) as conn:
         result = run_briefs(conn, lease=delivery.section().lease)
     summary = result.as_dict()
     return dg.Output(summary, metadata=as_metadata(summary))

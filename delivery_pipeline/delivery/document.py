@@ -1,9 +1,12 @@
 """One claimed document: its chunks through the fence, or the knock.
 
-Every chunk is fenced before it is sent (recorded as ``sending`` only if our
-claim still holds), so a sender that lost its claim sends nothing more, and
-a resumed delivery continues from the first chunk not yet ``sent``. What a
-failed send means comes from ``outcomes.consequence_of``.
+At the first claim the body is cut once and the chunks are stored in the
+ledger (chunk 0 already fenced); a resumed delivery reads them from there and
+continues from the first chunk not yet ``sent``. Every chunk is fenced before
+it is sent (recorded as ``sending`` only if our claim still holds), so a
+sender that lost its claim sends nothing more. Recording chunk i and fencing
+chunk i+1 are one round trip, and recording the last one marks the document
+delivered. What a failed send means comes from ``outcomes.consequence_of``.
 """
 
 from __future__ import annotations
@@ -11,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import logging
-from collections.abc import Callable
 from dataclasses import dataclass
 
 from delivery_pipeline.backoff import backoff_seconds
@@ -19,10 +21,10 @@ from delivery_pipeline.delivery.callback import chunk_callback, knock_callback
 from delivery_pipeline.delivery.chunking import chunk_text
 from delivery_pipeline.delivery.knock import knock_for
 from delivery_pipeline.delivery.outcomes import THROUGHPUT_PAUSE_SECONDS, Step, consequence_of
-from delivery_pipeline.delivery.pacer import RateLimiter
+from delivery_pipeline.delivery.pacer import Pacer
 from delivery_pipeline.delivery.progress import Event
 from delivery_pipeline.delivery.result import SweepState
-from delivery_pipeline.delivery.store import Claim, ClaimedDocument, DeliveryStore, LedgerRow
+from delivery_pipeline.delivery.store import Claim, DeliveryStore, LedgerRow
 from delivery_pipeline.model import AbandonReason, Action, ChunkState
 from delivery_pipeline.settings import DeliverySettings
 from delivery_pipeline.whatsapp.client import CloudApiClient
@@ -36,6 +38,8 @@ from delivery_pipeline.whatsapp.errors import (
 
 log = logging.getLogger(__name__)
 
+_AMBIGUOUS = (ChunkState.SENDING, ChunkState.UNKNOWN)
+
 
 class GlobalStop(Exception):
     """A global error: nobody can be sent to; the sweep stops."""
@@ -43,16 +47,19 @@ class GlobalStop(Exception):
 
 @dataclass
 class DocumentDelivery:
-    """Delivers the documents one sweep claimed, one at a time per call."""
+    """Delivers the documents one sweep claimed, one at a time per call.
+
+    One sender per person is the claim's rule (sql/007), not this process's:
+    the claim offers only a person's oldest document in the queue and none
+    while another of theirs is being sent, and ``begin_delivery`` checks the
+    latter again once the claim is committed.
+    """
 
     settings: DeliverySettings
     store: DeliveryStore
     client: CloudApiClient
-    pacer: RateLimiter
+    pacer: Pacer
     sweep: SweepState
-    # One document per person at a time in this process, so two documents
-    # never interleave in one inbox.
-    person_lock: Callable[[int], asyncio.Lock]
 
     async def run(self, claim: Claim) -> None:
         """Carry out the claim's action; raises ``GlobalStop`` when nobody can be sent to."""
@@ -60,49 +67,85 @@ class DocumentDelivery:
             await self._abandon(
                 claim, AbandonReason.UNREACHABLE, "no WhatsApp number, or opted out"
             )
-            return
-        if claim.action == Action.ABANDON_STALE:
+        elif claim.action == Action.ABANDON_STALE:
             await self._abandon(claim, AbandonReason.STALE, "brief for a day already over")
-            return
-        doc = await self.store.claimed_document(claim)
-        if doc is None:
-            self.sweep.note(Event.LOST_CLAIM, claim.document_id)
-            return
-        async with self.person_lock(doc.person_id):
-            if claim.action == Action.KNOCK:
-                await self._knock(claim, doc)
+        elif claim.action == Action.HOLD_QUIET:
+            # Night for the person: nothing unasked-for, not even a knock.
+            if await self.store.hold_quiet(claim):
+                self.sweep.note(Event.HELD_QUIET, claim.document_id)
             else:
-                await self._deliver(claim, doc)
+                self.sweep.note(Event.LOST_CLAIM, claim.document_id)
+        elif claim.action == Action.KNOCK:
+            await self._knock(claim)
+        else:
+            await self._deliver(claim)
 
     # ── the chunks ─────────────────────────────────────────────────────
 
-    async def _deliver(self, claim: Claim, doc: ClaimedDocument) -> None:
-        chunks = chunk_text(doc.body, doc.chunk_limit or self.settings.chunk_limit)
-        ledger = await self.store.ledger(claim.document_id)
-        for index, text in enumerate(chunks):
-            row = ledger.get(index)
-            if row is not None and row.state == ChunkState.SENT:
+    async def _deliver(self, claim: Claim) -> None:
+        chunks = tags = None
+        if claim.body is not None:
+            chunks = chunk_text(claim.body, claim.chunk_limit or self.settings.chunk_limit)
+            tags = [chunk_callback(claim.document_id, i, 1) for i in range(len(chunks))]
+        ledger = await self.store.begin(claim, chunks, tags)
+        if ledger is None:
+            self.sweep.note(Event.LOST_CLAIM, claim.document_id)
+            return
+        if ledger.person_busy:
+            # Another of the person's documents is being sent: this one waits
+            # its turn (still due; the claim offers it once the other is done).
+            await self.store.release(claim)
+            self.sweep.note(Event.WAITED_TURN, claim.document_id)
+            return
+        # A fresh ledger's chunk 0 was fenced by begin itself.
+        begun = bool(ledger.rows) and ledger.rows[0].written_now
+        interval = self.settings.chunk_interval_seconds
+        # An accepted chunk not yet recorded: recorded with the next fence.
+        accepted: tuple[int, str, str] | None = None
+        for row in ledger.rows:
+            if row.state == ChunkState.SENT:
                 continue
-            ambiguous = row is not None and row.state in (ChunkState.SENDING, ChunkState.UNKNOWN)
-            if ambiguous and not await self._resend_ambiguous(claim, index, row):
-                return
-            if self.sweep.stop.is_set():
-                await self.store.release(claim)
-                self.sweep.note(Event.RELEASED, claim.document_id)
-                return
-            callback = chunk_callback(
-                claim.document_id, index, (row.send_attempts + 1) if row else 1
-            )
-            if not await self.store.fence(claim, index, callback, resend_ambiguous=ambiguous):
-                self.sweep.note(Event.LOST_CLAIM, claim.document_id)
-                log.info(
-                    "document %s: claim lost before chunk %s; stopping", claim.document_id, index
+            index = row.chunk_index
+            text = chunks[index] if chunks is not None else row.body
+            assert text is not None
+            callback = chunk_callback(claim.document_id, index, row.send_attempts + 1)
+            if begun and index == 0:
+                callback = row.callback_data or callback
+            else:
+                ambiguous = row.state in _AMBIGUOUS
+                if accepted is not None and (ambiguous or interval or self.sweep.stop.is_set()):
+                    # The pause or the unknown-outcome policy comes between the
+                    # record and the next fence: record alone.
+                    await self.store.advance(claim, sent=accepted)
+                    accepted = None
+                    if interval and not ambiguous:
+                        await asyncio.sleep(interval)
+                if ambiguous and not await self._resend_ambiguous(claim, index, row):
+                    return
+                if self.sweep.stop.is_set():
+                    await self.store.release(claim)
+                    self.sweep.note(Event.RELEASED, claim.document_id)
+                    return
+                step = await self.store.advance(
+                    claim, sent=accepted, fence=(index, callback), resend_ambiguous=ambiguous
                 )
-                return
+                accepted = None
+                if not step.ours:
+                    self.sweep.note(Event.LOST_CLAIM, claim.document_id)
+                    log.info(
+                        "document %s: claim lost before chunk %s; stopping",
+                        claim.document_id,
+                        index,
+                    )
+                    return
+                if not step.fenced:
+                    # Settled or refused by a status webhook since we read the ledger.
+                    await self._retry(claim, delay=0, reason=f"chunk {index} changed meanwhile")
+                    return
             await self.pacer.acquire()
             started_at = dt.datetime.now(dt.UTC)
             try:
-                wamid = await self.client.send_text(doc.phone, text, callback_data=callback)
+                wamid = await self.client.send_text(claim.phone, text, callback_data=callback)
             except SendOutcomeUnknown as exc:
                 self._send_failed(claim, exc)
                 await self.store.chunk_unknown(claim, index, callback)
@@ -116,24 +159,25 @@ class DocumentDelivery:
             except SendNotAttempted as exc:
                 self._send_failed(claim, exc)
                 await self.store.chunk_failed(claim, index, callback, None)
-                await self._retry(claim, delay=self._backoff(doc), reason=f"not sent: {exc}")
+                await self._retry(claim, delay=self._backoff(claim), reason=f"not sent: {exc}")
                 return
             except CloudApiError as exc:
                 self._send_failed(claim, exc)
                 await self.store.chunk_failed(claim, index, callback, exc.code)
                 if isinstance(exc, ReEngagementRequired):
-                    await self.store.refuse_window(doc.person_id)
-                    await self._knock(claim, doc)
+                    await self.store.refuse_window(claim.person_id)
+                    await self._knock(claim)
                 else:
-                    await self._failed(claim, doc, exc)
+                    await self._failed(claim, exc)
                 return
-            await self.store.chunk_sent(claim, index, callback, wamid)
+            accepted = (index, callback, wamid)
             self.sweep.note(Event.CHUNK_SENT, claim.document_id)
             await self._sent_ok(started_at)
-            if self.settings.chunk_interval_seconds and index < len(chunks) - 1:
-                await asyncio.sleep(self.settings.chunk_interval_seconds)
-        if await self.store.mark_delivered(claim, len(chunks)):
+        step = await self.store.advance(claim, sent=accepted, finish=True)
+        if step.delivered:
             self.sweep.note(Event.DELIVERED, claim.document_id)
+        elif not step.ours:
+            self.sweep.note(Event.LOST_CLAIM, claim.document_id)
         else:
             # A status webhook failed one of the chunks meanwhile (async
             # refusal): give the document back, due now, for the next pass.
@@ -165,16 +209,16 @@ class DocumentDelivery:
 
     # ── the knock ──────────────────────────────────────────────────────
 
-    async def _knock(self, claim: Claim, doc: ClaimedDocument) -> None:
+    async def _knock(self, claim: Claim) -> None:
         """Window closed: knock once per document, at most once per person per 24 h."""
         reservation = None
-        if doc.knock_sent_at is None:
-            reservation = await self.store.reserve_knock(doc.person_id)
+        if claim.knock_sent_at is None:
+            reservation = await self.store.reserve_knock(claim.person_id)
         wamid: str | None = None
         if reservation is not None:
             knock = knock_for(
-                doc.locale,
-                doc.name,
+                claim.locale,
+                claim.name,
                 self.settings.knock_template_map,
                 self.settings.knock_param_max,
             )
@@ -182,7 +226,7 @@ class DocumentDelivery:
             started_at = dt.datetime.now(dt.UTC)
             try:
                 wamid = await self.client.send_template(
-                    doc.phone,
+                    claim.phone,
                     knock.template,
                     knock.language,
                     knock.parameters,
@@ -195,12 +239,12 @@ class DocumentDelivery:
                 wamid = None
             except (CloudApiError, SendNotAttempted) as exc:
                 self._send_failed(claim, exc)
-                await self.store.unreserve_knock(doc.person_id, reservation)
+                await self.store.unreserve_knock(claim.person_id, reservation)
                 if isinstance(exc, CloudApiError):
-                    await self._failed(claim, doc, exc)
+                    await self._failed(claim, exc)
                 else:
                     await self._retry(
-                        claim, delay=self._backoff(doc), reason=f"knock not sent: {exc}"
+                        claim, delay=self._backoff(claim), reason=f"knock not sent: {exc}"
                     )
                 return
             self.sweep.note(Event.KNOCK_SENT, claim.document_id)
@@ -217,13 +261,13 @@ class DocumentDelivery:
 
     # ── outcomes ───────────────────────────────────────────────────────
 
-    async def _failed(self, claim: Claim, doc: ClaimedDocument, exc: CloudApiError) -> None:
+    async def _failed(self, claim: Claim, exc: CloudApiError) -> None:
         """The platform refused a send: carry out what the error means."""
-        attempts = doc.delivery_attempts + 1
+        attempts = claim.delivery_attempts + 1
         consequence = consequence_of(
             exc,
             document_id=claim.document_id,
-            person_id=doc.person_id,
+            person_id=claim.person_id,
             attempts=attempts,
             settings=self.settings,
             synchronous=True,
@@ -240,17 +284,17 @@ class DocumentDelivery:
         if consequence.step == Step.ABANDON:
             assert consequence.abandon_reason is not None
             if consequence.opts_out:
-                await self.store.opt_out(doc.person_id)
+                await self.store.opt_out(claim.person_id)
             error = str(exc)
             if consequence.abandon_reason == AbandonReason.MAX_ATTEMPTS:
                 error = f"{attempts} attempts, last: {exc}"
             await self._abandon(claim, consequence.abandon_reason, error)
             return
         if consequence.slows_sender:
-            self.pacer.back_off(THROUGHPUT_PAUSE_SECONDS)
+            await self.pacer.back_off(THROUGHPUT_PAUSE_SECONDS)
         # A refused knock template is never a window question: retry it.
         counts = consequence.counts_attempt or consequence.step == Step.KNOCK
-        delay = consequence.retry_after if consequence.step == Step.RETRY else self._backoff(doc)
+        delay = consequence.retry_after if consequence.step == Step.RETRY else self._backoff(claim)
         await self._retry(claim, delay=delay, reason=str(exc), counts_attempt=counts)
 
     async def _retry(
@@ -280,9 +324,9 @@ class DocumentDelivery:
             log.warning("sending resumed after a global pause")
             self.sweep.maybe_paused = False
 
-    def _backoff(self, doc: ClaimedDocument) -> float:
+    def _backoff(self, claim: Claim) -> float:
         return backoff_seconds(
-            doc.delivery_attempts + 1,
+            claim.delivery_attempts + 1,
             self.settings.backoff_base_seconds,
             self.settings.backoff_max_seconds,
         )

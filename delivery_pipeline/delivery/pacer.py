@@ -1,14 +1,24 @@
-"""A process-wide pacer: at most ``rate`` sends per second, evenly spaced.
+"""Pacing sends: one limit per business number, shared by every sender.
 
-Evenly spaced rather than bursty, because the platform counts messages per
-second and a burst at the top of each second is what gets throttled. Two
-guards keep the count under the limit on the platform's clock, not only on
-ours: sends are spaced for slightly under the limit (``HEADROOM``), and no
-more than that many pass in any sliding second of *actual* send times, so
-senders that wake late together after the event loop stalled go out one
-interval apart instead of in a burst. (Measured: spaced exactly at 80/s, 40
-refusals per 4,500 sends.) A throttling answer (130429) pushes every waiting
-sender back at once.
+The platform counts a number's messages per second whoever sends them, and a
+fleet never knows how many of its senders overlap at a given second (service
+replicas, Dagster runs, an operator's sweep). So the limit lives in Postgres:
+``SharedPacer`` takes send slots from the number's one timeline
+(``send_pacer``, sql/007), a few consecutive slots per round trip, spaced for
+the limit less a headroom, on the database's clock, and sends on each slot
+by its own monotonic clock. However many senders there are, slots never
+overlap, so their sum never exceeds the limit; a sender that dies loses at
+most the few slots it held (at most ``BATCH_SECONDS`` of the timeline); a
+throttling answer pushes the timeline forward for everybody.
+
+Two local rules keep the count under the limit on the platform's clock, not
+only on the timeline: a slot is never used early, and a slot woken up more
+than ``tolerance`` late is given up (a late send would crowd the next
+second; with slots spaced for ``limit × HEADROOM``, up to ``1/HEADROOM − 1``
+seconds of lateness still fits in the limit, and the tolerance keeps a
+margin of that for the clock mapping).
+
+``RateLimiter`` is an optional cap for one process (``DELIVERY_RATE_LIMIT``).
 """
 
 from __future__ import annotations
@@ -16,12 +26,184 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import deque
+from typing import Any, Protocol
+
+import psycopg
+from psycopg.rows import DictRow, dict_row
+
+from delivery_pipeline.store.queries import QUERIES
 
 HEADROOM = 0.97
+# A sender holds at most this much of the timeline ahead of now: what it loses
+# if it dies, and how far a newcomer may have to wait behind each sender.
+BATCH_SECONDS = 0.05
+# How late a slot may still be used, as a share of what the headroom allows
+# (1/HEADROOM − 1 seconds): the rest is left for the receiver's own jitter,
+# which our lateness adds to. Measured with four sweeps and the service at
+# 80 msg/s on a loaded machine: 0.8 let 15-26 throttles through, 0.4 five,
+# 0.25 one but forfeited a tenth of the slots (docs/benchmarks.md).
+LATE_SHARE = 0.4
 WINDOW_SECONDS = 1.0
 
 
+class Pacer(Protocol):
+    async def acquire(self) -> None: ...
+    async def back_off(self, seconds: float) -> None: ...
+    async def aclose(self) -> None: ...
+
+
+class SharedPacer:
+    """The business number's limit, shared through Postgres by every sender."""
+
+    def __init__(
+        self,
+        conninfo: str,
+        phone_number_id: str,
+        limit: float,
+        *,
+        headroom: float = HEADROOM,
+        cap: float | None = None,
+    ) -> None:
+        if limit <= 0:
+            raise ValueError("limit must be positive")
+        self._conninfo = conninfo
+        self._phone_number_id = phone_number_id
+        self.spacing = 1.0 / (limit * headroom)
+        self.tolerance = LATE_SHARE * (1.0 / headroom - 1.0)
+        self.max_batch = max(1, int(limit * headroom * BATCH_SECONDS))
+        self._cap = RateLimiter(cap) if cap else None
+        self._free: deque[float] = deque()  # reserved, not handed out (monotonic times)
+        self._held: deque[float] = deque()  # reserved and not yet past, handed out or not
+        self._epoch = 0  # a throttle voids every slot handed out before it
+        self._waiting = 0
+        self._asked: deque[float] = deque(maxlen=64)  # when slots were asked for, lately
+        self._reserving = asyncio.Lock()
+        self._conn: psycopg.AsyncConnection[DictRow] | None = None
+        self.reservations = 0
+        self.forfeited = 0
+
+    @property
+    def rate(self) -> float:
+        """The fleet's pace on the timeline, in sends per second."""
+        return 1.0 / self.spacing
+
+    async def acquire(self) -> None:
+        """Wait for this sender's next slot on the number's timeline."""
+        if self._cap is not None:
+            await self._cap.acquire()
+        self._asked.append(time.monotonic())
+        while True:
+            slot = self._take()
+            if slot is None:
+                self._waiting += 1
+                try:
+                    await self._reserve()
+                finally:
+                    self._waiting -= 1
+                continue
+            epoch = self._epoch
+            # asyncio may wake a timer up to its clock resolution early: wait
+            # until the slot has really come.
+            while (now := time.monotonic()) < slot:  # noqa: ASYNC110 - a clock, not an event
+                await asyncio.sleep(slot - now)
+            if epoch == self._epoch and now - slot <= self.tolerance:
+                return
+            self.forfeited += 1
+
+    async def back_off(self, seconds: float) -> None:
+        """The platform said slow down: no slot for anybody, in any process, for ``seconds``."""
+        self._epoch += 1
+        self._free.clear()
+        self._held.clear()
+        await self._execute(
+            QUERIES.throttle_pacer,
+            {"phone_number_id": self._phone_number_id, "seconds": seconds},
+        )
+
+    async def aclose(self) -> None:
+        if self._conn is not None:
+            conn, self._conn = self._conn, None
+            await conn.close()
+
+    def _take(self) -> float | None:
+        now = time.monotonic()
+        while self._free:
+            slot = self._free.popleft()
+            if now - slot <= self.tolerance:
+                return slot
+            self.forfeited += 1
+        return None
+
+    async def _reserve(self) -> None:
+        async with self._reserving:
+            if self._free:  # a reservation came back while we queued for the lock
+                return
+            now = time.monotonic()
+            while self._held and self._held[0] < now:
+                self._held.popleft()
+            if len(self._held) >= self.max_batch:
+                # We hold a batch ahead already: let its first slot pass first.
+                await asyncio.sleep(self._held[0] - now)
+                return
+            count = min(self.max_batch - len(self._held), max(1, self._waiting, self._expected()))
+            row = await self._execute(
+                QUERIES.reserve_send_slots,
+                {
+                    "phone_number_id": self._phone_number_id,
+                    "count": count,
+                    "spacing": self.spacing,
+                },
+            )
+            assert row is not None
+            # The database's "now" came before our "now": mapping its slots to
+            # our clock here can only make them late, never early.
+            first = time.monotonic() + max(0.0, row["first_slot_in"])
+            slots = [first + i * self.spacing for i in range(count)]
+            self._free.extend(slots)
+            self._held.extend(slots)
+            self.reservations += 1
+
+    def _expected(self) -> int:
+        """Slots this sender will likely ask for over the next batch: when the number
+        is far from its limit, few senders wait at once, and a round trip per send
+        would cost as much as the send. Slots it does not use lapse unused."""
+        if len(self._asked) < 2:
+            return 1
+        span = self._asked[-1] - self._asked[0]
+        rate = (len(self._asked) - 1) / span if span > 0 else 0.0
+        return int(rate * BATCH_SECONDS)
+
+    async def _execute(self, query: str, params: dict[str, Any]) -> DictRow | None:
+        # Its own connection, committing without waiting for the disk: a
+        # reservation lost in a database crash only lets the timeline restart
+        # from now, and the row's lock is held for microseconds, not a flush.
+        if self._conn is None:
+            self._conn = await psycopg.AsyncConnection.connect(
+                self._conninfo,
+                autocommit=True,
+                row_factory=dict_row,
+                options="-c synchronous_commit=off",
+            )
+            await self._conn.execute(QUERIES.pacer_row, {"phone_number_id": self._phone_number_id})
+        try:
+            cur = await self._conn.execute(query, params, prepare=True)
+            return await cur.fetchone() if cur.description else None
+        except psycopg.OperationalError:
+            await self.aclose()
+            raise
+
+
 class RateLimiter:
+    """At most ``rate`` sends per second in this process, evenly spaced.
+
+    Evenly spaced rather than bursty, because the platform counts messages per
+    second and a burst at the top of each second is what gets throttled. Sends
+    are spaced for slightly under the rate (``HEADROOM``), and no more than
+    that many pass in any sliding second of *actual* send times, so senders
+    that wake late together after the event loop stalled go out one interval
+    apart instead of in a burst.
+    """
+
     def __init__(self, rate: float, headroom: float = HEADROOM) -> None:
         if rate <= 0:
             raise ValueError("rate must be positive")
@@ -53,12 +235,13 @@ class RateLimiter:
             # from becoming a burst.
             if len(self._sent) == self._sent.maxlen:
                 slot = max(slot, self._sent[0] + WINDOW_SECONDS)
-            # asyncio may wake a timer up to its clock resolution early: wait
-            # until the slot has really come.
             while (now := time.monotonic()) < slot:  # noqa: ASYNC110 - a clock, not an event
                 await asyncio.sleep(slot - now)
             self._sent.append(now)
 
-    def back_off(self, seconds: float) -> None:
-        """The platform said slow down: no slot for anybody for ``seconds``."""
+    async def back_off(self, seconds: float) -> None:
+        """The platform said slow down: no slot for anybody in this process for ``seconds``."""
         self._next = max(self._next, time.monotonic() + seconds)
+
+    async def aclose(self) -> None:
+        """Nothing to close: the cap lives in this process."""

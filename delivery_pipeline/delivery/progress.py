@@ -28,6 +28,8 @@ class Event(enum.StrEnum):
     ABANDONED = "abandoned"  # detail: the abandon reason
     LOST_CLAIM = "lost_claim"  # another sender took it over
     RELEASED = "released"  # given back untouched (the sweep is stopping)
+    HELD_QUIET = "held_quiet"  # the person's quiet hours: due when they end
+    WAITED_TURN = "waited_turn"  # given back: another of the person's documents is being sent
     # Not about one document.
     UNKNOWN_OUTCOME = "unknown_outcome"  # a send whose answer never came
     STOPPED = "stopped"  # detail: why the whole sweep stopped
@@ -43,6 +45,8 @@ FINISHED = frozenset(
         Event.ABANDONED,
         Event.LOST_CLAIM,
         Event.RELEASED,
+        Event.WAITED_TURN,
+        Event.HELD_QUIET,
     }
 )
 

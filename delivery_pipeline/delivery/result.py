@@ -38,6 +38,10 @@ class SweepResult:
     unknown_outcomes: int = 0
     lost_claims: int = 0
     released: int = 0
+    # Claimed, then given back: another of the person's documents was being sent.
+    waited_turn: int = 0
+    # Held until the person's quiet hours end.
+    held_quiet: int = 0
     due_again: int = 0
     abandoned: Counter[AbandonReason] = field(default_factory=Counter)
     send_errors: Counter[str] = field(default_factory=Counter)
@@ -75,6 +79,10 @@ class SweepResult:
                 self.lost_claims += event.count
             case Event.RELEASED:
                 self.released += event.count
+            case Event.WAITED_TURN:
+                self.waited_turn += event.count
+            case Event.HELD_QUIET:
+                self.held_quiet += event.count
             case Event.UNKNOWN_OUTCOME:
                 self.unknown_outcomes += event.count
             case Event.STOPPED:
@@ -85,6 +93,24 @@ class SweepResult:
         values["abandoned"] = {str(reason): n for reason, n in self.abandoned.items()}
         values["send_errors"] = dict(self.send_errors)
         return values
+
+    @staticmethod
+    def total(results: list[dict[str, Any]]) -> dict[str, Any]:
+        """Several sweeps' ``as_dict()`` added up (parallel sweepers of one run)."""
+        total = SweepResult().as_dict()
+        stops = [r["stopped_by"] for r in results if r.get("stopped_by")]
+        for result in results:
+            for key, value in result.items():
+                if isinstance(value, int) and not isinstance(value, bool):
+                    total[key] += value
+                elif key in ("abandoned", "send_errors"):
+                    for name, n in value.items():
+                        total[key][name] = total[key].get(name, 0) + n
+                elif key == "retries":
+                    total["retries"].extend(value)
+        total["stopped_by"] = "; ".join(stops) or None
+        total["sweepers"] = len(results)
+        return total
 
 
 # Retries due within this many seconds are waited for by the sweep that

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from psycopg import AsyncConnection
-from psycopg.rows import DictRow, class_row
+from psycopg.rows import DictRow
 from psycopg_pool import AsyncConnectionPool
 
 from delivery_pipeline.model import AbandonReason, Action, ChunkState
@@ -24,27 +24,24 @@ from delivery_pipeline.watch.alerts import Alert, record_alert
 
 @dataclass(frozen=True)
 class Claim:
-    """A document this sweep holds, and what the eligibility function said to do."""
+    """A document this sweep holds, what the eligibility function said to do, and
+    what delivering it needs (the claim returns it: no second read)."""
 
     document_id: int
     action: Action
     token: uuid.UUID
-
-
-@dataclass(frozen=True)
-class ClaimedDocument:
-    id: int
     kind: str
-    for_date: dt.date | None
-    body: str
     chunk_limit: int | None
     delivery_attempts: int
     knock_sent_at: dt.datetime | None
-    claim_token: uuid.UUID
     person_id: int
     phone: str
     name: str
     locale: str
+    # Only while the ledger holds no chunk text: the first claim cuts it.
+    body: str | None
+    # The action is hold_quiet: when the person's quiet hours end.
+    quiet_until: dt.datetime | None = None
 
 
 @dataclass(frozen=True)
@@ -52,8 +49,28 @@ class LedgerRow:
     chunk_index: int
     state: ChunkState
     send_attempts: int
-    wa_message_id: str | None
+    callback_data: str | None
+    body: str | None  # None once sent, or when the caller gave the chunks
     ambiguous_age_seconds: float
+    written_now: bool  # stored by this begin (chunk 0 of a fresh ledger: fenced by it)
+
+
+@dataclass(frozen=True)
+class Ledger:
+    """What ``begin_delivery`` found: the chunks, or that the person is busy."""
+
+    person_busy: bool
+    rows: list[LedgerRow]
+
+
+@dataclass(frozen=True)
+class Advance:
+    """What ``advance_delivery`` did: is the claim ours, was the chunk fenced, is
+    the document delivered."""
+
+    ours: bool
+    fenced: bool
+    delivered: bool
 
 
 @dataclass(frozen=True)
@@ -69,8 +86,11 @@ class DeliveryStore:
         self, pool: AsyncConnectionPool[AsyncConnection[DictRow]], settings: DeliverySettings
     ) -> None:
         self.pool = pool
-        self._eligibility = {"lease": settings.lease, "service_window": settings.window}
+        self._eligibility = settings.eligibility
         self._chunk_limit = settings.chunk_limit
+        # A chunk renews the lease only once a quarter of it has gone: most
+        # documents take seconds, so most chunks write nothing to their document.
+        self._renew_after = settings.lease / 4
 
     async def _run(self, query: str, params: dict[str, Any]) -> list[DictRow]:
         async with self.pool.connection() as conn:
@@ -103,15 +123,32 @@ class DeliveryStore:
                 "chunk_limit": self._chunk_limit,
             },
         )
-        return [Claim(row["id"], Action(row["action"]), token) for row in rows]
-
-    async def claimed_document(self, claim: Claim) -> ClaimedDocument | None:
-        async with self.pool.connection() as conn:
-            cur = conn.cursor(row_factory=class_row(ClaimedDocument))
-            await cur.execute(
-                QUERIES.claimed_document, {"id": claim.document_id, "token": claim.token}
+        return [
+            Claim(
+                document_id=row["id"],
+                action=Action(row["action"]),
+                token=token,
+                kind=row["kind"],
+                chunk_limit=row["chunk_limit"],
+                delivery_attempts=row["delivery_attempts"],
+                knock_sent_at=row["knock_sent_at"],
+                person_id=row["person_id"],
+                phone=row["phone"],
+                name=row["name"],
+                locale=row["locale"],
+                body=row["body"],
+                quiet_until=row["quiet_until"],
             )
-            return await cur.fetchone()
+            for row in rows
+        ]
+
+    async def hold_quiet(self, claim: Claim) -> bool:
+        """Give the document back until the person's quiet hours end; False: claim lost."""
+        row = await self._one(
+            QUERIES.hold_quiet,
+            {"document_id": claim.document_id, "token": claim.token, "until": claim.quiet_until},
+        )
+        return row is not None
 
     async def release(self, claim: Claim) -> None:
         await self._run(
@@ -146,32 +183,69 @@ class DeliveryStore:
 
     # ── the ledger ─────────────────────────────────────────────────────
 
-    async def ledger(self, document_id: int) -> dict[int, LedgerRow]:
-        async with self.pool.connection() as conn:
-            cur = conn.cursor(row_factory=class_row(LedgerRow))
-            await cur.execute(QUERIES.document_chunks_with_age, {"document_id": document_id})
-            return {row.chunk_index: row for row in await cur.fetchall()}
-
-    async def fence(
-        self, claim: Claim, index: int, callback: str, *, resend_ambiguous: bool
-    ) -> bool:
-        """Record chunk ``index`` as sending if our claim still holds; False: stop."""
-        row = await self._one(
-            QUERIES.fence_chunk,
+    async def begin(
+        self, claim: Claim, chunks: list[str] | None, tags: list[str] | None
+    ) -> Ledger | None:
+        """Store the chunks with the tags of their first attempts (first claim; chunk 0
+        fenced) and read the ledger. None: the claim is lost."""
+        rows = await self._run(
+            QUERIES.begin_delivery,
             {
                 "document_id": claim.document_id,
                 "token": claim.token,
-                "chunk_index": index,
-                "callback_data": callback,
-                "resend_ambiguous": resend_ambiguous,
+                "chunks": chunks,
+                "tags": tags,
+                "lease": self._eligibility["lease"],
             },
         )
-        return row is not None
-
-    async def chunk_sent(self, claim: Claim, index: int, callback: str, wamid: str) -> None:
-        await self._run(
-            QUERIES.chunk_sent, {**_chunk(claim, index, callback), "wa_message_id": wamid}
+        if not rows:
+            return None
+        if rows[0]["person_busy"]:
+            return Ledger(person_busy=True, rows=[])
+        return Ledger(
+            person_busy=False,
+            rows=[
+                LedgerRow(
+                    chunk_index=row["chunk_index"],
+                    state=ChunkState(row["state"]),
+                    send_attempts=row["send_attempts"],
+                    callback_data=row["callback_data"],
+                    body=row["body"],
+                    ambiguous_age_seconds=row["ambiguous_age_seconds"],
+                    written_now=row["written_now"],
+                )
+                for row in rows
+            ],
         )
+
+    async def advance(
+        self,
+        claim: Claim,
+        *,
+        sent: tuple[int, str, str] | None = None,
+        fence: tuple[int, str] | None = None,
+        resend_ambiguous: bool = False,
+        finish: bool = False,
+    ) -> Advance:
+        """One round trip: record ``sent`` (index, callback, message id) as accepted, then
+        fence ``fence`` (index, callback) or, with ``finish``, mark the document delivered."""
+        row = await self._one(
+            QUERIES.advance_delivery,
+            {
+                "document_id": claim.document_id,
+                "token": claim.token,
+                "sent_index": sent[0] if sent else None,
+                "sent_callback": sent[1] if sent else None,
+                "wa_message_id": sent[2] if sent else None,
+                "next_index": fence[0] if fence else None,
+                "next_callback": fence[1] if fence else None,
+                "resend_ambiguous": resend_ambiguous,
+                "finish": finish,
+                "renew_after": self._renew_after,
+            },
+        )
+        assert row is not None
+        return Advance(ours=row["ours"], fenced=row["fenced"], delivered=row["delivered"])
 
     async def chunk_failed(
         self, claim: Claim, index: int, callback: str, error_code: int | None
@@ -182,13 +256,6 @@ class DeliveryStore:
 
     async def chunk_unknown(self, claim: Claim, index: int, callback: str) -> None:
         await self._run(QUERIES.chunk_unknown, _chunk(claim, index, callback))
-
-    async def mark_delivered(self, claim: Claim, chunk_count: int) -> bool:
-        row = await self._one(
-            QUERIES.mark_delivered,
-            {"document_id": claim.document_id, "token": claim.token, "chunk_count": chunk_count},
-        )
-        return row is not None
 
     # ── the person ─────────────────────────────────────────────────────
 

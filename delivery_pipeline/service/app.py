@@ -292,10 +292,11 @@ def create_app(settings: Settings, database_url: str) -> Starlette:
         client = CloudApiClient.from_settings(settings)
         review_token = secret(settings.review.token)
         webserver = settings.service.dagster_webserver_url
+        engine = DeliveryEngine(settings, pool, client)
         service = Service(
             settings,
             pool,
-            DeliveryEngine(settings, pool, client),
+            engine,
             review_sessions=Sessions(review_token) if review_token else None,
             recorder=Recorder(pool, webserver) if webserver else None,
         )
@@ -326,6 +327,7 @@ def create_app(settings: Settings, database_url: str) -> Starlette:
             for task in background:
                 task.cancel()
             await asyncio.gather(*background, return_exceptions=True)
+            await engine.aclose()
             await client.aclose()
             await pool.close()
 

@@ -210,12 +210,16 @@ def _status_event(status: dict[str, Any], outcome: WebhookOutcome) -> dict[str, 
         return None
     errors = dicts(status.get("errors"))
     error = from_error_object(errors[0]) if errors else None
+    callback = text_or_none(status.get("biz_opaque_callback_data"))
+    tag = parse_chunk(callback)
     return {
         "wa_message_id": wamid,
         "status": state,
         "occurred_at": parse_timestamp(status.get("timestamp")).isoformat(),
         "recipient_id": text_or_none(status.get("recipient_id")),
-        "callback_data": text_or_none(status.get("biz_opaque_callback_data")),
+        "callback_data": callback,
+        "document_id": tag.document_id if tag else None,
+        "chunk_index": tag.chunk_index if tag else None,
         "error_code": error.code if error else None,
         "error_title": error.message[:500] if error else None,
         "payload": status,

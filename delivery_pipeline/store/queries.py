@@ -65,6 +65,7 @@ class Queries:
     migrations_applied: str
     migrations_record: str
     insert_person: str
+    set_quiet_hours: str
     person_by_id: str
     person_by_phone: str
     list_people: str
@@ -78,14 +79,12 @@ class Queries:
     guard_exists: str
     eligible_ids: str
     claim_batch: str
-    claimed_document: str
-    document_chunks_with_age: str
-    fence_chunk: str
-    chunk_sent: str
+    begin_delivery: str
+    advance_delivery: str
     chunk_failed: str
     chunk_unknown: str
-    mark_delivered: str
     release_for_retry: str
+    hold_quiet: str
     release_claim: str
     abandon_document: str
     reserve_knock: str
@@ -98,6 +97,10 @@ class Queries:
     pause_sender: str
     resume_sender: str
     sender_state: str
+    pacer_row: str
+    reserve_send_slots: str
+    pacer_state: str
+    throttle_pacer: str
     alert_lock: str
     last_alert: str
     insert_alert: str

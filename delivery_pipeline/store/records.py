@@ -14,6 +14,7 @@ from typing import Any
 import psycopg
 
 from delivery_pipeline.model import Kind, Locale, e164
+from delivery_pipeline.settings import QUIET_HOURS
 from delivery_pipeline.store.queries import QUERIES
 
 Row = dict[str, Any]
@@ -60,8 +61,14 @@ def add_person(
     time_zone: str = "UTC",
     brief_opt_in: bool = False,
     brief_local_time: str = "07:00",
+    quiet_hours: str | None = None,
 ) -> Row:
     number = parse_phone(phone)
+    if quiet_hours is not None and not QUIET_HOURS.match(quiet_hours):
+        raise InputError(
+            f"quiet hours {quiet_hours!r} are not local HH:MM-HH:MM (like 22:00-07:30; "
+            "00:00-00:00 for none)"
+        )
     if locale not in frozenset(Locale):
         raise InputError(f"locale must be one of {', '.join(Locale)}, got {locale!r}")
     try:
@@ -87,6 +94,11 @@ def add_person(
         },
     ).fetchone()
     assert person is not None
+    if quiet_hours is not None:
+        person = conn.execute(
+            QUERIES.set_quiet_hours, {"person_id": person["id"], "quiet_hours": quiet_hours}
+        ).fetchone()
+        assert person is not None
     return dict(person)
 
 

@@ -218,8 +218,7 @@ def check_undelivered(conn: psycopg.Connection[DictRow], s: Settings) -> CheckRe
     rows = conn.execute(
         QUERIES.check_undelivered,
         {
-            "lease": _interval(s.delivery.lease_seconds),
-            "service_window": _interval(s.delivery.window_seconds),
+            **s.delivery.eligibility,
             "warn": _interval(s.checks.undelivered_warn_seconds),
             "error": _interval(s.checks.undelivered_error_seconds),
             "slow": _interval(s.checks.undelivered_slow_seconds),

@@ -1,9 +1,13 @@
-"""Cloud API client: text and template sends over httpx, typed errors.
+"""Cloud API client: text and template sends over aiohttp, typed errors.
 
 A success means *accepted* (a wamid came back), not delivered. Errors come back
 as the classes in ``errors``; a timeout after the request left is
 ``SendOutcomeUnknown``, distinct from a refusal and from a request that never
 left (``SendNotAttempted``).
+
+aiohttp rather than httpx: a send is the engine's most frequent operation, and
+on this project's machine aiohttp (C parser, no anyio layer) costs an order of
+magnitude less CPU per request (docs/benchmarks.md).
 """
 
 from __future__ import annotations
@@ -12,7 +16,7 @@ import asyncio
 import json
 from typing import Any
 
-import httpx
+import aiohttp
 
 from delivery_pipeline.settings import Settings
 from delivery_pipeline.whatsapp.errors import (
@@ -24,7 +28,13 @@ from delivery_pipeline.whatsapp.errors import (
     from_error_object,
 )
 
-MAX_CONNECTIONS = 32
+# A cap on one process's connections to the API (aiohttp's cost per request
+# does not grow with its pool, unlike httpcore's did: docs/benchmarks.md).
+MAX_CONNECTIONS = 128
+# Idle connections are dropped well before a server's keep-alive timeout
+# (uvicorn's is 5 s): reusing one the server is closing turns a send into an
+# "outcome unknown" for no reason.
+KEEPALIVE_SECONDS = 2.0
 
 
 class CloudApiClient:
@@ -39,27 +49,22 @@ class CloudApiClient:
         api_version: str = "v25.0",
         timeout: float = 10.0,
         max_connections: int = 100,
-        transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
         self._number_url = f"{base_url.rstrip('/')}/{api_version}/{phone_number_id}"
         self._url = f"{self._number_url}/messages"
-        # Requests beyond the pool wait here, not in httpcore, whose queue
-        # costs O(waiting × connections) per request (profiled: most of the
-        # CPU at concurrency 192).
-        self._slots = asyncio.Semaphore(max_connections)
-        self._http = httpx.AsyncClient(
-            headers={"Authorization": f"Bearer {access_token}"},
-            timeout=httpx.Timeout(timeout, connect=min(timeout, 5.0)),
-            # Idle connections are dropped well before a server's keep-alive
-            # timeout (uvicorn's is 5 s): reusing one the server is closing
-            # turns a send into an "outcome unknown" for no reason.
-            limits=httpx.Limits(
-                max_connections=max_connections,
-                max_keepalive_connections=max_connections,
-                keepalive_expiry=2.0,
-            ),
-            transport=transport,
+        self._headers = {
+            "Authorization": f"Bearer {access_token}",
+            "Content-Type": "application/json",
+        }
+        # Per operation, as a read of the answer or a connect, not per send:
+        # a connect that times out never sent anything.
+        self._timeout = aiohttp.ClientTimeout(
+            total=None, connect=None, sock_connect=min(timeout, 5.0), sock_read=timeout
         )
+        self._max_connections = max_connections
+        # Requests beyond the pool wait here, never inside the connector.
+        self._slots = asyncio.Semaphore(max_connections)
+        self._session: aiohttp.ClientSession | None = None
 
     @classmethod
     def from_settings(
@@ -72,9 +77,6 @@ class CloudApiClient:
             whatsapp.access_token.get_secret_value(),
             api_version=whatsapp.api_version,
             timeout=whatsapp.send_timeout,
-            # httpcore scans its whole pool on every request: more connections
-            # than this made one process CPU-bound (docs/benchmarks.md); scale
-            # out with processes instead.
             max_connections=min(
                 max_connections or max(settings.delivery.concurrency, 10), MAX_CONNECTIONS
             ),
@@ -87,7 +89,21 @@ class CloudApiClient:
         await self.aclose()
 
     async def aclose(self) -> None:
-        await self._http.aclose()
+        if self._session is not None:
+            session, self._session = self._session, None
+            await session.close()
+
+    def _http(self) -> aiohttp.ClientSession:
+        # Made on first use, inside the event loop that will use it.
+        if self._session is None:
+            self._session = aiohttp.ClientSession(
+                headers=self._headers,
+                timeout=self._timeout,
+                connector=aiohttp.TCPConnector(
+                    limit=self._max_connections, keepalive_timeout=KEEPALIVE_SECONDS
+                ),
+            )
+        return self._session
 
     async def send_text(self, to: str, body: str, *, callback_data: str | None = None) -> str:
         """Send a free-form text; returns the wamid."""
@@ -134,46 +150,46 @@ class CloudApiClient:
 
         Raises the classified ``CloudApiError`` (190: the token, 100: the
         number id), or ``ApiUnreachable``."""
+        params = {"fields": "id,display_phone_number,verified_name"}
         try:
-            response = await self._http.get(
-                self._number_url, params={"fields": "id,display_phone_number,verified_name"}
-            )
-        except httpx.TransportError as exc:
+            async with self._http().get(self._number_url, params=params) as response:
+                status, raw = response.status, await response.read()
+        except (aiohttp.ClientError, TimeoutError) as exc:
             raise ApiUnreachable(
                 f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
             ) from exc
-        body = _json_or_none(response)
-        if response.status_code == 200 and isinstance(body, dict):
+        body = _json_or_none(raw)
+        if status == 200 and isinstance(body, dict):
             return body
-        raise _error_of(response, body)
+        raise _error_of(status, raw, body)
 
     async def _post(self, payload: dict[str, Any]) -> str:
+        body = json.dumps(payload).encode()
         try:
-            async with self._slots:
-                response = await self._http.post(self._url, json=payload)
-        except (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout) as exc:
+            async with self._slots, self._http().post(self._url, data=body) as response:
+                return _parse_response(response.status, await response.read())
+        except (aiohttp.ClientConnectorError, aiohttp.ConnectionTimeoutError) as exc:
             raise SendNotAttempted(f"{type(exc).__name__}: {exc}") from exc
         except (
-            httpx.ReadTimeout,
-            httpx.WriteTimeout,
-            httpx.WriteError,
-            httpx.ReadError,
-            httpx.RemoteProtocolError,
+            aiohttp.ServerTimeoutError,
+            aiohttp.ServerDisconnectedError,
+            aiohttp.ClientPayloadError,
+            aiohttp.ClientOSError,
+            TimeoutError,
         ) as exc:
             raise SendOutcomeUnknown(f"{type(exc).__name__}: {exc}") from exc
-        return _parse_response(response)
 
 
-def _json_or_none(response: httpx.Response) -> Any:
+def _json_or_none(raw: bytes) -> Any:
     try:
-        return response.json()
+        return json.loads(raw)
     except (json.JSONDecodeError, UnicodeDecodeError):
         return None
 
 
-def _parse_response(response: httpx.Response) -> str:
-    body = _json_or_none(response)
-    if response.status_code == 200 and isinstance(body, dict):
+def _parse_response(status: int, raw: bytes) -> str:
+    body = _json_or_none(raw)
+    if status == 200 and isinstance(body, dict):
         messages = body.get("messages")
         if isinstance(messages, list) and messages and isinstance(messages[0], dict):
             wamid = messages[0].get("id")
@@ -182,19 +198,17 @@ def _parse_response(response: httpx.Response) -> str:
         # 200 without a message id: the platform said yes but we cannot tie
         # it to anything; treat it as an ambiguous outcome.
         raise SendOutcomeUnknown(f"HTTP 200 without a message id: {str(body)[:200]}")
-    raise _error_of(response, body)
+    raise _error_of(status, raw, body)
 
 
-def _error_of(response: httpx.Response, body: Any) -> CloudApiError:
-    """The classified error of a response that is not a success."""
+def _error_of(status: int, raw: bytes, body: Any) -> CloudApiError:
+    """The classified error of an answer that is not a success."""
     if isinstance(body, dict) and isinstance(body.get("error"), dict):
-        return from_error_object(body["error"], response.status_code)
-    if response.status_code >= 500:
-        return TransientError(
-            code=None, message=f"HTTP {response.status_code}", http_status=response.status_code
-        )
+        return from_error_object(body["error"], status)
+    if status >= 500:
+        return TransientError(code=None, message=f"HTTP {status}", http_status=status)
     return CloudApiError(
         code=None,
-        message=f"HTTP {response.status_code}: {response.text[:200]}",
-        http_status=response.status_code,
+        message=f"HTTP {status}: {raw[:200].decode(errors='replace')}",
+        http_status=status,
     )

@@ -52,7 +52,9 @@ def resources_for(
     """Every resource the definitions use (``build_resources``), from ``settings``
     (default: the defaults, never the process environment), pointed at the test
     database, the sandbox and the webhook service (each unset: nowhere)."""
-    settings = (settings or Settings()).replace(database={"database_url": database_url})
+    settings = (settings or Settings().replace(delivery={"quiet_hours": ""})).replace(
+        database={"database_url": database_url}
+    )
     whatsapp = settings.whatsapp.model_dump(exclude=set(WhatsAppSettings.secret_fields()))
     return {
         **build_resources(settings),

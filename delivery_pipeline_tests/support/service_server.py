@@ -74,7 +74,8 @@ def service_env(database_url: str, api_base_url: str, **extra: Any) -> dict[str,
             "WHATSAPP_APP_SECRET": APP_SECRET,
             "WHATSAPP_VERIFY_TOKEN": VERIFY_TOKEN,
             "DELIVERY_INTERNAL_TOKEN": INTERNAL_TOKEN,
-            "DELIVERY_RATE_LIMIT": "2000",
+            "DELIVERY_QUIET_HOURS": "off",
+            "WHATSAPP_THROUGHPUT_LIMIT": "2000",
             "DELIVERY_BACKOFF_BASE_SECONDS": "0.05",
         }
     )
