@@ -157,6 +157,27 @@ def seed_ready_documents(
     return [f"{phone_prefix}{i:07d}" for i in range(1, count + 1)]
 
 
+def seed_pending_documents(url: str, count: int, phone_prefix: str) -> list[tuple[str, int]]:
+    """``count`` people (window open in our DB) with one document each, pending
+    generation; returns (phone, document id) pairs."""
+    from delivery_pipeline.store.db import connect
+
+    with connect(url) as conn:
+        conn.execute(
+            """INSERT INTO people (phone, name, last_inbound_at)
+               SELECT %(prefix)s || lpad(g::text, 7, '0'), 'P' || g, now()
+               FROM generate_series(1, %(n)s) g""",
+            {"prefix": phone_prefix, "n": count},
+        )
+        rows = conn.execute(
+            """INSERT INTO documents (person_id, kind)
+               SELECT id, 'plan' FROM people WHERE phone LIKE %(like)s ORDER BY id
+               RETURNING id, (SELECT phone FROM people p WHERE p.id = person_id) AS phone""",
+            {"like": phone_prefix + "%"},
+        ).fetchall()
+    return [(r["phone"], r["id"]) for r in rows]
+
+
 def undelivered(url: str, prefix: str) -> int:
     """Documents of the people whose phones start with ``prefix`` not delivered yet."""
     from delivery_pipeline.store.db import connect

@@ -15,10 +15,15 @@ import argparse
 import datetime as dt
 import time
 
-from _common import percentile, scratch_database, write_section
+from _common import (
+    open_windows,
+    percentile,
+    scratch_database,
+    seed_pending_documents,
+    write_section,
+)
 
 from delivery_pipeline.store.db import connect
-from delivery_pipeline.store.queries import QUERIES
 from delivery_pipeline_tests.support.sandbox_server import start_sandbox
 from delivery_pipeline_tests.support.service_server import start_service
 
@@ -34,33 +39,9 @@ def main() -> None:
     with scratch_database() as url, start_sandbox() as sandbox, start_service(url, sandbox.url):
         sandbox.faults(pair_rate_enabled=False, throughput_limit=0, statuses_enabled=False)
         made_ready: dict[str, dt.datetime] = {}
+        pending = seed_pending_documents(url, args.documents, "+1555")
+        open_windows(sandbox.url, [phone for phone, _ in pending])
         with connect(url) as conn:
-            pending = []
-            for i in range(args.documents):
-                phone = f"+1555{i:07d}"
-                person = conn.execute(
-                    QUERIES.insert_person,
-                    {
-                        "phone": phone,
-                        "name": f"P{i}",
-                        "locale": "en",
-                        "time_zone": "UTC",
-                        "brief_opt_in": False,
-                        "brief_local_time": dt.time(7),
-                    },
-                ).fetchone()
-                assert person is not None
-                conn.execute(
-                    "UPDATE people SET last_inbound_at = now() WHERE id = %(id)s",
-                    {"id": person["id"]},
-                )
-                sandbox.say(phone, "hi")
-                doc = conn.execute(
-                    QUERIES.insert_pending_document,
-                    {"person_id": person["id"], "kind": "plan", "for_date": None},
-                ).fetchone()
-                assert doc is not None
-                pending.append((phone, doc["id"]))
             time.sleep(1.0)  # the service is idle and listening
             for phone, document_id in pending:
                 row = conn.execute(
