@@ -132,12 +132,25 @@ def median(values: list[float]) -> float:
 
 
 def seed_ready_documents(
-    url: str, count: int, body: str, phone_prefix: str, inbound_age_seconds: float | None = 60
+    url: str,
+    count: int,
+    body: str,
+    phone_prefix: str,
+    inbound_age_seconds: float | None = 60,
+    *,
+    sandbox_url: str | None = None,
 ) -> list[str]:
     """``count`` people (window open in our DB) with one ready document each, set-based.
 
+    With ``sandbox_url`` their windows open in the sandbox first: a running
+    webhook service LISTENs and sweeps a document the moment it is ready, and
+    would knock on a window the sandbox still thinks closed.
     Phones are ``phone_prefix`` + 7 digits; returns them in document-id order."""
     from delivery_pipeline.store.db import connect
+
+    phones = [f"{phone_prefix}{i:07d}" for i in range(1, count + 1)]
+    if sandbox_url is not None and inbound_age_seconds is not None:
+        open_windows(sandbox_url, phones, age_seconds=inbound_age_seconds)
 
     with connect(url) as conn:
         conn.execute(
@@ -154,7 +167,7 @@ def seed_ready_documents(
                WHERE phone LIKE %(like)s ORDER BY id""",
             {"body": body, "like": phone_prefix + "%"},
         )
-    return [f"{phone_prefix}{i:07d}" for i in range(1, count + 1)]
+    return phones
 
 
 def seed_pending_documents(url: str, count: int, phone_prefix: str) -> list[tuple[str, int]]:

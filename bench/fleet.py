@@ -36,7 +36,6 @@ from _common import (
     cpu_seconds,
     figures_comment,
     inbox_report,
-    open_windows,
     rates,
     scratch_database,
     seed_ready_documents,
@@ -120,8 +119,7 @@ def fleet_run(
     sandbox.reset()
     sandbox.faults(latency_ms=latency_ms, throughput_limit=limit, pair_rate_enabled=True)
     prefix = f"+1{next(_prefixes)}"
-    phones = seed_ready_documents(url, docs, plan_body(9), prefix)
-    open_windows(sandbox.url, phones)
+    phones = seed_ready_documents(url, docs, plan_body(9), prefix, sandbox_url=sandbox.url)
     texts = chunk_text(plan_body(9), 4096)
     with connect(url) as conn:
         conn.execute("VACUUM ANALYZE")

@@ -38,7 +38,6 @@ from _common import (
     figures_comment,
     inbox_report,
     median,
-    open_windows,
     rates,
     scratch_database,
     seed_ready_documents,
@@ -80,8 +79,7 @@ def deliver_batch(
     sandbox.faults(latency_ms=latency_ms, throughput_limit=limit, pair_rate_enabled=True)
     body = plan_body(chunks)
     prefix = f"+1{next(_run_counter)}"
-    phones = seed_ready_documents(url, docs, body, prefix)
-    open_windows(sandbox.url, phones)
+    phones = seed_ready_documents(url, docs, body, prefix, sandbox_url=sandbox.url)
     texts = chunk_text(body, 4096)
     settings = Settings.from_env().replace(
         whatsapp={"api_base_url": sandbox.url, "throughput_limit": rate},
@@ -189,8 +187,9 @@ def one_plan(url: str, sandbox, *, chunks: int, latency_ms: float, repeats: int)
     sandbox.reset()
     sandbox.faults(latency_ms=latency_ms, throughput_limit=80, pair_rate_enabled=True)
     for _ in range(repeats):
-        phones = seed_ready_documents(url, 1, plan_body(chunks), f"+1{next(_run_counter)}")
-        open_windows(sandbox.url, phones)
+        seed_ready_documents(
+            url, 1, plan_body(chunks), f"+1{next(_run_counter)}", sandbox_url=sandbox.url
+        )
         settings = Settings.from_env().replace(
             whatsapp={"api_base_url": sandbox.url, "throughput_limit": 80},
             delivery={"concurrency": 16},

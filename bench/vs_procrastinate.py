@@ -55,7 +55,6 @@ from _common import (
     figures_comment,
     inbox_report,
     median,
-    open_windows,
     rates,
     run_with_cpu,
     scratch_database,
@@ -145,8 +144,7 @@ def prepare(
     if webhook_url:
         sandbox.faults(webhook_url=webhook_url, app_secret=APP_SECRET)
     prefix = f"+1{next(_prefixes)}"
-    phones = seed_ready_documents(url, docs, plan_body(chunks), prefix)
-    open_windows(sandbox.url, phones)
+    phones = seed_ready_documents(url, docs, plan_body(chunks), prefix, sandbox_url=sandbox.url)
     with connect(url) as conn:
         # Earlier runs' vacuum and checkpoint work is not this run's.
         conn.execute("VACUUM ANALYZE")
@@ -231,6 +229,15 @@ def rate_run(
     return figures
 
 
+# Ambiguous chunks: with status webhooks a 5 s grace lets the statuses settle
+# them first; without, grace 0 resends every one at once.
+CRASH_DELIVERY_ENV = {
+    "DELIVERY_UNKNOWN_GRACE_SECONDS": "5",
+    "DELIVERY_UNKNOWN_POLICY": "resend",
+    "DELIVERY_BACKOFF_BASE_SECONDS": "0.2",
+}
+
+
 def crash_run(
     system: str,
     url: str,
@@ -250,9 +257,10 @@ def crash_run(
     prefix, phones = prepare(url, sandbox, docs, latency_ms, 1000, webhook_url)
     rate = 1000  # ours: the number's limit, shared; theirs: hand-divided below
     extra = {
-        "DELIVERY_UNKNOWN_GRACE_SECONDS": "5" if webhooks else "0",
-        "DELIVERY_UNKNOWN_POLICY": "resend",
-        "DELIVERY_BACKOFF_BASE_SECONDS": "0.2",
+        **CRASH_DELIVERY_ENV,
+        "DELIVERY_UNKNOWN_GRACE_SECONDS": CRASH_DELIVERY_ENV["DELIVERY_UNKNOWN_GRACE_SECONDS"]
+        if webhooks
+        else "0",
     }
     if system == "theirs":
         run(theirs_cmd(url, sandbox.url, rate / processes, concurrency, "defer", prefix))
@@ -433,7 +441,10 @@ def main() -> None:
         for webhooks in (False, True) if args.crash_docs else ():
             svc = None
             if webhooks:
-                svc = start_service(url, sandbox.url)
+                # The service LISTENs and sweeps too (every lease the kills
+                # leave behind, every document made ready): the same delivery
+                # settings as the sweep processes.
+                svc = start_service(url, sandbox.url, **CRASH_DELIVERY_ENV)
             try:
                 for system in ("ours", "theirs"):
                     if system == "theirs" and webhooks:

@@ -120,3 +120,19 @@ def test_duplicate_brief_for_a_day_is_refused(database_url, db):
     assert run(database_url, *args, stdin="Brief.").returncode == 0
     second = run(database_url, *args, stdin="Brief again.")
     assert second.returncode == 2 and "already has a brief" in second.stderr
+
+
+def test_a_sweep_process_starts_without_the_heavy_libraries():
+    # Every sweep is a process (the CLI, DELIVERY_SWEEPERS, Dagster ops); the
+    # benchmarks count its start-up in the CPU per message. pandas and Dagster
+    # belong to the checks and the UI, not to sending.
+    import subprocess
+    import sys
+
+    probe = (
+        "import sys; import delivery_pipeline.cli.main, delivery_pipeline.cli.sweep; "
+        "main = sys.modules['delivery_pipeline.cli.main']; main.build_parser(); "
+        "print(sorted(m for m in ('pandas', 'dagster', 'httpx', 'jinja2') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]", out.stdout

@@ -190,7 +190,7 @@ def cmd_documents_reject(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_documents_awaiting_review(args: argparse.Namespace, settings: Settings) -> int:
-    from delivery_pipeline.watch.backlog import format_age
+    from delivery_pipeline.watch.ages import format_age
 
     with connect(_database_url(settings)) as conn:
         waiting = awaiting_review(conn, limit=args.limit)

@@ -20,7 +20,7 @@ from delivery_pipeline.cli.failures import ExitCode
 from delivery_pipeline.settings import Settings
 from delivery_pipeline.store.db import connect, resolve_database_url
 from delivery_pipeline.store.queries import QUERIES
-from delivery_pipeline.watch.backlog import format_age
+from delivery_pipeline.watch.ages import format_age
 from delivery_pipeline.whatsapp.errors import remedy
 
 ERROR_SHOWN = 60

@@ -24,7 +24,7 @@ from delivery_pipeline.delivery.sweep import SweepNotStarted, sweep_sync
 from delivery_pipeline.settings import Settings
 from delivery_pipeline.store.db import connect, resolve_database_url, with_application_name
 from delivery_pipeline.store.queries import QUERIES
-from delivery_pipeline.watch.backlog import format_age
+from delivery_pipeline.watch.ages import format_age
 from delivery_pipeline.watch.delivery_events import CLI_SOURCE
 
 # Retries listed one per line; the rest are counted (``documents show`` has each).

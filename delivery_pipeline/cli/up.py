@@ -28,7 +28,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-import httpx
 
 from delivery_pipeline.cli.failures import require_free_port
 from delivery_pipeline.model import Kind
@@ -227,6 +226,10 @@ class Child:
     def ready(self) -> bool:
         if self.ready_url is None:
             return True
+        # Imported here: every CLI command builds this module's parser, and
+        # only `up` probes readiness.
+        import httpx
+
         try:
             return httpx.get(self.ready_url, timeout=1.0).status_code < 500
         except httpx.HTTPError:

@@ -44,7 +44,7 @@ from delivery_pipeline.store.review import (
     decide_async,
     explain,
 )
-from delivery_pipeline.watch.backlog import format_age
+from delivery_pipeline.watch.ages import format_age
 
 if TYPE_CHECKING:
     from delivery_pipeline.service.app import Service

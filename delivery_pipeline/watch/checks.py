@@ -31,7 +31,7 @@ from delivery_pipeline.model import EXPECTED_ABANDON_REASONS
 from delivery_pipeline.settings import Settings
 from delivery_pipeline.store.queries import QUERIES
 from delivery_pipeline.watch.alerts import AlertChannel
-from delivery_pipeline.watch.backlog import format_age
+from delivery_pipeline.watch.ages import format_age
 
 
 class Severity(enum.StrEnum):
