@@ -16,6 +16,7 @@ import re
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 
 from _common import BENCHMARKS_MD, REPO, read_figures, read_section, write_section
 
@@ -45,94 +46,114 @@ def _num(text: str) -> float:
     return float(re.sub(r"[^0-9.\-]", "", text.split("(")[0]))
 
 
+def at_most(limit: float) -> Callable[[float], bool]:
+    return lambda v: v <= limit
+
+
+def at_least(limit: float) -> Callable[[float], bool]:
+    return lambda v: v >= limit
+
+
 def summary_rows() -> list[tuple[str, str, str, bool | None]]:
     rows: list[tuple[str, str, str, bool | None]] = []
 
-    def add(figure: str, target: str, value: float | None, fmt: str, ok: bool | None) -> None:
-        rows.append(
-            (
-                figure,
-                target,
-                "not run" if value is None else fmt.format(value),
-                None if value is None else ok,
-            )
-        )
+    def add(
+        figure: str,
+        target: str,
+        value: float | None,
+        fmt: str,
+        met: Callable[[float], bool] | None = None,
+        scale: float = 1.0,
+    ) -> None:
+        """One row; ``met`` judges the value (None: a figure to report, no target)."""
+        if value is None:
+            rows.append((figure, target, "not run", None))
+            return
+        shown = float(value) * scale
+        rows.append((figure, target, fmt.format(shown), None if met is None else met(shown)))
 
     t = read_figures("throughput") or {}
-    v = t.get("share_80")
     add(
         "throughput at 80 msg/s, 150 ms latency (steady, share of limit)",
         "≥ 95 %",
-        None if v is None else 100 * float(v),
+        t.get("share_80"),
         "{:.1f} %",
-        v is not None and float(v) >= 0.95,
+        at_least(95),
+        scale=100,
     )
-    v = t.get("throttled_80")
-    add("throttling errors at 80 msg/s (all runs)", "0", v, "{:.0f}", v == 0)
-    v = t.get("rate_fast")
+    add(
+        "throttling errors at 80 msg/s (all runs)", "0", t.get("throttled_80"), "{:.0f}", at_most(0)
+    )
     add(
         f"throughput with the limit at {t.get('fast_limit', 1000):,} msg/s (steady)",
         "report (as close as the machine allows)",
-        v,
+        t.get("rate_fast"),
         "{:.0f} msg/s",
-        None,
     )
-    v = t.get("one_plan_s")
     add(
         "one nine-chunk plan at 150 ms latency, wall",
         "≤ 1.6 s",
-        v,
+        t.get("one_plan_s"),
         "{:.2f} s",
-        v is not None and float(v) <= 1.6,
+        at_most(1.6),
     )
     f = read_figures("fleet") or {}
-    v = f.get("fleet_throttled_80")
     add(
         "fleet (4 sweeps + service) at an 80 msg/s number: throttling refusals (130429)",
         "0",
-        v,
+        f.get("fleet_throttled_80"),
         "{:.0f}",
-        v == 0,
+        at_most(0),
     )
-    v = f.get("fleet_share_80")
     add(
         "fleet at an 80 msg/s number: aggregate steady rate, share of the limit",
         "≥ 95 %",
-        None if v is None else 100 * float(v),
+        f.get("fleet_share_80"),
         "{:.1f} %",
-        v is not None and float(v) >= 0.95,
+        at_least(95),
+        scale=100,
     )
-    v = f.get("fleet_rate_1000")
-    add("fleet at a 1,000 msg/s number: aggregate steady rate", "report", v, "{:.0f} msg/s", None)
-    v = f.get("fleet_throttled_1000")
-    add("fleet at a 1,000 msg/s number: 130429", "0", v, "{:.0f}", v == 0)
+    add(
+        "fleet at a 1,000 msg/s number: aggregate steady rate",
+        "report",
+        f.get("fleet_rate_1000"),
+        "{:.0f} msg/s",
+    )
+    add(
+        "fleet at a 1,000 msg/s number: 130429",
+        "0",
+        f.get("fleet_throttled_1000"),
+        "{:.0f}",
+        at_most(0),
+    )
     for k, rate in sorted((f.get("scale") or {}).items(), key=lambda kv: int(kv[0])):
         add(
             f"scale at a 1,000 msg/s number, {k} sweep process(es): aggregate",
             "≥ 400 msg/s with 4" if k == "4" else "report",
             rate,
             "{:.0f} msg/s",
-            float(rate) >= 400 if k == "4" else None,
+            at_least(400) if k == "4" else None,
         )
-    v = f.get("pacer_per_msg_1000")
-    add("pacer round trips per message (fleet, 1,000 msg/s)", "report", v, "{:.2f}", None)
+    add(
+        "pacer round trips per message (fleet, 1,000 msg/s)",
+        "report",
+        f.get("pacer_per_msg_1000"),
+        "{:.2f}",
+    )
     p = read_figures("vs_procrastinate") or {}
     for chunks in (2, 9):
-        v = p.get(f"cpu_ratio_{chunks}")
         add(
             f"CPU per message (sender + Postgres), ours / procrastinate, {chunks}-chunk plans",
             "≤ 0.8",
-            v,
+            p.get(f"cpu_ratio_{chunks}"),
             "{:.2f}",
-            v is not None and float(v) <= 0.8,
+            at_most(0.8),
         )
-        v = p.get(f"cpu_ratio_same_client_{chunks}")
         add(
             f"… the same, procrastinate sending with our HTTP client, {chunks}-chunk plans",
             "report",
-            v,
+            p.get(f"cpu_ratio_same_client_{chunks}"),
             "{:.2f}",
-            None,
         )
     for key in sorted(k for k in p if k.startswith("ratio_")):
         limit = int(key.split("_")[1])
@@ -141,120 +162,130 @@ def summary_rows() -> list[tuple[str, str, str, bool | None]]:
             "≥ 1.2",
             p[key],
             "{:.2f}",
-            float(p[key]) >= 1.2,
+            at_least(1.2),
         )
-    v = p.get("dup_ours")
     amb = p.get("ambiguous_ours")
     add(
         "duplicated chunks after SIGKILLs, ours, no status webhooks, grace 0 (policy resend)",
         "only chunks whose outcome was unknown at the kill"
         + (f" ({amb})" if amb is not None else ""),
-        v,
+        p.get("dup_ours"),
         "{:.0f}",
-        None if amb is None else int(v) <= int(amb),
+        None if amb is None else at_most(amb),
     )
-    v = p.get("dup_ours_webhooks")
     add(
         "duplicated chunks after SIGKILLs, ours, status webhooks → service",
         "0",
-        v,
+        p.get("dup_ours_webhooks"),
         "{:.0f}",
-        v == 0,
+        at_most(0),
     )
-    v = p.get("dup_theirs")
-    add("duplicated chunks after SIGKILLs, procrastinate (for comparison)", "—", v, "{:.0f}", None)
-    v = sum(int(p.get(k, 0)) for k in p if k.startswith("missing_ours")) if p else None
-    add("missing chunks after SIGKILLs, ours", "0", v, "{:.0f}", v == 0)
+    add(
+        "duplicated chunks after SIGKILLs, procrastinate (for comparison)",
+        "—",
+        p.get("dup_theirs"),
+        "{:.0f}",
+    )
+    missing = sum(int(p[k]) for k in p if k.startswith("missing_ours")) if p else None
+    add("missing chunks after SIGKILLs, ours", "0", missing, "{:.0f}", at_most(0))
     g = read_figures("guard") or {}
-    v = g.get("guard_ms")
-    add(
-        "heartbeat guard, 1M delivered + 100k awaiting (median)",
-        "≤ 0.2 ms",
-        v,
-        "{:.3f} ms",
-        v is not None and float(v) <= 0.2,
-    )
-    v = g.get("guard_ratio")
-    add("guard ratio to an empty table", "≤ 1.5", v, "{:.2f}", v is not None and float(v) <= 1.5)
-    v = g.get("guard_1k_ms")
-    add(
-        "guard, 1M delivered + 1,000 awaiting (a guard joining people per row: ~2 ms)",
-        "≤ 0.2 ms",
-        v,
-        "{:.3f} ms",
-        v is not None and float(v) <= 0.2,
-    )
-    v = g.get("guard_reviewing_ratio")
-    add(
-        "guard, also 100k awaiting review, ratio to an empty table",
-        "≤ 1.5",
-        v,
-        "{:.2f}",
-        v is not None and float(v) <= 1.5,
-    )
-    v = g.get("guard_quiet_ratio")
-    add(
-        "guard, also 100k held for quiet hours, ratio to an empty table",
-        "≤ 1.5",
-        v,
-        "{:.2f}",
-        v is not None and float(v) <= 1.5,
-    )
+    for key, figure, target, fmt, met in (
+        (
+            "guard_ms",
+            "heartbeat guard, 1M delivered + 100k awaiting (median)",
+            "≤ 0.2 ms",
+            "{:.3f} ms",
+            at_most(0.2),
+        ),
+        ("guard_ratio", "guard ratio to an empty table", "≤ 1.5", "{:.2f}", at_most(1.5)),
+        (
+            "guard_1k_ms",
+            "guard, 1M delivered + 1,000 awaiting (a guard joining people per row: ~2 ms)",
+            "≤ 0.2 ms",
+            "{:.3f} ms",
+            at_most(0.2),
+        ),
+        (
+            "guard_reviewing_ratio",
+            "guard, also 100k awaiting review, ratio to an empty table",
+            "≤ 1.5",
+            "{:.2f}",
+            at_most(1.5),
+        ),
+        (
+            "guard_quiet_ratio",
+            "guard, also 100k held for quiet hours, ratio to an empty table",
+            "≤ 1.5",
+            "{:.2f}",
+            at_most(1.5),
+        ),
+    ):
+        add(figure, target, g.get(key), fmt, met)
     m = read_figures("memory") or {}
-    v = m.get("rss_large_mib")
+    rss = m.get("rss_large_mib")
     add(
         "peak RSS of a sweep over 10k documents",
         "≤ 150 MB",
-        v,
+        rss,
         "{:.0f} MiB",
-        v is not None and float(v) * 1.048576 <= 150,
+        at_most(150 / 1.048576),  # the target is in MB, the figure in MiB
     )
-    v = m.get("rss_ratio")
-    add("peak RSS 10k / 1k", "≤ 1.2", v, "{:.2f}", v is not None and float(v) <= 1.2)
-    r = _table_row(read_section("reaction_latency"), "200") or None
-    for label, idx, target, limit in (
-        ("reaction latency p50", 2, "≤ 150 ms", 150),
-        ("reaction latency p99", 4, "≤ 500 ms", 500),
-    ):
-        v = _num(r[idx]) if r else None
-        add(label, target, v, "{:.0f} ms", v is not None and v <= limit)
-    s = _table_row(read_section("status_ingest"), "1")
-    v = _num(s[3]) if s else None
+    add("peak RSS 10k / 1k", "≤ 1.2", m.get("rss_ratio"), "{:.2f}", at_most(1.2))
+
+    def cell(section: str, first_cell: str, index: int) -> float | None:
+        row = _table_row(read_section(section), first_cell)
+        return _num(row[index]) if row else None
+
+    add(
+        "reaction latency p50",
+        "≤ 150 ms",
+        cell("reaction_latency", "200", 2),
+        "{:.0f} ms",
+        at_most(150),
+    )
+    add(
+        "reaction latency p99",
+        "≤ 500 ms",
+        cell("reaction_latency", "200", 4),
+        "{:.0f} ms",
+        at_most(500),
+    )
     add(
         "status webhook ingest, one update per POST",
         "≥ 1,000 updates/s",
-        v,
+        cell("status_ingest", "1", 3),
         "{:,.0f}/s",
-        v is not None and v >= 1000,
+        at_least(1000),
     )
-    v = _num(s[5]) if s else None
-    add("status webhook ack p99", "≤ 250 ms", v, "{:.1f} ms", v is not None and v <= 250)
-    r = _table_row(read_section("ready_latency"), "200")
-    p50 = _num(r[2]) if r else None
+    add(
+        "status webhook ack p99",
+        "≤ 250 ms",
+        cell("status_ingest", "1", 5),
+        "{:.1f} ms",
+        at_most(250),
+    )
     add(
         "ready in the database → first chunk, no poke, p50",
         "≤ 200 ms",
-        p50,
+        cell("ready_latency", "200", 2),
         "{:.0f} ms",
-        p50 is not None and p50 <= 200,
+        at_most(200),
     )
-    p99 = _num(r[4]) if r else None
     add(
         "ready in the database → first chunk, no poke, p99",
         "≤ 1 s",
-        p99,
+        cell("ready_latency", "200", 4),
         "{:.0f} ms",
-        p99 is not None and p99 <= 1000,
+        at_most(1000),
     )
     rec = read_figures("record_latency") or {}
     for path, how in (("push", "the service pushes it"), ("sensor", "the sensor alone")):
-        v = rec.get(f"{path}_max_s")
         add(
             f"delivery by the service → its event on delivered_documents, max ({how})",
             "≤ 5 s",
-            v,
+            rec.get(f"{path}_max_s"),
             "{:.2f} s",
-            v is not None and float(v) <= 5.0,
+            at_most(5.0),
         )
     return rows
 
