@@ -31,8 +31,8 @@ from delivery_pipeline.whatsapp.errors import (
 
 # A 130429 means the last second was one too many. The pause moves the whole
 # fleet's timeline, so it is short: enough slots skipped for a burst of a few
-# messages to pass out of the platform's window (0.25 s cost a tenth of a
-# fleet benchmark's rate at 80 msg/s; a full second, a third of a run).
+# messages to pass out of the platform's window; longer pauses cost the
+# whole fleet a visible share of its rate (the fleet benchmark).
 THROUGHPUT_PAUSE_SECONDS = 0.1
 # A message failed after acceptance for a passing reason: look again later.
 ASYNC_RETRY_SECONDS = 60.0

@@ -39,9 +39,9 @@ HEADROOM = 0.97
 BATCH_SECONDS = 0.05
 # How late a slot may still be used, as a share of what the headroom allows
 # (1/HEADROOM − 1 seconds): the rest is left for the receiver's own jitter,
-# which our lateness adds to. Measured with four sweeps and the service at
-# 80 msg/s on a loaded machine: 0.8 let 15-26 throttles through, 0.4 five,
-# 0.25 one but forfeited a tenth of the slots (docs/benchmarks.md).
+# which our lateness adds to. Chosen with the fleet benchmark (four sweeps and
+# the service at 80 msg/s, docs/benchmarks.md): a larger share lets throttles
+# through on a loaded machine, a smaller one forfeits slots and the rate.
 LATE_SHARE = 0.4
 WINDOW_SECONDS = 1.0
 
