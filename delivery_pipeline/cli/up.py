@@ -28,7 +28,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-
 from delivery_pipeline.cli.failures import require_free_port
 from delivery_pipeline.model import Kind
 from delivery_pipeline.settings import (

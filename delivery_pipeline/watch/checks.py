@@ -30,8 +30,8 @@ from psycopg.rows import DictRow
 from delivery_pipeline.model import EXPECTED_ABANDON_REASONS
 from delivery_pipeline.settings import Settings
 from delivery_pipeline.store.queries import QUERIES
-from delivery_pipeline.watch.alerts import AlertChannel
 from delivery_pipeline.watch.ages import format_age
+from delivery_pipeline.watch.alerts import AlertChannel
 
 
 class Severity(enum.StrEnum):

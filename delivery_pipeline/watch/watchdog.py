@@ -22,8 +22,8 @@ from typing import Any
 import psycopg
 
 from delivery_pipeline.store.queries import QUERIES
-from delivery_pipeline.watch.alerts import Alert, AlertSeverity, note_check
 from delivery_pipeline.watch.ages import format_age
+from delivery_pipeline.watch.alerts import Alert, AlertSeverity, note_check
 
 ALERT_KEY = "watchdog:dagster_daemon"
 HEARTBEAT_SENSOR = "delivery_heartbeat"
