@@ -27,11 +27,13 @@ from delivery_pipeline.watch.alerts import AlertKind
 from delivery_pipeline.watch.delivery_events import (
     CLI_SOURCE,
     OUTBOX_IDS,
+    OUTBOX_KEEP,
     SERVICE_SOURCE,
     claim_source,
     compact_ids,
     drain,
     expand_ids,
+    forget_reported,
     run_source,
 )
 from delivery_pipeline.watch.ops_channel import OpsNotifier, send_pending
@@ -143,6 +145,53 @@ def test_sensor_records_other_writers_rows_once(db, database_url, instance):
     assert second.asset_events == []
     assert all(r["reported_at"] is not None for r in outbox(db))
     assert recorded_ids(instance) == Counter({r["id"]: 1 for r in outbox(db)})
+
+
+def test_the_sensor_forgets_rows_reported_long_ago_and_nothing_else(db, database_url, instance):
+    transitions(database_url, CLI_SOURCE, 4)
+    tick(instance, database_url)
+    tick(instance, database_url)  # all four on the timeline and marked reported
+    old, just_kept, fresh, _ = [r["id"] for r in outbox(db)]
+    hour = dt.timedelta(hours=1)
+    for row_id, ago in ((old, OUTBOX_KEEP + hour), (just_kept, OUTBOX_KEEP - hour)):
+        db.execute(
+            "UPDATE delivery_events SET reported_at = now() - %(ago)s WHERE id = %(id)s",
+            {"ago": ago, "id": row_id},
+        )
+    [waiting_doc] = transitions(database_url, CLI_SOURCE, 1)
+    # Old but never reported (Dagster was away for weeks): it must stay until it is.
+    db.execute(
+        "UPDATE delivery_events SET occurred_at = now() - %(ago)s WHERE reported_at IS NULL",
+        {"ago": 4 * OUTBOX_KEEP},
+    )
+
+    result = tick(instance, database_url)
+
+    assert result.skip_reason is not None and "1 reported over 7 days ago forgotten" in str(
+        result.skip_reason.skip_message
+    )
+    left = outbox(db)
+    assert old not in {r["id"] for r in left}
+    assert {just_kept, fresh} <= {r["id"] for r in left}
+    assert [r["document_id"] for r in left if r["reported_at"] is None] == [waiting_doc]
+    assert len(result.asset_events) == 1  # the waiting row is reported, not forgotten
+
+
+def test_forgetting_takes_the_oldest_first_a_bounded_batch_at_a_time(db, database_url):
+    transitions(database_url, CLI_SOURCE, 3)
+    ids = [r["id"] for r in outbox(db)]
+    for days, row_id in zip((30, 20, 10), ids, strict=True):
+        db.execute(
+            "UPDATE delivery_events SET reported_at = now() - make_interval(days => %(d)s) "
+            "WHERE id = %(id)s",
+            {"d": days, "id": row_id},
+        )
+    with connect(database_url) as conn:
+        assert forget_reported(conn, limit=2) == 2
+        assert [r["id"] for r in outbox(db)] == [ids[2]]  # reported 10 days ago: the newest
+        assert forget_reported(conn, limit=2) == 1
+        assert forget_reported(conn, limit=2) == 0
+    assert outbox(db) == []
 
 
 def test_events_the_daemon_dropped_are_recorded_again(db, database_url, instance):

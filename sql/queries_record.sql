@@ -62,6 +62,16 @@ WHERE id = ANY(%(ids)s) AND claimed_by = %(claimant)s AND reported_at IS NULL
 UPDATE delivery_events SET reported_at = now()
 WHERE id = ANY(%(ids)s) AND reported_at IS NULL
 
+-- name: outbox_forget
+-- Delete up to %(limit)s events reported before now() - %(keep)s, oldest first: the delivered_documents timeline holds them, the outbox only buffered them.
+DELETE FROM delivery_events
+WHERE id IN (
+    SELECT id FROM delivery_events
+    WHERE reported_at < now() - %(keep)s
+    ORDER BY reported_at
+    LIMIT %(limit)s
+)
+
 -- ───────────────────────────── the heartbeats ────────────────────────────
 
 -- name: beat

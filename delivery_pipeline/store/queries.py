@@ -147,6 +147,7 @@ class Queries:
     outbox_claim_seen: str
     outbox_release: str
     outbox_reported: str
+    outbox_forget: str
     beat: str
     heartbeats: str
     generated_by_kind_locale: str

@@ -26,6 +26,8 @@ log, not our flag, is the truth: before the sensor reports a row someone
 claimed earlier, it asks the log whether an event already names it (a push
 whose answer was lost, a run that materialized, its own previous tick) and
 only marks it. So every row reaches the timeline once, whoever crashed where.
+A reported row is kept ``OUTBOX_KEEP`` and then deleted by the sensor: the
+outbox stays the size of a week, however long the system runs.
 No Dagster here: ``dagster_defs.record`` asks the log, ``service.recorder``
 pushes.
 """
@@ -71,6 +73,11 @@ RUN_LISTED_DOCUMENTS = 1000
 DRAIN_LIMIT = 2000
 # Dagster's processes and the database may disagree on the time this much.
 CLOCK_SKEW = dt.timedelta(minutes=5)
+# A reported row is history: the asset's timeline is the record. The outbox
+# keeps it this long for whoever looks in SQL, then the sensor forgets it,
+# at most FORGET_LIMIT a tick (more than the fleet's top rate writes in one).
+OUTBOX_KEEP = dt.timedelta(days=7)
+FORGET_LIMIT = 5000
 
 
 def run_source(run_id: str) -> str:
@@ -219,14 +226,18 @@ class Drain:
 
     records: list[EventRecord]
     confirmed: int = 0
+    forgotten: int = 0
 
     def summary(self) -> str:
         rows = sum(len(r.ids) for r in self.records)
         if not rows and not self.confirmed:
-            return "Nothing to record: every delivery is on the timeline or being reported."
-        text = f"{len(self.records)} events ({rows} deliveries) to record"
-        if self.confirmed:
-            text += f"; {self.confirmed} found already on the timeline"
+            text = "Nothing to record: every delivery is on the timeline or being reported"
+        else:
+            text = f"{len(self.records)} events ({rows} deliveries) to record"
+            if self.confirmed:
+                text += f"; {self.confirmed} found already on the timeline"
+        if self.forgotten:
+            text += f"; {self.forgotten} reported over {OUTBOX_KEEP.days} days ago forgotten"
         return text + "."
 
 
@@ -280,4 +291,15 @@ def drain(
         else []
     )
     claimed.sort(key=lambda e: e.id)
-    return Drain([record_for(batch) for batch in batches(claimed)], confirmed=len(found))
+    return Drain(
+        [record_for(batch) for batch in batches(claimed)],
+        confirmed=len(found),
+        forgotten=forget_reported(conn),
+    )
+
+
+def forget_reported(
+    conn: psycopg.Connection[Any], *, keep: dt.timedelta = OUTBOX_KEEP, limit: int = FORGET_LIMIT
+) -> int:
+    """Delete the oldest rows reported more than ``keep`` ago; how many went."""
+    return conn.execute(QUERIES.outbox_forget, {"keep": keep, "limit": limit}).rowcount
