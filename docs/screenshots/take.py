@@ -94,7 +94,9 @@ def submit(deployment, job: str, tags: dict[str, str] | None = None) -> None:
 def finished_runs(deployment, job: str) -> int:
     query = """
     query Runs($job: String!) {
-      runsOrError(filter: {pipelineName: $job, statuses: [SUCCESS]}) { ... on Runs { results { runId } } }
+      runsOrError(filter: {pipelineName: $job, statuses: [SUCCESS]}) {
+        ... on Runs { results { runId } }
+      }
     }"""
     return len(deployment.graphql(query, {"job": job})["runsOrError"]["results"])
 
