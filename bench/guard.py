@@ -43,58 +43,43 @@ def load(conn, delivered: int, awaiting: int, reviewing: int = 0, held: int = 0)
                FROM generate_series(%(from)s::bigint, %(to)s::bigint) g""",
             {"from": have + 1, "to": PEOPLE},
         )
-    n = conn.execute(
-        "SELECT count(*) AS n FROM documents WHERE delivered_at IS NOT NULL"
-    ).fetchone()["n"]
-    if n < delivered:
-        conn.execute(
-            """INSERT INTO documents (person_id, kind, status, body, generated_at, delivered_at,
-                                     next_attempt_at)
-               SELECT (SELECT min(id) FROM people) + g %% %(people)s, 'plan', 'succeeded',
-                      'delivered body ' || g, now() - interval '3 days', now() - interval '2 days',
-                      now() - interval '3 days'
-               FROM generate_series(%(from)s::bigint, %(to)s::bigint) g""",
-            {"people": PEOPLE, "from": n + 1, "to": delivered},
-        )
-    n = conn.execute(
-        "SELECT count(*) AS n FROM documents WHERE awaiting_reply_since IS NOT NULL"
-    ).fetchone()["n"]
-    if n < awaiting:
-        conn.execute(
-            """INSERT INTO documents (person_id, kind, status, body, generated_at, knock_sent_at,
-                                     awaiting_reply_since, next_attempt_at)
-               SELECT (SELECT min(id) FROM people) + g %% %(people)s, 'plan', 'succeeded',
-                      'waiting body ' || g, now() - interval '1 hour', now() - interval '1 hour',
-                      now() - interval '1 hour', now() - interval '1 hour'
-               FROM generate_series(%(from)s::bigint, %(to)s::bigint) g""",
-            {"people": PEOPLE, "from": n + 1, "to": awaiting},
-        )
-    n = conn.execute(
-        "SELECT count(*) AS n FROM documents WHERE awaiting_review_since IS NOT NULL"
-    ).fetchone()["n"]
-    if n < reviewing:
-        conn.execute(
-            """INSERT INTO documents (person_id, kind, status, body, generated_at,
-                                     awaiting_review_since, next_attempt_at)
-               SELECT (SELECT min(id) FROM people) + g %% %(people)s, 'plan', 'succeeded',
-                      'body under review ' || g, now() - interval '1 hour',
-                      now() - interval '1 hour', now() - interval '1 hour'
-               FROM generate_series(%(from)s::bigint, %(to)s::bigint) g""",
-            {"people": PEOPLE, "from": n + 1, "to": reviewing},
-        )
-    n = conn.execute(
-        "SELECT count(*) AS n FROM documents WHERE quiet_until IS NOT NULL"
-    ).fetchone()["n"]
-    if n < held:
-        conn.execute(
-            """INSERT INTO documents (person_id, kind, status, body, generated_at,
-                                     quiet_until, next_attempt_at)
-               SELECT (SELECT min(id) FROM people) + g %% %(people)s, 'plan', 'succeeded',
-                      'held body ' || g, now() - interval '1 hour',
-                      now() + interval '9 hours', now() + interval '9 hours'
-               FROM generate_series(%(from)s::bigint, %(to)s::bigint) g""",
-            {"people": PEOPLE, "from": n + 1, "to": held},
-        )
+    # (which rows count, how many, the columns beyond the common ones, their values per g)
+    for marker, want, columns, values in (
+        (
+            "delivered_at IS NOT NULL",
+            delivered,
+            "generated_at, delivered_at, next_attempt_at",
+            "now() - interval '3 days', now() - interval '2 days', now() - interval '3 days'",
+        ),
+        (
+            "awaiting_reply_since IS NOT NULL",
+            awaiting,
+            "generated_at, knock_sent_at, awaiting_reply_since, next_attempt_at",
+            "now() - interval '1 hour', now() - interval '1 hour', now() - interval '1 hour', "
+            "now() - interval '1 hour'",
+        ),
+        (
+            "awaiting_review_since IS NOT NULL",
+            reviewing,
+            "generated_at, awaiting_review_since, next_attempt_at",
+            "now() - interval '1 hour', now() - interval '1 hour', now() - interval '1 hour'",
+        ),
+        (
+            "quiet_until IS NOT NULL",
+            held,
+            "generated_at, quiet_until, next_attempt_at",
+            "now() - interval '1 hour', now() + interval '9 hours', now() + interval '9 hours'",
+        ),
+    ):
+        n = conn.execute(f"SELECT count(*) AS n FROM documents WHERE {marker}").fetchone()["n"]
+        if n < want:
+            conn.execute(
+                f"""INSERT INTO documents (person_id, kind, status, body, {columns})
+                   SELECT (SELECT min(id) FROM people) + g %% %(people)s, 'plan', 'succeeded',
+                          'body ' || g, {values}
+                   FROM generate_series(%(from)s::bigint, %(to)s::bigint) g""",
+                {"people": PEOPLE, "from": n + 1, "to": want},
+            )
     conn.execute("VACUUM ANALYZE people")
     conn.execute("VACUUM ANALYZE documents")
 
