@@ -20,7 +20,6 @@ from _common import (
     REPO,
     figures_comment,
     median,
-    open_windows,
     scratch_database,
     seed_ready_documents,
     write_section,
@@ -108,8 +107,7 @@ def main() -> None:
                 if count:
                     prefix = f"+1{next(_prefixes)}"
                     body = "Good morning! Today: one small step, then another. " * 4
-                    phones = seed_ready_documents(url, count, body, prefix)
-                    open_windows(sandbox.url, phones, parallel=32)
+                    seed_ready_documents(url, count, body, prefix, sandbox_url=sandbox.url)
                 rss, result, wall = sweep_process(url, sandbox.url, args.concurrency)
                 assert result["delivered"] == count, result
                 peaks[label].append(rss)
