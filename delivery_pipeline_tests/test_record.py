@@ -400,6 +400,14 @@ def test_a_daemon_that_never_beat_is_silent_too(db):
     assert "no heartbeat at all" in look(db, started_ago=700)["message"]
 
 
+def test_a_replica_that_just_started_does_not_resolve_a_silence_it_cannot_judge(db):
+    assert "no heartbeat at all" in look(db, started_ago=700)["message"]
+    assert look(db, started_ago=60) is None  # a young replica, or the same one restarted
+    assert look(db, started_ago=760) is None  # still the same episode: no second alert
+    watchdog.beat(db, watchdog.HEARTBEAT_SENSOR)
+    assert "alive again" in look(db, started_ago=60)["message"]
+
+
 def test_only_one_process_posts_the_unsent_alerts_at_a_time(db, database_url, sandbox):
     db.execute(
         "INSERT INTO ops_alerts (dedup_key, severity, message) VALUES ('x', 'error', 'down')"

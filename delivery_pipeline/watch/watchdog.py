@@ -11,7 +11,9 @@ heartbeat comes back: the episode rule of a failing check
 (``alerts.note_check``), so several service replicas alert once between them.
 
 A deployment whose daemon never beat at all is silent too: staleness then
-counts from when the watcher started.
+counts from when the watcher started, and only a heartbeat resolves it (a
+replica that started a minute ago knows nothing, it has not seen the daemon
+come back).
 """
 
 from __future__ import annotations
@@ -84,6 +86,11 @@ def watch_daemon(
     ages = _ages(conn)
     since_start = (dt.datetime.now(dt.UTC) - watching_since).total_seconds()
     alert = daemon_alert(ages, stale_seconds=stale_seconds, since_start=since_start)
+    if not ages and alert.severity is not AlertSeverity.ERROR:
+        # No heartbeat yet and this watcher started recently: nothing is known,
+        # so nothing is resolved. Another replica (or this one before a restart)
+        # may be rightly alerting on the same silence.
+        return None
     return note_check(
         conn,
         alert,
