@@ -15,9 +15,9 @@ import logging
 import sys
 import traceback
 from collections.abc import Callable, Sequence
-from typing import Any
 
 from delivery_pipeline.cli.failures import CommandFailed, UsageError, explain, require_free_port
+from delivery_pipeline.cli.table import print_rows
 from delivery_pipeline.model import ReviewDecision
 from delivery_pipeline.settings import Settings
 from delivery_pipeline.store.db import connect, resolve_database_url
@@ -40,15 +40,6 @@ from delivery_pipeline.store.review import (
 
 def _database_url(settings: Settings) -> str:
     return resolve_database_url(settings.database)
-
-
-def _print_rows(rows: list[dict[str, Any]], columns: Sequence[str]) -> None:
-    widths = [
-        max(len(c), *(len(str(r.get(c, ""))) for r in rows)) if rows else len(c) for c in columns
-    ]
-    print("  ".join(c.ljust(w) for c, w in zip(columns, widths, strict=True)))
-    for row in rows:
-        print("  ".join(str(row.get(c, "")).ljust(w) for c, w in zip(columns, widths, strict=True)))
 
 
 # ── db ──────────────────────────────────────────────────────────────────
@@ -89,7 +80,7 @@ def cmd_people_add(args: argparse.Namespace, settings: Settings) -> int:
 def cmd_people_list(args: argparse.Namespace, settings: Settings) -> int:
     with connect(_database_url(settings)) as conn:
         rows = conn.execute(QUERIES.list_people).fetchall()
-    _print_rows(
+    print_rows(
         rows, ["id", "phone", "name", "locale", "time_zone", "brief_opt_in", "last_inbound_at"]
     )
     return 0
@@ -204,7 +195,7 @@ def cmd_documents_awaiting_review(args: argparse.Namespace, settings: Settings) 
         }
         for w in waiting
     ]
-    _print_rows(rows, ["id", "kind", "person", "waiting", "characters"])
+    print_rows(rows, ["id", "kind", "person", "waiting", "characters"])
     if waiting and waiting[0].total > len(waiting):
         print(f"... and {waiting[0].total - len(waiting)} more")
     return 0

@@ -17,6 +17,7 @@ import psycopg
 from psycopg.rows import DictRow
 
 from delivery_pipeline.cli.failures import ExitCode
+from delivery_pipeline.cli.table import print_rows
 from delivery_pipeline.settings import Settings
 from delivery_pipeline.store.db import connect, resolve_database_url
 from delivery_pipeline.store.queries import QUERIES
@@ -103,11 +104,7 @@ def _print_table(rows: list[dict[str, Any]]) -> None:
         }
         for row in rows
     ]
-    columns = list(table[0]) if table else ["state", "count"]
-    widths = {c: max([len(c), *(len(str(r[c])) for r in table)]) for c in columns}
-    print("  ".join(c.ljust(widths[c]) for c in columns).rstrip())
-    for r in table:
-        print("  ".join(str(r[c]).ljust(widths[c]) for c in columns).rstrip())
+    print_rows(table, list(table[0]) if table else ["state", "count"])
 
 
 def _when(seconds: float | None) -> str:
