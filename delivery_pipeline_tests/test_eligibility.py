@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import datetime as dt
+import threading
+import time
 import uuid
 
 import pytest
 
+from delivery_pipeline.store.db import connect
 from delivery_pipeline.store.queries import QUERIES
 from delivery_pipeline_tests.support.data import add_document, add_person
 
@@ -308,3 +311,87 @@ def _claim_args() -> dict:
         "token": uuid.uuid4(),
         "chunk_limit": 4096,
     }
+
+
+def _pending_chunk(db, document_id: int) -> None:
+    db.execute(
+        "INSERT INTO delivery_chunks (document_id, chunk_index, state, callback_data, "
+        "send_attempts, body) VALUES (%s, 0, 'pending', 'dp:x:0:1', 0, 'Body.')",
+        (document_id,),
+    )
+
+
+def _fence_first_chunk(document_id: int, token: uuid.UUID) -> dict:
+    """advance_delivery's arguments: record nothing, fence chunk 0."""
+    return {
+        "document_id": document_id,
+        "token": token,
+        "sent_index": None,
+        "sent_callback": None,
+        "wa_message_id": None,
+        "next_index": 0,
+        "next_callback": f"dp:{document_id}:0:1",
+        "resend_ambiguous": False,
+        "finish": False,
+        "renew_after": LEASE / 4,
+    }
+
+
+def test_a_sweeper_whose_lease_lapsed_fences_nothing_its_successor_claims(db, database_url):
+    """A stalled sender (lease older than the renewal age) fences its next chunk
+    while another sweeper takes the document over: the fence waits for the
+    takeover and then finds the claim gone, instead of deciding on a snapshot."""
+    person = add_person(db)
+    doc = add_document(db, person["id"], "Body.")
+    stalled, successor = uuid.uuid4(), uuid.uuid4()
+    db.execute(
+        "UPDATE documents SET claim_token = %s, claimed_at = now() - interval '9 minutes' "
+        "WHERE id = %s",
+        (stalled, doc["id"]),
+    )
+    _pending_chunk(db, doc["id"])
+    answer: dict = {}
+
+    def advance() -> None:
+        with connect(database_url) as conn:
+            answer.update(
+                conn.execute(
+                    QUERIES.advance_delivery,
+                    _fence_first_chunk(doc["id"], stalled),
+                ).fetchone()
+            )
+
+    with connect(database_url, autocommit=False) as takeover:
+        takeover.execute(
+            "UPDATE documents SET claim_token = %s, claimed_at = now() WHERE id = %s",
+            (successor, doc["id"]),
+        )
+        racer = threading.Thread(target=advance)
+        racer.start()
+        time.sleep(0.5)
+        assert racer.is_alive(), "the fence must wait for the row the takeover holds"
+        takeover.commit()
+    racer.join(timeout=10)
+    assert answer == {"ours": False, "fenced": False, "delivered": False}
+    [chunk] = db.execute("SELECT state FROM delivery_chunks").fetchall()
+    assert chunk["state"] == "pending"
+
+
+def test_a_fresh_claim_fences_without_touching_the_document(db):
+    person = add_person(db)
+    doc = add_document(db, person["id"], "Body.")
+    token = uuid.uuid4()
+    db.execute(
+        "UPDATE documents SET claim_token = %s, claimed_at = now() - interval '1 minute' "
+        "WHERE id = %s",
+        (token, doc["id"]),
+    )
+    _pending_chunk(db, doc["id"])
+    before = db.execute("SELECT claimed_at FROM documents WHERE id = %s", (doc["id"],)).fetchone()
+    row = db.execute(
+        QUERIES.advance_delivery,
+        _fence_first_chunk(doc["id"], token),
+    ).fetchone()
+    assert (row["ours"], row["fenced"]) == (True, True)
+    after = db.execute("SELECT claimed_at FROM documents WHERE id = %s", (doc["id"],)).fetchone()
+    assert after == before

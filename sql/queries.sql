@@ -231,8 +231,11 @@ ORDER BY l.chunk_index
 -- The fence records the chunk as 'sending' before it is sent: a 'sent' chunk
 -- is never re-fenced, a 'pending' or 'failed' one always may be, an ambiguous
 -- one ('sending'/'unknown') only when the caller decided to resend. The lease
--- is renewed once it is older than %(renew_after)s. ours = false: the claim
--- is lost, send nothing more (the record stands).
+-- is renewed once it is older than %(renew_after)s. A claim younger than that
+-- cannot have been taken (nobody claims inside the lease); an older one is
+-- proved on the locked row by the renewal, so a sweeper whose lease lapsed
+-- never fences a chunk its successor owns. ours = false: the claim is lost,
+-- send nothing more (the record stands).
 WITH sent AS (
     UPDATE delivery_chunks
     SET state = 'sent', wa_message_id = %(wa_message_id)s, sent_at = coalesce(sent_at, now()),
@@ -242,21 +245,26 @@ WITH sent AS (
     RETURNING chunk_index
 ),
 ours AS (
-    SELECT id FROM documents WHERE id = %(document_id)s AND claim_token = %(token)s
+    SELECT id, claimed_at >= now() - %(renew_after)s AS fresh
+    FROM documents WHERE id = %(document_id)s AND claim_token = %(token)s
 ),
 renewed AS (
     UPDATE documents SET claimed_at = now()
     WHERE %(next_index)s::integer IS NOT NULL
       AND id = %(document_id)s AND claim_token = %(token)s
       AND claimed_at < now() - %(renew_after)s
+    RETURNING id
+),
+held AS (
+    SELECT id FROM ours WHERE fresh OR EXISTS (SELECT 1 FROM renewed)
 ),
 fenced AS (
     UPDATE delivery_chunks c
     SET state = 'sending', callback_data = %(next_callback)s, send_attempts = c.send_attempts + 1,
         started_at = now(), unknown_since = NULL, failed_at = NULL, error_code = NULL,
         wa_message_id = NULL
-    FROM ours
-    WHERE c.document_id = ours.id AND c.chunk_index = %(next_index)s::integer
+    FROM held
+    WHERE c.document_id = held.id AND c.chunk_index = %(next_index)s::integer
       AND (c.state IN ('pending', 'failed')
            OR (c.state IN ('sending', 'unknown') AND %(resend_ambiguous)s))
     RETURNING c.chunk_index
@@ -271,7 +279,8 @@ delivered AS (
                         AND c.chunk_index NOT IN (SELECT chunk_index FROM sent))
     RETURNING d.id
 )
-SELECT EXISTS (SELECT 1 FROM ours) AS ours,
+SELECT EXISTS (SELECT 1 FROM ours)
+           AND (%(next_index)s::integer IS NULL OR EXISTS (SELECT 1 FROM held)) AS ours,
        EXISTS (SELECT 1 FROM fenced) AS fenced,
        EXISTS (SELECT 1 FROM delivered) AS delivered
 
