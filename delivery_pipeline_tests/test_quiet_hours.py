@@ -260,3 +260,37 @@ def test_a_daily_brief_at_the_time_they_chose_is_not_held(db, sandbox, settings)
     result = sweep(night_settings(settings))  # 07:xx is inside 21:00-08:00
     assert texts(sandbox.inbox(person["phone"])) == ["Good morning."]
     assert result.held_quiet == 1, "the plan they did not ask for waits for 08:00"
+
+
+@pytest.mark.engine
+@pytest.mark.parametrize("wrote_since_the_claim", [False, True])
+def test_a_message_while_the_hold_is_being_decided_is_not_slept_through(db, wrote_since_the_claim):
+    """The sweep claimed the document to hold it for the night; the person wrote
+    before the hold committed (the wake-up found nothing held yet). The hold
+    sees the message on the person's row and gives the document back due now."""
+    from delivery_pipeline.store.queries import QUERIES
+
+    person = add_person(db, time_zone=zone_where_it_is(23), inbound_age_seconds=None)
+    doc = add_document(db, person["id"], plan_body(2))
+    db.execute(
+        "UPDATE documents SET claim_token = gen_random_uuid(), claimed_at = now() - interval "
+        "'2 seconds' WHERE id = %s",
+        (doc["id"],),
+    )
+    if wrote_since_the_claim:
+        db.execute("UPDATE people SET last_inbound_at = now() WHERE id = %s", (person["id"],))
+    token = db.execute("SELECT claim_token FROM documents WHERE id = %s", (doc["id"],)).fetchone()
+    morning = dt.datetime.now(UTC) + dt.timedelta(hours=9)
+    [row] = db.execute(
+        QUERIES.hold_quiet,
+        {"document_id": doc["id"], "token": token["claim_token"], "until": morning},
+    ).fetchall()
+    after = db.execute(
+        "SELECT quiet_until IS NOT NULL AS held, next_attempt_at <= now() AS due, "
+        "claim_token IS NULL AS released FROM documents WHERE id = %s",
+        (doc["id"],),
+    ).fetchone()
+    if wrote_since_the_claim:
+        assert row["held"] is False and after == {"held": False, "due": True, "released": True}
+    else:
+        assert row["held"] is True and after == {"held": True, "due": False, "released": True}

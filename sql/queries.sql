@@ -310,12 +310,26 @@ WHERE id = %(document_id)s AND claim_token = %(token)s
 RETURNING delivery_attempts
 
 -- name: hold_quiet
--- The person's quiet hours: give the document back, due when they end.
-UPDATE documents
+-- The person's quiet hours: give the document back, due when they end,
+-- unless the person wrote since it was claimed (they are in a conversation:
+-- due now). The person row is locked (FOR SHARE) as in await_reply, so a
+-- message that arrives meanwhile is seen here or, if it commits after this,
+-- finds the document held and wakes it.
+WITH person AS (
+    SELECT p.last_inbound_at
+    FROM people p JOIN documents d ON d.person_id = p.id
+    WHERE d.id = %(document_id)s
+    FOR SHARE OF p
+)
+UPDATE documents d
 SET claim_token = NULL, claimed_at = NULL,
-    next_attempt_at = %(until)s, quiet_until = %(until)s
-WHERE id = %(document_id)s AND claim_token = %(token)s
-RETURNING id
+    next_attempt_at = CASE WHEN person.last_inbound_at > d.claimed_at THEN now()
+                           ELSE %(until)s END,
+    quiet_until = CASE WHEN person.last_inbound_at > d.claimed_at THEN NULL
+                       ELSE %(until)s END
+FROM person
+WHERE d.id = %(document_id)s AND d.claim_token = %(token)s
+RETURNING d.quiet_until IS NOT NULL AS held
 
 -- name: release_claim
 -- Give the document back untouched (global stop, shutdown).

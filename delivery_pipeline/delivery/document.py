@@ -71,10 +71,13 @@ class DocumentDelivery:
             await self._abandon(claim, AbandonReason.STALE, "brief for a day already over")
         elif claim.action == Action.HOLD_QUIET:
             # Night for the person: nothing unasked-for, not even a knock.
-            if await self.store.hold_quiet(claim):
+            held = await self.store.hold_quiet(claim)
+            if held is None:
+                self.sweep.note(Event.LOST_CLAIM, claim.document_id)
+            elif held:
                 self.sweep.note(Event.HELD_QUIET, claim.document_id)
             else:
-                self.sweep.note(Event.LOST_CLAIM, claim.document_id)
+                self.sweep.note(Event.DUE_AGAIN, claim.document_id)
         elif claim.action == Action.KNOCK:
             await self._knock(claim)
         else:

@@ -142,13 +142,14 @@ class DeliveryStore:
             for row in rows
         ]
 
-    async def hold_quiet(self, claim: Claim) -> bool:
-        """Give the document back until the person's quiet hours end; False: claim lost."""
+    async def hold_quiet(self, claim: Claim) -> bool | None:
+        """Give the document back until the person's quiet hours end. True: held;
+        False: due again now (the person wrote meanwhile); None: the claim was lost."""
         row = await self._one(
             QUERIES.hold_quiet,
             {"document_id": claim.document_id, "token": claim.token, "until": claim.quiet_until},
         )
-        return row is not None
+        return None if row is None else bool(row["held"])
 
     async def release(self, claim: Claim) -> None:
         await self._run(
