@@ -488,10 +488,6 @@ INSERT INTO ops_alerts (dedup_key, severity, kind, message, details, channel)
 VALUES (%(dedup_key)s, %(severity)s, %(kind)s, %(message)s, %(details)s, %(channel)s)
 RETURNING *
 
--- name: unsent_alerts
--- Alerts the ops channel has not taken yet, oldest first.
-SELECT * FROM ops_alerts WHERE sent_at IS NULL ORDER BY created_at, id LIMIT %(limit)s
-
 -- name: alert_sent
 -- The ops channel took the alert.
 UPDATE ops_alerts SET sent_at = now(), send_attempts = send_attempts + 1, last_send_error = NULL

@@ -109,10 +109,6 @@ SET abandoned_at = now(), abandon_reason = %(reason)s, delivered_at = NULL,
 WHERE id = %(document_id)s AND abandoned_at IS NULL
 RETURNING id
 
--- name: knock_by_wamid
--- The document a knock message id belongs to.
-SELECT id FROM documents WHERE knock_message_id = %(wa_message_id)s
-
 -- name: settle_knock
 -- A status for a knock whose send response was lost: remember its id. Only
 -- then: every status of every knock comes here, and a needless update would

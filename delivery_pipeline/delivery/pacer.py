@@ -79,8 +79,6 @@ class SharedPacer:
         self._asked: deque[float] = deque(maxlen=64)  # when slots were asked for, lately
         self._reserving = asyncio.Lock()
         self._conn: psycopg.AsyncConnection[DictRow] | None = None
-        self.reservations = 0
-        self.forfeited = 0
 
     @property
     def rate(self) -> float:
@@ -108,7 +106,6 @@ class SharedPacer:
                 await asyncio.sleep(slot - now)
             if epoch == self._epoch and now - slot <= self.tolerance:
                 return
-            self.forfeited += 1
 
     async def back_off(self, seconds: float) -> None:
         """The platform said slow down: no slot for anybody, in any process, for ``seconds``."""
@@ -131,7 +128,6 @@ class SharedPacer:
             slot = self._free.popleft()
             if now - slot <= self.tolerance:
                 return slot
-            self.forfeited += 1
         return None
 
     async def _reserve(self) -> None:
@@ -161,7 +157,6 @@ class SharedPacer:
             slots = [first + i * self.spacing for i in range(count)]
             self._free.extend(slots)
             self._held.extend(slots)
-            self.reservations += 1
 
     def _expected(self) -> int:
         """Slots this sender will likely ask for over the next batch: when the number

@@ -30,7 +30,6 @@ class Claim:
     document_id: int
     action: Action
     token: uuid.UUID
-    kind: str
     chunk_limit: int | None
     delivery_attempts: int
     knock_sent_at: dt.datetime | None
@@ -128,7 +127,6 @@ class DeliveryStore:
                 document_id=row["id"],
                 action=Action(row["action"]),
                 token=token,
-                kind=row["kind"],
                 chunk_limit=row["chunk_limit"],
                 delivery_attempts=row["delivery_attempts"],
                 knock_sent_at=row["knock_sent_at"],

@@ -61,7 +61,6 @@ class ReadyListener:
         self._due_now = False
         self._next_due = math.inf  # epoch seconds
         self.connected = asyncio.Event()
-        self.sweeps = 0
 
     async def run(self) -> None:
         """Listen and sweep until cancelled."""
@@ -109,7 +108,6 @@ class ReadyListener:
                 self._due_now, self._next_due = False, math.inf
                 try:
                     await self._sweep()
-                    self.sweeps += 1
                     await self._arm_timer()
                 except Exception:
                     log.exception("sweep after a ready notification failed; the heartbeat retries")

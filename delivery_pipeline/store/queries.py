@@ -104,7 +104,6 @@ class Queries:
     alert_lock: str
     last_alert: str
     insert_alert: str
-    unsent_alerts: str
     alert_sent: str
     alert_send_failed: str
     listen_ready: str
@@ -172,7 +171,6 @@ class Queries:
     chunk_refused: str
     undeliver_document: str
     abandon_document_async: str
-    knock_by_wamid: str
     settle_knock: str
     insert_raw_webhook: str
     health: str
