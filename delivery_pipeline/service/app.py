@@ -204,8 +204,8 @@ async def receive(request: Request) -> Response:
             _one_line(str(exc)),
         )
         return PlainTextResponse("database unavailable", status_code=503)
-    if outcome.statuses_stored:
-        service.recorded()  # a failed status may have abandoned or un-delivered a document
+    if outcome.documents_changed:
+        service.recorded()  # a failed status abandoned or un-delivered a document
     return JSONResponse(
         {"inbound": outcome.inbound_stored, "statuses": outcome.statuses_stored},
         background=service.sweep_later(

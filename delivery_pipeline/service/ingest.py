@@ -51,6 +51,8 @@ class WebhookOutcome:
     status_duplicates: int = 0
     persons_to_sweep: set[int] = field(default_factory=set)
     documents_to_sweep: set[int] = field(default_factory=set)
+    # A failed status abandoned or un-delivered a document: an outbox row to record.
+    documents_changed: bool = False
     unhandled: list[str] = field(default_factory=list)
 
     def absorb(self, part: WebhookOutcome) -> None:
@@ -61,6 +63,7 @@ class WebhookOutcome:
         self.status_duplicates += part.status_duplicates
         self.persons_to_sweep |= part.persons_to_sweep
         self.documents_to_sweep |= part.documents_to_sweep
+        self.documents_changed |= part.documents_changed
         self.unhandled.extend(part.unhandled)
 
 
@@ -298,6 +301,7 @@ async def _apply_failure(
     )
     if await refused.fetchone() is None:
         return  # an old attempt, or already delivered/read: nothing to undo
+    outcome.documents_changed = True
     document_id, person_id = chunk["document_id"], chunk["person_id"]
     reason = str(error) if error else "failed status without an error"
     consequence = consequence_of(
