@@ -135,7 +135,7 @@ class ReviewResource(ConfigurableResource, ReviewSettings):
         return _section(self, ReviewSettings)
 
     def notifier(self) -> OpsNotifier:
-        return OpsNotifier(url=self.webhook_url, variable="REVIEW_WEBHOOK_URL")
+        return OpsNotifier.for_reviewers(self.webhook_url)
 
 
 class ChecksResource(ConfigurableResource, CheckSettings):

@@ -34,6 +34,7 @@ from delivery_pipeline.model import ReviewDecision
 from delivery_pipeline.service.bodies import TooLarge, read_form
 from delivery_pipeline.service.sessions import COOKIE_NAME, Session, Sessions
 from delivery_pipeline.settings import REVIEW_PAGE_PATH
+from delivery_pipeline.store.db import database_unavailable
 from delivery_pipeline.store.queries import QUERIES
 from delivery_pipeline.store.records import InputError
 from delivery_pipeline.store.review import (
@@ -223,7 +224,9 @@ async def _render_list(
             waiting = await awaiting_review_async(conn, LIST_LIMIT)
             if asked is not None:
                 notice = await _notice(conn, *asked)
-    except (psycopg.OperationalError, TimeoutError) as exc:
+    except Exception as exc:
+        if not database_unavailable(exc):
+            raise
         return _database_down(exc)
     chunk_limit = service.settings.delivery.chunk_limit
     documents = [
@@ -291,7 +294,9 @@ async def decide(request: Request) -> Response:
     try:
         async with service.pool.connection() as conn:
             outcome = await decide_async(conn, decision)
-    except (psycopg.OperationalError, TimeoutError) as exc:
+    except Exception as exc:
+        if not database_unavailable(exc):
+            raise
         return _database_down(exc)
     if isinstance(outcome, Decided):
         log.info("review page: %s", outcome)

@@ -68,6 +68,11 @@ class OpsNotifier:
     # the variable the URL came from: named in errors instead of the (secret) URL
     variable: str = "OPS_WEBHOOK_URL"
 
+    @classmethod
+    def for_reviewers(cls, url: str | None) -> OpsNotifier:
+        """The reviewers' channel (``REVIEW_WEBHOOK_URL``)."""
+        return cls(url=url, variable="REVIEW_WEBHOOK_URL")
+
     @property
     def configured(self) -> bool:
         return bool(self.url)
