@@ -19,7 +19,12 @@ from delivery_pipeline.generation.generator import (
     GeneratorUnavailable,
 )
 from delivery_pipeline.generation.offline import OfflineGenerator, format_date
-from delivery_pipeline.generation.worker import SweepPoke, generate_pending, generation_due
+from delivery_pipeline.generation.worker import (
+    SweepPoke,
+    generate_pending,
+    generation_due,
+    outcomes_by_kind_and_locale,
+)
 from delivery_pipeline.settings import GenerationSettings, Settings
 from delivery_pipeline.store.queries import QUERIES
 from delivery_pipeline.store.records import InputError, request_document
@@ -159,6 +164,9 @@ def test_transient_failures_retry_with_backoff_then_fail_for_good(db, database_u
     first = generate_pending(database_url, generator, policy=POLICY)
     row = document(db, doc["id"])
     assert first.retry_scheduled == 1 and row["status"] == "pending"
+    assert outcomes_by_kind_and_locale(first) == [
+        {"kind": "plan", "locale": person["locale"], "generated": 0, "failed": 0, "retrying": 1}
+    ]
     assert row["generation_attempts"] == 1 and row["generation_error"] == "503 number 0"
     backoff = db.execute(
         "SELECT extract(epoch FROM next_generation_at - now()) AS s FROM documents "
@@ -175,6 +183,9 @@ def test_transient_failures_retry_with_backoff_then_fail_for_good(db, database_u
     last = generate_pending(database_url, generator, policy=POLICY)
     row = document(db, doc["id"])
     assert last.failed == 1 and row["status"] == "failed" and row["generation_attempts"] == 3
+    assert outcomes_by_kind_and_locale(last) == [
+        {"kind": "plan", "locale": person["locale"], "generated": 0, "failed": 1, "retrying": 0}
+    ]
     assert row["generation_error"] == "503 number 2"
     assert not generation_due(db) and eligible(db) == []
     assert len(generator.calls) == 3

@@ -1,7 +1,7 @@
--- Dagster as the system of record: the delivery-events outbox (sql/008), the
--- daemon's heartbeats for the webhook service's dead-man's switch, and what a
--- generation run reports. Who may report which outbox row, and how a row is
--- reported once: delivery_pipeline/watch/delivery_events.py.
+-- Dagster as the system of record: the delivery-events outbox (sql/008) and
+-- the daemon's heartbeats for the webhook service's dead-man's switch. Who may
+-- report which outbox row, and how a row is reported once:
+-- delivery_pipeline/watch/delivery_events.py.
 
 -- ─────────────────────────────── the outbox ──────────────────────────────
 
@@ -84,16 +84,3 @@ ON CONFLICT (source) DO UPDATE SET seen_at = greatest(dagster_heartbeats.seen_at
 SELECT source, seen_at, extract(epoch FROM now() - seen_at)::float8 AS age_seconds
 FROM dagster_heartbeats
 ORDER BY seen_at DESC
-
--- ─────────────────────────────── generation ──────────────────────────────
-
--- name: generated_by_kind_locale
--- What a generation run did, by kind and the person's locale: generated, failed for good, still pending (a retry is due later).
-SELECT d.kind, p.locale,
-       count(*) FILTER (WHERE d.status = 'succeeded') AS generated,
-       count(*) FILTER (WHERE d.status = 'failed') AS failed,
-       count(*) FILTER (WHERE d.status IN ('pending', 'generating')) AS retrying
-FROM documents d JOIN people p ON p.id = d.person_id
-WHERE d.id = ANY(%(ids)s)
-GROUP BY d.kind, p.locale
-ORDER BY d.kind, p.locale

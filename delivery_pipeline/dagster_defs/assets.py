@@ -123,8 +123,7 @@ def generated_documents(
             description=f"The generator is misconfigured: {result.stopped_by}",
             metadata=as_metadata(summary),
         )
-    with app_db.connect() as conn:
-        outcomes = outcomes_by_kind_and_locale(conn, result)
+    outcomes = outcomes_by_kind_and_locale(result)
     return dg.MaterializeResult(
         metadata={
             **as_metadata(summary),

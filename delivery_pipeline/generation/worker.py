@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import uuid
+from collections import Counter
 from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any
@@ -105,6 +106,8 @@ class GenerationResult:
     document_ids: list[int] = field(default_factory=list)
     # the documents whose generation failed this pass, for good or to retry
     failed_ids: list[int] = field(default_factory=list)
+    # (kind, the person's locale, generated | failed | retrying) → documents
+    by_kind_and_locale: Counter[tuple[str, str, str]] = field(default_factory=Counter)
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -253,6 +256,7 @@ def _generate_one(
         return
     result.succeeded += 1
     result.document_ids.append(row["id"])
+    result.by_kind_and_locale[row["kind"], row["locale"], "generated"] += 1
     if stored["awaiting_review_since"] is not None:
         # Nothing to deliver until a reviewer approves; the approval pokes.
         result.awaiting_review += 1
@@ -291,6 +295,7 @@ def _failed(
         result.lost_claims += 1
         return
     result.failed_ids.append(row["id"])
+    result.by_kind_and_locale[row["kind"], row["locale"], "failed" if final else "retrying"] += 1
     if final:
         result.failed += 1
         log.warning("document %s: generation failed for good: %s", row["id"], error)
@@ -319,11 +324,15 @@ def _give_back(
     )
 
 
-def outcomes_by_kind_and_locale(
-    conn: psycopg.Connection[DictRow], result: GenerationResult
-) -> list[dict[str, Any]]:
+def outcomes_by_kind_and_locale(result: GenerationResult) -> list[dict[str, Any]]:
     """What one pass did, per kind and the person's locale: generated, failed, retrying."""
-    ids = [*result.document_ids, *result.failed_ids]
-    if not ids:
-        return []
-    return [dict(row) for row in conn.execute(QUERIES.generated_by_kind_locale, {"ids": ids})]
+    counts = result.by_kind_and_locale
+    groups = sorted({(kind, locale) for kind, locale, _ in counts})
+    return [
+        {
+            "kind": kind,
+            "locale": locale,
+            **{what: counts[kind, locale, what] for what in ("generated", "failed", "retrying")},
+        }
+        for kind, locale in groups
+    ]

@@ -149,7 +149,6 @@ class Queries:
     outbox_forget: str
     beat: str
     heartbeats: str
-    generated_by_kind_locale: str
 
     # sql/queries_report.sql
     report_documents: str
