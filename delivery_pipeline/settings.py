@@ -48,6 +48,8 @@ DEFAULT_KNOCK_TEMPLATES = "en=document_ready:en,es=document_ready:es,pt=document
 # not import the model; test_model.py holds the two lists together).
 REVIEWABLE_KINDS = ("plan", "daily_brief")
 REVIEW_TOKEN_MIN_LENGTH = 16
+# DELIVERY_SWEEPERS at most (each sweeper is a process with its own connections).
+MAX_SWEEPERS = 64
 REVIEW_PAGE_PATH = "/review"
 
 
@@ -194,7 +196,7 @@ class DeliverySettings(Section):
     )
     concurrency: int = Field(16, ge=1, description="documents in flight per sweep")
     sweepers: int = Field(
-        2, ge=1, le=64, description="parallel sweeper ops per deliver_documents run"
+        2, ge=1, le=MAX_SWEEPERS, description="parallel sweeper ops per deliver_documents run"
     )
     chunk_limit: int = Field(4096, ge=16, le=4096, description="characters per message")
     chunk_interval_seconds: float = Field(0.0, ge=0, description="pause between chunks")

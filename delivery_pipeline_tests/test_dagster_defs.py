@@ -146,6 +146,17 @@ def test_dg_check_defs_passes_and_catches_bad_settings(tmp_path):
     assert "DELIVERY_LEASE_SECONDS" in bad.stdout + bad.stderr
 
 
+def test_every_sweeper_a_run_asks_for_runs_at_once_whatever_the_cpu_count():
+    from delivery_pipeline.dagster_defs.definitions import defs
+    from delivery_pipeline.settings import MAX_SWEEPERS
+
+    repo = defs().get_repository_def()
+    for name in ("deliver_documents", "generate_and_deliver"):
+        executor = repo.get_job(name).executor_def
+        config = executor.apply_config_mapping({}).value["config"]
+        assert config["max_concurrent"] == MAX_SWEEPERS, (name, config)
+
+
 def test_heartbeat_interval_comes_from_the_environment():
     env = {**os.environ, "PYTHONPATH": str(REPO), "DELIVERY_HEARTBEAT_SECONDS": "7"}
     out = subprocess.run(

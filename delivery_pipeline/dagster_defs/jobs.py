@@ -29,6 +29,7 @@ from delivery_pipeline.dagster_defs.resources import (
 )
 from delivery_pipeline.generation.briefs import run_briefs
 from delivery_pipeline.model import ReviewDecision
+from delivery_pipeline.settings import MAX_SWEEPERS
 from delivery_pipeline.store.records import InputError, request_document
 from delivery_pipeline.store.review import Decided, Decision, decide
 from delivery_pipeline.watch.delivery_events import run_source
@@ -41,6 +42,12 @@ if TYPE_CHECKING:
 
 SWEEP_TAG = "delivery_pipeline/sweep"
 SWEEP_TAGS = {SWEEP_TAG: "delivery"}
+# The multiprocess executor runs as many steps at once as the machine has CPUs
+# unless told otherwise: DELIVERY_SWEEPERS above that would sweep in waves.
+# The run has exactly DELIVERY_SWEEPERS sweepers; let all of them run at once.
+SWEEPING_EXECUTOR = dg.multiprocess_executor.configured(
+    {"max_concurrent": MAX_SWEEPERS}, name="multiprocess_sweepers"
+)
 
 
 def _asset_job(
@@ -68,7 +75,7 @@ deliver_documents = _asset_job(
     [delivered_documents],
     "Deliver every eligible document with DELIVERY_SWEEPERS sweepers in parallel, "
     "materializing delivered_documents (requested by the heartbeat sensor).",
-    executor=dg.multiprocess_executor,
+    executor=SWEEPING_EXECUTOR,
     tags=SWEEP_TAGS,
 )
 generate_documents = _asset_job(
@@ -81,7 +88,7 @@ generate_and_deliver = _asset_job(
     "generate_and_deliver",
     [generated_documents, delivered_documents],
     "Generate pending documents, then sweep: for running by hand.",
-    executor=dg.multiprocess_executor,
+    executor=SWEEPING_EXECUTOR,
     tags=SWEEP_TAGS,
 )
 
