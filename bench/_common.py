@@ -25,6 +25,17 @@ from delivery_pipeline.store.migrations import upgrade  # noqa: E402
 BENCHMARKS_MD = REPO / "docs" / "benchmarks.md"
 
 
+def child_env(**settings: str) -> dict[str, str]:
+    """The environment of a process a benchmark starts: this one's without any
+    DELIVERY_* or WHATSAPP_* setting of the shell (each benchmark says what it
+    sets), no quiet hours, the repository importable, plus ``settings``."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("DELIVERY_", "WHATSAPP_"))}
+    env["DELIVERY_QUIET_HOURS"] = "off"
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
+    env.update(settings)
+    return env
+
+
 @contextmanager
 def admin_url(own_server: bool = False) -> Iterator[str]:
     """BENCH_DATABASE_URL (an admin URL), else an embedded server's, for this run.

@@ -4,8 +4,10 @@ sharing the number's limit through Postgres (``WHATSAPP_THROUGHPUT_LIMIT``),
 against the sandbox (150 ms per send, its own throughput limit = the number's,
 pair rate on).
 
-* Pacing: 4 sweep processes + the service (poked for a fifth of the people, so
-  it sends too, and receiving the status webhooks) at an 80 msg/s number, then
+* Pacing: 4 sweep processes + the service (with its defaults it LISTENs, so
+  from its start it sweeps whatever is ready like a fifth sender; it is also
+  poked for a fifth of the people and receives the status webhooks) at an
+  80 msg/s number, then
   at a 1,000 msg/s number. Reported: throttling refusals (130429) and pair-rate
   ones (131056), the aggregate steady rate (middle 80 % of the accept times)
   as a share of the limit, what each process sent and its rate, and the
@@ -33,6 +35,7 @@ import time
 from _common import (
     REPO,
     ServerCpu,
+    child_env,
     cpu_seconds,
     figures_comment,
     inbox_report,
@@ -53,16 +56,12 @@ _prefixes = iter(range(20, 100))
 
 
 def _env(url: str, sandbox_url: str, limit: int) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("DELIVERY_", "WHATSAPP_"))}
-    env.update(
-        {
-            "DATABASE_URL": url,
-            "WHATSAPP_API_BASE_URL": sandbox_url,
-            # The default is 80: set only for the 1,000 msg/s number.
-            **({"WHATSAPP_THROUGHPUT_LIMIT": str(limit)} if limit != 80 else {}),
-        }
+    return child_env(
+        DATABASE_URL=url,
+        WHATSAPP_API_BASE_URL=sandbox_url,
+        # The default is 80: set only for the 1,000 msg/s number.
+        **({"WHATSAPP_THROUGHPUT_LIMIT": str(limit)} if limit != 80 else {}),
     )
-    return env
 
 
 def pacer_updates(url: str) -> int:
@@ -265,8 +264,10 @@ def main() -> None:
     body = (
         f"{args.sweeps} `delivery-pipeline sweep` processes started together with the project's "
         "default settings (16 documents in flight each, the number's limit shared through "
-        "Postgres, no per-process cap), plus the webhook service receiving the status webhooks "
-        "and poked (`/internal/sweep`) for a fifth of the people, as the generator would. "
+        "Postgres, no per-process cap), plus the webhook service with its defaults: it "
+        "LISTENs, so from its start it sweeps whatever is ready like a fifth sender; it is "
+        "also poked (`/internal/sweep`) for a fifth of the people, as the generator would, and "
+        "receives the status webhooks. "
         f"Nine-chunk plans, sandbox latency {args.latency_ms:g} ms, its throughput limit = "
         "the number's, pair rate on. Sweeps that ended while throttled documents were due "
         "again are followed by one more sweep each (the heartbeat's job). Targets at 80 "

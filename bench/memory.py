@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import subprocess
 import sys
 import time
 
 from _common import (
     REPO,
+    child_env,
     figures_comment,
     median,
     scratch_database,
@@ -41,14 +41,8 @@ sys.exit(os.waitstatus_to_exitcode(status))
 
 def sweep_process(url: str, sandbox_url: str, concurrency: int) -> tuple[float, dict, float]:
     """Run one CLI sweep; returns (peak RSS MiB, its JSON result, wall seconds)."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("DELIVERY_", "WHATSAPP_"))}
-    env.update(
-        {
-            "DATABASE_URL": url,
-            "WHATSAPP_API_BASE_URL": sandbox_url,
-            "WHATSAPP_THROUGHPUT_LIMIT": "5000",
-            "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")])),
-        }
+    env = child_env(
+        DATABASE_URL=url, WHATSAPP_API_BASE_URL=sandbox_url, WHATSAPP_THROUGHPUT_LIMIT="5000"
     )
     started = time.perf_counter()
     # A forked child inherits its parent's RSS in ru_maxrss until it execs, and this

@@ -31,7 +31,6 @@ procrastinate is not a project dependency: ``./dev shell -m pip install procrast
 from __future__ import annotations
 
 import argparse
-import os
 import random
 import signal
 import subprocess
@@ -52,6 +51,7 @@ except ImportError:
 from _common import (
     REPO,
     ServerCpu,
+    child_env,
     figures_comment,
     inbox_report,
     median,
@@ -74,10 +74,7 @@ _prefixes = iter(range(40, 100))
 
 
 def _env(extra: dict[str, str]) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("DELIVERY_", "WHATSAPP_"))}
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
-    env.update(extra)
-    return env
+    return child_env(**extra)
 
 
 def ours_cmd(
