@@ -294,3 +294,70 @@ def test_a_message_while_the_hold_is_being_decided_is_not_slept_through(db, wrot
         assert row["held"] is False and after == {"held": False, "due": True, "released": True}
     else:
         assert row["held"] is True and after == {"held": True, "due": False, "released": True}
+
+
+# ── a brief chosen late in the evening (sql/016) ────────────────────────
+
+
+def brief_hour_reference(at: dt.datetime, zone: str, for_date: dt.date, brief: dt.time) -> bool:
+    """Within the hour after the brief time on the brief's day, on the local wall clock."""
+    local = at.astimezone(ZoneInfo(zone)).replace(tzinfo=None)
+    starts = dt.datetime.combine(for_date, brief)
+    return starts <= local <= starts + dt.timedelta(hours=1)
+
+
+@given(
+    at=st.datetimes(
+        min_value=dt.datetime(2025, 1, 1),
+        max_value=dt.datetime(2027, 12, 31),
+        timezones=st.just(UTC),
+    ),
+    zone=st.sampled_from(ZONES),
+    brief=st.times(),
+    days_back=st.integers(min_value=0, max_value=1),
+)
+@settings(
+    max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+def test_the_brief_hour_agrees_with_zoneinfo(db, at, zone, brief, days_back):
+    brief = brief.replace(microsecond=0)
+    for_date = at.astimezone(ZoneInfo(zone)).date() - dt.timedelta(days=days_back)
+    row = db.execute(
+        "SELECT in_brief_hour(%s, %s, %s, %s) AS inside", (at, zone, for_date, brief)
+    ).fetchone()
+    assert row["inside"] == brief_hour_reference(at, zone, for_date, brief)
+
+
+@pytest.mark.parametrize("minute", [0, 30, 59])
+def test_a_brief_chosen_after_23_00_is_in_its_hour_until_midnight(db, minute):
+    zone = "America/Sao_Paulo"
+    for_date = dt.date(2026, 6, 10)
+    brief = dt.time(23, minute)
+    wall = dt.datetime.combine(for_date, brief) + dt.timedelta(seconds=30)
+    at = wall.replace(tzinfo=ZoneInfo(zone))
+    if minute == 59:
+        at = at - dt.timedelta(seconds=30)  # 23:59:00, the brief's own minute
+    row = db.execute(
+        "SELECT in_brief_hour(%s, %s, %s, %s) AS inside", (at, zone, for_date, brief)
+    ).fetchone()
+    assert row["inside"] is True
+
+
+@pytest.mark.engine
+def test_a_daily_brief_chosen_for_23_00_goes_out_at_23_not_held_for_the_night(
+    db, sandbox, settings
+):
+    tz = zone_where_it_is(23)
+    local_now = dt.datetime.now(ZoneInfo(tz))
+    person = add_person(db, time_zone=tz, inbound_age_seconds=3600, brief_local_time="23:00")
+    sandbox.say(person["phone"], "hi")
+    brief = add_document(
+        db, person["id"], "Good night.", kind="daily_brief", for_date=local_now.date()
+    )
+
+    result = sweep(night_settings(settings))  # 23:xx is inside 21:00-08:00
+
+    assert result.held_quiet == 0 and result.delivered == 1
+    assert texts(sandbox.inbox(person["phone"])) == ["Good night."]
+    state = db.execute("SELECT state FROM document_states WHERE id = %s", (brief["id"],))
+    assert state.fetchone()["state"] == "delivered"

@@ -57,7 +57,7 @@ SELECT * FROM people WHERE phone = %(phone)s
 SELECT * FROM people ORDER BY id
 
 -- name: time_zone_is_valid
--- Does Postgres know this time zone?
+-- Is this an IANA time zone name (sql/016: not a POSIX string, not an abbreviation)?
 SELECT is_valid_time_zone(%(time_zone)s) AS valid
 
 -- ──────────────────────────── documents ──────────────────────────────────

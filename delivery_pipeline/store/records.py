@@ -78,7 +78,8 @@ def add_person(
     valid = conn.execute(QUERIES.time_zone_is_valid, {"time_zone": time_zone}).fetchone()
     if not (valid and valid["valid"]):
         raise InputError(
-            f"unknown time zone {time_zone!r} (use an IANA name like America/Sao_Paulo)"
+            f"time zone {time_zone!r} is not an IANA time zone name: use one like "
+            "America/Sao_Paulo, Europe/Lisbon or UTC (a fixed offset is Etc/GMT-3 for UTC+3)"
         )
     if conn.execute(QUERIES.person_by_phone, {"phone": number}).fetchone():
         raise InputError(f"a person with number {number} already exists")
