@@ -19,6 +19,7 @@ from delivery_pipeline.generation.generator import (
     GeneratorUnavailable,
 )
 from delivery_pipeline.generation.offline import OfflineGenerator, format_date
+from delivery_pipeline.generation.openai import OpenAIGenerator
 from delivery_pipeline.generation.worker import (
     SweepPoke,
     generate_pending,
@@ -29,7 +30,7 @@ from delivery_pipeline.settings import GenerationSettings, Settings
 from delivery_pipeline.store.queries import QUERIES
 from delivery_pipeline.store.records import InputError, request_document
 from delivery_pipeline_tests.support.data import add_person, document
-from delivery_pipeline_tests.support.fake_http import Answer, FakeHttpServer
+from delivery_pipeline_tests.support.fake_http import Answer, FakeHttpServer, chat_completion
 from delivery_pipeline_tests.support.sandbox_server import free_port
 
 POLICY = GenerationSettings(max_attempts=3, backoff_base_seconds=60, batch_size=2)
@@ -347,3 +348,44 @@ def test_policy_from_env():
     assert policy.max_attempts == 5 and policy.batch_size == 9
     with pytest.raises(ValueError, match="GENERATION_MAX_ATTEMPTS"):
         Settings.from_env({"GENERATION_MAX_ATTEMPTS": "0"})
+
+
+@pytest.mark.parametrize(
+    ("answer", "reason"),
+    [
+        ("Hello\x00Ana", "a NUL character"),
+        ("Hello \ud800 Ana", "a lone surrogate"),
+    ],
+)
+def test_text_postgres_cannot_store_fails_its_document_alone(db, database_url, answer, reason):
+    """An OpenAI-compatible server (a loopback stub) answers one document of the batch
+    with text Postgres cannot hold: that one fails with its reason, the batch's other
+    documents are stored, and no claim is left to wait out its lease."""
+    names = ["Ana", "Bia", "Caio"]
+    docs = {name: pending(db, add_person(db, name=name)["id"]) for name in names}
+    with FakeHttpServer() as server:
+        server.answer(
+            Answer(200, chat_completion("Plan for the first.")),
+            Answer(200, chat_completion(answer)),
+            Answer(200, chat_completion("Plan for the third.")),
+        )
+        generator = OpenAIGenerator(f"{server.url}/v1", "test-model", timeout_seconds=5.0)
+        result = generate_pending(
+            database_url, generator, policy=GenerationSettings(batch_size=4, max_attempts=3)
+        )
+        asked = [next(n for n in names if n in r.body.decode()) for r in server.requests]
+
+    assert result.claimed == 3 and result.succeeded == 2 and result.retry_scheduled == 1
+    bad = docs[asked[1]]
+    row = document(db, bad["id"])
+    assert row["status"] == "pending" and row["body"] is None
+    assert row["generation_error"] == (
+        f"the generator's text holds {reason}, which a document cannot store"
+    )
+    assert result.failed_ids == [bad["id"]]
+    for name in (asked[0], asked[2]):
+        assert document(db, docs[name]["id"])["status"] == "succeeded"
+    claims = db.execute(
+        "SELECT count(*) AS n FROM documents WHERE generation_claim_token IS NOT NULL"
+    ).fetchone()
+    assert claims["n"] == 0

@@ -37,6 +37,7 @@ from delivery_pipeline.generation.generator import (
 from delivery_pipeline.settings import GenerationSettings, ServiceSettings, secret
 from delivery_pipeline.store.db import connect
 from delivery_pipeline.store.queries import QUERIES
+from delivery_pipeline.text import storable, unstorable
 
 log = logging.getLogger(__name__)
 
@@ -241,15 +242,41 @@ def _generate_one(
             final=row["generation_attempts"] >= policy.max_attempts,
         )
         return
-    stored = conn.execute(
-        QUERIES.generation_succeeded,
-        {
-            "document_id": row["id"],
-            "token": token,
-            "body": body,
-            "needs_review": row["kind"] in review_kinds,
-        },
-    ).fetchone()
+    # Text Postgres cannot hold fails this document alone, like any bad answer: the
+    # rest of the batch is stored, and no claim is left to wait out its lease.
+    problems = unstorable(body)
+    if problems:
+        _failed(
+            conn,
+            row,
+            token,
+            policy,
+            result,
+            f"the generator's text holds {' and '.join(problems)}, which a document cannot store",
+            final=row["generation_attempts"] >= policy.max_attempts,
+        )
+        return
+    try:
+        stored = conn.execute(
+            QUERIES.generation_succeeded,
+            {
+                "document_id": row["id"],
+                "token": token,
+                "body": body,
+                "needs_review": row["kind"] in review_kinds,
+            },
+        ).fetchone()
+    except psycopg.DataError as exc:
+        _failed(
+            conn,
+            row,
+            token,
+            policy,
+            result,
+            f"the database refused the generator's text: {exc}",
+            final=row["generation_attempts"] >= policy.max_attempts,
+        )
+        return
     if stored is None:
         result.lost_claims += 1
         log.info("document %s: generation claim lost; the body was not stored", row["id"])
@@ -283,7 +310,7 @@ def _failed(
         {
             "document_id": row["id"],
             "token": token,
-            "error": error[:1000],
+            "error": storable(error)[:1000],
             "final": final,
             "refund": 0,
             "delay_seconds": backoff_seconds(
@@ -316,7 +343,7 @@ def _give_back(
         {
             "document_id": document_id,
             "token": token,
-            "error": error[:1000],
+            "error": storable(error)[:1000],
             "final": False,
             "refund": 1,
             "delay_seconds": policy.misconfigured_pause_seconds,

@@ -21,14 +21,14 @@ import math
 import re
 from typing import Any
 
+from delivery_pipeline import text as pg_text
+
 # Meta's deepest real shapes are about ten levels; far past that is not a
 # webhook, and walking or serialising it risks Python's recursion limit.
 MAX_DEPTH = 48
-_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 # A JSON string (skipped whole) or a bracket; UTF-8 continuation bytes are
 # never ASCII, so scanning bytes is safe.
 _STRING_OR_BRACKET = re.compile(rb'"(?:[^"\\]|\\.)*"|[\[\]{}]', re.DOTALL)
-_REPLACEMENT = "\ufffd"
 _TOO_DEEP = f"nesting deeper than {MAX_DEPTH}"
 
 
@@ -98,13 +98,11 @@ def _storable(value: Any, depth: int, changes: set[str]) -> Any:
 
 
 def _storable_text(text: str, changes: set[str]) -> str:
-    if "\x00" in text:
-        changes.add("a NUL character")
-        text = text.replace("\x00", _REPLACEMENT)
-    if not text.isascii() and _LONE_SURROGATE.search(text):
-        changes.add("a lone surrogate")
-        text = _LONE_SURROGATE.sub(_REPLACEMENT, text)
-    return text
+    problems = pg_text.unstorable(text)
+    if not problems:
+        return text
+    changes.update(problems)
+    return pg_text.storable(text)
 
 
 def parse_timestamp(raw: Any) -> dt.datetime:
