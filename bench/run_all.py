@@ -31,6 +31,7 @@ BENCHMARKS: dict[str, list[str]] = {
     "fleet": ["--docs", "200", "--fast-docs", "500", "--scale-docs", "500"],
     "vs_procrastinate": ["--docs", "500", "--docs-two", "1000", "--repeats", "2"],
     "record_latency": ["--replies", "30", "--modes", "push,sensor"],
+    "deep_json": ["--repeats", "3"],
 }
 
 

@@ -19,6 +19,7 @@ import datetime as dt
 import json
 import math
 import re
+from dataclasses import dataclass
 from typing import Any
 
 from delivery_pipeline import text as pg_text
@@ -26,9 +27,20 @@ from delivery_pipeline import text as pg_text
 # Meta's deepest real shapes are about ten levels; far past that is not a
 # webhook, and walking or serialising it risks Python's recursion limit.
 MAX_DEPTH = 48
-# A JSON string (skipped whole) or a bracket; UTF-8 continuation bytes are
-# never ASCII, so scanning bytes is safe.
-_STRING_OR_BRACKET = re.compile(rb'"(?:[^"\\]|\\.)*"|[\[\]{}]', re.DOTALL)
+# A body deeper than Python's own parser goes is cut at MAX_DEPTH in one pass
+# over its bytes, a Python step per bracket or string. Only a body of at most
+# CUT_MAX_BYTES with at most CUT_MAX_TOKENS of them is cut; a larger one is
+# refused instead (kept raw, nothing applied), so one body costs the event loop
+# tens of milliseconds at most, whatever its size or shape. Meta's bodies never
+# get here: they parse.
+CUT_MAX_BYTES = 1024 * 1024
+CUT_MAX_TOKENS = 100_000
+# The next bracket or quote; UTF-8 continuation bytes are never ASCII, so
+# scanning bytes is safe.
+_BRACKET_OR_QUOTE = re.compile(rb'[\[\]{}"]')
+# The rest of a string after its opening quote, possessive: it matches once from
+# where it starts, up to the closing quote or the end, and never backtracks.
+_STRING_REST = re.compile(rb'[^"\\]*+(?:\\.[^"\\]*+)*+', re.DOTALL)
 _TOO_DEEP = f"nesting deeper than {MAX_DEPTH}"
 
 
@@ -36,37 +48,82 @@ class UnusableBody(ValueError):
     """A signed body with nothing we could read as updates."""
 
 
+class TooDeepToCut(ValueError):
+    """Nested deeper than Python's parser goes, with too much of it to cut."""
+
+
 def read_body(body: bytes) -> tuple[Any, list[str]]:
     """A webhook body parsed into what Postgres can store, and what had to change
-    (see ``storable``). ValueError: it is not JSON."""
+    (see ``storable``). ValueError: it is not JSON (``TooDeepToCut``: nor cuttable)."""
     try:
         return storable(json.loads(body))
     except RecursionError:
         pass
     # Deeper than Python's parser goes: cut the deep parts off first, so the
     # rest of the batch can still be read.
-    payload, changes = storable(json.loads(_cut_deeper_than(body, MAX_DEPTH)))
+    cut = cut_deeper_than(body, MAX_DEPTH)
+    if cut.body is None:
+        raise TooDeepToCut(
+            f"nested deeper than Python's parser goes, and larger than {CUT_MAX_BYTES} bytes "
+            f"or {CUT_MAX_TOKENS} brackets and strings: not cut"
+        )
+    payload, changes = storable(json.loads(cut.body))
     return payload, sorted({*changes, _TOO_DEEP})
 
 
-def _cut_deeper_than(body: bytes, max_depth: int) -> bytes:
-    """``body`` with every array or object nested deeper than ``max_depth`` as null."""
+@dataclass(frozen=True)
+class Cut:
+    """A body with its deep parts cut off (None: refused), and the work it took: the
+    brackets and strings stepped over, the bytes examined (each at most once)."""
+
+    body: bytes | None
+    tokens: int
+    scanned: int
+
+
+def cut_deeper_than(
+    body: bytes,
+    max_depth: int,
+    *,
+    max_tokens: int = CUT_MAX_TOKENS,
+    max_bytes: int = CUT_MAX_BYTES,
+) -> Cut:
+    """``body`` with every array or object nested deeper than ``max_depth`` as null.
+
+    One forward pass: each search starts where the last one stopped, so no
+    byte is examined twice (an unterminated string runs to the end instead of
+    being retried at each of its quotes). A body over ``max_bytes`` is not
+    scanned; after ``max_tokens`` brackets and strings the scan gives up.
+    """
+    size = len(body)
+    if size > max_bytes:
+        return Cut(None, 0, 0)
     out: list[bytes] = []
-    depth = cut_at = kept_from = 0
-    for match in _STRING_OR_BRACKET.finditer(body):
-        first = match.group()[0]
-        if first in b"[{":
+    depth = cut_at = kept_from = pos = tokens = 0
+    while (match := _BRACKET_OR_QUOTE.search(body, pos)) is not None:
+        tokens += 1
+        if tokens > max_tokens:
+            return Cut(None, tokens, match.end())
+        at = match.start()
+        byte = body[at]
+        if byte == 0x22:  # a string, skipped whole (brackets in it are text)
+            rest = _STRING_REST.match(body, at + 1)
+            end = rest.end() if rest else at + 1
+            pos = end + 1 if end < size and body[end] == 0x22 else size
+            continue
+        pos = at + 1
+        if byte in b"[{":
             depth += 1
             if not cut_at and depth > max_depth:
                 cut_at = depth
-                out.append(body[kept_from : match.start()] + b"null")
-        elif first in b"]}":
+                out.append(body[kept_from:at] + b"null")
+        else:
             if cut_at == depth:
-                cut_at, kept_from = 0, match.end()
+                cut_at, kept_from = 0, pos
             depth -= 1
     if not cut_at:  # else unbalanced: what is left fails to parse, as it should
         out.append(body[kept_from:])
-    return b"".join(out)
+    return Cut(b"".join(out), tokens, size)
 
 
 def storable(payload: Any) -> tuple[Any, list[str]]:
