@@ -242,6 +242,29 @@ def test_async_reengagement_undelivers_and_closes_the_window(client, db, sandbox
     )
 
 
+def test_a_refusal_from_the_future_does_not_keep_the_window_shut(client, db, sandbox, settings):
+    """A 131047 status dated a month ahead: the window is closed from now, not until
+    then (a person's next message reopens it), and the chunk failed now."""
+    person, doc, chunk = _delivered_chunk(db, sandbox, settings)
+    body = payloads.status(
+        chunk["wa_message_id"],
+        "failed",
+        timestamp=time.time() + 30 * 24 * 3600,
+        errors=[payloads.REENGAGEMENT_ERROR],
+    )
+
+    assert post(client, body).status_code == 200
+
+    row = db.execute(
+        "SELECT p.window_refused_at, c.failed_at, now() AS now FROM people p "
+        "JOIN documents d ON d.person_id = p.id JOIN delivery_chunks c ON c.document_id = d.id "
+        "WHERE d.id = %s",
+        (doc["id"],),
+    ).fetchone()
+    assert row["window_refused_at"] is not None and row["window_refused_at"] <= row["now"]
+    assert row["failed_at"] <= row["now"]
+
+
 def test_poke_requires_the_token_and_a_target(client):
     assert client.post("/internal/sweep", json={"document_id": 1}).status_code == 401
     bad = {"Authorization": "Bearer wrong"}

@@ -7,9 +7,11 @@ the service as a real process is ``test_webhook_fuzz.py``.
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import logging
 import random
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -226,3 +228,36 @@ def test_a_body_that_cannot_be_kept_is_503(client, db, caplog):
     assert '"raw_webhooks" does not exist' in line.getMessage()
     db.execute("ALTER TABLE raw_webhooks_gone RENAME TO raw_webhooks")
     assert post(client, b"{not json").status_code == 200
+
+
+# ── timestamps from the future ──────────────────────────────────────────
+
+
+def test_a_message_from_the_future_opens_the_window_from_now_not_until_then(client, db):
+    person = add_person(db, inbound_age_seconds=None)
+    ten_days = time.time() + 10 * 24 * 3600
+    body = payloads.inbound(person["phone"], "wamid.FUTURE", timestamp=ten_days)
+
+    assert post(client, body).status_code == 200
+
+    row = db.execute(
+        "SELECT p.last_inbound_at, i.sent_at, now() AS now FROM people p "
+        "JOIN inbound_messages i ON i.person_id = p.id WHERE p.id = %s",
+        (person["id"],),
+    ).fetchone()
+    assert row["last_inbound_at"] <= row["now"] and row["sent_at"] <= row["now"]
+    assert row["now"] - row["last_inbound_at"] < dt.timedelta(minutes=1)
+    [raw] = kept_raw(db, body)
+    assert "timestamp-in-the-future" in raw["reason"]
+
+
+def test_a_timestamp_within_the_clock_skew_is_taken_as_it_is(client, db):
+    person = add_person(db, inbound_age_seconds=None)
+    soon = int(time.time()) + 60
+    body = payloads.inbound(person["phone"], "wamid.SKEW", timestamp=soon)
+
+    assert post(client, body).status_code == 200
+
+    row = db.execute("SELECT last_inbound_at FROM people WHERE id = %s", (person["id"],))
+    assert row.fetchone()["last_inbound_at"] == dt.datetime.fromtimestamp(soon, dt.UTC)
+    assert kept_raw(db, body) == []

@@ -9,6 +9,7 @@ says, exactly as the same error on the send call would.
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -69,6 +70,9 @@ class WebhookOutcome:
 
 # Names from the body are quoted in reasons and log lines, never at length.
 _NAME_MAX = 40
+# A timestamp later than our clock allows (payloads.MAX_CLOCK_SKEW): taken as
+# our now, and the body kept raw to show what it said.
+_FUTURE = "timestamp-in-the-future"
 
 
 async def apply_payload(
@@ -149,7 +153,10 @@ async def _apply_inbound(
         return
     sender = text_or_none(message.get("from"))
     phone = f"+{sender}" if sender and sender.isdigit() else None
-    sent_at = parse_timestamp(message.get("timestamp"))
+    sent = parse_timestamp(message.get("timestamp"))
+    if sent.from_the_future:
+        outcome.unhandled.append(_FUTURE)
+    sent_at = sent.at
     kind = text_or_none(message.get("type")) or "unknown"
     async with conn.transaction():
         person = None
@@ -215,10 +222,13 @@ def _status_event(status: dict[str, Any], outcome: WebhookOutcome) -> dict[str, 
     error = from_error_object(errors[0]) if errors else None
     callback = text_or_none(status.get("biz_opaque_callback_data"))
     tag = parse_chunk(callback)
+    occurred = parse_timestamp(status.get("timestamp"))
+    if occurred.from_the_future:
+        outcome.unhandled.append(_FUTURE)
     return {
         "wa_message_id": wamid,
         "status": state,
-        "occurred_at": parse_timestamp(status.get("timestamp")).isoformat(),
+        "occurred_at": occurred.at.isoformat(),
         "recipient_id": text_or_none(status.get("recipient_id")),
         "callback_data": callback,
         "document_id": tag.document_id if tag else None,
@@ -257,7 +267,7 @@ async def _apply_statuses(
                     key = {
                         "document_id": chunk["document_id"],
                         "chunk_index": chunk["chunk_index"],
-                        "at": parse_timestamp(event["payload"].get("timestamp")),
+                        "at": dt.datetime.fromisoformat(event["occurred_at"]),
                     }
                     await _apply_failure(conn, chunk, key, error, settings, outcome)
             elif (document_id := parse_knock(callback)) is not None:

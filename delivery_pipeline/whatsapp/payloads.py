@@ -162,18 +162,39 @@ def _storable_text(text: str, changes: set[str]) -> str:
     return pg_text.storable(text)
 
 
-def parse_timestamp(raw: Any) -> dt.datetime:
-    """Unix seconds as a string (a few arrive in milliseconds); now() if unreadable."""
+# How far ahead of our clock a platform timestamp may be and still be believed
+# (the two clocks disagree a little). One further ahead is taken as our now: a
+# message from the future would hold the person's window open until then, a
+# refusal from the future would keep it shut.
+MAX_CLOCK_SKEW = dt.timedelta(minutes=5)
+
+
+@dataclass(frozen=True)
+class Timestamp:
+    """When the platform says something happened, as we take it."""
+
+    at: dt.datetime
+    # it said a time more than MAX_CLOCK_SKEW ahead of ours; ``at`` is our now
+    from_the_future: bool = False
+
+
+def parse_timestamp(raw: Any) -> Timestamp:
+    """Unix seconds as a string (a few arrive in milliseconds); now() if unreadable,
+    and now() too (``from_the_future``) if later than now + ``MAX_CLOCK_SKEW``."""
+    now = dt.datetime.now(dt.UTC)
     try:
         value = float(raw)
     except (TypeError, ValueError, OverflowError):
-        return dt.datetime.now(dt.UTC)
+        return Timestamp(now)
     if value > 1e11:
         value /= 1000.0
     try:
-        return dt.datetime.fromtimestamp(value, dt.UTC)
+        at = dt.datetime.fromtimestamp(value, dt.UTC)
     except (OverflowError, OSError, ValueError):
-        return dt.datetime.now(dt.UTC)
+        return Timestamp(now)
+    if at > now + MAX_CLOCK_SKEW:
+        return Timestamp(now, from_the_future=True)
+    return Timestamp(at)
 
 
 def iter_values(payload: Any) -> list[tuple[str, dict[str, Any]]]:
