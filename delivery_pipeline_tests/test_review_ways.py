@@ -340,3 +340,18 @@ def test_the_page_approves_an_edit_typed_in_the_browser(service, db, sandbox):
         f"/review/documents/{empty}/approve", data={"csrf": csrf(client), "body": " \r\n"}
     )
     assert refused.status_code == 400 and "edited text is empty" in refused.text
+
+
+@pytest.mark.parametrize(
+    "document", ["²", "١٢", "12a", "-1", "", "99999999999999999999", "1e3", "%00"]
+)
+def test_a_notice_for_a_document_id_the_page_never_wrote_is_ignored(service, db, document):
+    """?document= is the page's own redirect; anything but an id it could have written
+    (a non-ASCII digit, a number past bigint, garbage) shows the list without a notice."""
+    doc_id = awaiting(db, "Still waiting.")
+    client = sign_in(service)
+
+    page = client.get("/review", params={"document": document, "result": "decided"})
+
+    assert page.status_code == 200
+    assert f"Document {doc_id}" in page.text and 'role="status"' not in page.text

@@ -19,6 +19,7 @@ or another reviewer's came first (who, when).
 from __future__ import annotations
 
 import logging
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -57,6 +58,8 @@ LIST_LIMIT = 50
 FORM_MAX_BYTES = 1024 * 1024  # an edited plan of many messages, with room to spare
 SIGN_IN_MAX_BYTES = 16 * 1024
 _RESULTS = ("decided", "already", "gone")
+# A document id as the page writes it into ?document=: ASCII digits that fit a bigint.
+_DOCUMENT_ID = re.compile(r"[0-9]{1,18}")
 
 _templates = Environment(
     loader=FileSystemLoader(Path(__file__).parent / "templates"),
@@ -206,7 +209,9 @@ async def review_list(request: Request) -> Response:
 def _asked_notice(request: Request) -> tuple[int, str] | None:
     """The decision the browser was sent back about (``?document=…&result=…``)."""
     document, result = request.query_params.get("document"), request.query_params.get("result")
-    if document and document.isdigit() and result in _RESULTS:
+    # Only the ids this page writes there; anything else (a superscript digit, which
+    # isdigit() accepts and int() refuses, or a number past bigint) shows no notice.
+    if document and _DOCUMENT_ID.fullmatch(document) and result in _RESULTS:
         return int(document), result
     return None
 
