@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -283,6 +284,29 @@ def test_poke_requires_the_token_and_a_target(client):
 def test_healthz(client):
     body = client.get("/healthz").json()
     assert body["status"] == "ok" and body["schema_version"] >= 1 and body["version"]
+
+
+def test_healthz_without_its_database_says_a_fixed_sentence_and_logs_the_detail(
+    service_settings, caplog
+):
+    """Whoever reaches the port learns nothing of the database: not its host, its user
+    or the driver's words; the service's log has them."""
+    url = "postgresql://ops_user:hunter2-secret@127.0.0.1:9/delivery?connect_timeout=1"
+    app = create_app(service_settings.replace(database={"database_url": url}), url)
+    caplog.set_level(logging.WARNING, logger="delivery_pipeline.service.app")
+    with TestClient(app) as test_client:
+        response = test_client.get("/healthz")
+
+    assert response.status_code == 503
+    assert response.json() == {
+        "status": "unavailable",
+        "database": "unreachable, or not migrated: see the service's log",
+        "version": response.json()["version"],
+    }
+    for internal in ("ops_user", "hunter2", "127.0.0.1", "9", "connection", "pool"):
+        assert internal not in response.text.replace(response.json()["version"], "")
+    [line] = [r.getMessage() for r in caplog.records if "health check" in r.getMessage()]
+    assert "the database is not usable" in line
 
 
 json_values = st.recursive(

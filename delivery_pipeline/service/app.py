@@ -71,6 +71,7 @@ TARGETED_SWEEP_CONCURRENCY = 2
 # deployment may not): ask a few times before saying it does not answer.
 IDENTITY_CHECK_ATTEMPTS = 5
 POKE_MAX_BODY_BYTES = 64 * 1024
+HEALTH_DATABASE_DOWN = "unreachable, or not migrated: see the service's log"
 
 
 @dataclass
@@ -254,8 +255,17 @@ async def healthz(request: Request) -> Response:
             cur = await conn.execute(QUERIES.health)
             row = await cur.fetchone()
     except Exception as exc:  # noqa: BLE001 - health reports any failure
+        # The answer is for anyone who can reach the port: a fixed sentence. What
+        # went wrong (hosts, user names, the driver's text) goes to our log.
+        service.quiet_log.log(
+            logging.WARNING,
+            "healthz-database",
+            "health check: the database is not usable (%s): %s",
+            type(exc).__name__,
+            _one_line(str(exc)),
+        )
         return JSONResponse(
-            {"status": "unavailable", "database": str(exc)[:200], "version": __version__},
+            {"status": "unavailable", "database": HEALTH_DATABASE_DOWN, "version": __version__},
             status_code=503,
         )
     return JSONResponse(
