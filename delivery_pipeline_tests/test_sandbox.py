@@ -777,3 +777,25 @@ def test_startup_config_comes_from_the_environment(receiver: WebhookReceiver) ->
 def test_bad_startup_config_fails_loudly() -> None:
     with pytest.raises(RuntimeError, match="SANDBOX_REFUSAL_MODE"):
         start_sandbox(SANDBOX_REFUSAL_MODE="later")
+
+
+def test_an_answer_that_trickles_forever_is_an_unknown_outcome_after_the_send_timeout(
+    sandbox: SandboxProcess,
+) -> None:
+    """The sandbox accepts, then sends its answer a byte every 0.2 s for 20 s: each read
+    gets data, so only the client's total timeout (connect + WHATSAPP_SEND_TIMEOUT)
+    ends the wait."""
+    number = "+15550100083"
+    sandbox.set_window(number, 60)
+    sandbox.faults(stall_after_accept_rate=1.0, stall_ms=20_000)
+
+    async def send() -> str:
+        async with CloudApiClient(
+            sandbox.url, sandbox.phone_number_id, sandbox.access_token, timeout=1.0
+        ) as client:
+            return await client.send_text(number, "slow", callback_data="c:stall")
+
+    with pytest.raises(SendOutcomeUnknown):
+        asyncio.run(send())
+    assert [m["text"] for m in sandbox.inbox(number)] == ["slow"], "accepted all the same"
+    assert sandbox.stats()["stalled"] == 1

@@ -2,7 +2,8 @@
 
 A send goes: token → phone number id → latency → payload → injected 5xx →
 throughput → pair rate → reachability → window → accept (record, schedule
-statuses) → answer, or break the connection mid-answer (``drop_after_accept_rate``).
+statuses) → answer, or break the connection mid-answer (``drop_after_accept_rate``),
+or trickle the answer for ``stall_ms`` (``stall_after_accept_rate``).
 There is no ``await`` between the limit checks and the recording, so on the
 single event loop nothing can interleave with them.
 """
@@ -201,6 +202,44 @@ class BrokenResponse(Response):
         )
 
 
+# A stalled answer sends one byte this often: more often than any read timeout.
+STALL_STEP_SECONDS = 0.2
+
+
+class StalledResponse(Response):
+    """The whole answer, slowly: the message body at once, then one byte of trailing
+    whitespace every ``STALL_STEP_SECONDS`` for ``seconds``. A client that times out
+    each read is never timed out; only a total timeout ends its wait."""
+
+    def __init__(self, content: dict[str, Any], seconds: float) -> None:
+        self.steps = max(1, round(seconds / STALL_STEP_SECONDS))
+        body = json.dumps(content).encode() + b" " * self.steps
+        super().__init__(body, media_type="application/json")
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        trickle = asyncio.ensure_future(self._trickle(send))
+        gone = asyncio.ensure_future(_disconnected(receive))
+        # The client giving up ends it too (nothing is left running at shutdown).
+        await asyncio.wait({trickle, gone}, return_when=asyncio.FIRST_COMPLETED)
+        for task in (trickle, gone):
+            task.cancel()
+        await asyncio.gather(trickle, gone, return_exceptions=True)
+
+    async def _trickle(self, send: Send) -> None:
+        await send({"type": "http.response.start", "status": 200, "headers": self.raw_headers})
+        head = self.body[: -self.steps]
+        await send({"type": "http.response.body", "body": head, "more_body": True})
+        for step in range(self.steps):
+            await asyncio.sleep(STALL_STEP_SECONDS)
+            more = step < self.steps - 1
+            await send({"type": "http.response.body", "body": b" ", "more_body": more})
+
+
+async def _disconnected(receive: Receive) -> None:
+    while (await receive())["type"] != "http.disconnect":
+        pass
+
+
 # --- the Cloud API endpoint --------------------------------------------------
 
 
@@ -296,6 +335,9 @@ async def send_message(request: Request) -> Response:
     if sandbox.chance(sandbox.config.drop_after_accept_rate):
         sandbox.state.stats.dropped += 1
         return BrokenResponse(body)
+    if sandbox.chance(sandbox.config.stall_after_accept_rate):
+        sandbox.state.stats.stalled += 1
+        return StalledResponse(body, sandbox.config.stall_ms / 1000)
     return JSONResponse(body)
 
 

@@ -78,6 +78,10 @@ class SandboxConfig:
     latency_spike_ms: float = 0.0
     error_5xx_rate: float = 0.0
     drop_after_accept_rate: float = 0.0
+    # accepted, then the answer trickles a byte at a time for stall_ms: every read
+    # gets data, so only a client's total timeout ends the wait
+    stall_after_accept_rate: float = 0.0
+    stall_ms: float = 30_000.0
     seed: int | None = None
 
     # Webhooks out
@@ -133,6 +137,8 @@ RUNTIME_KEYS: tuple[str, ...] = (
     "latency_spike_ms",
     "error_5xx_rate",
     "drop_after_accept_rate",
+    "stall_after_accept_rate",
+    "stall_ms",
     "throughput_limit",
     "pair_burst",
     "pair_refill_seconds",
@@ -159,8 +165,14 @@ def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-_RATES = ("latency_spike_rate", "error_5xx_rate", "drop_after_accept_rate", "read_rate")
-_DURATIONS = ("latency_ms", "latency_spike_ms", "status_delay_ms", "webhook_backoff_ms")
+_RATES = (
+    "latency_spike_rate",
+    "error_5xx_rate",
+    "drop_after_accept_rate",
+    "stall_after_accept_rate",
+    "read_rate",
+)
+_DURATIONS = ("latency_ms", "latency_spike_ms", "stall_ms", "status_delay_ms", "webhook_backoff_ms")
 _FLAGS = ("pair_rate_enabled", "statuses_enabled")
 _OPTIONAL_STRINGS = ("webhook_url", "app_secret")
 

@@ -65,6 +65,7 @@ class Stats:
     refused_async: int = 0
     injected_5xx: int = 0
     dropped: int = 0
+    stalled: int = 0
     throttled: int = 0
     inbound: int = 0
     webhooks_posted: int = 0
@@ -109,6 +110,7 @@ class SandboxState:
             "refused_async": s.refused_async,
             "injected_5xx": s.injected_5xx,
             "dropped": s.dropped,
+            "stalled": s.stalled,
             "throttled": s.throttled,
             "inbound": s.inbound,
             "people": len(self.people),

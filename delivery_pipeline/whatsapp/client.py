@@ -35,6 +35,8 @@ MAX_CONNECTIONS = 128
 # (uvicorn's is 5 s): reusing one the server is closing turns a send into an
 # "outcome unknown" for no reason.
 KEEPALIVE_SECONDS = 2.0
+# A connect takes at most this long (or the send timeout, if shorter).
+CONNECT_TIMEOUT_MAX = 5.0
 
 
 class CloudApiClient:
@@ -56,10 +58,14 @@ class CloudApiClient:
             "Authorization": f"Bearer {access_token}",
             "Content-Type": "application/json",
         }
-        # Per operation, as a read of the answer or a connect, not per send:
-        # a connect that times out never sent anything.
+        # Per operation, a connect and each read of the answer: a connect that times
+        # out never sent anything (not attempted), a silent answer is an unknown
+        # outcome. And in total, connect plus answer: an answer that keeps trickling
+        # in (every read gets a byte) must not hold a send, its slot and its claim
+        # forever. The connect's own limit is always first, so the two stay told apart.
+        connect = min(timeout, CONNECT_TIMEOUT_MAX)
         self._timeout = aiohttp.ClientTimeout(
-            total=None, connect=None, sock_connect=min(timeout, 5.0), sock_read=timeout
+            total=connect + timeout, connect=None, sock_connect=connect, sock_read=timeout
         )
         self._max_connections = max_connections
         # Requests beyond the pool wait here, never inside the connector.
