@@ -198,7 +198,9 @@ class DeliverySettings(Section):
     sweepers: int = Field(
         2, ge=1, le=MAX_SWEEPERS, description="parallel sweeper ops per deliver_documents run"
     )
-    chunk_limit: int = Field(4096, ge=16, le=4096, description="characters per message")
+    chunk_limit: int = Field(
+        4096, ge=16, le=4096, description="UTF-16 code units per message (docs/design.md)"
+    )
     chunk_interval_seconds: float = Field(0.0, ge=0, description="pause between chunks")
     unknown_policy: Literal["resend", "abandon"] = Field(
         "resend", description="a send whose outcome never settled"
@@ -441,6 +443,36 @@ class ReviewSettings(Section):
         return value
 
 
+class RetentionSettings(Section):
+    """How long history is kept (the prune_history job). Raw bodies are the largest and
+    read by no code: shortest. Statuses and inbound messages must outlive Meta's
+    redelivery (up to 7 days: their once-only storage depends on them) and the
+    report's and the checks' windows. Alerts are small, and a quarter of them is
+    what an incident review looks back on."""
+
+    env_prefix: ClassVar[str] = "RETENTION_"
+
+    raw_webhooks_days: float = Field(
+        7, ge=1, description="raw webhook bodies, after their last receipt"
+    )
+    status_events_days: float = Field(
+        30, ge=7, description="status webhooks (a waiting knock's stay)"
+    )
+    inbound_messages_days: float = Field(
+        30, ge=7, description="inbound messages (each person's newest stays)"
+    )
+    ops_alerts_days: float = Field(90, ge=2, description="ops alerts (an open episode's stay)")
+
+    def keep(self) -> dict[str, dt.timedelta]:
+        """Table → how long its rows are kept."""
+        return {
+            "raw_webhooks": dt.timedelta(days=self.raw_webhooks_days),
+            "status_events": dt.timedelta(days=self.status_events_days),
+            "inbound_messages": dt.timedelta(days=self.inbound_messages_days),
+            "ops_alerts": dt.timedelta(days=self.ops_alerts_days),
+        }
+
+
 class ScheduleSettings(Section):
     daily_briefs_cron: str = Field("*/15 * * * *", json_schema_extra=env("DAILY_BRIEFS_CRON"))
     backlog_cron: str = Field("*/5 * * * *", json_schema_extra=env("BACKLOG_CRON"))
@@ -449,8 +481,11 @@ class ScheduleSettings(Section):
     report_start_date: dt.date = Field(
         dt.date(2026, 1, 1), json_schema_extra=env("REPORT_START_DATE")
     )
+    retention_cron: str = Field("45 3 * * *", json_schema_extra=env("RETENTION_CRON"))
 
-    @field_validator("daily_briefs_cron", "backlog_cron", "checks_cron", "report_cron")
+    @field_validator(
+        "daily_briefs_cron", "backlog_cron", "checks_cron", "report_cron", "retention_cron"
+    )
     @classmethod
     def _cron(cls, value: str) -> str:
         if len(value.split()) != 5:
@@ -495,6 +530,7 @@ class Settings(BaseModel):
     checks: CheckSettings = CheckSettings()
     ops: OpsSettings = OpsSettings()
     review: ReviewSettings = ReviewSettings()
+    retention: RetentionSettings = RetentionSettings()
     schedules: ScheduleSettings = ScheduleSettings()
     sandbox: SandboxSettings = SandboxSettings()
 

@@ -52,7 +52,7 @@ def post(client: TestClient, body: bytes):
 
 def kept_raw(db, body: bytes) -> list[dict]:
     return db.execute(
-        "SELECT id, reason FROM raw_webhooks WHERE body = %s ORDER BY id", (body,)
+        "SELECT id, reason, received_count FROM raw_webhooks WHERE body = %s ORDER BY id", (body,)
     ).fetchall()
 
 
@@ -171,6 +171,21 @@ def test_a_4_mib_body_deeper_than_the_parser_goes_is_kept_raw_and_not_cut(client
     assert raw["reason"].endswith("not cut")
 
 
+def test_a_body_replayed_is_kept_once_and_counted(client, db):
+    """One unused field makes a signed body kept raw; replaying it stores no other copy
+    of its (up to 4 MiB of) bytes: the receipts are counted on the one row."""
+    body = envelope_of({"changes": [{"field": "account_update", "value": {"pad": "x" * 500_000}}]})
+    for _ in range(5):
+        assert post(client, body).status_code == 200
+
+    [raw] = kept_raw(db, body)
+    assert raw["received_count"] == 5 and raw["reason"] == "field:account_update"
+    row = db.execute(
+        "SELECT count(*) AS n, sum(octet_length(body)) AS bytes FROM raw_webhooks"
+    ).fetchone()
+    assert row["n"] == 1 and row["bytes"] == len(body)
+
+
 def test_fields_we_do_not_use_are_kept_at_info(client, db, caplog):
     caplog.set_level(logging.INFO, logger="delivery_pipeline")
     body = envelope_of({"changes": [{"field": "account_update", "value": {"event": "X"}}]})
@@ -212,7 +227,8 @@ def test_repeated_warnings_are_rate_limited_with_a_count(app, client, db, caplog
     now[0] += quiet.window
     assert post(client, body).status_code == 200
 
-    assert len(kept_raw(db, body)) == 26, "every body is kept, whatever is logged"
+    [raw] = kept_raw(db, body)
+    assert raw["received_count"] == 26, "every receipt is counted, whatever is logged"
     last = caplog.records[-1].getMessage()
     assert len(caplog.records) == quiet.burst + 1
     assert f"(and {25 - quiet.burst} more like it in the last 60 s)" in last

@@ -483,9 +483,10 @@ SELECT *, extract(epoch FROM now() - created_at)::float8 AS age_seconds
 FROM ops_alerts WHERE dedup_key = %(dedup_key)s ORDER BY created_at DESC, id DESC LIMIT 1
 
 -- name: insert_alert
--- Record an alert for its channel (sent_at stays NULL until the channel took it).
-INSERT INTO ops_alerts (dedup_key, severity, kind, message, details, channel)
-VALUES (%(dedup_key)s, %(severity)s, %(kind)s, %(message)s, %(details)s, %(channel)s)
+-- Record an alert for its channel (sent_at stays NULL until the channel took it); %(episode)s: a row of a check's episode (note_check), kept whole while the episode is open (sql/017).
+INSERT INTO ops_alerts (dedup_key, severity, kind, message, details, channel, episode)
+VALUES (%(dedup_key)s, %(severity)s, %(kind)s, %(message)s, %(details)s, %(channel)s,
+        %(episode)s)
 RETURNING *
 
 -- name: alert_sent

@@ -118,8 +118,12 @@ UPDATE documents SET knock_message_id = %(wa_message_id)s
 WHERE id = %(document_id)s AND knock_sent_at IS NOT NULL AND knock_message_id IS NULL
 
 -- name: insert_raw_webhook
--- Keep a body we accepted but could not (fully) use, for inspection.
-INSERT INTO raw_webhooks (reason, body) VALUES (%(reason)s, %(body)s) RETURNING id
+-- Keep a body we accepted but could not (fully) use, for inspection: once by its SHA-256 (sql/017); a replay counts and refreshes it (last_received_at, the latest reason) instead of storing another copy.
+INSERT INTO raw_webhooks (reason, body) VALUES (%(reason)s, %(body)s)
+ON CONFLICT (body_sha256) DO UPDATE
+SET received_count = raw_webhooks.received_count + 1, last_received_at = now(),
+    reason = EXCLUDED.reason
+RETURNING id, received_count
 
 -- name: health
 -- Is the database reachable, and migrated?

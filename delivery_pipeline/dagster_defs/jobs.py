@@ -21,11 +21,12 @@ from delivery_pipeline.dagster_defs.assets import (
     delivery_backlog,
     generated_documents,
 )
-from delivery_pipeline.dagster_defs.metadata import as_metadata
+from delivery_pipeline.dagster_defs.metadata import as_metadata, schema, table
 from delivery_pipeline.dagster_defs.resources import (
     AppDatabase,
     DeliveryResource,
     DeliveryServiceResource,
+    RetentionResource,
 )
 from delivery_pipeline.generation.briefs import run_briefs
 from delivery_pipeline.model import ReviewDecision
@@ -33,6 +34,7 @@ from delivery_pipeline.settings import MAX_SWEEPERS
 from delivery_pipeline.store.records import InputError, request_document
 from delivery_pipeline.store.review import Decided, Decision, decide
 from delivery_pipeline.watch.delivery_events import run_source
+from delivery_pipeline.watch.retention import prune_history
 
 if TYPE_CHECKING:
     # What define_asset_job returns; Dagster exports no public name for it.
@@ -229,6 +231,51 @@ delivery_report_job = dg.define_asset_job(
     description="Materialise one day of the delivery report.",
 )
 
+# ── retention ───────────────────────────────────────────────────────────
+
+RETENTION_SCHEMA = schema(
+    ("table", "string", "the table pruned"),
+    ("keep_days", "float", "RETENTION_<TABLE>_DAYS"),
+    ("deleted", "int", "rows older than that, deleted by this run"),
+    ("kept", "int", "rows older than that which something still reads (they stay)"),
+    ("batches", "int", "statements (one short transaction each)"),
+    ("more", "bool", "stopped at the run's bound: the next run goes on"),
+    ("oldest_age_seconds", "float", "age of the oldest row left"),
+)
+
+
+@dg.op(
+    description="Delete history past its retention (RETENTION_*_DAYS), oldest first, in "
+    "bounded batches; keeps what something still reads (a waiting knock's statuses, each "
+    "person's newest message, an open alert episode)."
+)
+def prune_history_op(
+    context: dg.OpExecutionContext, app_db: AppDatabase, retention: RetentionResource
+) -> dg.Output[dict[str, Any]]:
+    with app_db.connect() as conn:
+        result = prune_history(conn, retention.section())
+    context.log.info(result.summary())
+    rows = [t.as_dict() for t in result.tables]
+    metadata: dict[str, Any] = {
+        "deleted": result.deleted,
+        **{f"deleted_{t.table}": t.deleted for t in result.tables},
+        **{f"kept_{t.table}": t.kept for t in result.tables},
+        "more_left": any(t.more for t in result.tables),
+        "tables": table(rows, RETENTION_SCHEMA),
+    }
+    return dg.Output({"tables": rows}, metadata=metadata)
+
+
+@dg.job(
+    name="prune_history",
+    executor_def=dg.in_process_executor,
+    description="Delete raw webhooks, statuses, inbound messages and ops alerts past their "
+    "retention (daily); the counts per table are on the run's output.",
+)
+def prune_history_job() -> None:
+    prune_history_op()
+
+
 JOBS: "list[dg.JobDefinition | UnresolvedAssetJobDefinition]" = [
     deliver_documents,
     generate_documents,
@@ -238,4 +285,5 @@ JOBS: "list[dg.JobDefinition | UnresolvedAssetJobDefinition]" = [
     enqueue_daily_briefs,
     refresh_backlog,
     delivery_report_job,
+    prune_history_job,
 ]

@@ -28,6 +28,7 @@ from delivery_pipeline.settings import (
     DeliverySettings,
     GenerationSettings,
     OpsSettings,
+    RetentionSettings,
     ReviewSettings,
     Section,
     ServiceSettings,
@@ -145,6 +146,13 @@ class ChecksResource(ConfigurableResource, CheckSettings):
         return _section(self, CheckSettings)
 
 
+class RetentionResource(ConfigurableResource, RetentionSettings):
+    """How long history is kept (``RETENTION_*_DAYS``): the prune_history job's."""
+
+    def section(self) -> RetentionSettings:
+        return _section(self, RetentionSettings)
+
+
 R = TypeVar("R", bound=ConfigurableResource)
 
 
@@ -174,6 +182,7 @@ def build_resources(settings: Settings) -> dict[str, ConfigurableResource]:
         "ops_channel": _from_section(OpsChannelResource, settings.ops),
         "checks": _from_section(ChecksResource, settings.checks),
         "review": _from_section(ReviewResource, settings.review),
+        "retention": _from_section(RetentionResource, settings.retention),
     }
 
 

@@ -1,4 +1,4 @@
-"""Schedules: the daily briefs, the backlog, the checks, yesterday's report."""
+"""Schedules: the daily briefs, the backlog, the checks, yesterday's report, retention."""
 
 import datetime as dt
 
@@ -8,6 +8,7 @@ from delivery_pipeline.dagster_defs.asset_checks import delivery_checks
 from delivery_pipeline.dagster_defs.jobs import (
     delivery_report_job,
     enqueue_daily_briefs,
+    prune_history_job,
     refresh_backlog,
 )
 from delivery_pipeline.settings import ScheduleSettings
@@ -58,4 +59,15 @@ def build_schedules(settings: ScheduleSettings) -> list[dg.ScheduleDefinition]:
             ),
         ),
         daily_delivery_report,
+        dg.ScheduleDefinition(
+            name="prune_history_daily",
+            job=prune_history_job,
+            cron_schedule=settings.retention_cron,
+            execution_timezone="UTC",
+            default_status=dg.DefaultScheduleStatus.RUNNING,
+            description=(
+                "Deletes raw webhooks, statuses, inbound messages and ops alerts past their "
+                "retention (RETENTION_*_DAYS), keeping what something still reads."
+            ),
+        ),
     ]

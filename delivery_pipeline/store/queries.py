@@ -156,6 +156,13 @@ class Queries:
     report_knocks: str
     report_abandoned: str
 
+    # sql/queries_retention.sql
+    prune_raw_webhooks: str
+    prune_status_events: str
+    prune_inbound_messages: str
+    prune_ops_alerts: str
+    retention_oldest: str
+
     # sql/queries_review.sql
     decide_review: str
     document_review: str

@@ -62,7 +62,7 @@ class Alert:
     channel: AlertChannel = AlertChannel.OPS
 
 
-def _params(alert: Alert, kind: AlertKind) -> dict[str, Any]:
+def _params(alert: Alert, kind: AlertKind, *, episode: bool = False) -> dict[str, Any]:
     return {
         "dedup_key": alert.key,
         "severity": alert.severity,
@@ -70,6 +70,7 @@ def _params(alert: Alert, kind: AlertKind) -> dict[str, Any]:
         "message": alert.message,
         "details": Jsonb(alert.details),
         "channel": alert.channel,
+        "episode": episode,
     }
 
 
@@ -92,8 +93,10 @@ async def record_alert(
     return True
 
 
-def _insert(conn: psycopg.Connection[Any], alert: Alert, kind: AlertKind) -> dict[str, Any]:
-    row = conn.execute(QUERIES.insert_alert, _params(alert, kind)).fetchone()
+def _insert(
+    conn: psycopg.Connection[Any], alert: Alert, kind: AlertKind, *, episode: bool = False
+) -> dict[str, Any]:
+    row = conn.execute(QUERIES.insert_alert, _params(alert, kind, episode=episode)).fetchone()
     log.warning("ops %s [%s] %s: %s", kind, alert.severity, alert.key, alert.message)
     assert row is not None
     return dict(row)
@@ -135,12 +138,12 @@ def note_check(
             resolved = Alert(
                 alert.key, AlertSeverity.INFO, alert.message, alert.details, alert.channel
             )
-            return _insert(conn, resolved, AlertKind.RESOLVED)
+            return _insert(conn, resolved, AlertKind.RESOLVED, episode=True)
         if not open_episode:
-            return _insert(conn, alert, AlertKind.ALERT)
+            return _insert(conn, alert, AlertKind.ALERT, episode=True)
         assert last is not None
         if last["severity"] == AlertSeverity.WARNING and alert.severity == AlertSeverity.ERROR:
-            return _insert(conn, alert, AlertKind.ALERT)
+            return _insert(conn, alert, AlertKind.ALERT, episode=True)
         if last["age_seconds"] >= reminder_seconds:
-            return _insert(conn, alert, AlertKind.REMINDER)
+            return _insert(conn, alert, AlertKind.REMINDER, episode=True)
         return None
