@@ -1,7 +1,7 @@
 """Cut a document into messages of at most ``limit`` UTF-16 code units.
 
 The limit is counted in UTF-16 code units, the strictest reading of the
-platform's "4096 characters" (docs/design.md, "Chunk size"): a chunk within
+platform's "4096 characters" (docs/design.md, "The 4096 limit"): a chunk within
 it is within 4096 code points and 4096 grapheme clusters as well.
 
 Cuts fall on paragraph boundaries when they can, then on sentence (``.``,
