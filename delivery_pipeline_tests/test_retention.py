@@ -5,7 +5,6 @@ sql/queries_retention.sql, watch/retention.py); the Dagster job shows the counts
 from __future__ import annotations
 
 import datetime as dt
-import shutil
 from collections.abc import Callable
 from typing import Any
 
@@ -15,11 +14,12 @@ from dagster import DagsterInstance
 
 from delivery_pipeline.dagster_defs.jobs import prune_history_job
 from delivery_pipeline.settings import RetentionSettings
-from delivery_pipeline.store.migrations import migration_files, upgrade
+from delivery_pipeline.store.migrations import upgrade
 from delivery_pipeline.watch.alerts import Alert, AlertKind, AlertSeverity, note_check
 from delivery_pipeline.watch.retention import TABLES, prune_history, prune_table
 from delivery_pipeline_tests.support.dagster_support import execute, resources_for
 from delivery_pipeline_tests.support.data import add_document, add_person
+from delivery_pipeline_tests.support.postgres import upgrade_before
 
 pytestmark = pytest.mark.engine
 
@@ -231,12 +231,7 @@ def test_the_dagster_job_shows_the_counts_per_table(db, database_url):
 
 
 def test_the_migration_keeps_one_copy_of_each_raw_body(empty_database, tmp_path):
-    before = tmp_path / "sql"
-    before.mkdir()
-    for version, _, path in migration_files():
-        if version < 17:
-            shutil.copy(path, before / path.name)
-    upgrade(empty_database, before)
+    upgrade_before(empty_database, 17, tmp_path)
     with psycopg.connect(empty_database, autocommit=True) as conn:
         for days, body in [(9, b"A"), (5, b"A"), (2, b"A"), (4, b"B")]:
             conn.execute(
@@ -253,3 +248,18 @@ def test_the_migration_keeps_one_copy_of_each_raw_body(empty_database, tmp_path)
             "last_received_at - received_at) / 86400) AS span FROM raw_webhooks ORDER BY body"
         ).fetchall()
     assert rows == [(b"A", 3, "A 2 days ago", 7), (b"B", 1, "B 4 days ago", 0)]
+
+
+def test_the_job_runs_daily_on_its_own_schedule():
+    from dagster import DefaultScheduleStatus
+
+    from delivery_pipeline.dagster_defs.definitions import build_definitions
+    from delivery_pipeline.settings import Settings
+
+    settings = Settings.from_env({"RETENTION_CRON": "10 4 * * *"})
+    repo = build_definitions(settings).get_repository_def()
+    schedule = {s.name: s for s in repo.schedule_defs}["prune_history_daily"]
+    assert schedule.job_name == "prune_history" and schedule.cron_schedule == "10 4 * * *"
+    assert schedule.default_status == DefaultScheduleStatus.RUNNING
+    assert "prune_history" in {j.name for j in repo.get_all_jobs()}
+    assert Settings().schedules.retention_cron == "45 3 * * *"

@@ -3,16 +3,16 @@ for the rows an older check let in (sql/016)."""
 
 from __future__ import annotations
 
-import shutil
 import zoneinfo
 
 import psycopg
 import pytest
 
-from delivery_pipeline.store.migrations import migration_files, upgrade
+from delivery_pipeline.store.migrations import upgrade
 from delivery_pipeline.store.queries import QUERIES
 from delivery_pipeline_tests.support.cli import run
 from delivery_pipeline_tests.support.data import new_phone
+from delivery_pipeline_tests.support.postgres import upgrade_before
 
 pytestmark = pytest.mark.engine
 
@@ -77,12 +77,7 @@ def test_people_add_says_in_one_line_what_a_time_zone_must_be(database_url, db, 
 def test_the_migration_gives_a_bad_zone_the_local_time_it_had_and_keeps_the_old_one(
     empty_database, tmp_path
 ):
-    before = tmp_path / "sql"
-    before.mkdir()
-    for version, _, path in migration_files():
-        if version < 16:
-            shutil.copy(path, before / path.name)
-    upgrade(empty_database, before)
+    upgrade_before(empty_database, 16, tmp_path)
     zones = {"UTC+3": "Etc/GMT+3", "abc+3": "Etc/GMT+3", "PST": "Etc/GMT+8", "UTC+99": "UTC"}
     with psycopg.connect(empty_database, autocommit=True) as conn:
         ids = {}

@@ -210,8 +210,9 @@ def _generate_one(
         time_zone=row["time_zone"],
         for_date=row["for_date"] or row["local_today"],
     )
+    last_attempt = row["generation_attempts"] >= policy.max_attempts
     try:
-        body = generator.generate(spec)
+        body = _storable(generator.generate(spec))
     except GeneratorMisconfigured as exc:
         result.stopped_by = str(exc)
         _give_back(conn, row["id"], token, policy, str(exc))
@@ -220,41 +221,12 @@ def _generate_one(
         _failed(conn, row, token, policy, result, str(exc), final=True)
         return
     except GenerationError as exc:
-        _failed(
-            conn,
-            row,
-            token,
-            policy,
-            result,
-            str(exc),
-            final=row["generation_attempts"] >= policy.max_attempts,
-        )
+        _failed(conn, row, token, policy, result, str(exc), final=last_attempt)
         return
     except Exception as exc:  # a bug in a generator counts as an attempt, not a crash
         log.exception("document %s: generator %s raised", row["id"], generator.name)
-        _failed(
-            conn,
-            row,
-            token,
-            policy,
-            result,
-            f"{type(exc).__name__}: {exc}",
-            final=row["generation_attempts"] >= policy.max_attempts,
-        )
-        return
-    # Text Postgres cannot hold fails this document alone, like any bad answer: the
-    # rest of the batch is stored, and no claim is left to wait out its lease.
-    problems = unstorable(body)
-    if problems:
-        _failed(
-            conn,
-            row,
-            token,
-            policy,
-            result,
-            f"the generator's text holds {' and '.join(problems)}, which a document cannot store",
-            final=row["generation_attempts"] >= policy.max_attempts,
-        )
+        error = f"{type(exc).__name__}: {exc}"
+        _failed(conn, row, token, policy, result, error, final=last_attempt)
         return
     try:
         stored = conn.execute(
@@ -266,16 +238,9 @@ def _generate_one(
                 "needs_review": row["kind"] in review_kinds,
             },
         ).fetchone()
-    except psycopg.DataError as exc:
-        _failed(
-            conn,
-            row,
-            token,
-            policy,
-            result,
-            f"the database refused the generator's text: {exc}",
-            final=row["generation_attempts"] >= policy.max_attempts,
-        )
+    except psycopg.DataError as exc:  # whatever else the database cannot take as text
+        error = f"the database refused the generator's text: {exc}"
+        _failed(conn, row, token, policy, result, error, final=last_attempt)
         return
     if stored is None:
         result.lost_claims += 1
@@ -293,6 +258,18 @@ def _generate_one(
             result.poked += 1
         else:
             result.poke_failed += 1
+
+
+def _storable(body: str) -> str:
+    """The generator's text, if Postgres can store it. Text it cannot hold fails this
+    document alone, like any bad answer: the rest of the batch is stored, and no claim
+    is left to wait out its lease."""
+    problems = unstorable(body)
+    if problems:
+        raise GenerationError(
+            f"the generator's text holds {' and '.join(problems)}, which a document cannot store"
+        )
+    return body
 
 
 def _failed(

@@ -22,3 +22,16 @@ def embedded_admin_url(prefix: str) -> Iterator[str]:
     finally:
         server.cleanup()
         shutil.rmtree(root, ignore_errors=True)
+
+
+def upgrade_before(database_url: str, version: int, scratch: Path) -> None:
+    """Migrate ``database_url`` to the schema just before migration ``version``: a
+    database as an older release left it, for testing what ``version`` does to its rows."""
+    from delivery_pipeline.store.migrations import migration_files, upgrade
+
+    older = scratch / f"sql-before-{version:03d}"
+    older.mkdir()
+    for number, _, path in migration_files():
+        if number < version:
+            shutil.copy(path, older / path.name)
+    upgrade(database_url, older)
