@@ -65,3 +65,6 @@ WHERE dedup_key LIKE 'check:%' OR dedup_key LIKE 'watchdog:%'
    OR dedup_key IN (SELECT dedup_key FROM ops_alerts WHERE kind IN ('reminder', 'resolved'));
 
 CREATE INDEX ops_alerts_age ON ops_alerts (created_at, id);
+-- Where each key's episodes were resolved: "is this row's episode closed?" is one probe.
+CREATE INDEX ops_alerts_resolved ON ops_alerts (dedup_key, created_at, id)
+    WHERE kind = 'resolved';

@@ -2,14 +2,16 @@
 -- sql/017's). Each prune looks at the %(limit)s oldest rows older than
 -- %(keep)s that come after the key the previous batch ended on
 -- (%(after_at)s, %(after_key)s, %(after_sub)s; NULL: from the oldest), deletes
--- those nothing still reads, and returns how many went, how many it looked at
--- and the key to continue after: so a row that must stay is looked at once a
--- run, not once a batch. One statement, one short transaction per batch.
+-- those nothing still reads (by their ctid: a bounded TID scan, and a row
+-- changed since the batch read it is skipped, to be looked at again next
+-- run), and returns how many went, how many it looked at and the key to
+-- continue after: so a row that must stay is looked at once a run, not once
+-- a batch. One statement, one short transaction per batch.
 
 -- name: prune_raw_webhooks
--- Raw bodies last received before now() - %(keep)s: kept for people to inspect, read by no code. A body replayed meanwhile (a newer last_received_at) stays.
+-- Raw bodies last received before now() - %(keep)s: kept for people to inspect, read by no code. A body replayed meanwhile (a newer row version) stays.
 WITH batch AS (
-    SELECT id, last_received_at FROM raw_webhooks
+    SELECT ctid AS row_id, last_received_at, id FROM raw_webhooks
     WHERE last_received_at < now() - %(keep)s
       AND (last_received_at, id) > (coalesce(%(after_at)s::timestamptz, '-infinity'),
                                     coalesce(%(after_key)s::bigint, 0))
@@ -17,9 +19,7 @@ WITH batch AS (
     LIMIT %(limit)s
 ),
 gone AS (
-    DELETE FROM raw_webhooks r USING batch b
-    WHERE r.id = b.id AND r.last_received_at < now() - %(keep)s
-    RETURNING r.id
+    DELETE FROM raw_webhooks WHERE ctid = ANY (ARRAY(SELECT row_id FROM batch)) RETURNING 1
 )
 SELECT (SELECT count(*) FROM gone) AS deleted, (SELECT count(*) FROM batch) AS examined,
        last.last_received_at AS after_at, last.id AS after_key, NULL::text AS after_sub
@@ -31,23 +31,23 @@ LEFT JOIN LATERAL (
 -- name: prune_status_events
 -- Statuses received before now() - %(keep)s, except those of a knock whose document still waits on its person (documents_knock_awaiting); the checks and the report read only the last day's and a day's knocks, and a chunk's delivered/read times are on the chunk.
 WITH batch AS (
-    SELECT wa_message_id, status, received_at FROM status_events
-    WHERE received_at < now() - %(keep)s
-      AND (received_at, wa_message_id, status)
+    SELECT s.ctid AS row_id, s.received_at, s.wa_message_id, s.status,
+           NOT EXISTS (
+               SELECT 1 FROM documents d
+               WHERE d.knock_message_id = s.wa_message_id AND d.knock_message_id IS NOT NULL
+                 AND d.awaiting_reply_since IS NOT NULL AND d.delivered_at IS NULL
+                 AND d.abandoned_at IS NULL
+           ) AS unread
+    FROM status_events s
+    WHERE s.received_at < now() - %(keep)s
+      AND (s.received_at, s.wa_message_id, s.status)
           > (coalesce(%(after_at)s::timestamptz, '-infinity'), coalesce(%(after_key)s::text, ''),
              coalesce(%(after_sub)s::text, ''))
-    ORDER BY received_at, wa_message_id, status
+    ORDER BY s.received_at, s.wa_message_id, s.status
     LIMIT %(limit)s
 ),
 gone AS (
-    DELETE FROM status_events s USING batch b
-    WHERE s.wa_message_id = b.wa_message_id AND s.status = b.status
-      AND NOT EXISTS (
-          SELECT 1 FROM documents d
-          WHERE d.knock_message_id = s.wa_message_id AND d.knock_message_id IS NOT NULL
-            AND d.awaiting_reply_since IS NOT NULL AND d.delivered_at IS NULL
-            AND d.abandoned_at IS NULL
-      )
+    DELETE FROM status_events WHERE ctid = ANY (ARRAY(SELECT row_id FROM batch WHERE unread))
     RETURNING 1
 )
 SELECT (SELECT count(*) FROM gone) AS deleted, (SELECT count(*) FROM batch) AS examined,
@@ -61,21 +61,21 @@ LEFT JOIN LATERAL (
 -- name: prune_inbound_messages
 -- Inbound messages received before now() - %(keep)s, except each person's newest: the message their window (people.last_inbound_at) and an unanswered knock's wait go back to. Messages of unknown senders go by age alone.
 WITH batch AS (
-    SELECT wa_message_id, received_at FROM inbound_messages
-    WHERE received_at < now() - %(keep)s
-      AND (received_at, wa_message_id) > (coalesce(%(after_at)s::timestamptz, '-infinity'),
-                                          coalesce(%(after_key)s::text, ''))
-    ORDER BY received_at, wa_message_id
+    SELECT i.ctid AS row_id, i.received_at, i.wa_message_id,
+           i.person_id IS NULL OR EXISTS (
+               SELECT 1 FROM inbound_messages n
+               WHERE n.person_id = i.person_id
+                 AND (n.sent_at, n.wa_message_id) > (i.sent_at, i.wa_message_id)
+           ) AS unread
+    FROM inbound_messages i
+    WHERE i.received_at < now() - %(keep)s
+      AND (i.received_at, i.wa_message_id) > (coalesce(%(after_at)s::timestamptz, '-infinity'),
+                                              coalesce(%(after_key)s::text, ''))
+    ORDER BY i.received_at, i.wa_message_id
     LIMIT %(limit)s
 ),
 gone AS (
-    DELETE FROM inbound_messages i USING batch b
-    WHERE i.wa_message_id = b.wa_message_id
-      AND (i.person_id IS NULL OR EXISTS (
-          SELECT 1 FROM inbound_messages n
-          WHERE n.person_id = i.person_id
-            AND (n.sent_at, n.wa_message_id) > (i.sent_at, i.wa_message_id)
-      ))
+    DELETE FROM inbound_messages WHERE ctid = ANY (ARRAY(SELECT row_id FROM batch WHERE unread))
     RETURNING 1
 )
 SELECT (SELECT count(*) FROM gone) AS deleted, (SELECT count(*) FROM batch) AS examined,
@@ -87,23 +87,23 @@ LEFT JOIN LATERAL (
 ) last ON true
 
 -- name: prune_ops_alerts
--- Alerts created before now() - %(keep)s, except the rows of a check's episode that is still open (no resolved row for its key at or after them): its newest row decides whether the check is alerting, at what severity and when to remind. One-shot alerts go by age (their dedup reads an hour back; unsent ones are retried for a day).
+-- Alerts created before now() - %(keep)s, except the rows of a check's episode that is still open (no resolved row for its key at or after them, ops_alerts_resolved): its newest row decides whether the check is alerting, at what severity and when to remind. One-shot alerts go by age (their dedup reads an hour back; unsent ones are retried for a day).
 WITH batch AS (
-    SELECT id, created_at FROM ops_alerts
-    WHERE created_at < now() - %(keep)s
-      AND (created_at, id) > (coalesce(%(after_at)s::timestamptz, '-infinity'),
-                              coalesce(%(after_key)s::bigint, 0))
-    ORDER BY created_at, id
+    SELECT a.ctid AS row_id, a.created_at, a.id,
+           NOT a.episode OR EXISTS (
+               SELECT 1 FROM ops_alerts r
+               WHERE r.kind = 'resolved' AND r.dedup_key = a.dedup_key
+                 AND (r.created_at, r.id) >= (a.created_at, a.id)
+           ) AS unread
+    FROM ops_alerts a
+    WHERE a.created_at < now() - %(keep)s
+      AND (a.created_at, a.id) > (coalesce(%(after_at)s::timestamptz, '-infinity'),
+                                  coalesce(%(after_key)s::bigint, 0))
+    ORDER BY a.created_at, a.id
     LIMIT %(limit)s
 ),
 gone AS (
-    DELETE FROM ops_alerts a USING batch b
-    WHERE a.id = b.id
-      AND (NOT a.episode OR EXISTS (
-          SELECT 1 FROM ops_alerts r
-          WHERE r.dedup_key = a.dedup_key AND r.kind = 'resolved'
-            AND (r.created_at, r.id) >= (a.created_at, a.id)
-      ))
+    DELETE FROM ops_alerts WHERE ctid = ANY (ARRAY(SELECT row_id FROM batch WHERE unread))
     RETURNING 1
 )
 SELECT (SELECT count(*) FROM gone) AS deleted, (SELECT count(*) FROM batch) AS examined,
