@@ -5,8 +5,13 @@ application settings; nothing reads it at import time. Each section is a
 plain pydantic model whose fields name their environment variable (the
 section's prefix plus the field name, or an explicit ``env``), so the README's
 table, ``deploy/dagster.yaml`` and the Dagster resources are all checked
-against this file. Secrets are ``SecretStr``: their values never appear in a
-``repr``, a log line or an error message.
+against this file. Secrets are ``SecretStr`` (the database URL: text kept
+out of ``repr``, because every connection needs it as text): their values
+never appear in a ``repr``, a log line or an error message, and reach Dagster
+as the name of their variable (``dagster_defs/resources.py``). So does any
+URL setting that carries a password in its userinfo (``https://user:key@…``).
+Surrounding whitespace is never part of a value: a secret copied from a file
+keeps no trailing newline.
 
 Bad values fail with one format, naming the variable: ``SettingsError``.
 """
@@ -19,6 +24,7 @@ import re
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, ClassVar, Literal, Self
+from urllib.parse import parse_qsl, unquote, urlencode, urlsplit, urlunsplit
 
 from pydantic import (
     BaseModel,
@@ -28,6 +34,7 @@ from pydantic import (
     SecretStr,
     ValidationError,
     field_validator,
+    model_validator,
 )
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
@@ -67,8 +74,9 @@ class Section(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
     env_prefix: ClassVar[str] = ""
-    # Fields whose bad value is not echoed in an error (it may hold a password).
-    unechoed: ClassVar[frozenset[str]] = frozenset()
+    # Secrets kept as text, not SecretStr (declare them ``Field(repr=False)``):
+    # treated as every other secret, in errors, in ``effective`` and in Dagster.
+    text_secrets: ClassVar[frozenset[str]] = frozenset()
     # The fields whose value came from an environment variable.
     _from_environment: frozenset[str] = PrivateAttr(default=frozenset())
 
@@ -84,16 +92,31 @@ class Section(BaseModel):
 
     @classmethod
     def secret_fields(cls) -> frozenset[str]:
-        return frozenset(
+        """The fields that always hold a secret."""
+        return cls.text_secrets | frozenset(
             name for name, info in cls.model_fields.items() if "SecretStr" in str(info.annotation)
         )
+
+    def hidden_fields(self) -> frozenset[str]:
+        """The fields whose values are never shown: the secrets, and any URL with a password."""
+        return self.secret_fields() | frozenset(
+            name for name, value in self if carries_credentials(value)
+        )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _strip(cls, values: Any) -> Any:
+        """Surrounding whitespace is never part of a value (``echo token > file`` adds a
+        newline); the one place every section and every resource built on one passes."""
+        if not isinstance(values, dict):
+            return values
+        return {name: _stripped(value) for name, value in values.items()}
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str]) -> Self:
         """The section from ``environ``; an unset or empty variable keeps its default."""
-        secrets = cls.secret_fields()
         values = {
-            field: environ[variable] if field in secrets else environ[variable].strip()
+            field: environ[variable]
             for field, variable in cls.env_names().items()
             if environ.get(variable, "").strip()
         }
@@ -106,11 +129,26 @@ class Section(BaseModel):
         """The fields set from an environment variable (not defaults, not code)."""
         return self._from_environment
 
+    def secret_texts(self) -> dict[str, str]:
+        """Each secret text this section holds → the variable it came from: the hidden
+        values whole, and a URL's or connection string's password alone."""
+        names = self.env_names()
+        texts: dict[str, str] = {}
+        for name in self.hidden_fields():
+            value = getattr(self, name)
+            text = value.get_secret_value() if isinstance(value, SecretStr) else value
+            if not text:
+                continue
+            texts[text] = names[name]
+            for password in _passwords(text):
+                texts[password] = f"{names[name]} password"
+        return texts
+
     def effective(self) -> dict[str, Any]:
         """Every value, secrets shown only as whether they are set."""
-        secrets = self.secret_fields()
+        hidden = self.hidden_fields()
         return {
-            name: ("(set)" if value is not None else None) if name in secrets else value
+            name: ("(set)" if value is not None else None) if name in hidden else value
             for name, value in self.model_dump().items()
         }
 
@@ -119,14 +157,72 @@ def secret(value: SecretStr | None) -> str | None:
     return value.get_secret_value() if value is not None else None
 
 
+def carries_credentials(value: Any) -> bool:
+    """Is ``value`` a URL with a password in its userinfo (``https://user:key@host/``)?"""
+    if not isinstance(value, str) or "://" not in value:
+        return False
+    try:
+        return urlsplit(value).password is not None
+    except ValueError:
+        return False
+
+
+def without_password(url: str) -> str:
+    """``url`` as it may be shown: without the password of its userinfo or a ``password``
+    query parameter (the rest as it was)."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return "(unreadable URL)"
+    if parts.password is not None:
+        host = parts.netloc.rpartition("@")[2]
+        parts = parts._replace(netloc=f"{parts.username}@{host}" if parts.username else host)
+    query = parse_qsl(parts.query, keep_blank_values=True)
+    if any(key == "password" for key, _ in query):
+        kept = [(key, value) for key, value in query if key != "password"]
+        parts = parts._replace(query=urlencode(kept, safe="/"))
+    return urlunsplit(parts)
+
+
+def _passwords(text: str) -> set[str]:
+    """The password in a URL (as written and decoded) or a libpq connection string."""
+    if "://" in text:
+        try:
+            parts = urlsplit(text)
+        except ValueError:
+            return set()
+        found = {parts.password, *(v for k, v in parse_qsl(parts.query) if k == "password")}
+        return {text for p in found if p for text in (p, unquote(p))}
+    import psycopg  # a connection string: only the database URL is one
+
+    try:
+        value = psycopg.conninfo.conninfo_to_dict(text).get("password")
+    except psycopg.ProgrammingError:
+        return set()
+    return {str(value)} if value else set()
+
+
+def _stripped(value: Any) -> Any:
+    # Exactly str: a Dagster EnvVar (a str naming the variable) passes as it is.
+    if type(value) is str:
+        return value.strip()
+    if isinstance(value, SecretStr):
+        return SecretStr(value.get_secret_value().strip())
+    return value
+
+
 # ── the sections ────────────────────────────────────────────────────────
 
 
 class DatabaseSettings(Section):
-    unechoed: ClassVar[frozenset[str]] = frozenset({"database_url"})
+    # A password in it is routine (postgresql://user:password@host/db, or password=…).
+    text_secrets: ClassVar[frozenset[str]] = frozenset({"database_url"})
 
     database_url: str | None = Field(
-        None, json_schema_extra=env("DATABASE_URL"), description="app database; unset: embedded"
+        None,
+        repr=False,
+        json_schema_extra=env("DATABASE_URL"),
+        description="app database; unset: embedded",
     )
     data_dir: str = Field(
         str(DEFAULT_DATA_DIR),
@@ -557,6 +653,14 @@ class Settings(BaseModel):
             raise SettingsError("bad settings: " + "; ".join(problems))
         return cls(**values)
 
+    def secret_texts(self) -> dict[str, str]:
+        """Every secret text in force → the variable it came from (for scrubbing logs)."""
+        texts: dict[str, str] = {}
+        for name in self.sections():
+            section: Section = getattr(self, name)
+            texts.update(section.secret_texts())
+        return texts
+
     @classmethod
     def env_names(cls) -> Iterator[str]:
         """Every environment variable the model reads."""
@@ -576,11 +680,12 @@ class Settings(BaseModel):
 
 def _describe(section: type[Section], exc: ValidationError) -> Iterator[str]:
     names = section.env_names()
-    hidden = section.secret_fields() | section.unechoed
+    hidden = section.secret_fields()
     for error in exc.errors():
         field = str(error["loc"][0]) if error["loc"] else "?"
         variable = names.get(field, field)
-        shown = "" if field in hidden else f" (got {error.get('input')!r})"
+        given = error.get("input")
+        shown = "" if field in hidden or carries_credentials(given) else f" (got {given!r})"
         yield f"{variable}: {error['msg'].removeprefix('Value error, ')}{shown}"
 
 

@@ -16,6 +16,7 @@ import sys
 import traceback
 from collections.abc import Callable, Sequence
 
+from delivery_pipeline import logs
 from delivery_pipeline.cli.failures import CommandFailed, UsageError, explain, require_free_port
 from delivery_pipeline.cli.table import print_rows
 from delivery_pipeline.model import ReviewDecision
@@ -401,13 +402,11 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    logging.basicConfig(
-        level=logging.INFO if args.verbose else logging.WARNING,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+    logs.configure(logging.INFO if args.verbose else logging.WARNING)
     settings: Settings | None = None
     try:
         settings = Settings.from_env()
+        logs.redact(settings)
         command: Callable[[argparse.Namespace, Settings], int] = args.func
         return command(args, settings)
     except KeyboardInterrupt:

@@ -43,6 +43,7 @@ from delivery_pipeline.store.db import (
     connect,
     embedded_server_uri,
     ensure_database,
+    public_url,
     sqlalchemy_url,
     with_database,
 )
@@ -394,7 +395,7 @@ def _banner(ports: Ports, databases: Databases, people: list[dict[str, Any]], lo
         f"  webhook service   {ports.url(ports.service)}",
         f"  review page       {ports.url(ports.service)}{REVIEW_PAGE_PATH}   (REVIEW_TOKEN in "
         f"{logs.parent / 'dev-secrets.json'}; `DELIVERY_REVIEW_KINDS=plan ./dev up` reviews plans)",
-        f"  app database      {databases.app_url}",
+        f"  app database      {public_url(databases.app_url)}",
         f"  logs              {logs}/",
     ]
     if people:

@@ -21,6 +21,7 @@ from delivery_pipeline.dagster_defs.record import record_delivery_events
 from delivery_pipeline.dagster_defs.resources import build_resources
 from delivery_pipeline.dagster_defs.schedules import build_schedules
 from delivery_pipeline.dagster_defs.sensors import build_sensors
+from delivery_pipeline.logs import quiet_http_clients
 from delivery_pipeline.settings import Settings
 
 
@@ -47,4 +48,7 @@ def build_definitions(settings: Settings) -> dg.Definitions:
 
 @dg.definitions
 def defs() -> dg.Definitions:
+    # Every process that loads the code location (webserver, daemon, each run): the HTTP
+    # clients log no URL, whatever a deployment forwards into Dagster's event log.
+    quiet_http_clients()
     return build_definitions(Settings.from_env())

@@ -3,8 +3,10 @@
 Each resource *is* a section of ``delivery_pipeline.settings`` (it inherits
 the section's fields, defaults and validation), built from the effective
 settings when the code location loads, so the UI's resource page shows the
-values in force. A secret set in the environment is passed as ``EnvVar``:
-the UI shows the variable's name, never its value.
+values in force. A secret set in the environment (``Section.hidden_fields``:
+the secrets, the database URL, any URL with a password in it) is passed as
+``EnvVar``: the UI, the launchpad's default run config and every run's config
+show the variable's name, never its value; a run reads the value itself.
 
 Each op asks only for the resources it needs: generation gets ``generator``,
 ``app_db`` and ``delivery_service`` (the internal poke), never ``cloud_api``;
@@ -18,7 +20,7 @@ from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar
 import dagster as dg
 import psycopg
 from psycopg.rows import DictRow
-from pydantic import SecretStr
+from pydantic import SecretStr, field_validator
 
 from delivery_pipeline.generation.generator import Generator, build_generator
 from delivery_pipeline.generation.worker import SweepPoke
@@ -57,6 +59,13 @@ def _section(resource: ConfigurableResource, section: type[S]) -> S:
 
 class AppDatabase(ConfigurableResource, DatabaseSettings):
     """The app database: ``DATABASE_URL``, else the project's embedded Postgres."""
+
+    @field_validator("database_url")
+    @classmethod
+    def _postgres_url(cls, value: str | None) -> str | None:
+        # Here the variable's name (EnvVar) until a run resolves it; ``url`` checks the
+        # value through the section.
+        return value
 
     def url(self) -> str:
         return resolve_database_url(_section(self, DatabaseSettings))
@@ -160,9 +169,10 @@ def _from_section(resource: type[R], section: Section) -> R:
     """``resource`` with the section's effective values; a secret that came from the
     environment as ``EnvVar`` (the UI shows the variable, never the value)."""
     env_names = section.env_names()
+    hidden = section.hidden_fields()
     values: dict[str, Any] = {}
     for name, value in section.model_dump().items():
-        if name in section.secret_fields() and name in section.from_environment:
+        if name in hidden and name in section.from_environment:
             values[name] = dg.EnvVar(env_names[name])
         elif isinstance(value, SecretStr):
             values[name] = value.get_secret_value()

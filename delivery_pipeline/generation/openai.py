@@ -20,6 +20,7 @@ from delivery_pipeline.generation.generator import (
     GeneratorUnavailable,
 )
 from delivery_pipeline.model import Kind
+from delivery_pipeline.settings import without_password
 
 LANGUAGE_NAMES = {"en": "English", "es": "Spanish", "pt": "Brazilian Portuguese"}
 RETRY_AFTER_CAP_SECONDS = 30.0
@@ -70,6 +71,8 @@ class OpenAIGenerator:
         if max_retries < 0:
             raise ValueError("max_retries must be at least 0")
         self.url = f"{base_url.rstrip('/')}/chat/completions"
+        # what errors name: they are stored with the document and shown in Dagster
+        self._shown_url = without_password(self.url)
         self.model = model
         self.max_retries = max_retries
         self.retry_base_seconds = retry_base_seconds
@@ -100,10 +103,12 @@ class OpenAIGenerator:
             try:
                 response = self._http.post(self.url, json=payload)
             except httpx.TimeoutException as exc:
-                last = GeneratorUnavailable(f"timed out after the request to {self.url}: {exc!r}")
+                last = GeneratorUnavailable(
+                    f"timed out after the request to {self._shown_url}: {exc!r}"
+                )
                 continue
             except httpx.TransportError as exc:
-                last = GeneratorUnavailable(f"could not reach {self.url}: {exc!r}")
+                last = GeneratorUnavailable(f"could not reach {self._shown_url}: {exc!r}")
                 continue
             status = response.status_code
             if status == 200:
@@ -115,15 +120,15 @@ class OpenAIGenerator:
             detail = response.text[:300]
             if status in (408, 409, 429) or status >= 500:
                 last = GeneratorUnavailable(
-                    f"{status} from {self.url}: {detail}", _retry_after(response)
+                    f"{status} from {self._shown_url}: {detail}", _retry_after(response)
                 )
                 continue
             if status in (401, 403, 404):
                 raise GeneratorMisconfigured(
-                    f"{status} from {self.url} (check OPENAI_API_KEY, OPENAI_MODEL, "
+                    f"{status} from {self._shown_url} (check OPENAI_API_KEY, OPENAI_MODEL, "
                     f"OPENAI_BASE_URL): {detail}"
                 )
-            raise GeneratorRejected(f"{status} from {self.url}: {detail}")
+            raise GeneratorRejected(f"{status} from {self._shown_url}: {detail}")
         assert last is not None
         raise last
 

@@ -34,7 +34,7 @@ from delivery_pipeline.generation.generator import (
     GeneratorMisconfigured,
     GeneratorRejected,
 )
-from delivery_pipeline.settings import GenerationSettings, ServiceSettings, secret
+from delivery_pipeline.settings import GenerationSettings, ServiceSettings, secret, without_password
 from delivery_pipeline.store.db import connect
 from delivery_pipeline.store.queries import QUERIES
 from delivery_pipeline.text import storable, unstorable
@@ -75,7 +75,7 @@ class SweepPoke:
             log.warning(
                 "document %s: poking %s failed (%r); the heartbeat will deliver it",
                 document_id,
-                url,
+                without_password(url),
                 exc,
             )
             return False
@@ -83,7 +83,7 @@ class SweepPoke:
             log.warning(
                 "document %s: %s answered %s; the heartbeat will deliver it",
                 document_id,
-                url,
+                without_password(url),
                 response.status_code,
             )
             return False

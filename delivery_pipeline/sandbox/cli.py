@@ -7,9 +7,15 @@ import sys
 
 import uvicorn
 
+from delivery_pipeline import logs
 from delivery_pipeline.sandbox.app import create_app
-from delivery_pipeline.sandbox.config import config_from_env
-from delivery_pipeline.settings import DEV_ACCESS_TOKEN, SANDBOX_DEFAULT_PORT
+from delivery_pipeline.sandbox.config import config_from_settings
+from delivery_pipeline.settings import (
+    DEV_ACCESS_TOKEN,
+    SANDBOX_DEFAULT_PORT,
+    Settings,
+    without_password,
+)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -30,15 +36,17 @@ def main(argv: list[str] | None = None) -> None:
     )
     args = parser.parse_args(argv)
     try:
-        config = config_from_env()
+        settings = Settings.from_env()
+        config = config_from_settings(settings)
     except ValueError as exc:
         parser.exit(2, f"sandbox: {exc}\n")
+    logs.configure(args.log_level, settings)
     token = "development" if config.access_token == DEV_ACCESS_TOKEN else "WHATSAPP_ACCESS_TOKEN"
     print(
         f"WhatsApp sandbox on http://{args.host}:{args.port} "
         f"(phone_number_id={config.phone_number_id}, token={token}, "
         f"refusal_mode={config.refusal_mode}, "
-        f"webhook_url={config.webhook_url or '-'}, "
+        f"webhook_url={without_password(config.webhook_url) if config.webhook_url else '-'}, "
         f"signing={'on' if config.app_secret else 'off'})",
         file=sys.stderr,
         flush=True,

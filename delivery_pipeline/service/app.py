@@ -40,7 +40,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
-from delivery_pipeline import __version__
+from delivery_pipeline import __version__, logs
 from delivery_pipeline.delivery.sweep import DeliveryEngine, pool_size
 from delivery_pipeline.service.bodies import TooLarge, read_limited
 from delivery_pipeline.service.ingest import WebhookOutcome, apply_payload
@@ -50,7 +50,7 @@ from delivery_pipeline.service.recorder import Recorder
 from delivery_pipeline.service.review_page import REVIEW_ROUTES
 from delivery_pipeline.service.sessions import Sessions
 from delivery_pipeline.service.watchdog import watch_forever
-from delivery_pipeline.settings import SERVICE_DEFAULT_PORT, Settings, secret
+from delivery_pipeline.settings import SERVICE_DEFAULT_PORT, Settings, secret, without_password
 from delivery_pipeline.store.db import (
     async_pool,
     database_unavailable,
@@ -352,7 +352,7 @@ async def _say_whether_identity_works(client: CloudApiClient, settings: Settings
         if problem is None:
             log.info(
                 "WhatsApp at %s accepts our identity (phone number id %s)",
-                settings.whatsapp.api_base_url,
+                without_password(settings.whatsapp.api_base_url),
                 settings.whatsapp.phone_number_id,
             )
             return
@@ -443,11 +443,10 @@ async def _apply_retrying(
 
 def serve(settings: Settings, *, host: str, port: int, log_level: str = "info") -> None:
     """Run the service until interrupted."""
-    logging.basicConfig(
-        level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+    logs.configure(log_level, settings)
     app = create_app(settings, resolve_database_url(settings.database))
-    uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False)
+    # uvicorn's own records go through our handler (log_config=None), secrets redacted.
+    uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False, log_config=None)
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -7,14 +7,14 @@ import warnings
 from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING
-from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
+from urllib.parse import quote
 
 import psycopg
 from psycopg.abc import ConnDict
 from psycopg.rows import DictRow, dict_row
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
-from delivery_pipeline.settings import DatabaseSettings
+from delivery_pipeline.settings import DatabaseSettings, without_password
 from delivery_pipeline.store.queries import QUERIES
 
 if TYPE_CHECKING:
@@ -128,15 +128,10 @@ def async_pool(url: str, *, max_size: int) -> AsyncConnectionPool[psycopg.AsyncC
 
 
 def public_url(url: str) -> str:
-    """``url`` as an operator may see it: everything but the password."""
+    """``url`` (a URL or a libpq connection string) as an operator may see it: everything
+    but the password."""
     if "://" in url:
-        parts = urlsplit(url)
-        netloc = parts.netloc
-        if parts.password is not None:
-            host = netloc.rpartition("@")[2]
-            netloc = f"{parts.username}@{host}" if parts.username else host
-        query = [(k, v) for k, v in parse_qsl(parts.query) if k != "password"]
-        return urlunsplit(parts._replace(netloc=netloc, query=urlencode(query, safe="/")))
+        return without_password(url)
     try:
         info = psycopg.conninfo.conninfo_to_dict(url)
     except psycopg.ProgrammingError:

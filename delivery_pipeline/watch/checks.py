@@ -28,7 +28,7 @@ import psycopg
 from psycopg.rows import DictRow
 
 from delivery_pipeline.model import EXPECTED_ABANDON_REASONS
-from delivery_pipeline.settings import Settings
+from delivery_pipeline.settings import Settings, without_password
 from delivery_pipeline.store.queries import QUERIES
 from delivery_pipeline.watch.ages import format_age
 from delivery_pipeline.watch.alerts import AlertChannel
@@ -505,6 +505,7 @@ SERVICE_RUNBOOK = (
 def check_service_reachable(service_url: str, *, timeout: float = 5.0) -> CheckResult:
     """The reverse watch: Dagster asks the webhook service's ``/healthz``."""
     url = f"{service_url}/healthz"
+    shown = without_password(url)  # the check's metadata and summary are on the UI
     started = time.monotonic()
     try:
         response = httpx.get(url, timeout=timeout)
@@ -517,7 +518,7 @@ def check_service_reachable(service_url: str, *, timeout: float = 5.0) -> CheckR
     elapsed = round(time.monotonic() - started, 3)
     metadata: dict[str, Any] = {
         "owner": "ops",
-        "url": url,
+        "url": shown,
         "answered_in_seconds": elapsed,
         "count": 0 if problem is None else 1,
         "schema_version": answer.get("schema_version"),
@@ -525,9 +526,9 @@ def check_service_reachable(service_url: str, *, timeout: float = 5.0) -> CheckR
         "runbook": SERVICE_RUNBOOK,
     }
     if problem is None:
-        summary = f"The webhook service answers at {url} and reaches its database."
+        summary = f"The webhook service answers at {shown} and reaches its database."
     else:
-        summary = f"The webhook service at {url} is unreachable or unhealthy ({problem})."
+        summary = f"The webhook service at {shown} is unreachable or unhealthy ({problem})."
         metadata["error"] = problem
     return CheckResult(
         name=SERVICE_CHECK,

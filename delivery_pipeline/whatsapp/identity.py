@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from delivery_pipeline.settings import WhatsAppSettings
+from delivery_pipeline.settings import WhatsAppSettings, without_password
 from delivery_pipeline.whatsapp.client import CloudApiClient
 from delivery_pipeline.whatsapp.errors import ApiUnreachable, CloudApiError, GlobalSendError, remedy
 
@@ -29,7 +29,7 @@ async def check_identity(
 ) -> IdentityProblem | None:
     """None when the API accepts our token for our phone number id (or answered
     with something that is no verdict on them: throttling, a 5xx)."""
-    where = whatsapp.api_base_url
+    where = without_password(whatsapp.api_base_url)
     try:
         await client.phone_number()
     except ApiUnreachable as exc:

@@ -89,10 +89,11 @@ def start_service(
     *,
     timeout: float = 20.0,
     port: int | None = None,
+    args: tuple[str, ...] = (),
     **extra_env: Any,
 ) -> ServiceProcess:
-    """Launch ``python -m delivery_pipeline.service`` on ``port`` (default: a free one);
-    wait for /healthz."""
+    """Launch ``python -m delivery_pipeline.service`` on ``port`` (default: a free one),
+    with ``args`` added to its command line; wait for /healthz."""
     env = service_env(database_url, api_base_url, **extra_env)
     port = port or free_port()
     log_fd, log_name = tempfile.mkstemp(prefix="service-", suffix=".log")
@@ -106,6 +107,7 @@ def start_service(
                 "127.0.0.1",
                 "--port",
                 str(port),
+                *args,
             ],
             cwd=REPO_ROOT,
             env=env,

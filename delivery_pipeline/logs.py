@@ -1,0 +1,91 @@
+"""The one logging set-up of every process we start: the webhook service, the CLI and
+the sandbox call ``configure``; Dagster's code location (webserver, daemon, every run)
+calls ``quiet_http_clients`` when it loads.
+
+HTTP client libraries log the URL of every request (httpx at INFO, httpcore,
+urllib3 and aiohttp at DEBUG, hpack the headers), and our URLs are secrets: a
+Slack incoming webhook's path is its credential, a URL may carry a password.
+So those loggers are held at WARNING whatever level a process runs at, and
+whatever a deployment forwards into Dagster's event log (``python_logs``).
+
+Then every line our handler writes passes ``Redact``: any secret value in
+force (``Settings.secret_texts``: tokens, webhook URLs, the database URL and
+its password) is replaced by the name of its variable, in the message and in
+a traceback, so a secret that reaches a log line by a path nobody foresaw is
+still not written.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+
+from delivery_pipeline.settings import Settings
+
+FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+HTTP_CLIENT_LOGGERS = ("httpx", "httpcore", "urllib3", "aiohttp", "hpack")
+# Shorter texts are not treated as secrets: replacing them would garble every line.
+MIN_SECRET_LENGTH = 6
+
+
+def quiet_http_clients() -> None:
+    """Hold the HTTP client libraries' loggers at WARNING: none logs a URL there."""
+    for name in HTTP_CLIENT_LOGGERS:
+        logging.getLogger(name).setLevel(logging.WARNING)
+
+
+class Redact(logging.Filter):
+    """Replaces each secret text in a record by ``<VARIABLE>``."""
+
+    def __init__(self, secrets: Mapping[str, str]) -> None:
+        super().__init__()
+        # longest first: a URL goes whole before its password alone
+        self._secrets = sorted(
+            (
+                (text, f"<{variable}>")
+                for text, variable in secrets.items()
+                if len(text) >= MIN_SECRET_LENGTH
+            ),
+            key=lambda pair: -len(pair[0]),
+        )
+
+    def scrub(self, text: str) -> str:
+        for secret, name in self._secrets:
+            if secret in text:
+                text = text.replace(secret, name)
+        return text
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if not self._secrets:
+            return True
+        message = record.getMessage()
+        scrubbed = self.scrub(message)
+        if scrubbed != message:
+            record.msg, record.args = scrubbed, ()
+        if record.exc_info and not record.exc_text:
+            record.exc_text = logging.Formatter().formatException(record.exc_info)
+        if record.exc_text:
+            record.exc_text = self.scrub(record.exc_text)
+        if record.stack_info:
+            record.stack_info = self.scrub(record.stack_info)
+        return True
+
+
+def configure(level: int | str, settings: Settings | None = None) -> None:
+    """Log to stderr at ``level``, HTTP clients at WARNING, ``settings``' secrets redacted."""
+    level = level.upper() if isinstance(level, str) else level
+    logging.basicConfig(level=level, format=FORMAT)
+    logging.getLogger().setLevel(level)  # also when a caller configured it before
+    quiet_http_clients()
+    if settings is not None:
+        redact(settings)
+
+
+def redact(settings: Settings) -> None:
+    """From now on the root handlers write none of ``settings``' secrets (a process that
+    reads its settings after it began to log calls this then)."""
+    scrubber = Redact(settings.secret_texts())
+    for handler in logging.getLogger().handlers:
+        for old in [f for f in handler.filters if isinstance(f, Redact)]:
+            handler.removeFilter(old)
+        handler.addFilter(scrubber)

@@ -1,0 +1,119 @@
+"""Secrets in the settings model: which values are secret, stripped of stray whitespace,
+never shown, and handed to Dagster as the name of their variable.
+
+The processes themselves are tested in ``test_secrets_dagster.py`` (the UI)
+and ``test_secrets_logs.py`` (the logs).
+"""
+
+from __future__ import annotations
+
+import dagster as dg
+import pytest
+
+from delivery_pipeline.dagster_defs.resources import (
+    AppDatabase,
+    DeliveryServiceResource,
+    GeneratorResource,
+    OpsChannelResource,
+    ReviewResource,
+    build_resources,
+)
+from delivery_pipeline.settings import Settings, SettingsError, without_password
+from delivery_pipeline.store.db import public_url
+
+DATABASE_URL = "postgresql://ops:a-db-password@db.internal:5432/delivery"
+
+
+def _secret_variables() -> dict[str, str]:
+    """Every variable the model holds as a secret → a valid value for it."""
+    values = {"DATABASE_URL": DATABASE_URL}
+    for section in Settings.sections().values():
+        names = section.env_names()
+        for field in section.secret_fields():
+            values.setdefault(names[field], f"http://127.0.0.1:9/{names[field]}-of-some-length")
+    return values
+
+
+def test_a_secret_read_from_the_environment_keeps_no_trailing_newline() -> None:
+    given = _secret_variables()
+    settings = Settings.from_env({name: f"{value}\n" for name, value in given.items()})
+    texts = settings.secret_texts()
+    for name, value in given.items():
+        assert texts.get(value) == name, (name, texts)
+        assert not any(text.endswith("\n") for text in texts), name
+    assert settings.review.token is not None
+    assert settings.review.token.get_secret_value() == given["REVIEW_TOKEN"]
+    assert settings.database.database_url == DATABASE_URL
+    # surrounding whitespace of any kind, any setting
+    assert Settings.from_env({"OPENAI_MODEL": "\tgpt-x \r\n"}).generation.openai_model == "gpt-x"
+
+
+def test_a_run_reads_the_secret_without_its_newline_too(monkeypatch) -> None:
+    """A run resolves the variable itself (EnvVar): the same rule holds there."""
+    for name, value in _secret_variables().items():
+        monkeypatch.setenv(name, f"{value}\n")
+    seen: dict[str, object] = {}
+
+    @dg.op
+    def probe(app_db: AppDatabase, ops_channel: OpsChannelResource, review: ReviewResource) -> None:
+        seen["database"] = app_db.url()
+        seen["ops"] = ops_channel.notifier().url
+        seen["reviewers"] = review.notifier().url
+        token = review.section().token
+        seen["token"] = token.get_secret_value() if token else None
+
+    @dg.job
+    def probing() -> None:
+        probe()
+
+    resources = build_resources(Settings.from_env())
+    defs = dg.Definitions(jobs=[probing], resources=resources)
+    assert defs.resolve_job_def("probing").execute_in_process().success
+    assert seen["database"] == DATABASE_URL
+    assert all(isinstance(v, str) and not v.endswith("\n") for v in seen.values()), seen
+
+
+def test_the_database_url_is_a_secret_its_password_never_shown() -> None:
+    settings = Settings.from_env({"DATABASE_URL": DATABASE_URL})
+    assert settings.database.database_url == DATABASE_URL  # the connections' text
+    assert "a-db-password" not in repr(settings)
+    assert settings.database.effective()["database_url"] == "(set)"
+    with pytest.raises(SettingsError) as failed:
+        Settings.from_env({"DATABASE_URL": "postgresql://ops:a-db-password@db:notaport/x?x=="})
+    assert "DATABASE_URL" in str(failed.value) and "a-db-password" not in str(failed.value)
+    assert public_url(DATABASE_URL) == "postgresql://ops@db.internal:5432/delivery"
+    assert "a-db-password" not in public_url("host=db password=a-db-password dbname=x")
+
+
+def test_a_url_with_a_password_reaches_dagster_as_its_variable(monkeypatch) -> None:
+    monkeypatch.setenv("DATABASE_URL", DATABASE_URL)
+    monkeypatch.setenv("OPENAI_BASE_URL", "https://gw:gw-key-123@llm.example/v1")
+    monkeypatch.setenv("DAGSTER_WEBSERVER_URL", "https://ops:web-pass-1@dagster.example")
+    monkeypatch.setenv("DELIVERY_SERVICE_URL", "http://service.internal:8766")
+    resources = build_resources(Settings.from_env())
+
+    def config(name: str) -> dict[str, object]:
+        return dict(resources[name].get_resource_definition().config_schema.default_value)
+
+    assert config("app_db")["database_url"] == {"env": "DATABASE_URL"}
+    assert config("generator")["openai_base_url"] == {"env": "OPENAI_BASE_URL"}
+    service = config("delivery_service")
+    assert service["dagster_webserver_url"] == {"env": "DAGSTER_WEBSERVER_URL"}
+    # a URL without a password is shown as it is: the UI says what is in force
+    assert service["service_url"] == "http://service.internal:8766"
+    shown = repr([config(name) for name in resources])
+    for secret in ("a-db-password", "gw-key-123", "web-pass-1"):
+        assert secret not in shown
+    assert isinstance(resources["generator"], GeneratorResource)
+    assert isinstance(resources["delivery_service"], DeliveryServiceResource)
+
+
+def test_a_url_is_shown_without_its_password() -> None:
+    assert without_password("https://gw:key@llm.example/v1?a=1") == "https://gw@llm.example/v1?a=1"
+    assert without_password("https://:key@llm.example/") == "https://llm.example/"
+    assert without_password("https://llm.example/v1?password=x&a=1") == "https://llm.example/v1?a=1"
+    untouched = "postgresql://ops@/delivery?host=/tmp/pg&port=5432"
+    assert without_password(untouched) == untouched
+    settings = Settings.from_env({"OPENAI_BASE_URL": "https://gw:key-123456@llm.example/v1"})
+    assert settings.generation.effective()["openai_base_url"] == "(set)"
+    assert settings.generation.hidden_fields() >= {"openai_base_url", "openai_api_key"}

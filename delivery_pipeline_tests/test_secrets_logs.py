@@ -1,0 +1,152 @@
+"""No process we start writes a secret to its log.
+
+The real one: the webhook service, run as ``docs/deploy.md`` runs it, with a
+unique value for every secret and its ops and reviewers' webhooks pointing at
+a loopback sink whose paths are secrets; it posts both channels' alerts,
+answers Meta's handshake, a signed webhook, a poke and a reviewer's sign-in,
+and its log (at DEBUG, the most it can say) holds none of the values. Then
+the one logging set-up itself (``delivery_pipeline/logs.py``), in process.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+
+import psycopg
+import pytest
+
+from delivery_pipeline import logs
+from delivery_pipeline.settings import Settings
+from delivery_pipeline.store.db import connect
+from delivery_pipeline.watch.alerts import Alert, AlertChannel, AlertSeverity, record_once
+from delivery_pipeline.whatsapp.signature import sign
+from delivery_pipeline_tests.support.sandbox_server import (
+    WebhookReceiver,
+    start_sandbox,
+    stop_process,
+)
+from delivery_pipeline_tests.support.secret_values import (
+    needles,
+    role_with_password,
+    secret_environment,
+    url_as,
+)
+from delivery_pipeline_tests.support.service_server import start_service
+
+
+@pytest.mark.slow
+def test_the_service_log_holds_no_secret(pg_admin_url: str, database_url: str) -> None:
+    database = str(psycopg.conninfo.conninfo_to_dict(database_url)["dbname"])
+    with connect(database_url) as conn:
+        for channel in AlertChannel:
+            record_once(
+                conn, Alert(f"test:log:{channel}", AlertSeverity.ERROR, "a test", {}, channel)
+            )
+    with role_with_password(pg_admin_url) as role, WebhookReceiver() as hooks:
+        env = secret_environment(
+            url_as(pg_admin_url, database, role),
+            url_as(pg_admin_url, "unused", role, scheme="postgresql+psycopg2"),
+            hooks.url,
+        )
+        secrets = needles(env, role)
+        identity = {
+            "WHATSAPP_ACCESS_TOKEN": env["WHATSAPP_ACCESS_TOKEN"],
+            "WHATSAPP_APP_SECRET": env["WHATSAPP_APP_SECRET"],
+        }
+        with start_sandbox(**identity) as sandbox:
+            service = start_service(
+                env["DATABASE_URL"], sandbox.url, args=("--log-level", "debug"), **env
+            )
+            try:
+                # Both channels' alerts reach the sink: the URLs were used.
+                posted = hooks.wait_for(lambda got: len(got) >= 2, timeout=30)
+                assert {hook.path.split("/")[-2] for hook in posted} == {"B0", "B1"}
+                http = service.http
+                handshake = {
+                    "hub.mode": "subscribe",
+                    "hub.verify_token": env["WHATSAPP_VERIFY_TOKEN"],
+                    "hub.challenge": "42",
+                }
+                assert http.get("/webhooks/whatsapp", params=handshake).text == "42"
+                body = b'{"object": "whatsapp_business_account", "entry": []}'
+                signed = {"X-Hub-Signature-256": sign(env["WHATSAPP_APP_SECRET"], body)}
+                assert http.post("/webhooks/whatsapp", content=body, headers=signed).is_success
+                bearer = {"Authorization": f"Bearer {env['DELIVERY_INTERNAL_TOKEN']}"}
+                poke = http.post("/internal/sweep", json={"document_id": 1}, headers=bearer)
+                assert poke.status_code == 202
+                sign_in = {"name": "Rita", "token": env["REVIEW_TOKEN"]}
+                assert http.post("/review/sign-in", data=sign_in).status_code == 303
+                wrong = {"name": "Eve", "token": env["REVIEW_TOKEN"][:-1]}
+                assert http.post("/review/sign-in", data=wrong).status_code == 401
+            finally:
+                stop_process(service.process)
+                written = service.log()
+                service.stop()
+            sandbox_log = sandbox.log()
+    assert "accepts our identity" in written, written  # INFO lines were written
+    for name, log in (("service", written), ("sandbox", sandbox_log)):
+        leaked = sorted(what for what, value in secrets.items() if value in log)
+        assert leaked == [], (name, leaked, log[-3000:])
+
+
+# ── the set-up, in process ──────────────────────────────────────────────
+
+
+@pytest.fixture
+def root_logging():
+    """The root logger as the test found it, afterwards."""
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    levels = {name: logging.getLogger(name).level for name in logs.HTTP_CLIENT_LOGGERS}
+    yield root
+    root.handlers[:] = handlers
+    root.setLevel(level)
+    for name, old in levels.items():
+        logging.getLogger(name).setLevel(old)
+
+
+def test_http_clients_log_no_url_at_any_level(root_logging) -> None:
+    stream = io.StringIO()
+    root_logging.handlers[:] = [logging.StreamHandler(stream)]
+    logs.configure("debug")
+    assert root_logging.level == logging.DEBUG
+    for name in logs.HTTP_CLIENT_LOGGERS:
+        logging.getLogger(name).info("HTTP Request: POST https://hooks.slack.com/services/X")
+        logging.getLogger(f"{name}._client").debug("GET https://hooks.slack.com/services/Y")
+        logging.getLogger(name).warning("a warning still shows")
+    assert "hooks.slack.com" not in stream.getvalue()
+    assert stream.getvalue().count("a warning still shows") == len(logs.HTTP_CLIENT_LOGGERS)
+
+
+def test_every_secret_in_force_is_redacted_from_messages_and_tracebacks(root_logging) -> None:
+    hook = "https://hooks.slack.com/services/T0/B0/a-secret-webhook-path"
+    settings = Settings.from_env(
+        {
+            "OPS_WEBHOOK_URL": hook,
+            "REVIEW_TOKEN": "a-long-reviewer-token-value",
+            "DATABASE_URL": "postgresql://ops:db-pass%2Fword@db:5432/delivery",
+            "OPENAI_BASE_URL": "https://gateway:gateway-key-1@llm.example/v1",
+        }
+    )
+    stream = io.StringIO()
+    root_logging.handlers[:] = [logging.StreamHandler(stream)]
+    logs.configure(logging.INFO, settings)
+    log = logging.getLogger("delivery_pipeline.test")
+    log.info("posting to %s", hook)
+    log.info("token %r, password db-pass/word, key gateway-key-1", "a-long-reviewer-token-value")
+    try:
+        raise RuntimeError(f"failed for url '{hook}'")
+    except RuntimeError:
+        log.exception("it failed")
+    written = stream.getvalue()
+    for secret in (
+        "a-secret-webhook-path",
+        "a-long-reviewer-token-value",
+        "db-pass",
+        "gateway-key-1",
+    ):
+        assert secret not in written, (secret, written)
+    assert "<OPS_WEBHOOK_URL>" in written and "<REVIEW_TOKEN>" in written
+    assert "<DATABASE_URL password>" in written and "<OPENAI_BASE_URL password>" in written
+    assert "RuntimeError" in written and "it failed" in written  # the traceback is kept
