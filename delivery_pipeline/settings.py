@@ -395,6 +395,22 @@ class ServiceSettings(Section):
         json_schema_extra=env("DAGSTER_WEBSERVER_URL"),
         description="where the service reports its deliveries at once; unset: a sensor does",
     )
+    trusted_proxies: str = Field(
+        "127.0.0.1",
+        json_schema_extra=env("DELIVERY_TRUSTED_PROXIES"),
+        description="addresses or networks whose X-Forwarded-For/-Proto the service believes",
+    )
+
+    @field_validator("trusted_proxies")
+    @classmethod
+    def _proxies(cls, value: str) -> str:
+        parse_trusted_proxies(value)
+        return value
+
+    @property
+    def trusted_proxy_list(self) -> list[str]:
+        """``DELIVERY_TRUSTED_PROXIES`` as uvicorn's ``forwarded_allow_ips`` takes it."""
+        return parse_trusted_proxies(self.trusted_proxies)
 
     @field_validator("service_url", "dagster_webserver_url")
     @classmethod
@@ -524,6 +540,23 @@ class ReviewSettings(Section):
     warn_seconds: float = Field(30 * 60, gt=0, description="awaiting review: WARN after")
     error_seconds: float = Field(2 * 60 * 60, gt=0, description="ERROR (and ops) after")
     reminder_seconds: int = Field(30 * 60, ge=1, description="reminder to the reviewers every")
+    sign_in_client_failures: int = Field(
+        10, ge=1, description="wrong tokens from one client within the window: it waits"
+    )
+    sign_in_failures: int = Field(
+        100, ge=1, description="wrong tokens from all clients within the window: new ones wait"
+    )
+    sign_in_window_seconds: int = Field(
+        15 * 60, ge=1, description="the window the sign-in failures are counted over"
+    )
+    cookie_secure: Literal["auto", "always"] = Field(
+        "auto", description="auto: Secure when the request came over HTTPS; always: Secure"
+    )
+
+    @field_validator("cookie_secure", mode="before")
+    @classmethod
+    def _lower(cls, value: Any) -> Any:
+        return value.lower() if isinstance(value, str) else value
 
     @field_validator("token")
     @classmethod
@@ -701,6 +734,24 @@ def parse_templates(raw: str) -> dict[str, tuple[str, str]]:
     if "en" not in templates:
         raise ValueError("needs an 'en' template (the fallback for other locales)")
     return templates
+
+
+def parse_trusted_proxies(raw: str) -> list[str]:
+    """``10.0.0.5, 10.1.0.0/16`` → each address or network, checked; ``*`` trusts anyone."""
+    import ipaddress
+
+    items = [item.strip() for item in raw.split(",") if item.strip()]
+    if items == ["*"]:
+        return items
+    for item in items:
+        try:
+            ipaddress.ip_network(item, strict=False)
+        except ValueError:
+            raise ValueError(
+                f"{item!r} is not an IP address or network (like 10.0.0.0/8); "
+                "comma-separated, or * to trust every peer"
+            ) from None
+    return items
 
 
 def parse_review_kinds(raw: str) -> frozenset[str]:

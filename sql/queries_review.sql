@@ -39,3 +39,63 @@ FROM documents d JOIN people p ON p.id = d.person_id
 WHERE d.awaiting_review_since IS NOT NULL AND d.abandoned_at IS NULL
 ORDER BY d.awaiting_review_since, d.id
 LIMIT %(limit)s
+
+-- The review page's sessions and sign-in limits (sql/015; the rules in
+-- service/sessions.py). An attempt is one transaction: lock, state, the token
+-- check in Python, then the failure or the session recorded.
+
+-- name: review_sign_in_lock
+-- One sign-in attempt at a time across every replica (transaction-level advisory lock): counting the failures, checking the token and recording the outcome are one step, so a burst spread over replicas gets no more guesses than the limits allow.
+SELECT pg_advisory_xact_lock(72430003)
+
+-- name: review_sign_in_state
+-- Where a sign-in from %(client)s stands: until when the client is held (its %(client_limit)s-th latest failure within %(window)s and since its last sign-in, plus the window), until when clients not known are held (the %(overall_limit)s-th latest failure of all, plus the window), and whether it signed in within %(known_for)s.
+SELECT
+    (SELECT f.failed_at + %(window)s
+     FROM review_sign_in_failures f
+     WHERE f.client = %(client)s
+       AND f.failed_at > greatest(now() - %(window)s,
+                                  coalesce(k.last_signed_in_at, '-infinity'::timestamptz))
+     ORDER BY f.failed_at DESC
+     OFFSET %(client_limit)s::int - 1 LIMIT 1) AS client_held_until,
+    (SELECT f.failed_at + %(window)s
+     FROM review_sign_in_failures f
+     WHERE f.failed_at > now() - %(window)s
+     ORDER BY f.failed_at DESC
+     OFFSET %(overall_limit)s::int - 1 LIMIT 1) AS strangers_held_until,
+    coalesce(k.last_signed_in_at > now() - %(known_for)s, false) AS known,
+    now() AS now
+FROM (SELECT 1) AS one
+LEFT JOIN review_known_clients k ON k.client = %(client)s
+
+-- name: record_sign_in_failure
+-- A wrong token from %(client)s; failures older than %(window)s count no more and are forgotten on the way.
+WITH forgotten AS (
+    DELETE FROM review_sign_in_failures WHERE failed_at <= now() - %(window)s
+)
+INSERT INTO review_sign_in_failures (client) VALUES (%(client)s)
+
+-- name: start_review_session
+-- A reviewer signed in from %(client)s: their session (the cookie key's hash, name, CSRF token, expiring after %(lifetime)s) and the client remembered as known; expired sessions and clients unseen for %(known_for)s are forgotten on the way.
+WITH expired AS (
+    DELETE FROM review_sessions WHERE expires_at <= now()
+), unseen AS (
+    DELETE FROM review_known_clients
+    WHERE last_signed_in_at <= now() - %(known_for)s AND client <> %(client)s
+), known AS (
+    INSERT INTO review_known_clients (client, last_signed_in_at) VALUES (%(client)s, now())
+    ON CONFLICT (client) DO UPDATE SET last_signed_in_at = excluded.last_signed_in_at
+)
+INSERT INTO review_sessions (key_hash, reviewer, csrf, client, expires_at)
+VALUES (%(key_hash)s, %(reviewer)s, %(csrf)s, %(client)s, now() + %(lifetime)s)
+RETURNING reviewer, csrf, expires_at
+
+-- name: review_session
+-- The live session whose cookie key hashes to %(key_hash)s: none once it expired or its reviewer signed out.
+SELECT reviewer, csrf, expires_at
+FROM review_sessions
+WHERE key_hash = %(key_hash)s AND expires_at > now()
+
+-- name: end_review_session
+-- Signing out: the session ends for every replica (a copy of its cookie is refused from now on).
+DELETE FROM review_sessions WHERE key_hash = %(key_hash)s

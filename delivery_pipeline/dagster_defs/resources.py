@@ -140,6 +140,7 @@ class ReviewResource(ConfigurableResource, ReviewSettings):
 
     token: str | None = None  # type: ignore[assignment]
     webhook_url: str | None = None  # type: ignore[assignment]
+    cookie_secure: str = "auto"  # type: ignore[assignment]
 
     def section(self) -> ReviewSettings:
         return _section(self, ReviewSettings)

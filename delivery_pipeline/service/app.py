@@ -300,14 +300,13 @@ def create_app(settings: Settings, database_url: str) -> Starlette:
         )
         await pool.open(wait=False)
         client = CloudApiClient.from_settings(settings)
-        review_token = secret(settings.review.token)
         webserver = settings.service.dagster_webserver_url
         engine = DeliveryEngine(settings, pool, client)
         service = Service(
             settings,
             pool,
             engine,
-            review_sessions=Sessions(review_token) if review_token else None,
+            review_sessions=Sessions.from_settings(settings.review),
             recorder=Recorder(pool, webserver) if webserver else None,
         )
         app.state.service = service
@@ -317,7 +316,7 @@ def create_app(settings: Settings, database_url: str) -> Starlette:
         if settings.service.listen:
             service.listener = ReadyListener(database_url, pool, service.sweep_and_record)
             listening = asyncio.create_task(service.listener.run())
-        if review_token is None:
+        if service.review_sessions is None:
             log.info("REVIEW_TOKEN is not set: the review page answers 404")
         # In the background: webhooks are received whatever the answer, and
         # the API (a sandbox started alongside) may come up a moment later.
@@ -446,7 +445,18 @@ def serve(settings: Settings, *, host: str, port: int, log_level: str = "info") 
     logs.configure(log_level, settings)
     app = create_app(settings, resolve_database_url(settings.database))
     # uvicorn's own records go through our handler (log_config=None), secrets redacted.
-    uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False, log_config=None)
+    # The scheme and client of a request are the forwarded ones only from a trusted
+    # proxy (DELIVERY_TRUSTED_PROXIES): the review cookie's Secure flag and the
+    # sign-in limits' client depend on them.
+    uvicorn.run(
+        app,
+        host=host,
+        port=port,
+        log_level="warning",
+        access_log=False,
+        log_config=None,
+        forwarded_allow_ips=settings.service.trusted_proxy_list,
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> None:

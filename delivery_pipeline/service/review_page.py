@@ -3,9 +3,11 @@ approve it, edit and approve it, or reject it with a reason.
 
 Server-rendered HTML (Jinja2, autoescaped), no JavaScript. Behind
 ``REVIEW_TOKEN``: a sign-in form (a name and the token, compared in constant
-time), then a signed session cookie (``sessions.py``); every form carries
-the session's CSRF token and every POST checks it. With no token configured
-every route answers 404: never an open page.
+time, under the sign-in limits: 429 with ``Retry-After`` and the time to come
+back), then a session kept in Postgres (``sessions.py``) that signing out
+ends on every replica; every form carries the session's CSRF token and every
+POST checks it. With no token configured every route answers 404: never an
+open page. The database unreachable: 503, on every route.
 
 Documents are listed oldest first, with how long they have waited, each cut
 into messages by ``chunk_text`` with ``DELIVERY_CHUNK_LIMIT``, as delivery
@@ -18,8 +20,10 @@ or another reviewer's came first (who, when).
 
 from __future__ import annotations
 
+import functools
 import logging
 import re
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -33,7 +37,7 @@ from starlette.routing import Route
 from delivery_pipeline.delivery.chunking import chunk_text
 from delivery_pipeline.model import ReviewDecision
 from delivery_pipeline.service.bodies import TooLarge, read_form
-from delivery_pipeline.service.sessions import COOKIE_NAME, Session, Sessions
+from delivery_pipeline.service.sessions import COOKIE_NAME, Session, Sessions, client_key
 from delivery_pipeline.settings import REVIEW_PAGE_PATH
 from delivery_pipeline.store.db import database_unavailable
 from delivery_pipeline.store.queries import QUERIES
@@ -42,6 +46,9 @@ from delivery_pipeline.store.review import (
     AlreadyDecided,
     Decided,
     Decision,
+    Held,
+    HoldScope,
+    WrongToken,
     awaiting_review_async,
     decide_async,
     explain,
@@ -90,9 +97,16 @@ def _service(request: Request) -> Service:
     return service
 
 
-def _html(template: str, status_code: int = 200, **context: Any) -> HTMLResponse:
+def _html(
+    template: str,
+    status_code: int = 200,
+    extra_headers: dict[str, str] | None = None,
+    **context: Any,
+) -> HTMLResponse:
     body = _templates.get_template(template).render(page=PAGE, **context)
-    return HTMLResponse(body, status_code=status_code, headers=_HEADERS)
+    return HTMLResponse(
+        body, status_code=status_code, headers={**_HEADERS, **(extra_headers or {})}
+    )
 
 
 def _off() -> Response:
@@ -108,11 +122,34 @@ def _database_down(exc: Exception) -> Response:
     )
 
 
-def _signed_in(request: Request) -> tuple[Sessions | None, Session | None]:
-    sessions = _service(request).review_sessions
+Handler = Callable[[Request], Awaitable[Response]]
+
+
+def _page(handler: Handler) -> Handler:
+    """A review route: the database unavailable is a 503 that says so, on every one."""
+
+    @functools.wraps(handler)
+    async def page(request: Request) -> Response:
+        try:
+            return await handler(request)
+        except Exception as exc:
+            if not database_unavailable(exc):
+                raise
+            return _database_down(exc)
+
+    return page
+
+
+async def _signed_in(request: Request) -> tuple[Sessions | None, Session | None]:
+    service = _service(request)
+    sessions = service.review_sessions
     if sessions is None:
         return None, None
-    return sessions, sessions.read(request.cookies.get(COOKIE_NAME))
+    cookie = request.cookies.get(COOKIE_NAME)
+    if sessions.key_hash(cookie) is None:
+        return sessions, None  # not one of ours: no query
+    async with service.pool.connection() as conn:
+        return sessions, await sessions.read(conn, cookie)
 
 
 def _to_sign_in() -> Response:
@@ -126,8 +163,9 @@ def _masked(phone: str | None) -> str:
 # ── sign in and out ─────────────────────────────────────────────────────
 
 
+@_page
 async def sign_in_form(request: Request) -> Response:
-    sessions, session = _signed_in(request)
+    sessions, session = await _signed_in(request)
     if sessions is None:
         return _off()
     if session is not None:
@@ -135,42 +173,74 @@ async def sign_in_form(request: Request) -> Response:
     return _html("review_sign_in.html", error=None, name="")
 
 
+@_page
 async def sign_in(request: Request) -> Response:
-    sessions, _ = _signed_in(request)
+    service = _service(request)
+    sessions = service.review_sessions
     if sessions is None:
         return _off()
     form = await _form(request, SIGN_IN_MAX_BYTES)
     if isinstance(form, Response):
         return form
     name = " ".join(form.get("name", "").split())[:200]
-    if not sessions.token_valid(form.get("token", "")):
-        log.warning("review page: sign-in with a wrong token refused")
-        return _html("review_sign_in.html", 401, error="That is not the reviewer token.", name=name)
     if not name:
         return _html("review_sign_in.html", 400, error="Say who you are: a name.", name=name)
-    _, cookie = sessions.issue(name)
+    client = client_key(request.client.host if request.client else None)
+    async with sessions.one_at_a_time, service.pool.connection() as conn:
+        outcome = await sessions.sign_in(conn, client, name, form.get("token", ""))
+    if isinstance(outcome, Held):
+        log.warning(
+            "review page: sign-in from %s held for %ss (too many wrong tokens: %s)",
+            client,
+            outcome.retry_after_seconds,
+            outcome.scope,
+        )
+        return _html(
+            "review_sign_in.html",
+            429,
+            error=_held_text(outcome),
+            name=name,
+            extra_headers={"Retry-After": str(outcome.retry_after_seconds)},
+        )
+    if isinstance(outcome, WrongToken):
+        log.warning("review page: sign-in from %s with a wrong token refused", client)
+        return _html("review_sign_in.html", 401, error="That is not the reviewer token.", name=name)
     response = RedirectResponse(PAGE, status_code=303, headers=_HEADERS)
     response.set_cookie(
         COOKIE_NAME,
-        cookie,
+        outcome.cookie,
         max_age=sessions.lifetime_seconds,
         path=PAGE,
         httponly=True,
         samesite="strict",
-        secure=request.url.scheme == "https",
+        secure=service.settings.review.cookie_secure == "always" or request.url.scheme == "https",
     )
     log.info("review page: %s signed in", name)
     return response
 
 
+def _held_text(held: Held) -> str:
+    when = f"in {format_age(held.retry_after_seconds, precise=True)}, at {held.until:%H:%M} UTC"
+    if held.scope == HoldScope.CLIENT:
+        return f"Too many wrong tokens from your address. Try again {when}."
+    return (
+        "Too many wrong tokens from many addresses: sign-in is paused for addresses that "
+        f"have not signed in before. Try again {when}, or from where you signed in before."
+    )
+
+
+@_page
 async def sign_out(request: Request) -> Response:
-    sessions, session = _signed_in(request)
+    sessions, session = await _signed_in(request)
     if sessions is None:
         return _off()
     if session is not None:
         form = await _form(request, SIGN_IN_MAX_BYTES, session)
         if isinstance(form, Response):
             return form
+        async with _service(request).pool.connection() as conn:
+            await sessions.end(conn, request.cookies.get(COOKIE_NAME))
+        log.info("review page: %s signed out", session.name)
     response = _to_sign_in()
     response.delete_cookie(COOKIE_NAME, path=PAGE)
     return response
@@ -197,8 +267,9 @@ async def _form(
 # ── the list ────────────────────────────────────────────────────────────
 
 
+@_page
 async def review_list(request: Request) -> Response:
-    sessions, session = _signed_in(request)
+    sessions, session = await _signed_in(request)
     if sessions is None:
         return _off()
     if session is None:
@@ -224,15 +295,10 @@ async def _render_list(
     status_code: int = 200,
 ) -> Response:
     service = _service(request)
-    try:
-        async with service.pool.connection() as conn:
-            waiting = await awaiting_review_async(conn, LIST_LIMIT)
-            if asked is not None:
-                notice = await _notice(conn, *asked)
-    except Exception as exc:
-        if not database_unavailable(exc):
-            raise
-        return _database_down(exc)
+    async with service.pool.connection() as conn:
+        waiting = await awaiting_review_async(conn, LIST_LIMIT)
+        if asked is not None:
+            notice = await _notice(conn, *asked)
     chunk_limit = service.settings.delivery.chunk_limit
     documents = [
         {
@@ -269,8 +335,9 @@ async def _notice(conn: psycopg.AsyncConnection[Any], document_id: int, result: 
 # ── decisions ───────────────────────────────────────────────────────────
 
 
+@_page
 async def decide(request: Request) -> Response:
-    sessions, session = _signed_in(request)
+    sessions, session = await _signed_in(request)
     if sessions is None:
         return _off()
     action = request.path_params["action"]
@@ -296,13 +363,8 @@ async def decide(request: Request) -> Response:
             request, session, notice=Notice("error", str(exc)), status_code=400
         )
     service = _service(request)
-    try:
-        async with service.pool.connection() as conn:
-            outcome = await decide_async(conn, decision)
-    except Exception as exc:
-        if not database_unavailable(exc):
-            raise
-        return _database_down(exc)
+    async with service.pool.connection() as conn:
+        outcome = await decide_async(conn, decision)
     if isinstance(outcome, Decided):
         log.info("review page: %s", outcome)
         result = "decided"

@@ -167,6 +167,12 @@ class Queries:
     decide_review: str
     document_review: str
     awaiting_review: str
+    review_sign_in_lock: str
+    review_sign_in_state: str
+    record_sign_in_failure: str
+    start_review_session: str
+    review_session: str
+    end_review_session: str
 
     # sql/queries_webhooks.sql
     insert_inbound: str

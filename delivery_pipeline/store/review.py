@@ -13,11 +13,18 @@ Approved: the document enters the delivery queue, due now, and is delivered
 from the edited text when there is one (``delivery_body()``, sql/010).
 Rejected: abandoned as ``rejected``, with the reason. Callers poke delivery
 after an approval; this module only decides.
+
+The review page's sign-ins and sessions are rows too (sql/015), so every
+replica agrees: ``attempt_sign_in`` checks a token under the sign-in limits,
+``live_session`` and ``end_session`` read and end a session.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import enum
+import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -230,3 +237,117 @@ async def awaiting_review_async(
 ) -> list[Waiting]:
     cur = await conn.execute(QUERIES.awaiting_review, {"limit": limit})
     return [Waiting(**row) for row in await cur.fetchall()]
+
+
+# ── the review page's sign-ins and sessions (sql/015) ───────────────────
+
+
+@dataclass(frozen=True)
+class SignInLimits:
+    """How many wrong tokens are checked before a client, or every new client, waits.
+
+    Counted over a sliding window, in Postgres (every replica counts the same
+    failures). A client that signed in within ``known_days`` is held only by
+    its own limit: an attacker cannot lock the reviewers out from elsewhere,
+    and cannot become known without the token.
+    """
+
+    client_failures: int = 10
+    failures: int = 100
+    window_seconds: int = 15 * 60
+    known_days: int = 30
+
+    def params(self, client: str) -> dict[str, Any]:
+        return {
+            "client": client,
+            "client_limit": self.client_failures,
+            "overall_limit": self.failures,
+            "window": dt.timedelta(seconds=self.window_seconds),
+            "known_for": dt.timedelta(days=self.known_days),
+        }
+
+
+class HoldScope(enum.StrEnum):
+    CLIENT = "client"  # this client sent too many wrong tokens
+    EVERYONE = "everyone"  # too many from all clients: those not known wait
+
+
+@dataclass(frozen=True)
+class Held:
+    """No token is checked until ``until``: answered 429, ``Retry-After``."""
+
+    until: dt.datetime
+    scope: HoldScope
+    now: dt.datetime
+
+    @property
+    def retry_after_seconds(self) -> int:
+        return max(1, math.ceil((self.until - self.now).total_seconds()))
+
+
+@dataclass(frozen=True)
+class WrongToken:
+    """The token was checked and is not the reviewers'; counted."""
+
+
+@dataclass(frozen=True)
+class StoredSession:
+    reviewer: str
+    csrf: str
+    expires_at: dt.datetime
+
+
+def held(state: DictRow) -> Held | None:
+    """Whether an attempt in ``state`` (``review_sign_in_state``) waits, until when, why."""
+    now: dt.datetime = state["now"]
+    holds = []
+    if state["client_held_until"] is not None and state["client_held_until"] > now:
+        holds.append((state["client_held_until"], HoldScope.CLIENT))
+    strangers = state["strangers_held_until"]
+    if not state["known"] and strangers is not None and strangers > now:
+        holds.append((strangers, HoldScope.EVERYONE))
+    if not holds:
+        return None
+    until, scope = max(holds)
+    return Held(until, scope, now)
+
+
+async def attempt_sign_in(
+    conn: psycopg.AsyncConnection[DictRow],
+    client: str,
+    limits: SignInLimits,
+    token_valid: Callable[[], bool],
+    session: dict[str, Any],
+) -> Held | WrongToken | StoredSession:
+    """One sign-in attempt from ``client``: held (the token is not even checked), a wrong
+    token (counted), or the session ``session`` (``key_hash``, ``reviewer``, ``csrf``,
+    ``lifetime``) started. One transaction under one lock for every replica, so the
+    limits are exact however a burst is spread."""
+    params = limits.params(client)
+    async with conn.transaction():
+        await conn.execute(QUERIES.review_sign_in_lock)
+        cur = await conn.execute(QUERIES.review_sign_in_state, params)
+        state = await cur.fetchone()
+        assert state is not None
+        waiting = held(state)
+        if waiting is not None:
+            return waiting
+        if not token_valid():
+            await conn.execute(QUERIES.record_sign_in_failure, params)
+            return WrongToken()
+        cur = await conn.execute(QUERIES.start_review_session, {**params, **session})
+        row = await cur.fetchone()
+        assert row is not None
+        return StoredSession(**row)
+
+
+async def live_session(
+    conn: psycopg.AsyncConnection[DictRow], key_hash: bytes
+) -> StoredSession | None:
+    cur = await conn.execute(QUERIES.review_session, {"key_hash": key_hash})
+    row = await cur.fetchone()
+    return StoredSession(**row) if row else None
+
+
+async def end_session(conn: psycopg.AsyncConnection[DictRow], key_hash: bytes) -> None:
+    await conn.execute(QUERIES.end_review_session, {"key_hash": key_hash})
