@@ -50,7 +50,7 @@ def assert_held(response: httpx.Response, *, everyone: bool = False) -> int:
     assert response.status_code == 429, (response.status_code, response.text)
     retry_after = int(response.headers["retry-after"])
     assert 1 <= retry_after <= WINDOW
-    assert re.search(r"Try again in \d+m \d+s, at \d\d:\d\d UTC", response.text), response.text
+    assert re.search(r"Try again in [\dhms ]+, at \d\d:\d\d UTC", response.text), response.text
     said = "paused for addresses that have not signed in before"
     assert (said in response.text) == everyone, response.text
     assert COOKIE_NAME not in response.cookies

@@ -20,6 +20,7 @@ or another reviewer's came first (who, when).
 
 from __future__ import annotations
 
+import datetime as dt
 import functools
 import logging
 import re
@@ -188,8 +189,11 @@ async def sign_in(request: Request) -> Response:
     client = client_key(request.client.host if request.client else None)
     async with sessions.one_at_a_time, service.pool.connection() as conn:
         outcome = await sessions.sign_in(conn, client, name, form.get("token", ""))
+    # An attack is thousands of these: a few lines per minute, then a count.
     if isinstance(outcome, Held):
-        log.warning(
+        service.quiet_log.log(
+            logging.WARNING,
+            "sign-in-held",
             "review page: sign-in from %s held for %ss (too many wrong tokens: %s)",
             client,
             outcome.retry_after_seconds,
@@ -203,7 +207,12 @@ async def sign_in(request: Request) -> Response:
             extra_headers={"Retry-After": str(outcome.retry_after_seconds)},
         )
     if isinstance(outcome, WrongToken):
-        log.warning("review page: sign-in from %s with a wrong token refused", client)
+        service.quiet_log.log(
+            logging.WARNING,
+            "sign-in-wrong-token",
+            "review page: sign-in from %s with a wrong token refused",
+            client,
+        )
         return _html("review_sign_in.html", 401, error="That is not the reviewer token.", name=name)
     response = RedirectResponse(PAGE, status_code=303, headers=_HEADERS)
     response.set_cookie(
@@ -220,7 +229,8 @@ async def sign_in(request: Request) -> Response:
 
 
 def _held_text(held: Held) -> str:
-    when = f"in {format_age(held.retry_after_seconds, precise=True)}, at {held.until:%H:%M} UTC"
+    until = held.until.astimezone(dt.UTC)
+    when = f"in {format_age(held.retry_after_seconds, precise=True)}, at {until:%H:%M} UTC"
     if held.scope == HoldScope.CLIENT:
         return f"Too many wrong tokens from your address. Try again {when}."
     return (
