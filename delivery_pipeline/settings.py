@@ -192,7 +192,7 @@ def _passwords(text: str) -> set[str]:
         except ValueError:
             return set()
         found = {parts.password, *(v for k, v in parse_qsl(parts.query) if k == "password")}
-        return {text for p in found if p for text in (p, unquote(p))}
+        return {form for p in found if p for form in (p, unquote(p))}
     import psycopg  # a connection string: only the database URL is one
 
     try:
