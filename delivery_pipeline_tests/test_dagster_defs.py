@@ -669,22 +669,38 @@ def test_project_dagster_yaml_loads_on_postgres(tmp_path, monkeypatch, dagster_s
         assert instance.get_settings("retention")["sensor"]["purge_after_days"]["skipped"] == 1
 
 
+def _deploy_storage_env(libpq_url: str) -> dict[str, str]:
+    """The environment ``deploy/dagster.yaml`` reads its storage from, for the
+    server of ``libpq_url``, the way docs/deploy.md tells an operator to set it.
+
+    Dagster writes the host into the URL's authority (``user@host:port/db``),
+    where a Unix-socket directory cannot go: for a socket the host stays empty
+    and libpq finds the directory in its own ``PGHOST``."""
+    import psycopg
+
+    info = psycopg.conninfo.conninfo_to_dict(libpq_url)
+    host = str(info.get("host") or "127.0.0.1")
+    socket = host.startswith("/")
+    env = {
+        "DAGSTER_PG_HOST": "" if socket else host,
+        "DAGSTER_PG_PORT": str(info.get("port") or 5432),
+        "DAGSTER_PG_USER": str(info.get("user") or "postgres"),
+        "DAGSTER_PG_PASSWORD": str(info.get("password") or "unused-with-trust-auth"),
+        "DAGSTER_PG_DB": str(info["dbname"]),
+    }
+    if socket:
+        env["PGHOST"] = host
+    return env
+
+
 def test_deploy_dagster_yaml_loads_on_postgres(tmp_path, monkeypatch, dagster_storage_url):
     import importlib.util
 
-    import psycopg
     import yaml
     from dagster._core.instance.config import dagster_instance_config
 
     _, libpq = dagster_storage_url
-    info = psycopg.conninfo.conninfo_to_dict(libpq)
-    env = {
-        "DAGSTER_PG_HOST": info.get("host") or "127.0.0.1",
-        "DAGSTER_PG_PORT": str(info.get("port") or 5432),
-        "DAGSTER_PG_USER": info.get("user") or "postgres",
-        "DAGSTER_PG_PASSWORD": info.get("password") or "unused-with-trust-auth",
-        "DAGSTER_PG_DB": info["dbname"],
-    }
+    env = _deploy_storage_env(libpq)
     deploy = REPO / "deploy" / "dagster.yaml"
     # the whole file against Dagster's instance schema, run launcher included
     config, _ = dagster_instance_config(str(deploy.parent), "dagster.yaml")
