@@ -3,13 +3,21 @@ as a real subprocess, settings pointing at both.
 
 Postgres: ``DELIVERY_TEST_DATABASE_URL`` (an admin URL on any server ≥ 14)
 when set, else an embedded Postgres started for the session.
+
+``./dev test`` runs the suite on parallel workers (pytest-xdist, ``--dist
+loadgroup``): each worker is a session of its own, so it has its own embedded
+Postgres (or its own template database on the server) and its own sandbox.
+A test marked ``solo`` (a fleet of processes sized to the machine, a rate it
+must reach) runs while no other test of the run does.
 """
 
 from __future__ import annotations
 
+import fcntl
 import os
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import psycopg
 import pytest
@@ -28,6 +36,57 @@ TEST_DB_ENV = "DELIVERY_TEST_DATABASE_URL"
 os.environ.setdefault("DELIVERY_QUIET_HOURS", "off")
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Slow tests first, so that no worker starts a minute-long test while the
+    others are about to finish; solo tests last, where no long test holds up
+    their turn. Every other test of a module that has a module-scoped fixture
+    (a whole ``up``, a whole deployment) runs on one worker, which sets that
+    fixture up once."""
+
+    def solo(item: pytest.Item) -> bool:
+        return item.get_closest_marker("solo") is not None
+
+    items.sort(key=lambda item: (solo(item), item.get_closest_marker("slow") is None))
+    for item in items:
+        definitions = getattr(item, "_fixtureinfo", None)
+        if solo(item) or definitions is None:
+            continue
+        for name in item.fixturenames:
+            defs = definitions.name2fixturedefs.get(name)
+            if defs and defs[-1].scope == "module":
+                item.add_marker(pytest.mark.xdist_group(item.module.__name__))
+                break
+
+
+def _locked(path: Path, mode: int) -> int:
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    fcntl.flock(fd, mode)
+    return fd
+
+
+@pytest.fixture(autouse=True)
+def _machine_share(request: pytest.FixtureRequest, tmp_path_factory) -> Iterator[None]:
+    """Across the run's workers, a readers-writer lock on the machine: every
+    test holds it shared, a ``solo`` test exclusively. The turnstile gives a
+    waiting solo test its turn: no test starts until it has run."""
+    if "PYTEST_XDIST_WORKER" not in os.environ:
+        yield
+        return
+    run = tmp_path_factory.getbasetemp().parent  # shared by the run's workers
+    solo = request.node.get_closest_marker("solo") is not None
+    turnstile = _locked(run / "turnstile.lock", fcntl.LOCK_EX)
+    machine = _locked(run / "machine.lock", fcntl.LOCK_EX if solo else fcntl.LOCK_SH)
+    if not solo:
+        os.close(turnstile)
+    try:
+        yield
+    finally:
+        os.close(machine)
+        if solo:
+            os.close(turnstile)
+
+
 @pytest.fixture(scope="session")
 def pg_admin_url() -> Iterator[str]:
     url = os.environ.get(TEST_DB_ENV)
@@ -36,7 +95,8 @@ def pg_admin_url() -> Iterator[str]:
         return
     from delivery_pipeline_tests.support.postgres import embedded_admin_url
 
-    with embedded_admin_url("dp-test-pg-") as admin:
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
+    with embedded_admin_url(f"dp-test-pg-{worker}-") as admin:
         yield admin
 
 

@@ -159,6 +159,7 @@ def wired(sandbox, settings):
         yield service
 
 
+@pytest.mark.solo
 def test_eight_sweepers_one_thousand_nine_chunk_documents(db, sandbox, settings):
     sandbox.faults(pair_rate_enabled=False, throughput_limit=0)
     expected = seed(db, 1000)
@@ -190,6 +191,7 @@ def test_eight_sweepers_one_thousand_nine_chunk_documents(db, sandbox, settings)
     )
 
 
+@pytest.mark.solo
 def test_twenty_rounds_of_sigkill_with_restarts(db, sandbox, settings, wired):
     sandbox.faults(latency_ms=15, latency_spike_rate=0.05, latency_spike_ms=200)
     expected = seed(db, 300)

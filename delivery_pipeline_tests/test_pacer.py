@@ -213,6 +213,7 @@ def test_a_throttle_seen_by_one_process_slows_every_sender(database_url):
     assert row["throttles"] == 1 and row["since"] >= dt.timedelta(seconds=0.8)
 
 
+@pytest.mark.solo
 @pytest.mark.slow
 def test_survivors_take_a_killed_senders_share_within_five_seconds(db, sandbox, settings):
     """Three sweep processes share an 80 msg/s number; one is SIGKILLed mid-run. Counted

@@ -609,6 +609,7 @@ def test_drop_after_accept_records_the_message_but_breaks_the_answer(
     assert "without completing response" not in sandbox.log()
 
 
+@pytest.mark.solo
 def test_latency_is_applied_without_blocking_other_requests(sandbox: SandboxProcess) -> None:
     sandbox.faults(latency_ms=300, pair_rate_enabled=False)
 
@@ -710,6 +711,7 @@ def test_ops_alert_sink(sandbox: SandboxProcess) -> None:
     assert sandbox.ops_alerts() == [alert]
 
 
+@pytest.mark.solo
 def test_sustains_over_a_thousand_sends_per_second(sandbox: SandboxProcess) -> None:
     sandbox.faults(throughput_limit=0, pair_rate_enabled=False)
     body = json.dumps(template_payload("+15550100120", [_param("Ana")])).encode()
