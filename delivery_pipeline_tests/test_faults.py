@@ -225,6 +225,7 @@ def test_twenty_rounds_of_sigkill_with_restarts(db, sandbox, settings, wired):
     assert (duplicates, missing) == (0, 0)
 
 
+@pytest.mark.solo
 def test_sandbox_faults_at_once(db, sandbox, settings, wired):
     sandbox.faults(
         error_5xx_rate=0.2,
