@@ -88,7 +88,7 @@ def measure(conn, params: dict, iterations: int, warmup: int = 200) -> list[floa
     times = []
     for i in range(warmup + iterations):
         started = time.perf_counter()
-        row = conn.execute(QUERIES.guard_exists, params, prepare=True).fetchone()
+        row = conn.execute(QUERIES.guard_exists.sql, params, prepare=True).fetchone()
         elapsed = (time.perf_counter() - started) * 1000
         assert row["eligible"] is False, "the guard must find nothing eligible here"
         if i >= warmup:
@@ -97,7 +97,7 @@ def measure(conn, params: dict, iterations: int, warmup: int = 200) -> list[floa
 
 
 def explain(conn, params: dict) -> str:  # type: ignore[no-untyped-def]
-    rows = conn.execute("EXPLAIN (ANALYZE, BUFFERS) " + QUERIES.guard_exists, params).fetchall()
+    rows = conn.execute("EXPLAIN (ANALYZE, BUFFERS) " + QUERIES.guard_exists.sql, params).fetchall()
     return "\n".join(r["QUERY PLAN"] for r in rows)
 
 

@@ -55,7 +55,7 @@ def main() -> None:
             for i in range(args.replies):
                 phone = f"+1555{i:07d}"
                 person = conn.execute(
-                    QUERIES.insert_person,
+                    QUERIES.insert_person.sql,
                     {
                         "phone": phone,
                         "name": f"P{i}",
@@ -66,7 +66,7 @@ def main() -> None:
                     },
                 ).fetchone()
                 conn.execute(
-                    QUERIES.insert_ready_document,
+                    QUERIES.insert_ready_document.sql,
                     {
                         "person_id": person["id"],
                         "kind": "plan",

@@ -23,7 +23,7 @@ import os
 import re
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any, ClassVar, Literal, Self
+from typing import Any, ClassVar, Literal, Self, TypedDict
 from urllib.parse import parse_qsl, unquote, urlencode, urlsplit, urlunsplit
 
 from pydantic import (
@@ -39,6 +39,16 @@ from pydantic import (
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_DATA_DIR = PROJECT_ROOT / ".data"
+
+
+class Eligibility(TypedDict):
+    """The parameters of ``eligible_documents()`` (sql/013), as every query calling it
+    takes them: the claim lease, the service window, the default quiet hours."""
+
+    lease: dt.timedelta
+    service_window: dt.timedelta
+    quiet_hours: str | None
+
 
 SANDBOX_DEFAULT_PORT = 8765
 SERVICE_DEFAULT_PORT = 8766
@@ -345,7 +355,7 @@ class DeliverySettings(Section):
         return value
 
     @property
-    def eligibility(self) -> dict[str, Any]:
+    def eligibility(self) -> Eligibility:
         """The eligibility function's parameters (sql/013: lease, window, quiet hours)."""
         return {
             "lease": self.lease,

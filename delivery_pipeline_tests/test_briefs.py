@@ -60,7 +60,7 @@ def utc(*args: int) -> dt.datetime:
 
 def brief(db, person_id: int, for_date: dt.date) -> dict:
     return db.execute(
-        QUERIES.insert_pending_document,
+        QUERIES.insert_pending_document.sql,
         {"person_id": person_id, "kind": "daily_brief", "for_date": for_date},
     ).fetchone()
 
@@ -127,7 +127,7 @@ def test_stale_means_before_the_local_date_per_zoneinfo(db, at, zone, days_back)
     with db.transaction(force_rollback=True):
         person = add_person(db, time_zone=zone)
         doc = brief(db, person["id"], for_date)
-        abandoned = [r["id"] for r in abandon_stale_briefs(db, lease=LEASE, at=at)]
+        abandoned = [r.id for r in abandon_stale_briefs(db, lease=LEASE, at=at)]
         assert abandoned == ([doc["id"]] if for_date < local_today else [])
 
 
@@ -141,13 +141,13 @@ def test_enqueue_when_the_local_brief_time_passes_and_only_once(db):
 
     assert enqueue_daily_briefs(db, at=before) == []
     [row] = enqueue_daily_briefs(db, at=at_seven)
-    assert (row["person_id"], row["for_date"]) == (ana["id"], dt.date(2031, 5, 20))
+    assert (row.person_id, row.for_date) == (ana["id"], dt.date(2031, 5, 20))
     assert enqueue_daily_briefs(db, at=at_seven) == []
     assert enqueue_daily_briefs(db, at=utc(2031, 5, 21, 2, 59)) == []  # 23:59 local, same day
-    assert document(db, row["id"])["status"] == "pending"
+    assert document(db, row.id)["status"] == "pending"
 
     [next_day] = enqueue_daily_briefs(db, at=utc(2031, 5, 21, 10, 15))
-    assert next_day["for_date"] == dt.date(2031, 5, 21)
+    assert next_day.for_date == dt.date(2031, 5, 21)
     assert briefs_of(db, ana["id"]) == [dt.date(2031, 5, 20), dt.date(2031, 5, 21)]
 
 
@@ -162,7 +162,7 @@ def test_enqueue_uses_each_persons_zone(db):
         db, time_zone="Pacific/Honolulu", brief_opt_in=True, brief_local_time="01:00"
     )  # 02:00 on 1 June
 
-    rows = {r["person_id"]: r["for_date"] for r in enqueue_daily_briefs(db, at=at)}
+    rows = {r.person_id: r.for_date for r in enqueue_daily_briefs(db, at=at)}
 
     assert rows == {
         tokyo["id"]: dt.date(2031, 6, 1),
@@ -178,7 +178,7 @@ def test_enqueue_skips_the_opted_out_the_unreachable_and_the_not_opted_in(db):
     gone = add_person(db, brief_opt_in=True)
     db.execute("UPDATE people SET opted_out_at = now() WHERE id = %(id)s", {"id": gone["id"]})
     db.execute(
-        QUERIES.insert_person,
+        QUERIES.insert_person.sql,
         {
             "phone": None,
             "name": "no number",
@@ -224,7 +224,7 @@ def test_enqueue_with_the_real_clock(db):
     local_today = db.execute("SELECT (now() AT TIME ZONE 'Asia/Kathmandu')::date AS d").fetchone()[
         "d"
     ]
-    assert (row["person_id"], row["for_date"]) == (person["id"], local_today)
+    assert (row.person_id, row.for_date) == (person["id"], local_today)
 
 
 # ── stale abandonment ───────────────────────────────────────────────────
@@ -253,7 +253,7 @@ def test_abandons_every_open_brief_of_an_earlier_local_day(db):
     ]:
         docs[state] = brief(db, who["id"], day)["id"]
     plan = db.execute(
-        QUERIES.insert_pending_document,
+        QUERIES.insert_pending_document.sql,
         {"person_id": person["id"], "kind": "plan", "for_date": None},
     ).fetchone()["id"]
     _set(db, plan, "created_at = now() - interval '3 days'")
@@ -275,7 +275,7 @@ def test_abandons_every_open_brief_of_an_earlier_local_day(db):
     )
     _set(db, docs["live_claim"], "claim_token = gen_random_uuid(), claimed_at = now()")
 
-    abandoned = {r["id"]: r["status"] for r in abandon_stale_briefs(db, lease=LEASE, at=at)}
+    abandoned = {r.id: r.status for r in abandon_stale_briefs(db, lease=LEASE, at=at)}
 
     assert abandoned == {
         docs["pending"]: "pending",
@@ -334,7 +334,7 @@ def test_stale_depends_on_the_persons_zone(db):
     honolulu = add_person(db, time_zone="Pacific/Honolulu")
     k = brief(db, kiritimati["id"], dt.date(2031, 6, 1))
     h = brief(db, honolulu["id"], dt.date(2031, 6, 1))
-    assert [r["id"] for r in abandon_stale_briefs(db, lease=LEASE, at=at)] == [k["id"]]
+    assert [r.id for r in abandon_stale_briefs(db, lease=LEASE, at=at)] == [k["id"]]
     assert document(db, h["id"])["abandoned_at"] is None
 
 
@@ -347,12 +347,12 @@ def test_run_briefs_abandons_yesterdays_and_enqueues_todays(db):
         inbound_age_seconds=None,
     )
     first = run_briefs(db, lease=LEASE, at=utc(2031, 3, 10, 11, 0))  # 07:00 EDT
-    assert [(r["person_id"], r["for_date"]) for r in first.enqueued] == [
+    assert [(r.person_id, r.for_date) for r in first.enqueued] == [
         (person["id"], dt.date(2031, 3, 10))
     ]
     second = run_briefs(db, lease=LEASE, at=utc(2031, 3, 11, 10, 45))  # 06:45 EDT next day
-    assert [r["id"] for r in second.abandoned] == [first.enqueued[0]["id"]]
-    assert [r["for_date"] for r in second.enqueued] == [dt.date(2031, 3, 11)]
+    assert [r.id for r in second.abandoned] == [first.enqueued[0].id]
+    assert [r.for_date for r in second.enqueued] == [dt.date(2031, 3, 11)]
     assert second.as_dict() == {
         "enqueued": 1,
         "abandoned_stale": 1,

@@ -115,7 +115,7 @@ def test_a_sandbox_identity_mismatch_is_explained_before_anything_is_claimed(
     assert result.returncode == 1
     assert names in one_line_error(result)
     assert document(db, doc["id"])["claimed_at"] is None
-    assert db.execute(QUERIES.sender_state).fetchone()["paused_at"] is None, (
+    assert db.execute(QUERIES.sender_state.sql).fetchone()["paused_at"] is None, (
         "one shell's wrong token must not pause sending for everybody"
     )
 
@@ -223,9 +223,9 @@ def test_status_shows_the_oldest_waiting_document_its_error_and_next_attempt(
     [undelivered] = [s for s in states["states"] if s["state"] == "undelivered"]
     assert undelivered["oldest_id"] == first["id"] and undelivered["count"] == 2
     assert states["pacer"]["throughput_limit"] == 80 and states["pacer"]["throttles"] == 0
-    db.execute(QUERIES.pacer_row, {"phone_number_id": states["pacer"]["phone_number_id"]})
+    db.execute(QUERIES.pacer_row.sql, {"phone_number_id": states["pacer"]["phone_number_id"]})
     db.execute(
-        QUERIES.throttle_pacer,
+        QUERIES.throttle_pacer.sql,
         {"phone_number_id": states["pacer"]["phone_number_id"], "seconds": 30},
     )
     throttled = json.loads(run(database_url, "status", "--json").stdout)["pacer"]
@@ -234,7 +234,9 @@ def test_status_shows_the_oldest_waiting_document_its_error_and_next_attempt(
 
 
 def test_status_says_sending_is_paused_what_to_fix_and_exits_1(database_url, db):
-    db.execute(QUERIES.pause_sender, {"code": 190, "reason": "(190) Invalid OAuth access token"})
+    db.execute(
+        QUERIES.pause_sender.sql, {"code": 190, "reason": "(190) Invalid OAuth access token"}
+    )
     result = run(database_url, "status")
     assert result.returncode == 1
     assert "sending: PAUSED since" in result.stdout and "WHATSAPP_ACCESS_TOKEN" in result.stdout

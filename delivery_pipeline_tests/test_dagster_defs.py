@@ -84,7 +84,7 @@ def sensor_context(instance, database_url):
 
 def pending(db, person_id: int, kind: str = "plan", for_date=None) -> dict:
     return db.execute(
-        QUERIES.insert_pending_document,
+        QUERIES.insert_pending_document.sql,
         {"person_id": person_id, "kind": kind, "for_date": for_date},
     ).fetchone()
 

@@ -135,10 +135,10 @@ def test_guard_view_and_claim_agree(db, name, person_kwargs, updates, expected):
             (doc["person_id"],),
         )
 
-    guard = db.execute(QUERIES.guard_exists, PARAMS).fetchone()["eligible"]
-    view = db.execute(QUERIES.eligible_ids, PARAMS).fetchall()
+    guard = db.execute(QUERIES.guard_exists.sql, PARAMS).fetchone()["eligible"]
+    view = db.execute(QUERIES.eligible_ids.sql, PARAMS).fetchall()
     claimed = db.execute(
-        QUERIES.claim_batch,
+        QUERIES.claim_batch.sql,
         {
             **PARAMS,
             "document_id": None,
@@ -151,7 +151,7 @@ def test_guard_view_and_claim_agree(db, name, person_kwargs, updates, expected):
 
     assert guard is (expected is not None)
     assert [(r["id"], r["action"]) for r in view] == ([(doc["id"], expected)] if expected else [])
-    assert [(r["id"], r["action"]) for r in claimed] == (
+    assert [(r["document_id"], r["action"]) for r in claimed] == (
         [(doc["id"], expected)] if expected else []
     )
 
@@ -160,8 +160,8 @@ def test_claim_is_exclusive(db):
     person = add_person(db)
     doc = add_document(db, person["id"], "Body.")
     args = {**PARAMS, "document_id": doc["id"], "person_id": None, "limit": 1, "chunk_limit": 4096}
-    first = db.execute(QUERIES.claim_batch, {**args, "token": uuid.uuid4()}).fetchall()
-    second = db.execute(QUERIES.claim_batch, {**args, "token": uuid.uuid4()}).fetchall()
+    first = db.execute(QUERIES.claim_batch.sql, {**args, "token": uuid.uuid4()}).fetchall()
+    second = db.execute(QUERIES.claim_batch.sql, {**args, "token": uuid.uuid4()}).fetchall()
     assert len(first) == 1 and second == []
 
 
@@ -174,7 +174,7 @@ def test_guard_uses_the_partial_index(db):
         (person["id"],),
     )
     db.execute("ANALYZE documents")
-    plan = db.execute("EXPLAIN (FORMAT TEXT) " + QUERIES.guard_exists, PARAMS).fetchall()
+    plan = db.execute("EXPLAIN (FORMAT TEXT) " + QUERIES.guard_exists.sql, PARAMS).fetchall()
     text = "\n".join(row["QUERY PLAN"] for row in plan)
     assert "documents_queue" in text, text
     assert "Seq Scan on documents" not in text, text
@@ -240,9 +240,11 @@ def test_one_document_per_person_oldest_first(db, name, older_updates, younger_u
             db.execute(f"UPDATE documents SET {assignments} WHERE id = %s", (doc["id"],))
     want = {"older": older["id"], "younger": younger["id"], None: None}[expected]
 
-    guard = db.execute(QUERIES.guard_exists, PARAMS).fetchone()["eligible"]
-    view = [r["id"] for r in db.execute(QUERIES.eligible_ids, PARAMS).fetchall()]
-    claimed = [r["id"] for r in db.execute(QUERIES.claim_batch, _claim_args()).fetchall()]
+    guard = db.execute(QUERIES.guard_exists.sql, PARAMS).fetchone()["eligible"]
+    view = [r["id"] for r in db.execute(QUERIES.eligible_ids.sql, PARAMS).fetchall()]
+    claimed = [
+        r["document_id"] for r in db.execute(QUERIES.claim_batch.sql, _claim_args()).fetchall()
+    ]
 
     assert guard is (want is not None)
     assert view == claimed == ([want] if want else [])
@@ -256,7 +258,9 @@ def test_same_generated_time_goes_by_id(db):
         "UPDATE documents SET generated_at = '2026-01-01T00:00:00Z' WHERE id = ANY(%s)",
         ([first["id"], second["id"]],),
     )
-    claimed = [r["id"] for r in db.execute(QUERIES.claim_batch, _claim_args()).fetchall()]
+    claimed = [
+        r["document_id"] for r in db.execute(QUERIES.claim_batch.sql, _claim_args()).fetchall()
+    ]
     assert claimed == [first["id"]]
 
 
@@ -274,7 +278,7 @@ def test_a_claim_that_raced_another_of_the_person_is_given_back(db):
         )
     for doc, token in zip(docs, tokens, strict=True):
         rows = db.execute(
-            QUERIES.begin_delivery,
+            QUERIES.begin_delivery.sql,
             {
                 "document_id": doc["id"],
                 "token": token,
@@ -296,7 +300,7 @@ def test_the_person_probe_uses_the_queue_index(db):
     )
     add_document(db, person["id"], "Waiting.")
     db.execute("ANALYZE documents")
-    plan = db.execute("EXPLAIN (FORMAT TEXT) " + QUERIES.eligible_ids, PARAMS).fetchall()
+    plan = db.execute("EXPLAIN (FORMAT TEXT) " + QUERIES.eligible_ids.sql, PARAMS).fetchall()
     text = "\n".join(row["QUERY PLAN"] for row in plan)
     assert "documents_queue_by_person" in text, text
     assert "Seq Scan on documents" not in text, text
@@ -356,7 +360,7 @@ def test_a_sweeper_whose_lease_lapsed_fences_nothing_its_successor_claims(db, da
         with connect(database_url) as conn:
             answer.update(
                 conn.execute(
-                    QUERIES.advance_delivery,
+                    QUERIES.advance_delivery.sql,
                     _fence_first_chunk(doc["id"], stalled),
                 ).fetchone()
             )
@@ -389,7 +393,7 @@ def test_a_fresh_claim_fences_without_touching_the_document(db):
     _pending_chunk(db, doc["id"])
     before = db.execute("SELECT claimed_at FROM documents WHERE id = %s", (doc["id"],)).fetchone()
     row = db.execute(
-        QUERIES.advance_delivery,
+        QUERIES.advance_delivery.sql,
         _fence_first_chunk(doc["id"], token),
     ).fetchone()
     assert (row["ours"], row["fenced"]) == (True, True)

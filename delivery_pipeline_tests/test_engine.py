@@ -107,7 +107,7 @@ def test_window_closed_knocks_once_then_delivers_after_reply(db, sandbox, settin
     assert document(db, first["id"])["awaiting_reply_since"] is not None
     with db.cursor() as cur:
         assert (
-            cur.execute(QUERIES.guard_exists, _window_params(settings)).fetchone()["eligible"]
+            cur.execute(QUERIES.guard_exists.sql, _window_params(settings)).fetchone()["eligible"]
             is False
         )
 
@@ -281,12 +281,12 @@ def test_expired_token_stops_the_sweep_without_burning_attempts(db, sandbox, set
         ).fetchone()["n"]
         == 1
     )
-    assert db.execute(QUERIES.sender_state).fetchone()["paused_at"] is not None
+    assert db.execute(QUERIES.sender_state.sql).fetchone()["paused_at"] is not None
 
     fixed = sweep(settings)
 
     assert fixed.delivered == 5
-    assert db.execute(QUERIES.sender_state).fetchone()["paused_at"] is None
+    assert db.execute(QUERIES.sender_state.sql).fetchone()["paused_at"] is None
 
 
 def test_drop_after_accept_is_unknown_and_not_resent_blindly(db, sandbox, settings):

@@ -289,7 +289,7 @@ def test_expired_token_mid_sweep_pauses_and_a_fixed_token_resumes(db, sandbox, s
         "SELECT * FROM ops_alerts WHERE dedup_key LIKE 'sender_paused:%'"
     ).fetchall()
     assert len(alerts) == 1
-    assert db.execute(QUERIES.sender_state).fetchone()["paused_at"] is not None
+    assert db.execute(QUERIES.sender_state.sql).fetchone()["paused_at"] is not None
 
     resumed = asyncio.run(
         run_sweep(
@@ -299,7 +299,7 @@ def test_expired_token_mid_sweep_pauses_and_a_fixed_token_resumes(db, sandbox, s
     )
 
     assert resumed.stopped_by is None
-    assert db.execute(QUERIES.sender_state).fetchone()["paused_at"] is None
+    assert db.execute(QUERIES.sender_state.sql).fetchone()["paused_at"] is None
     assert count_inboxes(sandbox, expected) == (0, 0)
 
 

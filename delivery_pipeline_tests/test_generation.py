@@ -39,7 +39,7 @@ LEASE = dt.timedelta(minutes=10)
 
 def pending(db, person_id: int, kind: str = "plan", for_date=None) -> dict:
     return db.execute(
-        QUERIES.insert_pending_document,
+        QUERIES.insert_pending_document.sql,
         {"person_id": person_id, "kind": kind, "for_date": for_date},
     ).fetchone()
 
@@ -54,7 +54,7 @@ def make_due(db, document_id: int) -> None:
 
 def eligible(db) -> list[dict]:
     return db.execute(
-        QUERIES.eligible_ids,
+        QUERIES.eligible_ids.sql,
         {"lease": LEASE, "service_window": dt.timedelta(hours=23), "quiet_hours": None},
     ).fetchall()
 
@@ -239,7 +239,7 @@ def test_a_live_claim_excludes_others_and_an_expired_one_is_fenced(db, database_
     doc = pending(db, person["id"])
     stale_token = uuid.uuid4()
     [claimed] = db.execute(
-        QUERIES.claim_generation_batch,
+        QUERIES.claim_generation_batch.sql,
         {
             "token": stale_token,
             "lease": LEASE,
@@ -258,7 +258,7 @@ def test_a_live_claim_excludes_others_and_an_expired_one_is_fenced(db, database_
     assert result.succeeded == 1
     assert document(db, doc["id"])["generation_attempts"] == 2
     late = db.execute(
-        QUERIES.generation_succeeded,
+        QUERIES.generation_succeeded.sql,
         {"document_id": doc["id"], "token": stale_token, "body": "late", "needs_review": False},
     ).fetchone()
     assert late is None and document(db, doc["id"])["body"] != "late"
@@ -316,7 +316,7 @@ def test_limit_and_single_document(db, database_url):
 def test_abandoned_brief_is_not_generated(db, database_url):
     person = add_person(db, time_zone="UTC")
     doc = pending(db, person["id"], "daily_brief", dt.date(2020, 1, 1))
-    db.execute(QUERIES.abandon_stale_briefs, {"at": None, "lease": LEASE})
+    db.execute(QUERIES.abandon_stale_briefs.sql, {"at": None, "lease": LEASE})
     assert document(db, doc["id"])["abandon_reason"] == "stale"
     assert not generation_due(db)
     assert generate_pending(database_url, OfflineGenerator(), policy=POLICY).claimed == 0
@@ -325,12 +325,12 @@ def test_abandoned_brief_is_not_generated(db, database_url):
 def test_request_document(db):
     person = add_person(db, time_zone="Pacific/Kiritimati")
     plan = request_document(db, person["phone"], "plan")
-    assert plan["status"] == "pending" and plan["for_date"] is None
+    assert plan.status == "pending" and plan.for_date is None
     brief = request_document(db, str(person["id"]), "daily_brief")
     local_today = db.execute(
         "SELECT (now() AT TIME ZONE 'Pacific/Kiritimati')::date AS d"
     ).fetchone()["d"]
-    assert brief["for_date"] == local_today
+    assert brief.for_date == local_today
     with pytest.raises(InputError, match="already has a brief"):
         request_document(db, person["id"], "daily_brief")
     with pytest.raises(InputError, match="no person"):

@@ -57,7 +57,8 @@ def make_ready(
 ) -> int:
     """A document is requested, then its generation succeeds: the way most become ready."""
     doc = db.execute(
-        QUERIES.insert_pending_document, {"person_id": person_id, "kind": "plan", "for_date": None}
+        QUERIES.insert_pending_document.sql,
+        {"person_id": person_id, "kind": "plan", "for_date": None},
     ).fetchone()
     assert doc is not None
     db.execute(

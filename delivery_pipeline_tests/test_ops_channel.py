@@ -145,19 +145,19 @@ def check(severity, message):
 
 def test_alert_once_reminder_escalation_resolved(db):
     assert note_check(db, check("warning", "ok"), failing=False) is None
-    assert note_check(db, check("warning", "bad"), failing=True)["kind"] == "alert"
+    assert note_check(db, check("warning", "bad"), failing=True).kind == "alert"
     assert note_check(db, check("warning", "bad"), failing=True) is None
     db.execute("UPDATE ops_alerts SET created_at = created_at - interval '2 hours'")
     assert note_check(db, check("warning", "bad"), failing=True, reminder_seconds=3 * 3600) is None
     assert (
-        note_check(db, check("warning", "bad"), failing=True, reminder_seconds=3600)["kind"]
+        note_check(db, check("warning", "bad"), failing=True, reminder_seconds=3600).kind
         == "reminder"
     )
-    assert note_check(db, check("error", "worse"), failing=True)["kind"] == "alert"
+    assert note_check(db, check("error", "worse"), failing=True).kind == "alert"
     assert note_check(db, check("warning", "better"), failing=True) is None
-    assert note_check(db, check("warning", "ok"), failing=False)["kind"] == "resolved"
+    assert note_check(db, check("warning", "ok"), failing=False).kind == "resolved"
     assert note_check(db, check("warning", "ok"), failing=False) is None
-    assert note_check(db, check("error", "again"), failing=True)["kind"] == "alert"
+    assert note_check(db, check("error", "again"), failing=True).kind == "alert"
     assert kinds(db) == [
         ("alert", "warning"),
         ("reminder", "warning"),

@@ -71,7 +71,7 @@ def test_back_off_delays_everybody():
 
 def _reserve(conn: psycopg.Connection, count: int, spacing: float) -> list[dt.datetime]:
     row = conn.execute(
-        QUERIES.reserve_send_slots,
+        QUERIES.reserve_send_slots.sql,
         {"phone_number_id": NUMBER, "count": count, "spacing": spacing},
     ).fetchone()
     step = dt.timedelta(seconds=spacing)
@@ -108,7 +108,7 @@ _ops = st.lists(
 @given(limit=st.sampled_from([5, 80, 1000]), ops=_ops)
 def test_slots_never_exceed_the_limit_in_any_second(db, limit, ops):
     db.execute("DELETE FROM send_pacer")
-    db.execute(QUERIES.pacer_row, {"phone_number_id": NUMBER})
+    db.execute(QUERIES.pacer_row.sql, {"phone_number_id": NUMBER})
     spacing = 1.0 / (limit * HEADROOM)
     slots: list[dt.datetime] = []
     for op, arg in ops:
@@ -118,7 +118,7 @@ def test_slots_never_exceed_the_limit_in_any_second(db, limit, ops):
             assert not slots or taken[0] >= slots[-1] + dt.timedelta(seconds=spacing * 0.99)
             slots.extend(taken)
         elif op == "throttle":
-            db.execute(QUERIES.throttle_pacer, {"phone_number_id": NUMBER, "seconds": arg})
+            db.execute(QUERIES.throttle_pacer.sql, {"phone_number_id": NUMBER, "seconds": arg})
             until = db.execute("SELECT clock_timestamp() AS t").fetchone()["t"]
             taken = _reserve(db, 1, spacing)
             assert taken[0] >= until + dt.timedelta(seconds=arg) - dt.timedelta(milliseconds=50)
@@ -139,7 +139,7 @@ with psycopg.connect(url, autocommit=True, row_factory=dict_row) as conn:
     for i in range(n):
         count = 1 + i % 7
         row = conn.execute(
-            QUERIES.reserve_send_slots,
+            QUERIES.reserve_send_slots.sql,
             {"phone_number_id": number, "count": count, "spacing": spacing},
         ).fetchone()
         out.append([row["first_slot"].timestamp(), count])
@@ -150,7 +150,7 @@ print(json.dumps(out))
 def test_racing_processes_never_share_a_slot(db, database_url):
     import json
 
-    db.execute(QUERIES.pacer_row, {"phone_number_id": NUMBER})
+    db.execute(QUERIES.pacer_row.sql, {"phone_number_id": NUMBER})
     spacing = 1.0 / (1000 * HEADROOM)
     procs = [
         subprocess.Popen(
@@ -186,7 +186,7 @@ asyncio.run(main())
 def test_a_throttle_seen_by_one_process_slows_every_sender(database_url):
     """Another process meets a 130429: our next slots come only after its pause."""
     with connect(database_url) as conn:
-        conn.execute(QUERIES.pacer_row, {"phone_number_id": NUMBER})
+        conn.execute(QUERIES.pacer_row.sql, {"phone_number_id": NUMBER})
 
     async def main() -> None:
         pacer = SharedPacer(database_url, NUMBER, 1000)

@@ -282,7 +282,7 @@ def test_a_message_while_the_hold_is_being_decided_is_not_slept_through(db, wrot
     token = db.execute("SELECT claim_token FROM documents WHERE id = %s", (doc["id"],)).fetchone()
     morning = dt.datetime.now(UTC) + dt.timedelta(hours=9)
     [row] = db.execute(
-        QUERIES.hold_quiet,
+        QUERIES.hold_quiet.sql,
         {"document_id": doc["id"], "token": token["claim_token"], "until": morning},
     ).fetchall()
     after = db.execute(

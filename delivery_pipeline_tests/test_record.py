@@ -383,29 +383,29 @@ def test_the_dead_mans_switch_alerts_once_reminds_and_resolves(db):
 
     age_heartbeats(db, 700)
     alert = look(db)
-    assert alert["kind"] == AlertKind.ALERT and alert["severity"] == "error"
-    assert "delivery_heartbeat tick" in alert["message"] and "check evaluation" in alert["message"]
+    assert alert.kind == AlertKind.ALERT and alert.severity == "error"
+    assert "delivery_heartbeat tick" in alert.message and "check evaluation" in alert.message
     assert look(db) is None, "once"
     db.execute("UPDATE ops_alerts SET created_at = created_at - interval '2 hours'")
-    assert look(db)["kind"] == AlertKind.REMINDER
+    assert look(db).kind == AlertKind.REMINDER
 
     watchdog.beat(db, watchdog.CHECKS)  # a check ran: the daemon is back
     resolved = look(db)
-    assert resolved["kind"] == AlertKind.RESOLVED and "alive again" in resolved["message"]
+    assert resolved.kind == AlertKind.RESOLVED and "alive again" in resolved.message
     assert look(db) is None
 
 
 def test_a_daemon_that_never_beat_is_silent_too(db):
     assert look(db, started_ago=60) is None, "just started: give it time"
-    assert "no heartbeat at all" in look(db, started_ago=700)["message"]
+    assert "no heartbeat at all" in look(db, started_ago=700).message
 
 
 def test_a_replica_that_just_started_does_not_resolve_a_silence_it_cannot_judge(db):
-    assert "no heartbeat at all" in look(db, started_ago=700)["message"]
+    assert "no heartbeat at all" in look(db, started_ago=700).message
     assert look(db, started_ago=60) is None  # a young replica, or the same one restarted
     assert look(db, started_ago=760) is None  # still the same episode: no second alert
     watchdog.beat(db, watchdog.HEARTBEAT_SENSOR)
-    assert "alive again" in look(db, started_ago=60)["message"]
+    assert "alive again" in look(db, started_ago=60).message
 
 
 def test_only_one_process_posts_the_unsent_alerts_at_a_time(db, database_url, sandbox):
@@ -414,8 +414,8 @@ def test_only_one_process_posts_the_unsent_alerts_at_a_time(db, database_url, sa
     )
     notifier = OpsNotifier(url=f"{sandbox.url}/_sandbox/ops")
     with connect(database_url) as other:
-        other.execute(QUERIES.alert_sender_try_lock)  # the other poster is posting
+        other.execute(QUERIES.alert_sender_try_lock.sql)  # the other poster is posting
         busy = send_pending(db, notifier)
         assert busy.busy and sandbox.ops_alerts() == []
-        other.execute(QUERIES.alert_sender_unlock)  # it is done
+        other.execute(QUERIES.alert_sender_unlock.sql)  # it is done
     assert send_pending(db, notifier).sent and len(sandbox.ops_alerts()) == 1

@@ -179,7 +179,7 @@ def test_an_open_alert_episode_stays_whole_and_still_reminds(db):
     # The open episode is still one: failing again reminds, it does not open another.
     alert = Alert("check:open", AlertSeverity.WARNING, "still failing")
     row = note_check(db, alert, failing=True, reminder_seconds=3600)
-    assert row is not None and row["kind"] == AlertKind.REMINDER
+    assert row is not None and row.kind == AlertKind.REMINDER
 
 
 def test_a_raw_body_received_again_lately_stays(db):

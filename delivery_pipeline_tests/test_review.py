@@ -60,22 +60,22 @@ def test_a_reviewed_kind_waits_outside_the_queue_until_approved(db, sandbox, set
     doc = add_ready_document(db, person["id"], body, "plan", review_kinds={"plan"})
     brief = add_ready_document(db, person["id"], "Today.", "daily_brief", review_kinds={"plan"})
 
-    assert (state(db, doc["id"]), in_queue(db, doc["id"])) == ("awaiting_review", False)
-    assert state(db, brief["id"]) == "undelivered", "only the listed kinds wait"
+    assert (state(db, doc.id), in_queue(db, doc.id)) == ("awaiting_review", False)
+    assert state(db, brief.id) == "undelivered", "only the listed kinds wait"
     reviewing = settings.replace(delivery={"chunk_limit": 200})
     assert sweep_sync(reviewing, settings.database.database_url).delivered == 1  # the brief
     assert not eligible_now(db, reviewing), "the guard does not see a document under review"
     assert evaluate("undelivered_stranded", db, reviewing).metadata["count"] == 0
-    assert [w.id for w in awaiting_review(db)] == [doc["id"]]
+    assert [w.id for w in awaiting_review(db)] == [doc.id]
 
-    outcome = decide(db, Decision.approve(doc["id"], "Rita"))
+    outcome = decide(db, Decision.approve(doc.id, "Rita"))
 
     assert isinstance(outcome, Decided) and outcome.reviewer == "Rita"
-    assert (state(db, doc["id"]), in_queue(db, doc["id"])) == ("undelivered", True)
+    assert (state(db, doc.id), in_queue(db, doc.id)) == ("undelivered", True)
     assert eligible_now(db, reviewing)
     assert sweep_sync(reviewing, settings.database.database_url).delivered == 1
     assert texts(sandbox.inbox(person["phone"])) == ["Today.", *chunk_text(body, 200)]
-    row = document(db, doc["id"])
+    row = document(db, doc.id)
     assert (row["review_decision"], row["reviewed_by"], row["approved_body"]) == (
         "approved",
         "Rita",
@@ -150,12 +150,12 @@ def test_what_does_not_await_review_says_why(db):
 
     missing = decide(db, Decision.approve(999_999, "Rita"))
     assert isinstance(missing, NotAwaitingReview) and not missing.exists
-    not_reviewed = decide(db, Decision.approve(ready["id"], "Rita"))
+    not_reviewed = decide(db, Decision.approve(ready.id, "Rita"))
     assert isinstance(not_reviewed, NotAwaitingReview) and not_reviewed.exists
     assert "DELIVERY_REVIEW_KINDS" in str(not_reviewed)
-    not_generated = decide(db, Decision.reject(pending["id"], "Rita", "no"))
+    not_generated = decide(db, Decision.reject(pending.id, "Rita", "no"))
     assert "not generated yet (pending)" in str(not_generated)
-    assert document(db, ready["id"])["review_decision"] is None
+    assert document(db, ready.id)["review_decision"] is None
 
 
 @pytest.mark.parametrize(
@@ -182,9 +182,9 @@ def test_generation_of_a_reviewed_kind_waits_for_review_and_pokes_nothing(db, da
     )
 
     assert (result.succeeded, result.awaiting_review) == (2, 1)
-    assert state(db, plan["id"]) == "awaiting_review"
-    assert state(db, brief["id"]) == "undelivered"
-    assert pokes == [brief["id"]], "only what delivery can send is poked"
+    assert state(db, plan.id) == "awaiting_review"
+    assert state(db, brief.id) == "undelivered"
+    assert pokes == [brief.id], "only what delivery can send is poked"
 
 
 def test_a_brief_still_under_review_when_its_day_ends_is_abandoned_stale(db, sandbox, settings):
@@ -199,7 +199,7 @@ def test_a_brief_still_under_review_when_its_day_ends_is_abandoned_stale(db, san
 
     result = run_briefs(db, lease=LEASE, at=dt.datetime(2031, 5, 21, 3, 0, tzinfo=dt.UTC))
 
-    assert [r["id"] for r in result.abandoned] == [doc_id]
+    assert [r.id for r in result.abandoned] == [doc_id]
     assert document(db, doc_id)["abandon_reason"] == "stale"
     assert awaiting_review(db) == []
     late = decide(db, Decision.approve(doc_id, "Rita"))
@@ -280,5 +280,5 @@ def test_the_backlog_and_status_count_documents_awaiting_review(db):
     numbers = backlog_numbers(frame)
     assert numbers["awaiting_review_count"] == 2 and numbers["waiting_total"] == 2
     assert numbers["abandoned_today_rejected_count"] == 1
-    status = {(r["state"], r["reason"]): r["count"] for r in db.execute(QUERIES.state_summary)}
+    status = {(r["state"], r["reason"]): r["count"] for r in db.execute(QUERIES.state_summary.sql)}
     assert status[("awaiting_review", "")] == 2 and status[("abandoned", "rejected")] == 1

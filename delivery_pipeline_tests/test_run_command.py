@@ -204,7 +204,7 @@ def test_dagster_graphql_shows_the_repository_and_the_heartbeat_ticks(up):
 def test_a_demo_plan_is_delivered_after_the_person_writes(up):
     ana = DEMO_PEOPLE[0]
     with connect(up.database_url) as conn:
-        person = conn.execute(QUERIES.person_by_phone, {"phone": ana.phone}).fetchone()
+        person = conn.execute(QUERIES.person_by_phone.sql, {"phone": ana.phone}).fetchone()
         assert person is not None, up.logs()
 
         def plan() -> dict[str, Any] | None:

@@ -9,6 +9,7 @@ import datetime as dt
 from delivery_pipeline.service.sessions import Sessions, SignedIn, client_key
 from delivery_pipeline.store.db import connect_async
 from delivery_pipeline.store.review import Held, HoldScope, SignInLimits, WrongToken, held
+from delivery_pipeline.store.rows import SignInState
 
 TOKEN = "a-long-reviewer-token-for-tests"
 NOW = dt.datetime(2026, 3, 1, 12, 0, tzinfo=dt.UTC)
@@ -95,12 +96,7 @@ def test_csrf_tokens_are_per_session_and_the_token_check_is_exact(database_url):
 
 
 def _state(client=None, strangers=None, known=False):
-    return {
-        "client_held_until": client,
-        "strangers_held_until": strangers,
-        "known": known,
-        "now": NOW,
-    }
+    return SignInState(client, strangers, known, NOW)
 
 
 def test_who_waits_a_client_over_its_limit_and_strangers_over_the_overall_one():

@@ -38,7 +38,7 @@ IANA = ["America/Sao_Paulo", "Europe/Lisbon", "UTC", "Etc/GMT-3", "Asia/Kolkata"
 
 
 def valid(db: psycopg.Connection, zone: str) -> bool:
-    return bool(db.execute(QUERIES.time_zone_is_valid, {"time_zone": zone}).fetchone()["valid"])
+    return bool(db.execute(QUERIES.time_zone_is_valid.sql, {"time_zone": zone}).fetchone()["valid"])
 
 
 def insert(db: psycopg.Connection, zone: str) -> None:

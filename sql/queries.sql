@@ -169,12 +169,13 @@ WHERE d.id = locked.id AND p.id = d.person_id
   AND d.status = 'succeeded' AND d.delivered_at IS NULL AND d.abandoned_at IS NULL
   AND d.awaiting_reply_since IS NULL
   AND (d.claim_token IS NULL OR d.claimed_at < now() - %(lease)s)
-RETURNING d.id, locked.action, locked.quiet_until, d.kind, d.chunk_limit, d.delivery_attempts,
-          d.knock_sent_at,
+RETURNING d.id AS document_id, locked.action, locked.quiet_until, d.chunk_limit,
+          d.delivery_attempts, d.knock_sent_at,
           p.id AS person_id, p.phone, p.name, p.locale,
           CASE WHEN locked.action = 'deliver' AND NOT EXISTS (
                    SELECT 1 FROM delivery_chunks c WHERE c.document_id = d.id AND c.body IS NOT NULL)
-               THEN delivery_body(d) END AS body
+               THEN delivery_body(d) END AS body,
+          d.claim_token AS token
 
 -- name: begin_delivery
 -- Start or resume delivering a claimed document. If our claim holds and no

@@ -8,6 +8,7 @@ exit status 1 (needs attention) or 2 (bad input: nothing written); see
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime as dt
 import getpass
 import json
@@ -74,15 +75,16 @@ def cmd_people_add(args: argparse.Namespace, settings: Settings) -> int:
             brief_local_time=args.brief_time,
             quiet_hours=args.quiet_hours,
         )
-    print(f"person {person['id']}: {person['name'] or '(no name)'} {person['phone']}")
+    print(f"person {person.id}: {person.name or '(no name)'} {person.phone}")
     return 0
 
 
 def cmd_people_list(args: argparse.Namespace, settings: Settings) -> int:
     with connect(_database_url(settings)) as conn:
-        rows = conn.execute(QUERIES.list_people).fetchall()
+        people = QUERIES.list_people.all(conn, {})
     print_rows(
-        rows, ["id", "phone", "name", "locale", "time_zone", "brief_opt_in", "last_inbound_at"]
+        [dataclasses.asdict(person) for person in people],
+        ["id", "phone", "name", "locale", "time_zone", "brief_opt_in", "last_inbound_at"],
     )
     return 0
 
@@ -117,8 +119,8 @@ def cmd_documents_add(args: argparse.Namespace, settings: Settings) -> int:
         doc = add_ready_document(
             conn, args.person, body, args.kind, for_date, settings.delivery.review_kind_set
         )
-    where = "awaiting review" if doc["awaiting_review_since"] else "ready for delivery"
-    print(f"document {doc['id']}: {doc['kind']} for person {doc['person_id']}, {where}")
+    where = "awaiting review" if doc.awaiting_review_since else "ready for delivery"
+    print(f"document {doc.id}: {doc.kind} for person {doc.person_id}, {where}")
     return 0
 
 
@@ -126,19 +128,21 @@ def cmd_documents_request(args: argparse.Namespace, settings: Settings) -> int:
     for_date = _for_date(args)
     with connect(_database_url(settings)) as conn:
         doc = request_document(conn, args.person, args.kind, for_date)
-    print(f"document {doc['id']}: {doc['kind']} for person {doc['person_id']}, pending generation")
+    print(f"document {doc.id}: {doc.kind} for person {doc.person_id}, pending generation")
     return 0
 
 
 def cmd_documents_show(args: argparse.Namespace, settings: Settings) -> int:
     with connect(_database_url(settings)) as conn:
-        doc = conn.execute(QUERIES.document_by_id, {"id": args.id}).fetchone()
+        doc = QUERIES.document_by_id.one(conn, {"id": args.id})
         if doc is None:
             raise UsageError(f"no document {args.id}")
-        chunks = conn.execute(QUERIES.document_chunks, {"document_id": args.id}).fetchall()
-    doc.pop("body", None)
-    doc["review_edited"] = doc.pop("approved_body", None) is not None
-    print(json.dumps({"document": doc, "chunks": chunks}, default=str, indent=2))
+        chunks = QUERIES.document_chunks.all(conn, {"document_id": args.id})
+    shown = dataclasses.asdict(doc)
+    del shown["body"]
+    shown["review_edited"] = shown.pop("approved_body") is not None
+    listed = [dataclasses.asdict(chunk) for chunk in chunks]
+    print(json.dumps({"document": shown, "chunks": listed}, default=str, indent=2))
     return 0
 
 

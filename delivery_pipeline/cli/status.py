@@ -10,50 +10,73 @@ paused, so a script can ask ``status || page``.
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import datetime as dt
 import json
+from dataclasses import dataclass
 from typing import Any
 
 import psycopg
-from psycopg.rows import DictRow
 
 from delivery_pipeline.cli.failures import ExitCode
 from delivery_pipeline.cli.table import print_rows
 from delivery_pipeline.settings import Settings
 from delivery_pipeline.store.db import connect, resolve_database_url
 from delivery_pipeline.store.queries import QUERIES
+from delivery_pipeline.store.rows import OldestWaiting, StateCount
 from delivery_pipeline.watch.ages import format_age
 from delivery_pipeline.whatsapp.errors import remedy
 
 ERROR_SHOWN = 60
-_OLDEST = (
-    "oldest_id",
-    "oldest_last_error",
-    "oldest_next_attempt_at",
-    "oldest_next_attempt_in_seconds",
-)
+
+
+@dataclass(frozen=True)
+class StateLine:
+    """One state: its count and oldest age, and its oldest document when it waits on someone."""
+
+    state: str
+    reason: str
+    count: int
+    oldest_age_seconds: float
+    oldest_id: int | None = None
+    oldest_last_error: str | None = None
+    oldest_next_attempt_at: dt.datetime | None = None
+    oldest_next_attempt_in_seconds: float | None = None
+
+    @classmethod
+    def of(cls, row: StateCount, oldest: OldestWaiting | None) -> StateLine:
+        line = cls(row.state, row.reason, row.count, row.oldest_age_seconds)
+        if oldest is None:
+            return line
+        return dataclasses.replace(
+            line,
+            oldest_id=oldest.oldest_id,
+            oldest_last_error=oldest.oldest_last_error,
+            oldest_next_attempt_at=oldest.oldest_next_attempt_at,
+            oldest_next_attempt_in_seconds=oldest.oldest_next_attempt_in_seconds,
+        )
 
 
 def run(args: argparse.Namespace, settings: Settings) -> int:
     with connect(resolve_database_url(settings.database)) as conn:
-        rows = conn.execute(QUERIES.state_summary).fetchall()
-        oldest = {r["state"]: r for r in conn.execute(QUERIES.oldest_waiting).fetchall()}
-        sender = conn.execute(QUERIES.sender_state).fetchone()
+        counts = QUERIES.state_summary.all(conn, {})
+        oldest = {row.state: row for row in QUERIES.oldest_waiting.all(conn, {})}
+        sender = QUERIES.sender_state.one(conn, {})
         pacer = pacer_state(conn, settings)
-    for row in rows:
-        found = oldest.get(row["state"]) if not row["reason"] else None
-        for key in _OLDEST:
-            row[key] = found[key] if found else None
-    paused = bool(sender and sender["paused_at"])
+    lines = [StateLine.of(row, None if row.reason else oldest.get(row.state)) for row in counts]
+    paused = bool(sender and sender.paused_at)
     if args.json:
-        print(json.dumps({"states": rows, "sender": sender, "pacer": pacer}, default=str))
+        shown = dataclasses.asdict(sender) if sender else None
+        states = [dataclasses.asdict(line) for line in lines]
+        print(json.dumps({"states": states, "sender": shown, "pacer": pacer}, default=str))
     else:
-        _print_table(rows)
+        _print_table(lines)
         print()
         if paused and sender:
-            hint = remedy(sender["pause_code"])
+            hint = remedy(sender.pause_code)
             print(
-                f"sending: PAUSED since {sender['paused_at']:%Y-%m-%d %H:%M:%S %Z}: "
-                f"{sender['pause_reason']}" + (f"; {hint}" if hint else "")
+                f"sending: PAUSED since {sender.paused_at:%Y-%m-%d %H:%M:%S %Z}: "
+                f"{sender.pause_reason}" + (f"; {hint}" if hint else "")
             )
         else:
             print("sending: not paused")
@@ -61,19 +84,19 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     return ExitCode.ATTENTION if paused else ExitCode.DONE
 
 
-def pacer_state(conn: psycopg.Connection[DictRow], settings: Settings) -> dict[str, Any]:
+def pacer_state(conn: psycopg.Connection[Any], settings: Settings) -> dict[str, Any]:
     """The number's shared send timeline (every sender of the fleet paces on it)."""
     number = settings.whatsapp.phone_number_id
     limit = settings.whatsapp.throughput_limit
-    row = conn.execute(QUERIES.pacer_state, {"phone_number_id": number}).fetchone()
+    row = QUERIES.pacer_state.one(conn, {"phone_number_id": number})
     cap = settings.delivery.rate_limit
     state: dict[str, Any] = {
         "phone_number_id": number,
         "throughput_limit": limit,
         "per_process_cap": cap,
-        "booked_ahead_seconds": row["booked_ahead_seconds"] if row else 0.0,
-        "throttles": row["throttles"] if row else 0,
-        "throttled_seconds_ago": row["throttled_seconds_ago"] if row else None,
+        "booked_ahead_seconds": row.booked_ahead_seconds if row else 0.0,
+        "throttles": row.throttles if row else 0,
+        "throttled_seconds_ago": row.throttled_seconds_ago if row else None,
     }
     text = f"{limit:g} messages/s for number {number}, shared by every sender"
     if cap is not None:
@@ -91,18 +114,18 @@ def pacer_state(conn: psycopg.Connection[DictRow], settings: Settings) -> dict[s
     return state
 
 
-def _print_table(rows: list[dict[str, Any]]) -> None:
+def _print_table(lines: list[StateLine]) -> None:
     table = [
         {
-            "state": row["state"],
-            "reason": row["reason"],
-            "count": row["count"],
-            "oldest": format_age(row["oldest_age_seconds"]),
-            "oldest id": row["oldest_id"] or "",
-            "next attempt": _when(row["oldest_next_attempt_in_seconds"]),
-            "last error": _short(row["oldest_last_error"]),
+            "state": line.state,
+            "reason": line.reason,
+            "count": line.count,
+            "oldest": format_age(line.oldest_age_seconds),
+            "oldest id": line.oldest_id or "",
+            "next attempt": _when(line.oldest_next_attempt_in_seconds),
+            "last error": _short(line.oldest_last_error),
         }
-        for row in rows
+        for line in lines
     ]
     print_rows(table, list(table[0]) if table else ["state", "count"])
 

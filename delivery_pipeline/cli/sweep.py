@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any
 
 from delivery_pipeline.cli.failures import CommandFailed, ExitCode, UsageError
 from delivery_pipeline.cli.progress import Mode, shown
@@ -66,17 +65,15 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
 
 def _check_target(database_url: str, args: argparse.Namespace) -> None:
     with connect(database_url) as conn:
-        conn.execute(QUERIES.health)  # reachable, and migrated
-        if args.person is not None and not _exists(conn, QUERIES.person_by_id, args.person):
+        QUERIES.health.one(conn, {})  # reachable, and migrated
+        if args.person is not None and not QUERIES.person_by_id.one(conn, {"id": args.person}):
             raise UsageError(
                 f"no person {args.person} (`delivery-pipeline people list` shows them)"
             )
-        if args.document is not None and not _exists(conn, QUERIES.document_by_id, args.document):
+        if args.document is not None and not QUERIES.document_by_id.one(
+            conn, {"id": args.document}
+        ):
             raise UsageError(f"no document {args.document}")
-
-
-def _exists(conn: Any, query: str, id_: int) -> bool:
-    return conn.execute(query, {"id": id_}).fetchone() is not None
 
 
 def _print_result(result: SweepResult, args: argparse.Namespace) -> None:

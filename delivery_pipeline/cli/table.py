@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Mapping, Sequence
 
 
-def print_rows(rows: Sequence[dict[str, Any]], columns: Sequence[str]) -> None:
+def print_rows(rows: Sequence[Mapping[str, object]], columns: Sequence[str]) -> None:
     """A header of ``columns`` and one line per row, each column as wide as its widest cell."""
     widths = [max([len(c), *(len(str(r.get(c, ""))) for r in rows)]) for c in columns]
     print("  ".join(c.ljust(w) for c, w in zip(columns, widths, strict=True)).rstrip())

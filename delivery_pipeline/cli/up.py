@@ -50,6 +50,7 @@ from delivery_pipeline.store.db import (
 from delivery_pipeline.store.migrations import upgrade
 from delivery_pipeline.store.queries import QUERIES
 from delivery_pipeline.store.records import add_person, request_document
+from delivery_pipeline.store.rows import Person
 
 log = logging.getLogger(__name__)
 
@@ -158,12 +159,12 @@ def dev_secrets(data_dir: Path) -> dict[str, str]:
     return {k: stored[k] for k in wanted}
 
 
-def seed_demo(database_url: str) -> list[dict[str, Any]]:
+def seed_demo(database_url: str) -> list[Person]:
     """Demo people (one per language and zone), each with a plan requested; idempotent."""
     people = []
     with connect(database_url) as conn:
         for demo in DEMO_PEOPLE:
-            person = conn.execute(QUERIES.person_by_phone, {"phone": demo.phone}).fetchone()
+            person = QUERIES.person_by_phone.one(conn, {"phone": demo.phone})
             if person is None:
                 person = add_person(
                     conn,
@@ -174,7 +175,7 @@ def seed_demo(database_url: str) -> list[dict[str, Any]]:
                     brief_opt_in=True,
                     brief_local_time=demo.brief_local_time,
                 )
-                request_document(conn, person["id"], Kind.PLAN)
+                request_document(conn, person.id, Kind.PLAN)
             people.append(person)
     return people
 
@@ -386,7 +387,7 @@ class _Stop(Exception):
     pass
 
 
-def _banner(ports: Ports, databases: Databases, people: list[dict[str, Any]], logs: Path) -> str:
+def _banner(ports: Ports, databases: Databases, people: list[Person], logs: Path) -> str:
     lines = [
         "",
         "delivery_pipeline is up.",
@@ -404,10 +405,9 @@ def _banner(ports: Ports, databases: Databases, people: list[dict[str, Any]], lo
             "Demo people (their plans generate now; each gets a knock, since "
             "they have not written yet, unless it is night for them: then in their morning):",
         ]
-        lines += [
-            f"  {p['name']:<12} {p['phone']:<15} {p['locale']}  {p['time_zone']}" for p in people
-        ]
-        first = people[0]["phone"]
+        lines += [f"  {p.name:<12} {p.phone:<15} {p.locale}  {p.time_zone}" for p in people]
+        first = people[0].phone
+        assert first is not None  # the demo people have numbers
         lines += [
             "",
             "Answer as a person, and watch the plan arrive:",

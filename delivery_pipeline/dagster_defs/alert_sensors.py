@@ -18,7 +18,6 @@ is at ERROR (the escalation).
 """
 
 import dataclasses
-from typing import Any
 
 import dagster as dg
 
@@ -28,6 +27,7 @@ from delivery_pipeline.dagster_defs.resources import (
     ReviewResource,
 )
 from delivery_pipeline.settings import OpsSettings
+from delivery_pipeline.store.rows import OpsAlert
 from delivery_pipeline.watch.alerts import (
     Alert,
     AlertChannel,
@@ -102,7 +102,7 @@ def alert_on_checks(
     reminder_seconds: float,
     keys: list[dg.AssetCheckKey],
     reviewer_reminder_seconds: float | None = None,
-) -> list[dict[str, Any]]:
+) -> list[OpsAlert]:
     """Record what each check's latest evaluation calls for; returns the rows written.
 
     A check owned by another channel than ops (the reviewers') is that
@@ -171,7 +171,7 @@ def build_alert_sensors(
         )
         with app_db.connect() as conn:
             report = send_pending(conn, ops_channel.notifier(), reviewers=review.notifier())
-        kinds = ", ".join(f"{r['kind']} {r['dedup_key']}" for r in written) or "nothing new"
+        kinds = ", ".join(f"{r.kind} {r.dedup_key}" for r in written) or "nothing new"
         return dg.SkipReason(f"Recorded: {kinds}. Ops channel: {report.summary()}.")
 
     @dg.run_failure_sensor(

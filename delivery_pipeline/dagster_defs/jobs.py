@@ -114,10 +114,9 @@ def request_document_op(
     except ValueError as exc:  # InputError, or a date that is not YYYY-MM-DD
         detail = str(exc) if isinstance(exc, InputError) else f"for_date {config.for_date!r}"
         raise dg.Failure(description=f"cannot request the document: {detail}") from None
-    context.log.info(f"document {doc['id']}: {doc['kind']} for person {doc['person_id']}, pending")
+    context.log.info(f"document {doc.id}: {doc.kind} for person {doc.person_id}, pending")
     return dg.Output(
-        doc["id"],
-        metadata={"document_id": doc["id"], "person_id": doc["person_id"], "kind": doc["kind"]},
+        doc.id, metadata={"document_id": doc.id, "person_id": doc.person_id, "kind": doc.kind}
     )
 
 

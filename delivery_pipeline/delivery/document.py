@@ -86,6 +86,8 @@ class DocumentDelivery:
     # ── the chunks ─────────────────────────────────────────────────────
 
     async def _deliver(self, claim: Claim) -> None:
+        phone = claim.phone
+        assert phone is not None  # a person without a number is abandon_unreachable
         chunks = tags = None
         if claim.body is not None:
             chunks = chunk_text(claim.body, claim.chunk_limit or self.settings.chunk_limit)
@@ -148,7 +150,7 @@ class DocumentDelivery:
             await self.pacer.acquire()
             started_at = dt.datetime.now(dt.UTC)
             try:
-                wamid = await self.client.send_text(claim.phone, text, callback_data=callback)
+                wamid = await self.client.send_text(phone, text, callback_data=callback)
             except SendOutcomeUnknown as exc:
                 self._send_failed(claim, exc)
                 await self.store.chunk_unknown(claim, index, callback)
@@ -214,6 +216,8 @@ class DocumentDelivery:
 
     async def _knock(self, claim: Claim) -> None:
         """Window closed: knock once per document, at most once per person per 24 h."""
+        phone = claim.phone
+        assert phone is not None  # a person without a number is abandon_unreachable
         reservation = None
         if claim.knock_sent_at is None:
             reservation = await self.store.reserve_knock(claim.person_id)
@@ -229,7 +233,7 @@ class DocumentDelivery:
             started_at = dt.datetime.now(dt.UTC)
             try:
                 wamid = await self.client.send_template(
-                    claim.phone,
+                    phone,
                     knock.template,
                     knock.language,
                     knock.parameters,

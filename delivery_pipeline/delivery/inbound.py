@@ -18,5 +18,5 @@ async def note_inbound(conn: AsyncConnection[Any], person_id: int, sent_at: dt.d
     new ``last_inbound_at`` or has committed its ``awaiting_reply_since``
     before the second statement looks for it.
     """
-    await conn.execute(QUERIES.raise_last_inbound, {"person_id": person_id, "sent_at": sent_at})
-    await conn.execute(QUERIES.wake_awaiting_documents, {"person_id": person_id})
+    await QUERIES.raise_last_inbound.one(conn, {"person_id": person_id, "sent_at": sent_at})
+    await QUERIES.wake_awaiting_documents.all(conn, {"person_id": person_id})

@@ -24,12 +24,13 @@ margin of that for the clock mapping).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections import deque
+from collections.abc import AsyncIterator
 from typing import Any, Protocol
 
 import psycopg
-from psycopg.rows import DictRow, dict_row
 
 from delivery_pipeline.store.queries import QUERIES
 
@@ -78,7 +79,7 @@ class SharedPacer:
         self._waiting = 0
         self._asked: deque[float] = deque(maxlen=64)  # when slots were asked for, lately
         self._reserving = asyncio.Lock()
-        self._conn: psycopg.AsyncConnection[DictRow] | None = None
+        self._conn: psycopg.AsyncConnection[Any] | None = None
 
     @property
     def rate(self) -> float:
@@ -112,10 +113,10 @@ class SharedPacer:
         self._epoch += 1
         self._free.clear()
         self._held.clear()
-        await self._execute(
-            QUERIES.throttle_pacer,
-            {"phone_number_id": self._phone_number_id, "seconds": seconds},
-        )
+        async with self._session() as conn:
+            await QUERIES.throttle_pacer.run(
+                conn, {"phone_number_id": self._phone_number_id, "seconds": seconds}, prepare=True
+            )
 
     async def aclose(self) -> None:
         if self._conn is not None:
@@ -142,18 +143,20 @@ class SharedPacer:
                 await asyncio.sleep(self._held[0] - now)
                 return
             count = min(self.max_batch - len(self._held), max(1, self._waiting, self._expected()))
-            row = await self._execute(
-                QUERIES.reserve_send_slots,
-                {
-                    "phone_number_id": self._phone_number_id,
-                    "count": count,
-                    "spacing": self.spacing,
-                },
-            )
-            assert row is not None
+            async with self._session() as conn:
+                reserved = await QUERIES.reserve_send_slots.one(
+                    conn,
+                    {
+                        "phone_number_id": self._phone_number_id,
+                        "count": count,
+                        "spacing": self.spacing,
+                    },
+                    prepare=True,
+                )
+            assert reserved is not None
             # The database's "now" came before our "now": mapping its slots to
             # our clock here can only make them late, never early.
-            first = time.monotonic() + max(0.0, row["first_slot_in"])
+            first = time.monotonic() + max(0.0, reserved.first_slot_in)
             slots = [first + i * self.spacing for i in range(count)]
             self._free.extend(slots)
             self._held.extend(slots)
@@ -168,21 +171,18 @@ class SharedPacer:
         rate = (len(self._asked) - 1) / span if span > 0 else 0.0
         return int(rate * BATCH_SECONDS)
 
-    async def _execute(self, query: str, params: dict[str, Any]) -> DictRow | None:
+    @contextlib.asynccontextmanager
+    async def _session(self) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
         # Its own connection, committing without waiting for the disk: a
         # reservation lost in a database crash only lets the timeline restart
         # from now, and the row's lock is held for microseconds, not a flush.
         if self._conn is None:
             self._conn = await psycopg.AsyncConnection.connect(
-                self._conninfo,
-                autocommit=True,
-                row_factory=dict_row,
-                options="-c synchronous_commit=off",
+                self._conninfo, autocommit=True, options="-c synchronous_commit=off"
             )
-            await self._conn.execute(QUERIES.pacer_row, {"phone_number_id": self._phone_number_id})
+            await QUERIES.pacer_row.run(self._conn, {"phone_number_id": self._phone_number_id})
         try:
-            cur = await self._conn.execute(query, params, prepare=True)
-            return await cur.fetchone() if cur.description else None
+            yield self._conn
         except psycopg.OperationalError:
             await self.aclose()
             raise

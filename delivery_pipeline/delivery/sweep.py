@@ -19,7 +19,6 @@ import time
 from typing import Any
 
 import psycopg
-from psycopg.rows import DictRow
 from psycopg_pool import AsyncConnectionPool
 
 from delivery_pipeline.delivery.document import DocumentDelivery, GlobalStop
@@ -48,7 +47,7 @@ class DeliveryEngine:
     def __init__(
         self,
         settings: Settings,
-        pool: AsyncConnectionPool[psycopg.AsyncConnection[DictRow]],
+        pool: AsyncConnectionPool[psycopg.AsyncConnection[Any]],
         client: CloudApiClient,
         pacer: Pacer | None = None,
     ) -> None:
@@ -298,8 +297,4 @@ def sweep_sync(settings: Settings, database_url: str, **kwargs: Any) -> SweepRes
 
 def eligible_now(conn: psycopg.Connection[Any], settings: Settings) -> bool:
     """The heartbeat guard for synchronous callers: one indexed EXISTS."""
-    row = conn.execute(
-        QUERIES.guard_exists,
-        settings.delivery.eligibility,
-    ).fetchone()
-    return bool(row and (row["eligible"] if isinstance(row, dict) else row[0]))
+    return bool(QUERIES.guard_exists.one(conn, settings.delivery.eligibility))

@@ -24,7 +24,6 @@ from typing import Any
 
 import httpx
 import psycopg
-from psycopg.rows import DictRow
 
 from delivery_pipeline.backoff import backoff_seconds
 from delivery_pipeline.generation.generator import (
@@ -37,6 +36,7 @@ from delivery_pipeline.generation.generator import (
 from delivery_pipeline.settings import GenerationSettings, ServiceSettings, secret, without_password
 from delivery_pipeline.store.db import connect
 from delivery_pipeline.store.queries import QUERIES
+from delivery_pipeline.store.rows import GenerationClaim
 from delivery_pipeline.text import storable, unstorable
 
 log = logging.getLogger(__name__)
@@ -129,8 +129,7 @@ class GenerationResult:
 
 def generation_due(conn: psycopg.Connection[Any]) -> bool:
     """The generation sensor's guard: one range probe on the generation queue."""
-    row = conn.execute(QUERIES.generation_due).fetchone()
-    return bool(row and (row["due"] if isinstance(row, dict) else row[0]))
+    return bool(QUERIES.generation_due.one(conn, {}))
 
 
 def generate_pending(
@@ -149,9 +148,7 @@ def generate_pending(
     result = GenerationResult()
     with connect(database_url) as conn:
         result.exhausted = len(
-            conn.execute(
-                QUERIES.fail_exhausted_generation, {"max_attempts": policy.max_attempts}
-            ).fetchall()
+            QUERIES.fail_exhausted_generation.all(conn, {"max_attempts": policy.max_attempts})
         )
         while result.stopped_by is None and (limit is None or result.claimed < limit):
             batch = (
@@ -160,8 +157,8 @@ def generate_pending(
                 else min(policy.batch_size, limit - result.claimed)
             )
             token = uuid.uuid4()
-            rows = conn.execute(
-                QUERIES.claim_generation_batch,
+            rows = QUERIES.claim_generation_batch.all(
+                conn,
                 {
                     "token": token,
                     "lease": policy.lease,
@@ -169,20 +166,18 @@ def generate_pending(
                     "max_attempts": policy.max_attempts,
                     "document_id": document_id,
                 },
-            ).fetchall()
+            )
             if not rows:
                 break
             result.claimed += len(rows)
             for row in rows:
                 if result.stopped_by is not None:
-                    _give_back(
-                        conn, row["id"], token, policy, "not attempted: " + result.stopped_by
-                    )
+                    _give_back(conn, row.id, token, policy, "not attempted: " + result.stopped_by)
                     continue
                 _generate_one(conn, row, token, generator, policy, poke, review_kinds, result)
         if result.stopped_by is not None:
-            conn.execute(
-                QUERIES.pause_generation, {"delay_seconds": policy.misconfigured_pause_seconds}
+            QUERIES.pause_generation.all(
+                conn, {"delay_seconds": policy.misconfigured_pause_seconds}
             )
             log.error(
                 "generation stopped for %ss: %s",
@@ -193,8 +188,8 @@ def generate_pending(
 
 
 def _generate_one(
-    conn: psycopg.Connection[DictRow],
-    row: dict[str, Any],
+    conn: psycopg.Connection[Any],
+    row: GenerationClaim,
     token: uuid.UUID,
     generator: Generator,
     policy: GenerationSettings,
@@ -203,19 +198,19 @@ def _generate_one(
     result: GenerationResult,
 ) -> None:
     spec = DocumentSpec(
-        document_id=row["id"],
-        kind=row["kind"],
-        name=row["name"],
-        locale=row["locale"],
-        time_zone=row["time_zone"],
-        for_date=row["for_date"] or row["local_today"],
+        document_id=row.id,
+        kind=row.kind,
+        name=row.name,
+        locale=row.locale,
+        time_zone=row.time_zone,
+        for_date=row.for_date or row.local_today,
     )
-    last_attempt = row["generation_attempts"] >= policy.max_attempts
+    last_attempt = row.generation_attempts >= policy.max_attempts
     try:
         body = _storable(generator.generate(spec))
     except GeneratorMisconfigured as exc:
         result.stopped_by = str(exc)
-        _give_back(conn, row["id"], token, policy, str(exc))
+        _give_back(conn, row.id, token, policy, str(exc))
         return
     except GeneratorRejected as exc:
         _failed(conn, row, token, policy, result, str(exc), final=True)
@@ -224,37 +219,37 @@ def _generate_one(
         _failed(conn, row, token, policy, result, str(exc), final=last_attempt)
         return
     except Exception as exc:  # a bug in a generator counts as an attempt, not a crash
-        log.exception("document %s: generator %s raised", row["id"], generator.name)
+        log.exception("document %s: generator %s raised", row.id, generator.name)
         error = f"{type(exc).__name__}: {exc}"
         _failed(conn, row, token, policy, result, error, final=last_attempt)
         return
     try:
-        stored = conn.execute(
-            QUERIES.generation_succeeded,
+        stored = QUERIES.generation_succeeded.one(
+            conn,
             {
-                "document_id": row["id"],
+                "document_id": row.id,
                 "token": token,
                 "body": body,
-                "needs_review": row["kind"] in review_kinds,
+                "needs_review": row.kind in review_kinds,
             },
-        ).fetchone()
+        )
     except psycopg.DataError as exc:  # whatever else the database cannot take as text
         error = f"the database refused the generator's text: {exc}"
         _failed(conn, row, token, policy, result, error, final=last_attempt)
         return
     if stored is None:
         result.lost_claims += 1
-        log.info("document %s: generation claim lost; the body was not stored", row["id"])
+        log.info("document %s: generation claim lost; the body was not stored", row.id)
         return
     result.succeeded += 1
-    result.document_ids.append(row["id"])
-    result.by_kind_and_locale[row["kind"], row["locale"], "generated"] += 1
-    if stored["awaiting_review_since"] is not None:
+    result.document_ids.append(row.id)
+    result.by_kind_and_locale[row.kind, row.locale, "generated"] += 1
+    if stored.awaiting_review_since is not None:
         # Nothing to deliver until a reviewer approves; the approval pokes.
         result.awaiting_review += 1
         return
-    if poke is not None and stored["abandoned_at"] is None:
-        if poke(row["id"]):
+    if poke is not None and stored.abandoned_at is None:
+        if poke(row.id):
             result.poked += 1
         else:
             result.poke_failed += 1
@@ -273,8 +268,8 @@ def _storable(body: str) -> str:
 
 
 def _failed(
-    conn: psycopg.Connection[DictRow],
-    row: dict[str, Any],
+    conn: psycopg.Connection[Any],
+    row: GenerationClaim,
     token: uuid.UUID,
     policy: GenerationSettings,
     result: GenerationResult,
@@ -282,41 +277,41 @@ def _failed(
     *,
     final: bool,
 ) -> None:
-    updated = conn.execute(
-        QUERIES.generation_failed,
+    updated = QUERIES.generation_failed.one(
+        conn,
         {
-            "document_id": row["id"],
+            "document_id": row.id,
             "token": token,
             "error": storable(error)[:1000],
             "final": final,
             "refund": 0,
             "delay_seconds": backoff_seconds(
-                row["generation_attempts"], policy.backoff_base_seconds, policy.backoff_max_seconds
+                row.generation_attempts, policy.backoff_base_seconds, policy.backoff_max_seconds
             ),
         },
-    ).fetchone()
+    )
     if updated is None:
         result.lost_claims += 1
         return
-    result.failed_ids.append(row["id"])
-    result.by_kind_and_locale[row["kind"], row["locale"], "failed" if final else "retrying"] += 1
+    result.failed_ids.append(row.id)
+    result.by_kind_and_locale[row.kind, row.locale, "failed" if final else "retrying"] += 1
     if final:
         result.failed += 1
-        log.warning("document %s: generation failed for good: %s", row["id"], error)
+        log.warning("document %s: generation failed for good: %s", row.id, error)
     else:
         result.retry_scheduled += 1
-        log.info("document %s: generation failed, will retry: %s", row["id"], error)
+        log.info("document %s: generation failed, will retry: %s", row.id, error)
 
 
 def _give_back(
-    conn: psycopg.Connection[DictRow],
+    conn: psycopg.Connection[Any],
     document_id: int,
     token: uuid.UUID,
     policy: GenerationSettings,
     error: str,
 ) -> None:
-    conn.execute(
-        QUERIES.generation_failed,
+    QUERIES.generation_failed.one(
+        conn,
         {
             "document_id": document_id,
             "token": token,

@@ -252,8 +252,7 @@ async def healthz(request: Request) -> Response:
     service = _service(request)
     try:
         async with service.pool.connection(timeout=2) as conn:
-            cur = await conn.execute(QUERIES.health)
-            row = await cur.fetchone()
+            schema_version = await QUERIES.health.one(conn, {})
     except Exception as exc:  # noqa: BLE001 - health reports any failure
         # The answer is for anyone who can reach the port: a fixed sentence. What
         # went wrong (hosts, user names, the driver's text) goes to our log.
@@ -272,7 +271,7 @@ async def healthz(request: Request) -> Response:
         {
             "status": "ok",
             "database": "reachable",
-            "schema_version": row["schema_version"] if row else None,
+            "schema_version": schema_version,
             "version": __version__,
             "listening": service.listener is not None and service.listener.connected.is_set(),
         }
@@ -404,9 +403,8 @@ async def _keep_raw(
 ) -> None:
     """Keep the exact bytes with why, and say so in one line (a few per kind, then a count)."""
     reason = _one_line("; ".join(reasons))[:500]
-    cur = await conn.execute(QUERIES.insert_raw_webhook, {"reason": reason, "body": body})
-    row = await cur.fetchone()
-    raw_id = row["id"] if row else None
+    kept = await QUERIES.insert_raw_webhook.one(conn, {"reason": reason, "body": body})
+    raw_id = kept.id if kept else None
     # Fields of the platform we do not subscribe to use are normal; anything
     # else means the body (or part of it) was not what Meta sends.
     unused = all(r.startswith("field:") for r in reasons)

@@ -26,6 +26,7 @@ from delivery_pipeline.delivery.outcomes import Step, consequence_of
 from delivery_pipeline.settings import DeliverySettings
 from delivery_pipeline.store.db import database_unavailable
 from delivery_pipeline.store.queries import QUERIES
+from delivery_pipeline.store.rows import ChunkOwner, StatusEvent
 from delivery_pipeline.watch.alerts import record_alert
 from delivery_pipeline.whatsapp.errors import CloudApiError, from_error_object
 from delivery_pipeline.whatsapp.payloads import (
@@ -159,15 +160,12 @@ async def _apply_inbound(
     sent_at = sent.at
     kind = text_or_none(message.get("type")) or "unknown"
     async with conn.transaction():
-        person = None
-        if phone:
-            cur = await conn.execute(QUERIES.person_by_phone, {"phone": phone})
-            person = await cur.fetchone()
-        cur = await conn.execute(
-            QUERIES.insert_inbound,
+        person = await QUERIES.person_by_phone.one(conn, {"phone": phone}) if phone else None
+        stored = await QUERIES.insert_inbound.one(
+            conn,
             {
                 "wa_message_id": wamid,
-                "person_id": person["id"] if person else None,
+                "person_id": person.id if person else None,
                 "from_number": phone,
                 "from_user_id": text_or_none(message.get("from_user_id")),
                 "message_type": kind,
@@ -177,7 +175,7 @@ async def _apply_inbound(
                 "payload": Jsonb({"message": message, "contacts": contacts}),
             },
         )
-        if await cur.fetchone() is None:
+        if stored is None:
             outcome.inbound_duplicates += 1
             return
         outcome.inbound_stored += 1
@@ -186,8 +184,8 @@ async def _apply_inbound(
             return
         if kind in _NOT_FROM_THE_PERSON or message.get("group_id"):
             return
-        await note_inbound(conn, person["id"], sent_at)
-    outcome.persons_to_sweep.add(person["id"])
+        await note_inbound(conn, person.id, sent_at)
+    outcome.persons_to_sweep.add(person.id)
 
 
 # ── statuses ────────────────────────────────────────────────────────────
@@ -213,7 +211,7 @@ async def _apply_status_batch(
         await _isolated(outcome, partial(_apply_statuses, conn, [event], settings))
 
 
-def _status_event(status: dict[str, Any], outcome: WebhookOutcome) -> dict[str, Any] | None:
+def _status_event(status: dict[str, Any], outcome: WebhookOutcome) -> StatusEvent | None:
     wamid, state = text_or_none(status.get("id")), text_or_none(status.get("status"))
     if not wamid or not state:
         outcome.unhandled.append("status-without-id")
@@ -241,20 +239,19 @@ def _status_event(status: dict[str, Any], outcome: WebhookOutcome) -> dict[str, 
 
 async def _apply_statuses(
     conn: AsyncConnection[Any],
-    events: list[dict[str, Any]],
+    events: list[StatusEvent],
     settings: DeliverySettings,
     outcome: WebhookOutcome,
 ) -> None:
     """A batch of statuses: stored, settled and applied set-based; failures one by one."""
     async with conn.transaction():
-        cur = await conn.execute(QUERIES.apply_statuses, {"events": Jsonb(events)})
-        rows = await cur.fetchall()
-        stored = {(r["wa_message_id"], r["status"]) for r in rows if r["wa_message_id"]}
-        settled = sorted({r["settled_document_id"] for r in rows if r["settled_document_id"]})
+        rows = await QUERIES.apply_statuses.all(conn, {"events": Jsonb(events)})
+        stored = {(r.wa_message_id, r.status) for r in rows if r.wa_message_id}
+        settled = sorted({r.settled_document_id for r in rows if r.settled_document_id})
         outcome.statuses_stored += len(stored)
         outcome.status_duplicates += len(events) - len(stored)
         if settled:
-            await conn.execute(QUERIES.resume_documents, {"document_ids": settled})
+            await QUERIES.resume_documents.run(conn, {"document_ids": settled})
             outcome.documents_to_sweep.update(settled)
         fresh = [e for e in events if (e["wa_message_id"], e["status"]) in stored]
         for event in fresh:
@@ -264,55 +261,51 @@ async def _apply_statuses(
                 if chunk is not None:
                     errors = dicts(event["payload"].get("errors"))
                     error = from_error_object(errors[0]) if errors else None
-                    key = {
-                        "document_id": chunk["document_id"],
-                        "chunk_index": chunk["chunk_index"],
-                        "at": dt.datetime.fromisoformat(event["occurred_at"]),
-                    }
-                    await _apply_failure(conn, chunk, key, error, settings, outcome)
+                    at = dt.datetime.fromisoformat(event["occurred_at"])
+                    await _apply_failure(conn, chunk, at, error, settings, outcome)
             elif (document_id := parse_knock(callback)) is not None:
                 # A knock whose send answer was lost: remember its id.
-                await conn.execute(
-                    QUERIES.settle_knock, {"document_id": document_id, "wa_message_id": wamid}
+                await QUERIES.settle_knock.run(
+                    conn, {"document_id": document_id, "wa_message_id": wamid}
                 )
 
 
 async def _find_chunk(
     conn: AsyncConnection[Any], wamid: str, callback: str | None
-) -> dict[str, Any] | None:
-    cur = await conn.execute(QUERIES.chunk_by_wamid, {"wa_message_id": wamid})
-    row = await cur.fetchone()
+) -> ChunkOwner | None:
+    row = await QUERIES.chunk_by_wamid.one(conn, {"wa_message_id": wamid})
     tag = parse_chunk(callback)
-    if row is not None or tag is None:
+    if row is not None or tag is None or callback is None:
         return row
-    cur = await conn.execute(
-        QUERIES.chunk_by_callback,
+    return await QUERIES.chunk_by_callback.one(
+        conn,
         {"document_id": tag.document_id, "chunk_index": tag.chunk_index, "callback_data": callback},
     )
-    return await cur.fetchone()
 
 
 async def _apply_failure(
     conn: AsyncConnection[Any],
-    chunk: dict[str, Any],
-    key: dict[str, Any],
+    chunk: ChunkOwner,
+    at: dt.datetime,
     error: CloudApiError | None,
     settings: DeliverySettings,
     outcome: WebhookOutcome,
 ) -> None:
     """Accepted, then failed: the chunk never arrived; the error decides the rest."""
-    refused = await conn.execute(
-        QUERIES.chunk_refused,
+    refused = await QUERIES.chunk_refused.one(
+        conn,
         {
-            **key,
-            "callback_data": chunk["callback_data"],
+            "document_id": chunk.document_id,
+            "chunk_index": chunk.chunk_index,
+            "at": at,
+            "callback_data": chunk.callback_data,
             "error_code": error.code if error else None,
         },
     )
-    if await refused.fetchone() is None:
+    if refused is None:
         return  # an old attempt, or already delivered/read: nothing to undo
     outcome.documents_changed = True
-    document_id, person_id = chunk["document_id"], chunk["person_id"]
+    document_id, person_id = chunk.document_id, chunk.person_id
     reason = str(error) if error else "failed status without an error"
     consequence = consequence_of(
         error,
@@ -325,21 +318,22 @@ async def _apply_failure(
     if consequence.alert is not None:
         await record_alert(conn, consequence.alert)
     if consequence.step == Step.KNOCK:
-        await conn.execute(QUERIES.refuse_window, {"person_id": person_id, "at": key["at"]})
+        await QUERIES.refuse_window.run(conn, {"person_id": person_id, "at": at})
     if consequence.step == Step.PAUSE:
-        await conn.execute(
-            QUERIES.pause_sender, {"code": error.code if error else None, "reason": reason}
+        await QUERIES.pause_sender.one(
+            conn, {"code": error.code if error else None, "reason": reason}
         )
     if consequence.step == Step.ABANDON:
+        assert consequence.abandon_reason is not None  # an abandonment always has its reason
         if consequence.opts_out:
-            await conn.execute(QUERIES.person_opted_out, {"person_id": person_id})
-        await conn.execute(
-            QUERIES.abandon_document_async,
+            await QUERIES.person_opted_out.run(conn, {"person_id": person_id})
+        await QUERIES.abandon_document_async.one(
+            conn,
             {"document_id": document_id, "reason": consequence.abandon_reason, "error": reason},
         )
         return
-    await conn.execute(
-        QUERIES.undeliver_document,
+    await QUERIES.undeliver_document.one(
+        conn,
         {"document_id": document_id, "error": reason, "delay_seconds": consequence.retry_after},
     )
     if consequence.retry_after == 0:

@@ -85,7 +85,7 @@ class ReadyListener:
                 async with await psycopg.AsyncConnection.connect(
                     self._url, autocommit=True, application_name=APPLICATION_NAME
                 ) as conn:
-                    await conn.execute(QUERIES.listen_ready)
+                    await QUERIES.listen_ready.run(conn, {})
                     self.connected.set()
                     delay = 0.1
                     # What became ready while nobody listened: one catch-up sweep.
@@ -120,7 +120,6 @@ class ReadyListener:
     async def _arm_timer(self) -> None:
         """Wake again when the earliest document not due yet becomes due."""
         async with self._pool.connection() as conn:
-            cur = await conn.execute(QUERIES.next_due)
-            row = await cur.fetchone()
-        if row is not None and row["next_due"] is not None:
-            self._due_at(row["next_due"].timestamp())
+            next_due = await QUERIES.next_due.one(conn, {})
+        if next_due is not None:
+            self._due_at(next_due.timestamp())

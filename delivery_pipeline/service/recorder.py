@@ -26,7 +26,7 @@ from typing import Any
 
 import httpx
 import psycopg
-from psycopg.rows import DictRow, class_row
+from psycopg.rows import DictRow
 from psycopg_pool import AsyncConnectionPool
 
 from delivery_pipeline.store.queries import QUERIES
@@ -36,7 +36,6 @@ from delivery_pipeline.watch.delivery_events import (
     PUSH_CLAIMANT_PREFIX,
     PUSH_LEASE,
     SERVICE_SOURCE,
-    DeliveryEvent,
     EventRecord,
     record_for,
 )
@@ -96,12 +95,10 @@ class Recorder:
         while True:
             claimant = f"{PUSH_CLAIMANT_PREFIX}{uuid.uuid4()}"
             async with self.pool.connection() as conn:
-                cur = conn.cursor(row_factory=class_row(DeliveryEvent))
-                await cur.execute(
-                    QUERIES.outbox_claim_source,
-                    {"source": self.source, "claimant": claimant, "limit": BATCH_SIZE},
+                claimed = await QUERIES.outbox_claim_source.all(
+                    conn, {"source": self.source, "claimant": claimant, "limit": BATCH_SIZE}
                 )
-                rows = sorted(await cur.fetchall(), key=lambda e: e.id)
+            rows = sorted(claimed, key=lambda e: e.id)
             if not rows:
                 return reported
             record = record_for(rows)
@@ -110,12 +107,12 @@ class Recorder:
                 self._paused_until = time.monotonic() + PAUSE_AFTER_FAILURE_SECONDS
                 if outcome is Posted.REFUSED:  # definitely not stored: the sensor's, now
                     async with self.pool.connection() as conn:
-                        await conn.execute(
-                            QUERIES.outbox_release, {"ids": record.ids, "claimant": claimant}
+                        await QUERIES.outbox_release.run(
+                            conn, {"ids": record.ids, "claimant": claimant}
                         )
                 return reported
             async with self.pool.connection() as conn:
-                await conn.execute(QUERIES.outbox_reported, {"ids": record.ids})
+                await QUERIES.outbox_reported.run(conn, {"ids": record.ids})
             reported += len(rows)
             if len(rows) < BATCH_SIZE:
                 return reported

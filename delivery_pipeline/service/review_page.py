@@ -331,8 +331,9 @@ async def _render_list(
 
 async def _notice(conn: psycopg.AsyncConnection[Any], document_id: int, result: str) -> Notice:
     """What became of a decision, read back from the document (decisions are final)."""
-    cur = await conn.execute(QUERIES.document_review, {"document_id": document_id})
-    outcome = explain(document_id, await cur.fetchone())
+    outcome = explain(
+        document_id, await QUERIES.document_review.one(conn, {"document_id": document_id})
+    )
     if result == "decided" and isinstance(outcome, AlreadyDecided):
         text = f"Document {document_id} {outcome.decision} by {outcome.reviewer}."
         if outcome.decision == ReviewDecision.APPROVED:

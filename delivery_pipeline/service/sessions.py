@@ -40,12 +40,12 @@ from delivery_pipeline.settings import ReviewSettings
 from delivery_pipeline.store.review import (
     Held,
     SignInLimits,
-    StoredSession,
     WrongToken,
     attempt_sign_in,
     end_session,
     live_session,
 )
+from delivery_pipeline.store.rows import StoredSession
 from delivery_pipeline.whatsapp.signature import tokens_match
 
 COOKIE_NAME = "dp_review_session"

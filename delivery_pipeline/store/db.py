@@ -69,8 +69,7 @@ def with_application_name(url: str, name: str) -> str:
 def ensure_database(admin_url: str, database: str, template: str | None = None) -> None:
     """Create ``database`` on the server if it does not exist (race-safe)."""
     with psycopg.connect(admin_url, autocommit=True) as conn:
-        exists = conn.execute(QUERIES.database_exists, {"name": database}).fetchone()
-        if exists:
+        if QUERIES.database_exists.one(conn, {"name": database}) is not None:
             return
         ident = psycopg.sql.Identifier(database)
         stmt = psycopg.sql.SQL("CREATE DATABASE {}").format(ident)
@@ -108,7 +107,8 @@ def sqlalchemy_url(url: str) -> str:
 
 
 def connect(url: str, *, autocommit: bool = True) -> psycopg.Connection[DictRow]:
-    """A synchronous connection returning rows as dicts."""
+    """A synchronous connection. Its own rows are dicts, for ad-hoc SQL (tests, benchmarks,
+    a shell); the package reads rows only through ``QUERIES``, typed whatever the factory."""
     return psycopg.connect(url, autocommit=autocommit, row_factory=dict_row)
 
 

@@ -36,18 +36,18 @@ def upgrade(database_url: str, sql_dir: Path = SQL_DIR) -> list[str]:
     """
     applied_now: list[str] = []
     with connect(database_url) as conn:
-        conn.execute(QUERIES.migrations_lock)
+        QUERIES.migrations_lock.run(conn, {})
         try:
-            conn.execute(QUERIES.migrations_table)
-            done = {row["version"] for row in conn.execute(QUERIES.migrations_applied)}
+            QUERIES.migrations_table.run(conn, {})
+            done = set(QUERIES.migrations_applied.all(conn, {}))
             for version, name, path in migration_files(sql_dir):
                 if version in done:
                     continue
                 with conn.transaction():
                     conn.execute(path.read_text())
-                    conn.execute(QUERIES.migrations_record, {"version": version, "name": name})
+                    QUERIES.migrations_record.run(conn, {"version": version, "name": name})
                 applied_now.append(f"{version:03d}_{name}")
                 log.info("applied migration %03d_%s", version, name)
         finally:
-            conn.execute(QUERIES.migrations_unlock)
+            QUERIES.migrations_unlock.one(conn, {})
     return applied_now

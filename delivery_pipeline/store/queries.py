@@ -1,20 +1,162 @@
-"""Every query the project runs, by name, from ``sql/queries*.sql``.
+"""Every query the project runs, by name, from ``sql/queries*.sql``, typed.
 
 Each query lives in SQL under a ``-- name: <name>`` header with a line of
-purpose; Python asks for it as ``QUERIES.<name>`` and never builds SQL from
-strings. ``Queries`` declares every name: loading fails at import when a file
-holds a query not declared here or lacks one that is, and a misspelt name in
-the code is a type error, not a runtime surprise.
+purpose; Python runs it as ``QUERIES.<name>`` and never builds SQL from
+strings. ``Queries`` declares every name once with its parameter type and
+its row type (``store.rows``): a ``Query`` returns rows (``one``, ``all``),
+a ``Statement`` returns none (``run``). Both run on a sync or an async
+connection alike::
+
+    person = QUERIES.person_by_id.one(conn, {"id": 7})         # Person | None
+    rows = await QUERIES.claim_batch.all(aconn, {...})          # list[Claim]
+    QUERIES.alert_sent.run(conn, {"id": alert.id})
+
+So a misspelt name, a missing or mistyped parameter and a misread column are
+type errors, not runtime surprises. Loading fails at import when a file holds
+a query not declared here or lacks one that is;
+``delivery_pipeline_tests/test_queries.py`` checks every declaration against
+the database (parameter names and types, result columns and types).
 """
 
 from __future__ import annotations
 
+import dataclasses
+import datetime as dt
+import enum
 import re
 import sys
-from dataclasses import dataclass, fields
+import types
+import typing
+from collections.abc import Coroutine, Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Generic, TypeVar, cast, overload
 
-from delivery_pipeline.settings import PROJECT_ROOT
+import psycopg
+from psycopg.rows import BaseRowFactory, class_row, kwargs_row, scalar_row
+
+from delivery_pipeline.settings import PROJECT_ROOT, Eligibility
+from delivery_pipeline.store.rows import (
+    AbandonClaimed,
+    AbandonDocument,
+    AbandonedBrief,
+    AbandonedCheck,
+    Advance,
+    AdvanceDelivery,
+    AgedCheck,
+    AlertSendFailed,
+    AlertsToSend,
+    AppliedStatus,
+    ApplyStatuses,
+    At,
+    AwaitingReply,
+    AwaitingReplyCheck,
+    AwaitingReviewCheck,
+    AwaitReply,
+    BatchPruned,
+    BeginDelivery,
+    BriefDueDate,
+    ByDedupKey,
+    ByDocument,
+    ById,
+    ByIds,
+    ByKeyHash,
+    ByName,
+    ByPerson,
+    ByPhone,
+    ByPhoneNumber,
+    BySource,
+    ByTimeZone,
+    ByWaMessageId,
+    Chunk,
+    ChunkFailed,
+    ChunkOwner,
+    ChunkRef,
+    ChunkRefused,
+    Claim,
+    ClaimBatch,
+    ClaimGenerationBatch,
+    ClaimRef,
+    DayBounds,
+    DecideReview,
+    Delay,
+    DeliveryEvent,
+    DeliveryEventsCheck,
+    Document,
+    DocumentIds,
+    DocumentReview,
+    Eligible,
+    EnqueuedBrief,
+    Generated,
+    GeneratingCheck,
+    GenerationClaim,
+    GenerationFailed,
+    GenerationSucceeded,
+    Heartbeat,
+    HoldQuiet,
+    KeptRaw,
+    KnockHealth,
+    KnockHealthParams,
+    KnockReservation,
+    LastAlert,
+    LedgerEntry,
+    Limit,
+    MaxAttempts,
+    MigrationRecord,
+    NewAlert,
+    NewInbound,
+    NewPerson,
+    NoParams,
+    OldestKept,
+    OldestWaiting,
+    OpsAlert,
+    OutboxClaimSeen,
+    OutboxClaimSource,
+    OutboxForget,
+    OutboxPending,
+    OutboxRelease,
+    OutboxRuns,
+    PacerState,
+    PauseSender,
+    PendingCheck,
+    PendingDocument,
+    PeriodSample,
+    Person,
+    PruneBatch,
+    QuietHours,
+    RaiseLastInbound,
+    RawWebhook,
+    ReadyDocument,
+    RefuseWindow,
+    ReleaseForRetry,
+    ReportAbandoned,
+    ReportChunk,
+    ReportDocument,
+    ReportKnock,
+    ReserveSendSlots,
+    ResumeSender,
+    ReviewDecided,
+    Sample,
+    SenderPausedCheck,
+    SenderState,
+    SendSlots,
+    SettleKnock,
+    SignInAttempt,
+    SignInFailure,
+    SignInState,
+    StaleBriefs,
+    StartSession,
+    StateCount,
+    StoredSession,
+    ThrottlePacer,
+    TierCheck,
+    UndeliverDocument,
+    UndeliveredCheck,
+    UndeliveredCheckParams,
+    UnreserveKnock,
+    UnsentAlert,
+    Waiting,
+)
 
 _NAME_HEADER = re.compile(r"^-- name: ([a-z_][a-z0-9_]*)\s*$", re.MULTILINE)
 
@@ -32,15 +174,15 @@ SQL_DIR = _sql_dir()
 
 
 @dataclass(frozen=True)
-class Query:
+class NamedSql:
     name: str
     description: str
     sql: str
 
 
-def read_queries(paths: list[Path]) -> dict[str, Query]:
+def read_queries(paths: list[Path]) -> dict[str, NamedSql]:
     """Every named query in ``paths``; a name defined twice is an error."""
-    found: dict[str, Query] = {}
+    found: dict[str, NamedSql] = {}
     for path in paths:
         parts = _NAME_HEADER.split(path.read_text())
         for name, body in zip(parts[1::2], parts[2::2], strict=True):
@@ -49,155 +191,308 @@ def read_queries(paths: list[Path]) -> dict[str, Query]:
             sql = "\n".join(line for line in lines if not line.startswith("--")).strip()
             if name in found:
                 raise ValueError(f"query {name!r} defined twice (second time in {path})")
-            found[name] = Query(name, description, sql)
+            found[name] = NamedSql(name, description, sql)
     return found
 
 
-@dataclass(frozen=True)
-class Queries:
-    """The SQL text of every named query."""
+# ── running a named query ───────────────────────────────────────────────
 
-    # sql/queries.sql
-    database_exists: str
-    migrations_lock: str
-    migrations_unlock: str
-    migrations_table: str
-    migrations_applied: str
-    migrations_record: str
-    insert_person: str
-    set_quiet_hours: str
-    person_by_id: str
-    person_by_phone: str
-    list_people: str
-    time_zone_is_valid: str
-    insert_ready_document: str
-    insert_pending_document: str
-    document_by_id: str
-    document_chunks: str
-    state_summary: str
-    oldest_waiting: str
-    guard_exists: str
-    eligible_ids: str
-    claim_batch: str
-    begin_delivery: str
-    advance_delivery: str
-    chunk_failed: str
-    chunk_unknown: str
-    release_for_retry: str
-    hold_quiet: str
-    release_claim: str
-    abandon_document: str
-    reserve_knock: str
-    unreserve_knock: str
-    await_reply: str
-    refuse_window: str
-    person_opted_out: str
-    raise_last_inbound: str
-    wake_awaiting_documents: str
-    pause_sender: str
-    resume_sender: str
-    sender_state: str
-    pacer_row: str
-    reserve_send_slots: str
-    pacer_state: str
-    throttle_pacer: str
-    alert_lock: str
-    last_alert: str
-    insert_alert: str
-    alert_sent: str
-    alert_send_failed: str
-    listen_ready: str
-    next_due: str
+P = TypeVar("P", bound=Mapping[str, object])
+R = TypeVar("R")
+Conn = psycopg.Connection[Any]
+AsyncConn = psycopg.AsyncConnection[Any]
+
+
+def _enum_of(hint: object) -> type[enum.Enum] | None:
+    """The enum a field holds (``Action`` or ``Action | None``), if any."""
+    options = typing.get_args(hint) if isinstance(hint, types.UnionType) else (hint,)
+    found = [o for o in options if isinstance(o, type) and issubclass(o, enum.Enum)]
+    return found[0] if found else None
+
+
+def row_factory(row: type[R]) -> BaseRowFactory[R]:
+    """Rows as ``row``: a dataclass by column name (psycopg's ``class_row``, with enum
+    fields loaded as their enum), or any other type as the one column's value."""
+    if not dataclasses.is_dataclass(row):
+        return cast(BaseRowFactory[R], scalar_row)
+    hints = typing.get_type_hints(row)
+    enums = {f.name: e for f in dataclasses.fields(row) if (e := _enum_of(hints[f.name]))}
+    if not enums:
+        return class_row(row)
+
+    def build(**values: Any) -> R:
+        for name, kind in enums.items():
+            if values.get(name) is not None:
+                values[name] = kind(values[name])
+        return row(**values)
+
+    return kwargs_row(build)
+
+
+class _Named(Generic[P]):
+    """What ``Query`` and ``Statement`` share: the name, its SQL, its parameter type."""
+
+    def __init__(self, params: type[P]) -> None:
+        self.params = params
+        self.name = ""
+        self.description = ""
+        self._sql: str | None = None
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    @property
+    def sql(self) -> str:
+        if self._sql is None:
+            raise RuntimeError(f"{self.name} is a declaration: run QUERIES.{self.name}")
+        return self._sql
+
+    def _bound(self, found: NamedSql) -> typing.Self:
+        bound = object.__new__(type(self))
+        bound.__dict__.update(self.__dict__)
+        bound.description, bound._sql = found.description, found.sql
+        return bound
+
+
+class Query(_Named[P], Generic[P, R]):
+    """A named query whose rows are read: ``one`` (at most one row) or ``all``."""
+
+    def __init__(self, params: type[P], row: type[R]) -> None:
+        super().__init__(params)
+        self.row = row
+        self._rows = row_factory(row)
+
+    @overload
+    def one(self, conn: Conn, params: P, *, prepare: bool | None = None) -> R | None: ...
+    @overload
+    def one(
+        self, conn: AsyncConn, params: P, *, prepare: bool | None = None
+    ) -> Coroutine[Any, Any, R | None]: ...
+    def one(
+        self, conn: Conn | AsyncConn, params: P, *, prepare: bool | None = None
+    ) -> R | None | Coroutine[Any, Any, R | None]:
+        """The first row (the query's only one), or None when there is none."""
+        if isinstance(conn, psycopg.AsyncConnection):
+            return self._one_async(conn, params, prepare)
+        cur = conn.cursor(row_factory=self._rows)
+        return cur.execute(self.sql, params, prepare=prepare).fetchone()
+
+    async def _one_async(self, conn: AsyncConn, params: P, prepare: bool | None) -> R | None:
+        cur = conn.cursor(row_factory=self._rows)
+        await cur.execute(self.sql, params, prepare=prepare)
+        return await cur.fetchone()
+
+    @overload
+    def all(self, conn: Conn, params: P, *, prepare: bool | None = None) -> list[R]: ...
+    @overload
+    def all(
+        self, conn: AsyncConn, params: P, *, prepare: bool | None = None
+    ) -> Coroutine[Any, Any, list[R]]: ...
+    def all(
+        self, conn: Conn | AsyncConn, params: P, *, prepare: bool | None = None
+    ) -> list[R] | Coroutine[Any, Any, list[R]]:
+        """Every row."""
+        if isinstance(conn, psycopg.AsyncConnection):
+            return self._all_async(conn, params, prepare)
+        cur = conn.cursor(row_factory=self._rows)
+        return cur.execute(self.sql, params, prepare=prepare).fetchall()
+
+    async def _all_async(self, conn: AsyncConn, params: P, prepare: bool | None) -> list[R]:
+        cur = conn.cursor(row_factory=self._rows)
+        await cur.execute(self.sql, params, prepare=prepare)
+        return await cur.fetchall()
+
+
+class Statement(_Named[P]):
+    """A named statement that returns no rows: ``run`` says how many it touched."""
+
+    @overload
+    def run(self, conn: Conn, params: P, *, prepare: bool | None = None) -> int: ...
+    @overload
+    def run(
+        self, conn: AsyncConn, params: P, *, prepare: bool | None = None
+    ) -> Coroutine[Any, Any, int]: ...
+    def run(
+        self, conn: Conn | AsyncConn, params: P, *, prepare: bool | None = None
+    ) -> int | Coroutine[Any, Any, int]:
+        if isinstance(conn, psycopg.AsyncConnection):
+            return self._run_async(conn, params, prepare)
+        return conn.execute(self.sql, params, prepare=prepare).rowcount
+
+    async def _run_async(self, conn: AsyncConn, params: P, prepare: bool | None) -> int:
+        cur = await conn.execute(self.sql, params, prepare=prepare)
+        return cur.rowcount
+
+
+Named = Query[Any, Any] | Statement[Any]
+
+
+# ── every query, declared once ──────────────────────────────────────────
+
+
+class Queries:
+    """Every named query with its parameter type and its row type (``store.rows``)."""
+
+    # sql/queries.sql: server and migrations
+    database_exists = Query(ByName, int)
+    migrations_lock = Statement(NoParams)
+    migrations_unlock = Query(NoParams, bool)
+    migrations_table = Statement(NoParams)
+    migrations_applied = Query(NoParams, int)
+    migrations_record = Statement(MigrationRecord)
+    # people
+    insert_person = Query(NewPerson, Person)
+    set_quiet_hours = Query(QuietHours, Person)
+    person_by_id = Query(ById, Person)
+    person_by_phone = Query(ByPhone, Person)
+    list_people = Query(NoParams, Person)
+    time_zone_is_valid = Query(ByTimeZone, bool)
+    # documents
+    insert_ready_document = Query(ReadyDocument, Document)
+    insert_pending_document = Query(PendingDocument, Document)
+    document_by_id = Query(ById, Document)
+    document_chunks = Query(ByDocument, Chunk)
+    state_summary = Query(NoParams, StateCount)
+    oldest_waiting = Query(NoParams, OldestWaiting)
+    # eligibility and claim
+    guard_exists = Query(Eligibility, bool)
+    eligible_ids = Query(Eligibility, Eligible)
+    claim_batch = Query(ClaimBatch, Claim)
+    begin_delivery = Query(BeginDelivery, LedgerEntry)
+    advance_delivery = Query(AdvanceDelivery, Advance)
+    chunk_failed = Statement(ChunkFailed)
+    chunk_unknown = Statement(ChunkRef)
+    release_for_retry = Query(ReleaseForRetry, int)
+    hold_quiet = Query(HoldQuiet, bool)
+    release_claim = Statement(ClaimRef)
+    abandon_document = Query(AbandonClaimed, int)
+    # knock
+    reserve_knock = Query(ByPerson, KnockReservation)
+    unreserve_knock = Statement(UnreserveKnock)
+    await_reply = Query(AwaitReply, AwaitingReply)
+    refuse_window = Statement(RefuseWindow)
+    person_opted_out = Statement(ByPerson)
+    raise_last_inbound = Query(RaiseLastInbound, dt.datetime)
+    wake_awaiting_documents = Query(ByPerson, int)
+    # sender state
+    pause_sender = Query(PauseSender, dt.datetime)
+    resume_sender = Query(ResumeSender, dt.datetime)
+    sender_state = Query(NoParams, SenderState)
+    # the number's shared pacer
+    pacer_row = Statement(ByPhoneNumber)
+    reserve_send_slots = Query(ReserveSendSlots, SendSlots)
+    pacer_state = Query(ByPhoneNumber, PacerState)
+    throttle_pacer = Statement(ThrottlePacer)
+    # alerts
+    alert_lock = Statement(ByDedupKey)
+    last_alert = Query(ByDedupKey, LastAlert)
+    insert_alert = Query(NewAlert, OpsAlert)
+    alert_sent = Statement(ById)
+    alert_send_failed = Statement(AlertSendFailed)
+    # ready notifications
+    listen_ready = Statement(NoParams)
+    next_due = Query(NoParams, dt.datetime)
 
     # sql/queries_backlog.sql
-    backlog_by_state: str
+    backlog_by_state = Query(NoParams, StateCount)
 
     # sql/queries_checks.sql
-    check_pending: str
-    check_generating: str
-    check_undelivered: str
-    check_awaiting_review: str
-    check_awaiting_reply: str
-    check_knock_health: str
-    check_abandoned_recent: str
-    check_tier_usage: str
-    check_sender_paused: str
-    alerts_to_send: str
-    alert_sender_try_lock: str
-    alert_sender_unlock: str
-    check_delivery_events: str
+    check_pending = Query(AgedCheck, PendingCheck)
+    check_generating = Query(AgedCheck, GeneratingCheck)
+    check_undelivered = Query(UndeliveredCheckParams, UndeliveredCheck)
+    check_awaiting_review = Query(AgedCheck, AwaitingReviewCheck)
+    check_awaiting_reply = Query(Sample, AwaitingReplyCheck)
+    check_knock_health = Query(KnockHealthParams, KnockHealth)
+    check_abandoned_recent = Query(PeriodSample, AbandonedCheck)
+    check_tier_usage = Query(Sample, TierCheck)
+    check_sender_paused = Query(Sample, SenderPausedCheck)
+    alerts_to_send = Query(AlertsToSend, UnsentAlert)
+    alert_sender_try_lock = Query(NoParams, bool)
+    alert_sender_unlock = Query(NoParams, bool)
+    check_delivery_events = Query(AgedCheck, DeliveryEventsCheck)
 
     # sql/queries_generation.sql
-    generation_due: str
-    fail_exhausted_generation: str
-    claim_generation_batch: str
-    generation_succeeded: str
-    generation_failed: str
-    pause_generation: str
-    person_local_today: str
-    brief_due_date: str
-    enqueue_daily_briefs: str
-    abandon_stale_briefs: str
+    generation_due = Query(NoParams, bool)
+    fail_exhausted_generation = Query(MaxAttempts, int)
+    claim_generation_batch = Query(ClaimGenerationBatch, GenerationClaim)
+    generation_succeeded = Query(GenerationSucceeded, Generated)
+    generation_failed = Query(GenerationFailed, str)
+    pause_generation = Query(Delay, int)
+    person_local_today = Query(ByPerson, dt.date)
+    brief_due_date = Query(BriefDueDate, dt.date)
+    enqueue_daily_briefs = Query(At, EnqueuedBrief)
+    abandon_stale_briefs = Query(StaleBriefs, AbandonedBrief)
 
     # sql/queries_record.sql
-    outbox_runs: str
-    outbox_pending: str
-    outbox_claim_source: str
-    outbox_claim_seen: str
-    outbox_release: str
-    outbox_reported: str
-    outbox_forget: str
-    beat: str
-    heartbeats: str
+    outbox_runs = Query(OutboxRuns, str)
+    outbox_pending = Query(OutboxPending, DeliveryEvent)
+    outbox_claim_source = Query(OutboxClaimSource, DeliveryEvent)
+    outbox_claim_seen = Query(OutboxClaimSeen, DeliveryEvent)
+    outbox_release = Statement(OutboxRelease)
+    outbox_reported = Statement(ByIds)
+    outbox_forget = Statement(OutboxForget)
+    beat = Statement(BySource)
+    heartbeats = Query(NoParams, Heartbeat)
 
     # sql/queries_report.sql
-    report_documents: str
-    report_chunks: str
-    report_knocks: str
-    report_abandoned: str
+    report_documents = Query(DayBounds, ReportDocument)
+    report_chunks = Query(DayBounds, ReportChunk)
+    report_knocks = Query(DayBounds, ReportKnock)
+    report_abandoned = Query(DayBounds, ReportAbandoned)
 
     # sql/queries_retention.sql
-    prune_raw_webhooks: str
-    prune_status_events: str
-    prune_inbound_messages: str
-    prune_ops_alerts: str
-    retention_oldest: str
+    prune_raw_webhooks = Query(PruneBatch, BatchPruned)
+    prune_status_events = Query(PruneBatch, BatchPruned)
+    prune_inbound_messages = Query(PruneBatch, BatchPruned)
+    prune_ops_alerts = Query(PruneBatch, BatchPruned)
+    retention_oldest = Query(NoParams, OldestKept)
 
     # sql/queries_review.sql
-    decide_review: str
-    document_review: str
-    awaiting_review: str
-    review_sign_in_lock: str
-    review_sign_in_state: str
-    record_sign_in_failure: str
-    start_review_session: str
-    review_session: str
-    end_review_session: str
+    decide_review = Query(DecideReview, ReviewDecided)
+    document_review = Query(ByDocument, DocumentReview)
+    awaiting_review = Query(Limit, Waiting)
+    review_sign_in_lock = Statement(NoParams)
+    review_sign_in_state = Query(SignInAttempt, SignInState)
+    record_sign_in_failure = Statement(SignInFailure)
+    start_review_session = Query(StartSession, StoredSession)
+    review_session = Query(ByKeyHash, StoredSession)
+    end_review_session = Statement(ByKeyHash)
 
     # sql/queries_webhooks.sql
-    insert_inbound: str
-    apply_statuses: str
-    resume_documents: str
-    chunk_by_wamid: str
-    chunk_by_callback: str
-    chunk_refused: str
-    undeliver_document: str
-    abandon_document_async: str
-    settle_knock: str
-    insert_raw_webhook: str
-    health: str
+    insert_inbound = Query(NewInbound, str)
+    apply_statuses = Query(ApplyStatuses, AppliedStatus)
+    resume_documents = Statement(DocumentIds)
+    chunk_by_wamid = Query(ByWaMessageId, ChunkOwner)
+    chunk_by_callback = Query(ChunkRef, ChunkOwner)
+    chunk_refused = Query(ChunkRefused, int)
+    undeliver_document = Query(UndeliverDocument, int)
+    abandon_document_async = Query(AbandonDocument, int)
+    settle_knock = Statement(SettleKnock)
+    insert_raw_webhook = Query(RawWebhook, KeptRaw)
+    health = Query(NoParams, int)
+
+    @classmethod
+    def declared(cls) -> dict[str, Named]:
+        return {name: q for name, q in vars(cls).items() if isinstance(q, Query | Statement)}
 
     @classmethod
     def load(cls, sql_dir: Path = SQL_DIR) -> Queries:
         found = read_queries(sorted(sql_dir.glob("queries*.sql")))
-        declared = {f.name for f in fields(cls)}
-        missing, undeclared = sorted(declared - set(found)), sorted(set(found) - declared)
+        declared = cls.declared()
+        missing, undeclared = sorted(set(declared) - set(found)), sorted(set(found) - set(declared))
         if missing or undeclared:
             raise ImportError(
                 f"sql/queries*.sql and Queries disagree: missing in SQL {missing}, "
                 f"not declared in Queries {undeclared}"
             )
-        return cls(**{name: query.sql for name, query in found.items()})
+        queries = cls()
+        for name, query in declared.items():
+            setattr(queries, name, query._bound(found[name]))
+        return queries
+
+    def __iter__(self) -> Iterator[Named]:
+        """Every query, as loaded."""
+        return (getattr(self, name) for name in self.declared())
 
 
 QUERIES = Queries.load()

@@ -16,8 +16,9 @@ import psycopg
 from delivery_pipeline.model import Kind, Locale, e164
 from delivery_pipeline.settings import QUIET_HOURS
 from delivery_pipeline.store.queries import QUERIES
+from delivery_pipeline.store.rows import Document, Person
 
-Row = dict[str, Any]
+Conn = psycopg.Connection[Any]
 
 
 class InputError(ValueError):
@@ -38,22 +39,22 @@ def parse_kind(value: str) -> Kind:
         raise InputError(f"kind must be one of {', '.join(Kind)}, got {value!r}") from None
 
 
-def find_person(conn: psycopg.Connection[Row], ref: str | int) -> Row:
+def find_person(conn: Conn, ref: str | int) -> Person:
     """A person by id or E.164 number."""
     text = str(ref).strip()
     if text.isdigit():
-        person = conn.execute(QUERIES.person_by_id, {"id": int(text)}).fetchone()
+        person = QUERIES.person_by_id.one(conn, {"id": int(text)})
     elif (phone := e164(text)) is not None:
-        person = conn.execute(QUERIES.person_by_phone, {"phone": phone}).fetchone()
+        person = QUERIES.person_by_phone.one(conn, {"phone": phone})
     else:
         raise InputError(f"{ref!r} is neither a person id nor an E.164 number")
     if person is None:
         raise InputError(f"no person {ref!r} (give an id or an E.164 number)")
-    return dict(person)
+    return person
 
 
 def add_person(
-    conn: psycopg.Connection[Row],
+    conn: Conn,
     *,
     phone: str,
     name: str = "",
@@ -62,7 +63,7 @@ def add_person(
     brief_opt_in: bool = False,
     brief_local_time: str = "07:00",
     quiet_hours: str | None = None,
-) -> Row:
+) -> Person:
     number = parse_phone(phone)
     if quiet_hours is not None and not QUIET_HOURS.match(quiet_hours):
         raise InputError(
@@ -75,16 +76,15 @@ def add_person(
         brief_time = dt.time.fromisoformat(brief_local_time)
     except ValueError:
         raise InputError(f"brief time {brief_local_time!r} is not HH:MM") from None
-    valid = conn.execute(QUERIES.time_zone_is_valid, {"time_zone": time_zone}).fetchone()
-    if not (valid and valid["valid"]):
+    if not QUERIES.time_zone_is_valid.one(conn, {"time_zone": time_zone}):
         raise InputError(
             f"time zone {time_zone!r} is not an IANA time zone name: use one like "
             "America/Sao_Paulo, Europe/Lisbon or UTC (a fixed offset is Etc/GMT-3 for UTC+3)"
         )
-    if conn.execute(QUERIES.person_by_phone, {"phone": number}).fetchone():
+    if QUERIES.person_by_phone.one(conn, {"phone": number}):
         raise InputError(f"a person with number {number} already exists")
-    person = conn.execute(
-        QUERIES.insert_person,
+    person = QUERIES.insert_person.one(
+        conn,
         {
             "phone": number,
             "name": name,
@@ -93,54 +93,52 @@ def add_person(
             "brief_opt_in": brief_opt_in,
             "brief_local_time": brief_time,
         },
-    ).fetchone()
+    )
     assert person is not None
     if quiet_hours is not None:
-        person = conn.execute(
-            QUERIES.set_quiet_hours, {"person_id": person["id"], "quiet_hours": quiet_hours}
-        ).fetchone()
+        person = QUERIES.set_quiet_hours.one(
+            conn, {"person_id": person.id, "quiet_hours": quiet_hours}
+        )
         assert person is not None
-    return dict(person)
+    return person
 
 
-def _brief_date(conn: psycopg.Connection[Row], person: Row, for_date: dt.date | None) -> dt.date:
+def _brief_date(conn: Conn, person: Person, for_date: dt.date | None) -> dt.date:
     """A brief's day: the one given, else the person's local today."""
     if for_date is not None:
         return for_date
-    row = conn.execute(QUERIES.person_local_today, {"person_id": person["id"]}).fetchone()
-    assert row is not None
-    local_today: dt.date = row["local_today"]
+    local_today = QUERIES.person_local_today.one(conn, {"person_id": person.id})
+    assert local_today is not None
     return local_today
 
 
 def request_document(
-    conn: psycopg.Connection[Row],
+    conn: Conn,
     person: str | int,
     kind: str = Kind.PLAN,
     for_date: dt.date | None = None,
-) -> Row:
+) -> Document:
     """A document to be generated (``pending``); a brief defaults to the person's local today."""
     document_kind = parse_kind(kind)
     row = find_person(conn, person)
     if document_kind == Kind.DAILY_BRIEF:
         for_date = _brief_date(conn, row, for_date)
-    doc = conn.execute(
-        QUERIES.insert_pending_document,
-        {"person_id": row["id"], "kind": document_kind, "for_date": for_date},
-    ).fetchone()
+    doc = QUERIES.insert_pending_document.one(
+        conn, {"person_id": row.id, "kind": document_kind, "for_date": for_date}
+    )
     if doc is None:
-        raise InputError(f"person {row['id']} already has a brief for {for_date}")
-    return dict(doc)
+        raise InputError(f"person {row.id} already has a brief for {for_date}")
+    return doc
 
 
 def add_ready_document(
-    conn: psycopg.Connection[Row],
+    conn: Conn,
     person: str | int,
     body: str,
     kind: str = Kind.PLAN,
     for_date: dt.date | None = None,
     review_kinds: Collection[str] = frozenset(),
-) -> Row:
+) -> Document:
     """A document generated elsewhere, ready for delivery, or awaiting review when its kind
     is one of ``review_kinds`` (``DELIVERY_REVIEW_KINDS``); a brief defaults to local today."""
     document_kind = parse_kind(kind)
@@ -150,17 +148,17 @@ def add_ready_document(
     if document_kind == Kind.DAILY_BRIEF:
         for_date = _brief_date(conn, row, for_date)
     try:
-        doc = conn.execute(
-            QUERIES.insert_ready_document,
+        doc = QUERIES.insert_ready_document.one(
+            conn,
             {
-                "person_id": row["id"],
+                "person_id": row.id,
                 "kind": document_kind,
                 "for_date": for_date,
                 "body": body,
                 "needs_review": document_kind in review_kinds,
             },
-        ).fetchone()
+        )
     except psycopg.errors.UniqueViolation:
-        raise InputError(f"person {row['id']} already has a brief for {for_date}") from None
+        raise InputError(f"person {row.id} already has a brief for {for_date}") from None
     assert doc is not None
-    return dict(doc)
+    return doc

@@ -29,11 +29,20 @@ from dataclasses import dataclass
 from typing import Any
 
 import psycopg
-from psycopg.rows import DictRow
 
 from delivery_pipeline.model import ReviewDecision
 from delivery_pipeline.store.queries import QUERIES
 from delivery_pipeline.store.records import InputError
+from delivery_pipeline.store.rows import (
+    DecideReview,
+    DocumentReview,
+    NewSession,
+    ReviewDecided,
+    SignInAttempt,
+    SignInState,
+    StoredSession,
+    Waiting,
+)
 
 REVIEWER_MAX = 200
 REASON_MAX = 1000
@@ -79,7 +88,7 @@ class Decision:
             raise InputError("a rejection needs a reason (it is kept with the document)")
         return cls(document_id, ReviewDecision.REJECTED, _reviewer(reviewer), why[:REASON_MAX])
 
-    def params(self) -> dict[str, Any]:
+    def params(self) -> DecideReview:
         return {
             "document_id": self.document_id,
             "decision": self.verdict,
@@ -145,98 +154,67 @@ class NotAwaitingReview:
 ReviewOutcome = Decided | AlreadyDecided | NotAwaitingReview
 
 
-def _decided(row: DictRow) -> Decided:
-    return Decided(
-        row["id"],
-        row["person_id"],
-        ReviewDecision(row["review_decision"]),
-        row["reviewed_by"],
-        row["reviewed_at"],
-    )
+def _decided(row: ReviewDecided) -> Decided:
+    return Decided(row.id, row.person_id, row.review_decision, row.reviewed_by, row.reviewed_at)
 
 
-def explain(document_id: int, row: DictRow | None) -> AlreadyDecided | NotAwaitingReview:
+def explain(document_id: int, row: DocumentReview | None) -> AlreadyDecided | NotAwaitingReview:
     """Why a decision about ``document_id`` matched nothing, from its ``document_review`` row."""
     if row is None:
         return NotAwaitingReview(document_id, f"no document {document_id}", exists=False)
-    if row["review_decision"] is not None:
-        return AlreadyDecided(
-            document_id,
-            ReviewDecision(row["review_decision"]),
-            row["reviewed_by"],
-            row["reviewed_at"],
-        )
-    if row["abandoned_at"] is not None:
+    if row.review_decision is not None:
+        assert row.reviewed_by is not None and row.reviewed_at is not None  # recorded whole
+        return AlreadyDecided(document_id, row.review_decision, row.reviewed_by, row.reviewed_at)
+    if row.abandoned_at is not None:
         return NotAwaitingReview(
             document_id,
-            f"document {document_id} was abandoned ({row['abandon_reason']}) at "
-            f"{_when(row['abandoned_at'])}: it will not be delivered",
+            f"document {document_id} was abandoned ({row.abandon_reason}) at "
+            f"{_when(row.abandoned_at)}: it will not be delivered",
         )
-    if row["status"] != "succeeded":
+    if row.status != "succeeded":
         return NotAwaitingReview(
-            document_id, f"document {document_id} is not generated yet ({row['status']})"
+            document_id, f"document {document_id} is not generated yet ({row.status})"
         )
-    if row["delivered_at"] is not None:
+    if row.delivered_at is not None:
         return NotAwaitingReview(
             document_id,
-            f"document {document_id} was delivered at {_when(row['delivered_at'])} "
+            f"document {document_id} was delivered at {_when(row.delivered_at)} "
             "without review (its kind was not in DELIVERY_REVIEW_KINDS when it became ready)",
         )
     return NotAwaitingReview(
         document_id,
-        f"document {document_id} does not await review: its kind ({row['kind']}) was not in "
+        f"document {document_id} does not await review: its kind ({row.kind}) was not in "
         "DELIVERY_REVIEW_KINDS when it became ready, and it is with delivery",
     )
 
 
-def decide(conn: psycopg.Connection[DictRow], decision: Decision) -> ReviewOutcome:
+def decide(conn: psycopg.Connection[Any], decision: Decision) -> ReviewOutcome:
     """Take ``decision`` if the document still awaits review (an autocommit connection)."""
-    row = conn.execute(QUERIES.decide_review, decision.params()).fetchone()
+    row = QUERIES.decide_review.one(conn, decision.params())
     if row is not None:
         return _decided(row)
-    state = conn.execute(QUERIES.document_review, {"document_id": decision.document_id})
-    return explain(decision.document_id, state.fetchone())
+    state = QUERIES.document_review.one(conn, {"document_id": decision.document_id})
+    return explain(decision.document_id, state)
 
 
-async def decide_async(conn: psycopg.AsyncConnection[DictRow], decision: Decision) -> ReviewOutcome:
+async def decide_async(conn: psycopg.AsyncConnection[Any], decision: Decision) -> ReviewOutcome:
     """``decide`` on an async connection (the review page)."""
-    cur = await conn.execute(QUERIES.decide_review, decision.params())
-    row = await cur.fetchone()
+    row = await QUERIES.decide_review.one(conn, decision.params())
     if row is not None:
         return _decided(row)
-    cur = await conn.execute(QUERIES.document_review, {"document_id": decision.document_id})
-    return explain(decision.document_id, await cur.fetchone())
+    state = await QUERIES.document_review.one(conn, {"document_id": decision.document_id})
+    return explain(decision.document_id, state)
 
 
-@dataclass(frozen=True)
-class Waiting:
-    """A document awaiting review, as a reviewer sees it (``awaiting_review``)."""
-
-    id: int
-    kind: str
-    for_date: dt.date | None
-    body: str
-    awaiting_review_since: dt.datetime
-    age_seconds: float
-    person_id: int
-    name: str
-    phone: str | None
-    locale: str
-    time_zone: str
-    opted_out: bool
-    total: int
-
-
-def awaiting_review(conn: psycopg.Connection[DictRow], limit: int = 50) -> list[Waiting]:
+def awaiting_review(conn: psycopg.Connection[Any], limit: int = 50) -> list[Waiting]:
     """The oldest documents awaiting review, oldest first."""
-    return [Waiting(**row) for row in conn.execute(QUERIES.awaiting_review, {"limit": limit})]
+    return QUERIES.awaiting_review.all(conn, {"limit": limit})
 
 
 async def awaiting_review_async(
-    conn: psycopg.AsyncConnection[DictRow], limit: int = 50
+    conn: psycopg.AsyncConnection[Any], limit: int = 50
 ) -> list[Waiting]:
-    cur = await conn.execute(QUERIES.awaiting_review, {"limit": limit})
-    return [Waiting(**row) for row in await cur.fetchall()]
+    return await QUERIES.awaiting_review.all(conn, {"limit": limit})
 
 
 # ── the review page's sign-ins and sessions (sql/015) ───────────────────
@@ -257,7 +235,7 @@ class SignInLimits:
     window_seconds: int = 15 * 60
     known_days: int = 30
 
-    def params(self, client: str) -> dict[str, Any]:
+    def params(self, client: str) -> SignInAttempt:
         return {
             "client": client,
             "client_limit": self.client_failures,
@@ -290,21 +268,14 @@ class WrongToken:
     """The token was checked and is not the reviewers'; counted."""
 
 
-@dataclass(frozen=True)
-class StoredSession:
-    reviewer: str
-    csrf: str
-    expires_at: dt.datetime
-
-
-def held(state: DictRow) -> Held | None:
+def held(state: SignInState) -> Held | None:
     """Whether an attempt in ``state`` (``review_sign_in_state``) waits, until when, why."""
-    now: dt.datetime = state["now"]
+    now = state.now
     holds = []
-    if state["client_held_until"] is not None and state["client_held_until"] > now:
-        holds.append((state["client_held_until"], HoldScope.CLIENT))
-    strangers = state["strangers_held_until"]
-    if not state["known"] and strangers is not None and strangers > now:
+    if state.client_held_until is not None and state.client_held_until > now:
+        holds.append((state.client_held_until, HoldScope.CLIENT))
+    strangers = state.strangers_held_until
+    if not state.known and strangers is not None and strangers > now:
         holds.append((strangers, HoldScope.EVERYONE))
     if not holds:
         return None
@@ -313,11 +284,11 @@ def held(state: DictRow) -> Held | None:
 
 
 async def attempt_sign_in(
-    conn: psycopg.AsyncConnection[DictRow],
+    conn: psycopg.AsyncConnection[Any],
     client: str,
     limits: SignInLimits,
     token_valid: Callable[[], bool],
-    session: dict[str, Any],
+    session: NewSession,
 ) -> Held | WrongToken | StoredSession:
     """One sign-in attempt from ``client``: held (the token is not even checked), a wrong
     token (counted), or the session ``session`` (``key_hash``, ``reviewer``, ``csrf``,
@@ -325,29 +296,25 @@ async def attempt_sign_in(
     limits are exact however a burst is spread."""
     params = limits.params(client)
     async with conn.transaction():
-        await conn.execute(QUERIES.review_sign_in_lock)
-        cur = await conn.execute(QUERIES.review_sign_in_state, params)
-        state = await cur.fetchone()
+        await QUERIES.review_sign_in_lock.run(conn, {})
+        state = await QUERIES.review_sign_in_state.one(conn, params)
         assert state is not None
         waiting = held(state)
         if waiting is not None:
             return waiting
         if not token_valid():
-            await conn.execute(QUERIES.record_sign_in_failure, params)
+            await QUERIES.record_sign_in_failure.run(conn, params)
             return WrongToken()
-        cur = await conn.execute(QUERIES.start_review_session, {**params, **session})
-        row = await cur.fetchone()
-        assert row is not None
-        return StoredSession(**row)
+        stored = await QUERIES.start_review_session.one(
+            conn, {**session, "client": client, "known_for": params["known_for"]}
+        )
+        assert stored is not None
+        return stored
 
 
-async def live_session(
-    conn: psycopg.AsyncConnection[DictRow], key_hash: bytes
-) -> StoredSession | None:
-    cur = await conn.execute(QUERIES.review_session, {"key_hash": key_hash})
-    row = await cur.fetchone()
-    return StoredSession(**row) if row else None
+async def live_session(conn: psycopg.AsyncConnection[Any], key_hash: bytes) -> StoredSession | None:
+    return await QUERIES.review_session.one(conn, {"key_hash": key_hash})
 
 
-async def end_session(conn: psycopg.AsyncConnection[DictRow], key_hash: bytes) -> None:
-    await conn.execute(QUERIES.end_review_session, {"key_hash": key_hash})
+async def end_session(conn: psycopg.AsyncConnection[Any], key_hash: bytes) -> None:
+    await QUERIES.end_review_session.run(conn, {"key_hash": key_hash})

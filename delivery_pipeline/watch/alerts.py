@@ -24,6 +24,7 @@ import psycopg
 from psycopg.types.json import Jsonb
 
 from delivery_pipeline.store.queries import QUERIES
+from delivery_pipeline.store.rows import NewAlert, OpsAlert
 
 log = logging.getLogger(__name__)
 
@@ -62,7 +63,7 @@ class Alert:
     channel: AlertChannel = AlertChannel.OPS
 
 
-def _params(alert: Alert, kind: AlertKind, *, episode: bool = False) -> dict[str, Any]:
+def _params(alert: Alert, kind: AlertKind, *, episode: bool = False) -> NewAlert:
     return {
         "dedup_key": alert.key,
         "severity": alert.severity,
@@ -82,31 +83,30 @@ async def record_alert(
 ) -> bool:
     """Record ``alert`` unless its key was alerted within ``quiet_seconds``; True if written."""
     async with conn.transaction():
-        await conn.execute(QUERIES.alert_lock, {"dedup_key": alert.key})
-        cur = await conn.execute(QUERIES.last_alert, {"dedup_key": alert.key})
-        last = await cur.fetchone()
-        if last is not None and last["kind"] != AlertKind.RESOLVED:
-            if last["age_seconds"] < quiet_seconds:
+        await QUERIES.alert_lock.run(conn, {"dedup_key": alert.key})
+        last = await QUERIES.last_alert.one(conn, {"dedup_key": alert.key})
+        if last is not None and last.kind != AlertKind.RESOLVED:
+            if last.age_seconds < quiet_seconds:
                 return False
-        await conn.execute(QUERIES.insert_alert, _params(alert, AlertKind.ALERT))
+        await QUERIES.insert_alert.one(conn, _params(alert, AlertKind.ALERT))
     log.warning("ops alert [%s] %s: %s", alert.severity, alert.key, alert.message)
     return True
 
 
 def _insert(
     conn: psycopg.Connection[Any], alert: Alert, kind: AlertKind, *, episode: bool = False
-) -> dict[str, Any]:
-    row = conn.execute(QUERIES.insert_alert, _params(alert, kind, episode=episode)).fetchone()
+) -> OpsAlert:
+    row = QUERIES.insert_alert.one(conn, _params(alert, kind, episode=episode))
     log.warning("ops %s [%s] %s: %s", kind, alert.severity, alert.key, alert.message)
     assert row is not None
-    return dict(row)
+    return row
 
 
-def record_once(conn: psycopg.Connection[Any], alert: Alert) -> dict[str, Any] | None:
+def record_once(conn: psycopg.Connection[Any], alert: Alert) -> OpsAlert | None:
     """Record ``alert`` unless its key was ever recorded (a failed run: once per run)."""
     with conn.transaction():
-        conn.execute(QUERIES.alert_lock, {"dedup_key": alert.key})
-        if conn.execute(QUERIES.last_alert, {"dedup_key": alert.key}).fetchone() is not None:
+        QUERIES.alert_lock.run(conn, {"dedup_key": alert.key})
+        if QUERIES.last_alert.one(conn, {"dedup_key": alert.key}) is not None:
             return None
         return _insert(conn, alert, AlertKind.ALERT)
 
@@ -117,7 +117,7 @@ def note_check(
     *,
     failing: bool,
     reminder_seconds: float = DEFAULT_REMINDER_SECONDS,
-) -> dict[str, Any] | None:
+) -> OpsAlert | None:
     """Record what a check's latest result calls for, if anything; returns the row.
 
     * starts failing (no alert yet, or the last one was ``resolved``) → ``alert``
@@ -129,9 +129,9 @@ def note_check(
     restarts and two evaluators cannot both alert.
     """
     with conn.transaction():
-        conn.execute(QUERIES.alert_lock, {"dedup_key": alert.key})
-        last = conn.execute(QUERIES.last_alert, {"dedup_key": alert.key}).fetchone()
-        open_episode = last is not None and last["kind"] != AlertKind.RESOLVED
+        QUERIES.alert_lock.run(conn, {"dedup_key": alert.key})
+        last = QUERIES.last_alert.one(conn, {"dedup_key": alert.key})
+        open_episode = last is not None and last.kind != AlertKind.RESOLVED
         if not failing:
             if not open_episode:
                 return None
@@ -142,8 +142,8 @@ def note_check(
         if not open_episode:
             return _insert(conn, alert, AlertKind.ALERT, episode=True)
         assert last is not None
-        if last["severity"] == AlertSeverity.WARNING and alert.severity == AlertSeverity.ERROR:
+        if last.severity == AlertSeverity.WARNING and alert.severity == AlertSeverity.ERROR:
             return _insert(conn, alert, AlertKind.ALERT, episode=True)
-        if last["age_seconds"] >= reminder_seconds:
+        if last.age_seconds >= reminder_seconds:
             return _insert(conn, alert, AlertKind.REMINDER, episode=True)
         return None

@@ -16,7 +16,6 @@ from typing import Any
 
 import pandas as pd
 import psycopg
-from psycopg.rows import DictRow
 
 from delivery_pipeline.model import WAITING_STATE_OWNERS, AbandonReason
 from delivery_pipeline.store.queries import QUERIES
@@ -24,9 +23,9 @@ from delivery_pipeline.store.queries import QUERIES
 COLUMNS = ["state", "reason", "owner", "count", "oldest_age_seconds"]
 
 
-def backlog_frame(conn: psycopg.Connection[DictRow]) -> pd.DataFrame:
+def backlog_frame(conn: psycopg.Connection[Any]) -> pd.DataFrame:
     """Count and oldest age per state, one row per state (abandoned: per reason)."""
-    found = {(r["state"], r["reason"]): r for r in conn.execute(QUERIES.backlog_by_state)}
+    found = {(r.state, r.reason): r for r in QUERIES.backlog_by_state.all(conn, {})}
     rows: list[dict[str, Any]] = []
     for state, owner in WAITING_STATE_OWNERS.items():
         row = found.pop((state, ""), None)
@@ -35,8 +34,8 @@ def backlog_frame(conn: psycopg.Connection[DictRow]) -> pd.DataFrame:
                 "state": state,
                 "reason": "",
                 "owner": owner,
-                "count": row["count"] if row else 0,
-                "oldest_age_seconds": round(float(row["oldest_age_seconds"]), 1) if row else 0.0,
+                "count": row.count if row else 0,
+                "oldest_age_seconds": round(row.oldest_age_seconds, 1) if row else 0.0,
             }
         )
     delivered = found.pop(("delivered", ""), None)
@@ -45,7 +44,7 @@ def backlog_frame(conn: psycopg.Connection[DictRow]) -> pd.DataFrame:
             "state": "delivered_today",
             "reason": "",
             "owner": "-",
-            "count": delivered["count"] if delivered else 0,
+            "count": delivered.count if delivered else 0,
             "oldest_age_seconds": math.nan,
         }
     )
@@ -61,7 +60,7 @@ def backlog_frame(conn: psycopg.Connection[DictRow]) -> pd.DataFrame:
                 "state": "abandoned_today",
                 "reason": reason,
                 "owner": "ops",
-                "count": row["count"] if row else 0,
+                "count": row.count if row else 0,
                 "oldest_age_seconds": math.nan,
             }
         )

@@ -41,10 +41,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import psycopg
-from psycopg.rows import class_row
 from psycopg.types.json import Jsonb
 
 from delivery_pipeline.store.queries import QUERIES
+from delivery_pipeline.store.rows import DeliveryEvent
 
 # The asset the events go to (the Dagster layer names its asset with this).
 DELIVERED_DOCUMENTS = "delivered_documents"
@@ -85,32 +85,17 @@ def run_source(run_id: str) -> str:
     return f"{RUN_SOURCE_PREFIX}{run_id}"
 
 
-@dataclass(frozen=True)
-class DeliveryEvent:
-    """One outbox row."""
-
-    id: int
-    occurred_at: dt.datetime
-    document_id: int
-    person_id: int
-    kind: str
-    event: str
-    reason: str | None
-    chunks: int | None
-    source: str
-    claimed_by: str | None
-    claimed_at: dt.datetime | None
-
-    def listed(self) -> dict[str, Any]:
-        return {
-            "document": self.document_id,
-            "person": self.person_id,
-            "kind": self.kind,
-            "event": self.event,
-            "reason": self.reason,
-            "chunks": self.chunks,
-            "at": self.occurred_at.astimezone(dt.UTC).isoformat(timespec="seconds"),
-        }
+def listed(e: DeliveryEvent) -> dict[str, Any]:
+    """One row as the event lists it (plain JSON values)."""
+    return {
+        "document": e.document_id,
+        "person": e.person_id,
+        "kind": e.kind,
+        "event": e.event,
+        "reason": e.reason,
+        "chunks": e.chunks,
+        "at": e.occurred_at.astimezone(dt.UTC).isoformat(timespec="seconds"),
+    }
 
 
 @dataclass(frozen=True)
@@ -171,7 +156,7 @@ def record_for(
     counts = Counter(e.event for e in events)
     sources = sorted({e.source for e in events})
     source = sources[0] if len(sources) == 1 else ", ".join(sources)
-    listed = [e.listed() for e in events[:listed_limit]]
+    shown = [listed(e) for e in events[:listed_limit]]
     metadata: dict[str, Any] = {
         "delivered": counts["delivered"],
         "knocked": counts["knocked"],
@@ -182,11 +167,11 @@ def record_for(
             max((now - e.occurred_at).total_seconds() for e in events) if events else 0.0, 3
         ),
         "source": source,
-        "documents": listed,
+        "documents": shown,
         OUTBOX_IDS: compact_ids(e.id for e in events),
     }
-    if len(listed) < len(events):
-        metadata["documents_listed"] = f"the first {len(listed)} of {len(events)}"
+    if len(shown) < len(events):
+        metadata["documents_listed"] = f"the first {len(shown)} of {len(events)}"
     return EventRecord(describe(events, source), metadata, [e.id for e in events])
 
 
@@ -205,19 +190,18 @@ def claim_source(
     conn: psycopg.Connection[Any], source: str, claimant: str, *, limit: int = DRAIN_LIMIT
 ) -> list[DeliveryEvent]:
     """Claim the unclaimed rows one writer made (a run its own sweep's)."""
-    cur = conn.cursor(row_factory=class_row(DeliveryEvent))
     claimed: list[DeliveryEvent] = []
     while True:
-        rows = cur.execute(
-            QUERIES.outbox_claim_source, {"source": source, "claimant": claimant, "limit": limit}
-        ).fetchall()
+        rows = QUERIES.outbox_claim_source.all(
+            conn, {"source": source, "claimant": claimant, "limit": limit}
+        )
         claimed.extend(rows)
         if len(rows) < limit:
             return sorted(claimed, key=lambda e: e.id)
 
 
 def mark_reported(conn: psycopg.Connection[Any], ids: Iterable[int]) -> None:
-    conn.execute(QUERIES.outbox_reported, {"ids": sorted(ids)})
+    QUERIES.outbox_reported.run(conn, {"ids": sorted(ids)})
 
 
 @dataclass
@@ -254,18 +238,13 @@ def drain(
     ``runs_in_flight(run_ids)``: those of the runs that are still queued or running.
     The rows a live push or a running delivery run holds are left to them.
     """
-    names = [
-        row["name"]
-        for row in conn.execute(
-            QUERIES.outbox_runs,
-            {"run_source": RUN_SOURCE_PREFIX + "%", "run_claimant": RUN_CLAIMANT_PREFIX + "%"},
-        )
-    ]
+    names = QUERIES.outbox_runs.all(
+        conn, {"run_source": RUN_SOURCE_PREFIX + "%", "run_claimant": RUN_CLAIMANT_PREFIX + "%"}
+    )
     runs = {name.split(":", 1)[1] for name in names}
     live = runs_in_flight(runs) if runs else set()
-    cur = conn.cursor(row_factory=class_row(DeliveryEvent))
-    rows = cur.execute(
-        QUERIES.outbox_pending,
+    rows = QUERIES.outbox_pending.all(
+        conn,
         {
             "lease": PUSH_LEASE,
             "push_claimant": PUSH_CLAIMANT_PREFIX + "%",
@@ -273,7 +252,7 @@ def drain(
             "running_claimants": [RUN_CLAIMANT_PREFIX + run for run in live],
             "limit": limit,
         },
-    ).fetchall()
+    )
     # Claimed before: an event may already name them. Ask the log, not our flag.
     handed_over = [row for row in rows if row.claimed_by is not None]
     found: set[int] = set()
@@ -284,9 +263,7 @@ def drain(
             mark_reported(conn, found)
     seen = [{"id": row.id, "claimed_by": row.claimed_by} for row in rows if row.id not in found]
     claimed = (
-        cur.execute(
-            QUERIES.outbox_claim_seen, {"seen": Jsonb(seen), "claimant": SENSOR_CLAIMANT}
-        ).fetchall()
+        QUERIES.outbox_claim_seen.all(conn, {"seen": Jsonb(seen), "claimant": SENSOR_CLAIMANT})
         if seen
         else []
     )
@@ -302,4 +279,4 @@ def forget_reported(
     conn: psycopg.Connection[Any], *, keep: dt.timedelta = OUTBOX_KEEP, limit: int = FORGET_LIMIT
 ) -> int:
     """Delete the oldest rows reported more than ``keep`` ago; how many went."""
-    return conn.execute(QUERIES.outbox_forget, {"keep": keep, "limit": limit}).rowcount
+    return QUERIES.outbox_forget.run(conn, {"keep": keep, "limit": limit})

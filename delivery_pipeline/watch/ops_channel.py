@@ -23,9 +23,9 @@ from typing import Any
 
 import httpx
 import psycopg
-from psycopg.rows import DictRow
 
 from delivery_pipeline.store.queries import QUERIES
+from delivery_pipeline.store.rows import UnsentAlert
 from delivery_pipeline.watch.alerts import AlertChannel
 
 log = logging.getLogger(__name__)
@@ -111,18 +111,18 @@ class OpsNotifier:
         raise last
 
 
-def payload_for(alert: dict[str, Any]) -> tuple[str, list[dict[str, Any]]]:
+def payload_for(alert: UnsentAlert) -> tuple[str, list[dict[str, Any]]]:
     """The text and blocks for one ``ops_alerts`` row."""
-    prefix = _PREFIX.get((alert["kind"], alert["severity"]), f"*{alert['severity']}*")
-    text = f"{prefix} {alert['message']}"[:TEXT_LIMIT]
-    created = alert["created_at"]
+    prefix = _PREFIX.get((alert.kind, alert.severity), f"*{alert.severity}*")
+    text = f"{prefix} {alert.message}"[:TEXT_LIMIT]
+    created = alert.created_at
     when = created.astimezone(dt.UTC).strftime("%Y-%m-%d %H:%M UTC") if created else ""
     blocks: list[dict[str, Any]] = [
         {"type": "section", "text": {"type": "mrkdwn", "text": text}},
         {
             "type": "context",
             "elements": [
-                {"type": "mrkdwn", "text": f"`{alert['dedup_key']}` · {alert['kind']} · {when}"}
+                {"type": "mrkdwn", "text": f"`{alert.dedup_key}` · {alert.kind} · {when}"}
             ],
         },
     ]
@@ -153,7 +153,7 @@ class SendReport:
 
 
 def send_pending(
-    conn: psycopg.Connection[DictRow],
+    conn: psycopg.Connection[Any],
     notifier: OpsNotifier,
     *,
     reviewers: OpsNotifier | None = None,
@@ -178,19 +178,18 @@ def send_pending(
         report.unconfigured = True
     # Two processes post (the alert sensor, the webhook service's watchdog): one at a time,
     # or both would post the same unsent row.
-    locked = conn.execute(QUERIES.alert_sender_try_lock).fetchone()
-    if not (locked and locked["locked"]):
+    if not QUERIES.alert_sender_try_lock.one(conn, {}):
         report.busy = True
         return report
     try:
         _send(conn, routes, report, limit=limit, max_age_seconds=max_age_seconds)
     finally:
-        conn.execute(QUERIES.alert_sender_unlock)
+        QUERIES.alert_sender_unlock.one(conn, {})
     return report
 
 
 def _send(
-    conn: psycopg.Connection[DictRow],
+    conn: psycopg.Connection[Any],
     routes: dict[AlertChannel, OpsNotifier],
     report: SendReport,
     *,
@@ -201,27 +200,27 @@ def _send(
     for channel, target in routes.items():
         if not target.configured or target in down:
             continue
-        rows = conn.execute(
-            QUERIES.alerts_to_send,
+        rows = QUERIES.alerts_to_send.all(
+            conn,
             {
                 "channel": channel,
                 "max_age": dt.timedelta(seconds=max_age_seconds),
                 "limit": limit,
             },
-        ).fetchall()
+        )
         for alert in rows:
             text, blocks = payload_for(alert)
             try:
                 target.post(text, blocks=blocks)
             except OpsChannelError as exc:
                 error = str(exc)[:500]
-                conn.execute(QUERIES.alert_send_failed, {"id": alert["id"], "error": error})
-                report.failed.append(alert["id"])
+                QUERIES.alert_send_failed.run(conn, {"id": alert.id, "error": error})
+                report.failed.append(alert.id)
                 report.last_error = str(exc)
-                log.warning("%s alert %s not sent: %s", channel, alert["id"], exc)
+                log.warning("%s alert %s not sent: %s", channel, alert.id, exc)
                 if exc.transient:
                     down.append(target)
                     break
                 continue
-            conn.execute(QUERIES.alert_sent, {"id": alert["id"]})
-            report.sent.append(alert["id"])
+            QUERIES.alert_sent.run(conn, {"id": alert.id})
+            report.sent.append(alert.id)

@@ -13,6 +13,7 @@ still counts for the day the message went out). No Dagster here.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import math
 from dataclasses import dataclass
@@ -20,9 +21,9 @@ from typing import Any
 
 import pandas as pd
 import psycopg
-from psycopg.rows import DictRow
 
-from delivery_pipeline.store.queries import QUERIES
+from delivery_pipeline.store.queries import QUERIES, Query
+from delivery_pipeline.store.rows import DayBounds
 
 
 @dataclass(frozen=True)
@@ -65,9 +66,11 @@ def _duration(seconds: float | None) -> str:
 
 
 def _frame(
-    conn: psycopg.Connection[DictRow], query: str, params: dict[str, Any], columns: list[str]
+    conn: psycopg.Connection[Any], query: Query[DayBounds, Any], params: DayBounds
 ) -> pd.DataFrame:
-    return pd.DataFrame(conn.execute(query, params).fetchall(), columns=columns)
+    """The query's rows as a frame whose columns are its row type's fields."""
+    rows = [dataclasses.astuple(row) for row in query.all(conn, params)]
+    return pd.DataFrame(rows, columns=[f.name for f in dataclasses.fields(query.row)])
 
 
 def _quantile(values: pd.Series, q: float) -> float | None:
@@ -82,29 +85,14 @@ def day_bounds(day: dt.date) -> tuple[dt.datetime, dt.datetime]:
     return start, start + dt.timedelta(days=1)
 
 
-def delivery_report(conn: psycopg.Connection[DictRow], day: dt.date) -> DeliveryReport:
+def delivery_report(conn: psycopg.Connection[Any], day: dt.date) -> DeliveryReport:
     """The report for one UTC day."""
     start, end = day_bounds(day)
-    params = {"start": start, "end": end}
-    docs = _frame(
-        conn,
-        QUERIES.report_documents,
-        params,
-        ["id", "kind", "generated_at", "delivered_at", "generated_in_day", "delivered_in_day"],
-    )
-    chunks = _frame(
-        conn,
-        QUERIES.report_chunks,
-        params,
-        ["document_id", "chunk_index", "state", "delivered", "read"],
-    )
-    knocks = _frame(
-        conn,
-        QUERIES.report_knocks,
-        params,
-        ["id", "person_id", "knock_sent_at", "delivered", "seen", "answered"],
-    )
-    abandoned = _frame(conn, QUERIES.report_abandoned, params, ["id", "reason"])
+    params: DayBounds = {"start": start, "end": end}
+    docs = _frame(conn, QUERIES.report_documents, params)
+    chunks = _frame(conn, QUERIES.report_chunks, params)
+    knocks = _frame(conn, QUERIES.report_knocks, params)
+    abandoned = _frame(conn, QUERIES.report_abandoned, params)
 
     generated = docs[docs["generated_in_day"].fillna(False).astype(bool)]
     delivered = docs[docs["delivered_in_day"].fillna(False).astype(bool)]

@@ -20,6 +20,7 @@ table and says that more is left; the next day's run goes on. No Dagster here:
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 from dataclasses import dataclass, field
 from typing import Any
@@ -27,7 +28,8 @@ from typing import Any
 import psycopg
 
 from delivery_pipeline.settings import RetentionSettings
-from delivery_pipeline.store.queries import QUERIES
+from delivery_pipeline.store.queries import QUERIES, Query
+from delivery_pipeline.store.rows import BatchPruned, PruneBatch
 
 
 @dataclass(frozen=True)
@@ -36,7 +38,7 @@ class Table:
     4 MiB each, so fewer of them)."""
 
     name: str
-    query: str
+    query: Query[PruneBatch, BatchPruned]
     batch: int
 
 
@@ -103,20 +105,25 @@ def prune_table(
     """Delete ``table``'s rows older than ``keep`` that nothing reads, oldest first."""
     limit = batch or table.batch
     pruned = Pruned(table.name, keep_days=keep.total_seconds() / 86400)
-    after: dict[str, Any] = {"after_at": None, "after_key": None, "after_sub": None}
+    after: BatchPruned | None = None
     while pruned.batches < max_batches:
-        row = conn.execute(table.query, {"keep": keep, "limit": limit, **after}).fetchone()
+        row = table.query.one(
+            conn,
+            {
+                "keep": keep,
+                "limit": limit,
+                "after_at": after.after_at if after else None,
+                "after_key": after.after_key if after else None,
+                "after_sub": after.after_sub if after else None,
+            },
+        )
         assert row is not None
         pruned.batches += 1
-        pruned.deleted += row["deleted"]
-        pruned.kept += row["examined"] - row["deleted"]
-        if row["examined"] < limit:
+        pruned.deleted += row.deleted
+        pruned.kept += row.examined - row.deleted
+        if row.examined < limit:
             return pruned
-        after = {
-            "after_at": row["after_at"],
-            "after_key": row["after_key"],
-            "after_sub": row["after_sub"],
-        }
+        after = row
     pruned.more = True
     return pruned
 
@@ -133,7 +140,8 @@ def prune_history(
     result = Retention(
         [prune_table(conn, table, keep[table.name], max_batches=max_batches) for table in TABLES]
     )
-    oldest = conn.execute(QUERIES.retention_oldest).fetchone() or {}
+    oldest = QUERIES.retention_oldest.one(conn, {})
+    ages = dataclasses.asdict(oldest) if oldest else {}
     for pruned in result.tables:
-        pruned.oldest_age_seconds = oldest.get(pruned.table)
+        pruned.oldest_age_seconds = ages.get(pruned.table)
     return result

@@ -24,6 +24,7 @@ from typing import Any
 import psycopg
 
 from delivery_pipeline.store.queries import QUERIES
+from delivery_pipeline.store.rows import OpsAlert
 from delivery_pipeline.watch.ages import format_age
 from delivery_pipeline.watch.alerts import Alert, AlertSeverity, note_check
 
@@ -35,7 +36,7 @@ _NAMES = {HEARTBEAT_SENSOR: "delivery_heartbeat tick", CHECKS: "check evaluation
 
 def beat(conn: psycopg.Connection[Any], source: str) -> None:
     """Dagster's daemon is alive: ``source`` just ran."""
-    conn.execute(QUERIES.beat, {"source": source})
+    QUERIES.beat.run(conn, {"source": source})
 
 
 def interval_seconds(stale_seconds: float) -> float:
@@ -44,7 +45,7 @@ def interval_seconds(stale_seconds: float) -> float:
 
 
 def _ages(conn: psycopg.Connection[Any]) -> dict[str, float]:
-    return {row["source"]: float(row["age_seconds"]) for row in conn.execute(QUERIES.heartbeats)}
+    return {row.source: row.age_seconds for row in QUERIES.heartbeats.all(conn, {})}
 
 
 def daemon_alert(ages: dict[str, float], *, stale_seconds: float, since_start: float) -> Alert:
@@ -81,7 +82,7 @@ def watch_daemon(
     stale_seconds: float,
     reminder_seconds: float,
     watching_since: dt.datetime,
-) -> dict[str, Any] | None:
+) -> OpsAlert | None:
     """Look once; returns the ``ops_alerts`` row written (alert, reminder, resolved), if any."""
     ages = _ages(conn)
     since_start = (dt.datetime.now(dt.UTC) - watching_since).total_seconds()

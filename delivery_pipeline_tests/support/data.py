@@ -37,7 +37,7 @@ def add_person(
 ) -> dict[str, Any]:
     """A person; ``inbound_age_seconds`` None means they never wrote (window closed)."""
     person = conn.execute(
-        QUERIES.insert_person,
+        QUERIES.insert_person.sql,
         {
             "phone": phone or new_phone(),
             "name": name,
@@ -71,7 +71,7 @@ def add_document(
 ) -> dict[str, Any]:
     """A generated document, ready for delivery (``needs_review``: awaiting review)."""
     return conn.execute(
-        QUERIES.insert_ready_document,
+        QUERIES.insert_ready_document.sql,
         {
             "person_id": person_id,
             "kind": kind,
@@ -95,11 +95,11 @@ def plan_body(chunks: int, chunk_limit: int = 4096, tag: str = "") -> str:
 
 
 def document(conn: psycopg.Connection, document_id: int) -> dict[str, Any]:
-    return conn.execute(QUERIES.document_by_id, {"id": document_id}).fetchone()
+    return conn.execute(QUERIES.document_by_id.sql, {"id": document_id}).fetchone()
 
 
 def chunks(conn: psycopg.Connection, document_id: int) -> list[dict[str, Any]]:
-    return conn.execute(QUERIES.document_chunks, {"document_id": document_id}).fetchall()
+    return conn.execute(QUERIES.document_chunks.sql, {"document_id": document_id}).fetchall()
 
 
 def person_writes(

@@ -1,0 +1,1049 @@
+"""What every named query takes and returns: its parameters and its row.
+
+Parameters are a ``TypedDict`` per shape, so mypy checks each call's names
+and types (a ``NotRequired`` key is one that some queries of a shared shape
+do not read); a row is a frozen dataclass whose fields are the query's result
+columns, in order and by name (a query of one column returns the value
+itself). ``store.queries`` pairs each query with its two types;
+``delivery_pipeline_tests/test_queries.py`` describes every query on a
+migrated database and fails when a type and its SQL disagree. Shapes shared
+by several queries are declared once, first; the rest follow the order of
+``sql/queries*.sql``. A field typed with one of ``model``'s enums is loaded as
+that enum (the CHECK constraint guarantees the value).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import uuid
+from dataclasses import dataclass
+from typing import Any, NotRequired, TypedDict
+
+from psycopg.types.json import Jsonb
+
+from delivery_pipeline.model import Action, ChunkState, Kind, ReviewDecision
+from delivery_pipeline.settings import Eligibility
+
+# ── parameters shared by several queries ────────────────────────────────
+
+
+class NoParams(TypedDict):
+    """A query without parameters: call it with ``{}``."""
+
+
+class ById(TypedDict):
+    id: int
+
+
+class ByPerson(TypedDict):
+    person_id: int
+
+
+class ByDocument(TypedDict):
+    document_id: int
+
+
+class ByPhoneNumber(TypedDict):
+    """The business number's id (the pacer's row)."""
+
+    phone_number_id: str
+
+
+class ByDedupKey(TypedDict):
+    dedup_key: str
+
+
+class ClaimRef(TypedDict):
+    """A write fenced by the delivery claim: the document and our claim token."""
+
+    document_id: int
+    token: uuid.UUID
+
+
+class ChunkRef(TypedDict):
+    """One chunk's current send attempt (its callback tag)."""
+
+    document_id: int
+    chunk_index: int
+    callback_data: str
+
+
+class Sample(TypedDict):
+    """How many of the oldest rows a check lists."""
+
+    sample: int
+
+
+class AgedCheck(Sample):
+    """A waiting state's check: its thresholds."""
+
+    warn: dt.timedelta
+    error: dt.timedelta
+
+
+class DayBounds(TypedDict):
+    """One report day, ``[start, end)``."""
+
+    start: dt.datetime
+    end: dt.datetime
+
+
+# ── rows shared by several queries ──────────────────────────────────────
+
+
+@dataclass(frozen=True, slots=True)
+class Person:
+    """A ``people`` row."""
+
+    id: int
+    phone: str | None
+    name: str
+    locale: str
+    time_zone: str
+    brief_opt_in: bool
+    brief_local_time: dt.time
+    opted_out_at: dt.datetime | None
+    last_inbound_at: dt.datetime | None
+    last_knock_at: dt.datetime | None
+    window_refused_at: dt.datetime | None
+    created_at: dt.datetime
+    quiet_hours: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class Document:
+    """A ``documents`` row."""
+
+    id: int
+    person_id: int
+    kind: str
+    for_date: dt.date | None
+    created_at: dt.datetime
+    status: str
+    body: str | None
+    generated_at: dt.datetime | None
+    generation_attempts: int
+    generation_error: str | None
+    generation_claim_token: uuid.UUID | None
+    generation_claimed_at: dt.datetime | None
+    next_generation_at: dt.datetime
+    delivered_at: dt.datetime | None
+    delivery_attempts: int
+    last_delivery_error: str | None
+    next_attempt_at: dt.datetime
+    chunk_limit: int | None
+    claim_token: uuid.UUID | None
+    claimed_at: dt.datetime | None
+    knock_sent_at: dt.datetime | None
+    knock_message_id: str | None
+    awaiting_reply_since: dt.datetime | None
+    abandoned_at: dt.datetime | None
+    abandon_reason: str | None
+    generation_failed_at: dt.datetime | None
+    awaiting_review_since: dt.datetime | None
+    review_decision: ReviewDecision | None
+    reviewed_by: str | None
+    reviewed_at: dt.datetime | None
+    review_reason: str | None
+    approved_body: str | None
+    in_queue: bool
+    quiet_until: dt.datetime | None
+
+
+@dataclass(frozen=True, slots=True)
+class StateCount:
+    """Documents in one state (abandoned: per reason, else ``''``) and the oldest's age."""
+
+    state: str
+    reason: str
+    count: int
+    oldest_age_seconds: float
+
+
+@dataclass(frozen=True, slots=True)
+class ChunkOwner:
+    """A chunk as a status webhook finds it, with its document's person."""
+
+    document_id: int
+    chunk_index: int
+    state: ChunkState
+    callback_data: str
+    person_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class DeliveryEvent:
+    """One outbox row (``delivery_events``, sql/008)."""
+
+    id: int
+    occurred_at: dt.datetime
+    document_id: int
+    person_id: int
+    kind: str
+    event: str
+    reason: str | None
+    chunks: int | None
+    source: str
+    claimed_by: str | None
+    claimed_at: dt.datetime | None
+
+
+# ── sql/queries.sql: server and migrations ──────────────────────────────
+
+
+class ByName(TypedDict):
+    name: str
+
+
+class MigrationRecord(TypedDict):
+    version: int
+    name: str
+
+
+# ── sql/queries.sql: people ─────────────────────────────────────────────
+
+
+class NewPerson(TypedDict):
+    phone: str
+    name: str
+    locale: str
+    time_zone: str
+    brief_opt_in: bool
+    brief_local_time: dt.time
+
+
+class QuietHours(ByPerson):
+    quiet_hours: str | None
+
+
+class ByPhone(TypedDict):
+    phone: str
+
+
+class ByTimeZone(TypedDict):
+    time_zone: str
+
+
+# ── sql/queries.sql: documents ──────────────────────────────────────────
+
+
+class PendingDocument(ByPerson):
+    kind: str
+    for_date: dt.date | None
+
+
+class ReadyDocument(PendingDocument):
+    body: str
+    needs_review: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Chunk:
+    """A chunk of the ledger, without its text (``documents show``)."""
+
+    document_id: int
+    chunk_index: int
+    state: ChunkState
+    callback_data: str
+    wa_message_id: str | None
+    send_attempts: int
+    started_at: dt.datetime | None
+    sent_at: dt.datetime | None
+    unknown_since: dt.datetime | None
+    delivered_at: dt.datetime | None
+    read_at: dt.datetime | None
+    failed_at: dt.datetime | None
+    error_code: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class OldestWaiting:
+    """The oldest document of a state that waits on someone."""
+
+    state: str
+    oldest_id: int
+    oldest_last_error: str | None
+    oldest_next_attempt_at: dt.datetime | None
+    oldest_next_attempt_in_seconds: float | None
+
+
+# ── sql/queries.sql: eligibility and claim ──────────────────────────────
+
+
+@dataclass(frozen=True, slots=True)
+class Eligible:
+    """What a sweep would act on now, and how."""
+
+    id: int
+    action: Action
+    quiet_until: dt.datetime | None
+
+
+class ClaimBatch(Eligibility):
+    document_id: int | None
+    person_id: int | None
+    limit: int
+    token: uuid.UUID
+    chunk_limit: int
+
+
+@dataclass(frozen=True, slots=True)
+class Claim:
+    """A document this sweep holds, what the eligibility function said to do, and
+    what delivering it needs (the claim returns it: no second read)."""
+
+    document_id: int
+    action: Action
+    # The action is hold_quiet: when the person's quiet hours end.
+    quiet_until: dt.datetime | None
+    chunk_limit: int | None
+    delivery_attempts: int
+    knock_sent_at: dt.datetime | None
+    person_id: int
+    # None only with the action abandon_unreachable: nothing is sent to them.
+    phone: str | None
+    name: str
+    locale: str
+    # Only while the ledger holds no chunk text: the first claim cuts it.
+    body: str | None
+    token: uuid.UUID
+
+
+class BeginDelivery(ClaimRef):
+    chunks: list[str] | None
+    tags: list[str] | None
+    lease: dt.timedelta
+
+
+@dataclass(frozen=True, slots=True)
+class LedgerEntry:
+    """One row of ``begin_delivery``: the person is busy (then nothing else), or a chunk."""
+
+    person_busy: bool
+    written_now: bool | None
+    chunk_index: int | None
+    state: ChunkState | None
+    send_attempts: int | None
+    callback_data: str | None
+    body: str | None
+    ambiguous_age_seconds: float | None
+
+
+class AdvanceDelivery(ClaimRef):
+    sent_index: int | None
+    sent_callback: str | None
+    wa_message_id: str | None
+    next_index: int | None
+    next_callback: str | None
+    resend_ambiguous: bool
+    finish: bool
+    renew_after: dt.timedelta
+
+
+@dataclass(frozen=True, slots=True)
+class Advance:
+    """What ``advance_delivery`` did: is the claim ours, was the chunk fenced, is
+    the document delivered."""
+
+    ours: bool
+    fenced: bool
+    delivered: bool
+
+
+class ChunkFailed(ChunkRef):
+    error_code: int | None
+
+
+class ReleaseForRetry(ClaimRef):
+    delay_seconds: float
+    attempt: int
+    error: str
+
+
+class HoldQuiet(ClaimRef):
+    until: dt.datetime | None
+
+
+class AbandonClaimed(ClaimRef):
+    reason: str
+    error: str
+
+
+# ── sql/queries.sql: knock ──────────────────────────────────────────────
+
+
+@dataclass(frozen=True, slots=True)
+class KnockReservation:
+    previous: dt.datetime | None
+    reserved: dt.datetime
+
+
+class UnreserveKnock(ByPerson):
+    previous: dt.datetime | None
+    reserved: dt.datetime
+
+
+class AwaitReply(ClaimRef):
+    knocked: bool
+    knock_message_id: str | None
+    service_window: dt.timedelta
+
+
+@dataclass(frozen=True, slots=True)
+class AwaitingReply:
+    """NULL: the person wrote meanwhile, the document is due again."""
+
+    awaiting_reply_since: dt.datetime | None
+
+
+class RefuseWindow(ByPerson):
+    at: dt.datetime | None
+
+
+class RaiseLastInbound(ByPerson):
+    sent_at: dt.datetime
+
+
+# ── sql/queries.sql: sender state ───────────────────────────────────────
+
+
+class PauseSender(TypedDict):
+    code: int | None
+    reason: str
+
+
+class ResumeSender(TypedDict):
+    send_started_at: dt.datetime
+
+
+@dataclass(frozen=True, slots=True)
+class SenderState:
+    paused_at: dt.datetime | None
+    pause_code: int | None
+    pause_reason: str | None
+    resumed_at: dt.datetime | None
+
+
+# ── sql/queries.sql: the number's shared pacer ──────────────────────────
+
+
+class ReserveSendSlots(ByPhoneNumber):
+    count: int
+    spacing: float
+
+
+@dataclass(frozen=True, slots=True)
+class SendSlots:
+    first_slot: dt.datetime
+    first_slot_in: float
+
+
+@dataclass(frozen=True, slots=True)
+class PacerState:
+    booked_ahead_seconds: float
+    throttled_seconds_ago: float | None
+    throttles: int
+
+
+class ThrottlePacer(ByPhoneNumber):
+    seconds: float
+
+
+# ── sql/queries.sql: alerts ─────────────────────────────────────────────
+
+
+class NewAlert(ByDedupKey):
+    severity: str
+    kind: str
+    message: str
+    details: Jsonb
+    channel: str
+    episode: bool  # a row of a check's episode (note_check), kept while the episode is open
+
+
+@dataclass(frozen=True, slots=True)
+class OpsAlert:
+    """An ``ops_alerts`` row."""
+
+    id: int
+    dedup_key: str
+    severity: str
+    kind: str
+    message: str
+    details: dict[str, Any]
+    created_at: dt.datetime
+    sent_at: dt.datetime | None
+    send_attempts: int
+    last_send_error: str | None
+    channel: str
+    episode: bool
+
+
+@dataclass(frozen=True, slots=True)
+class LastAlert(OpsAlert):
+    """The newest ``ops_alerts`` row of a key, and its age."""
+
+    age_seconds: float
+
+
+class AlertSendFailed(ById):
+    error: str
+
+
+# ── sql/queries_checks.sql ──────────────────────────────────────────────
+
+
+@dataclass(frozen=True, slots=True)
+class PendingCheck:
+    id: int
+    person_id: int
+    kind: str
+    attempts: int
+    error: str | None
+    age_seconds: float
+    total: int
+    over_warn: int
+    over_error: int
+
+
+@dataclass(frozen=True, slots=True)
+class GeneratingCheck:
+    id: int
+    person_id: int
+    kind: str
+    attempts: int
+    claimed_at: dt.datetime | None
+    age_seconds: float
+    total: int
+    over_warn: int
+    over_error: int
+
+
+class UndeliveredCheckParams(Eligibility, AgedCheck):
+    slow: dt.timedelta
+
+
+@dataclass(frozen=True, slots=True)
+class UndeliveredCheck:
+    id: int
+    person_id: int
+    kind: str
+    eligible: bool
+    action: Action | None
+    attempts: int
+    error: str | None
+    age_seconds: float
+    oldest_age_seconds: float
+    stranded_seconds: float | None
+    total: int
+    eligible_total: int
+    over_warn: int
+    over_error: int
+    over_slow: int
+
+
+@dataclass(frozen=True, slots=True)
+class AwaitingReviewCheck:
+    id: int
+    person_id: int
+    kind: str
+    age_seconds: float
+    total: int
+    over_warn: int
+    over_error: int
+
+
+@dataclass(frozen=True, slots=True)
+class AwaitingReplyCheck:
+    id: int
+    person_id: int
+    kind: str
+    knock_sent_at: dt.datetime | None
+    age_seconds: float
+    total: int
+
+
+class KnockHealthParams(Sample):
+    period: dt.timedelta
+    settle: dt.timedelta
+    answer_grace: dt.timedelta
+
+
+@dataclass(frozen=True, slots=True)
+class KnockHealth:
+    knocked: int
+    settled: int
+    not_delivered: int
+    failed: int
+    answerable: int
+    unanswered: int
+    not_delivered_ids: list[int]
+
+
+class PeriodSample(Sample):
+    period: dt.timedelta
+
+
+@dataclass(frozen=True, slots=True)
+class AbandonedCheck:
+    reason: str
+    count: int
+    oldest_age_seconds: float
+    oldest_ids: list[int]
+
+
+@dataclass(frozen=True, slots=True)
+class TierCheck:
+    person_id: int
+    age_seconds: float
+    total: int
+
+
+@dataclass(frozen=True, slots=True)
+class SenderPausedCheck:
+    paused_at: dt.datetime | None
+    pause_code: int | None
+    pause_reason: str | None
+    age_seconds: float | None
+    waiting: int
+    waiting_ids: list[int]
+
+
+class AlertsToSend(TypedDict):
+    channel: str
+    max_age: dt.timedelta
+    limit: int
+
+
+@dataclass(frozen=True, slots=True)
+class UnsentAlert:
+    id: int
+    dedup_key: str
+    severity: str
+    kind: str
+    message: str
+    details: dict[str, Any]
+    created_at: dt.datetime
+    send_attempts: int
+    channel: str
+
+
+@dataclass(frozen=True, slots=True)
+class DeliveryEventsCheck:
+    id: int
+    event: str
+    source: str
+    claimed_by: str | None
+    age_seconds: float
+    total: int
+    over_warn: int
+    over_error: int
+
+
+# ── sql/queries_generation.sql ──────────────────────────────────────────
+
+
+class MaxAttempts(TypedDict):
+    max_attempts: int
+
+
+class ClaimGenerationBatch(MaxAttempts):
+    token: uuid.UUID
+    lease: dt.timedelta
+    limit: int
+    document_id: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class GenerationClaim:
+    """A document claimed for generation, with what the generator needs of its person."""
+
+    id: int
+    person_id: int
+    kind: Kind
+    for_date: dt.date | None
+    generation_attempts: int
+    name: str
+    locale: str
+    time_zone: str
+    local_today: dt.date
+
+
+class GenerationSucceeded(TypedDict):
+    document_id: int
+    token: uuid.UUID
+    body: str
+    needs_review: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Generated:
+    id: int
+    person_id: int
+    abandoned_at: dt.datetime | None
+    awaiting_review_since: dt.datetime | None
+
+
+class GenerationFailed(TypedDict):
+    document_id: int
+    token: uuid.UUID
+    error: str
+    final: bool
+    refund: int
+    delay_seconds: float
+
+
+class Delay(TypedDict):
+    delay_seconds: float
+
+
+class BriefDueDate(TypedDict):
+    at: dt.datetime
+    time_zone: str
+    brief_local_time: dt.time
+
+
+class At(TypedDict):
+    """An instant, or None: the database's now."""
+
+    at: dt.datetime | None
+
+
+@dataclass(frozen=True, slots=True)
+class EnqueuedBrief:
+    id: int
+    person_id: int
+    for_date: dt.date
+
+
+class StaleBriefs(At):
+    lease: dt.timedelta
+
+
+@dataclass(frozen=True, slots=True)
+class AbandonedBrief:
+    id: int
+    person_id: int
+    for_date: dt.date
+    status: str
+
+
+# ── sql/queries_record.sql ──────────────────────────────────────────────
+
+
+class OutboxRuns(TypedDict):
+    run_source: str
+    run_claimant: str
+
+
+class OutboxPending(TypedDict):
+    lease: dt.timedelta
+    push_claimant: str
+    running_sources: list[str]
+    running_claimants: list[str]
+    limit: int
+
+
+class OutboxClaimSource(TypedDict):
+    source: str
+    claimant: str
+    limit: int
+
+
+class OutboxClaimSeen(TypedDict):
+    seen: Jsonb  # [{id, claimed_by}]
+    claimant: str
+
+
+class ByIds(TypedDict):
+    ids: list[int]
+
+
+class OutboxRelease(ByIds):
+    claimant: str
+
+
+class OutboxForget(TypedDict):
+    keep: dt.timedelta
+    limit: int
+
+
+class BySource(TypedDict):
+    source: str
+
+
+@dataclass(frozen=True, slots=True)
+class Heartbeat:
+    source: str
+    seen_at: dt.datetime
+    age_seconds: float
+
+
+# ── sql/queries_report.sql ──────────────────────────────────────────────
+
+
+@dataclass(frozen=True, slots=True)
+class ReportDocument:
+    id: int
+    kind: str
+    generated_at: dt.datetime
+    delivered_at: dt.datetime | None
+    generated_in_day: bool | None
+    delivered_in_day: bool | None
+
+
+@dataclass(frozen=True, slots=True)
+class ReportChunk:
+    document_id: int
+    chunk_index: int
+    state: str
+    delivered: bool
+    read: bool
+
+
+@dataclass(frozen=True, slots=True)
+class ReportKnock:
+    id: int
+    person_id: int
+    knock_sent_at: dt.datetime
+    delivered: bool
+    seen: bool
+    answered: bool
+
+
+@dataclass(frozen=True, slots=True)
+class ReportAbandoned:
+    id: int
+    reason: str | None
+
+
+# ── sql/queries_retention.sql ───────────────────────────────────────────
+
+
+class PruneBatch(TypedDict):
+    """One prune batch: rows older than ``keep``, after the previous batch's last key
+    (all None: from the oldest). The key is an id or a text, per table; only
+    status_events' has a third part, which the other tables' queries do not read."""
+
+    keep: dt.timedelta
+    limit: int
+    after_at: dt.datetime | None
+    after_key: int | str | None
+    after_sub: NotRequired[str | None]
+
+
+@dataclass(frozen=True, slots=True)
+class BatchPruned:
+    """What one prune batch did, and the key the next one continues after."""
+
+    deleted: int
+    examined: int
+    after_at: dt.datetime | None
+    after_key: int | str | None
+    after_sub: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class OldestKept:
+    """How old each pruned table's oldest row is (seconds; None: the table is empty)."""
+
+    raw_webhooks: float | None
+    status_events: float | None
+    inbound_messages: float | None
+    ops_alerts: float | None
+
+
+# ── sql/queries_review.sql ──────────────────────────────────────────────
+
+
+class DecideReview(ByDocument):
+    decision: ReviewDecision
+    reviewer: str
+    reason: str | None
+    body: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class ReviewDecided:
+    id: int
+    person_id: int
+    review_decision: ReviewDecision
+    reviewed_by: str
+    reviewed_at: dt.datetime
+
+
+@dataclass(frozen=True, slots=True)
+class DocumentReview:
+    """Where one document stands with the reviewers."""
+
+    id: int
+    kind: str
+    status: str
+    awaiting_review_since: dt.datetime | None
+    review_decision: ReviewDecision | None
+    reviewed_by: str | None
+    reviewed_at: dt.datetime | None
+    review_reason: str | None
+    edited: bool
+    abandoned_at: dt.datetime | None
+    abandon_reason: str | None
+    delivered_at: dt.datetime | None
+
+
+class Limit(TypedDict):
+    limit: int
+
+
+@dataclass(frozen=True, slots=True)
+class Waiting:
+    """A document awaiting review, as a reviewer sees it."""
+
+    id: int
+    kind: str
+    for_date: dt.date | None
+    body: str
+    awaiting_review_since: dt.datetime
+    age_seconds: float
+    person_id: int
+    name: str
+    phone: str | None
+    locale: str
+    time_zone: str
+    opted_out: bool
+    total: int
+
+
+class SignInFailure(TypedDict):
+    """A wrong token from ``client``; failures older than ``window`` count no more."""
+
+    client: str
+    window: dt.timedelta
+
+
+class SignInAttempt(SignInFailure):
+    """The sign-in limits for ``client`` (``store.review.SignInLimits``)."""
+
+    client_limit: int
+    overall_limit: int
+    known_for: dt.timedelta
+
+
+@dataclass(frozen=True, slots=True)
+class SignInState:
+    """Where a sign-in attempt stands: until when this client, and clients not known,
+    are held (None: not held), and whether this client signed in lately."""
+
+    client_held_until: dt.datetime | None
+    strangers_held_until: dt.datetime | None
+    known: bool
+    now: dt.datetime
+
+
+class NewSession(TypedDict):
+    """A session to start: its cookie key's hash, its reviewer, CSRF token and lifetime."""
+
+    key_hash: bytes
+    reviewer: str
+    csrf: str
+    lifetime: dt.timedelta
+
+
+class StartSession(NewSession):
+    client: str
+    known_for: dt.timedelta
+
+
+class ByKeyHash(TypedDict):
+    key_hash: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class StoredSession:
+    """A live review session."""
+
+    reviewer: str
+    csrf: str
+    expires_at: dt.datetime
+
+
+# ── sql/queries_webhooks.sql ────────────────────────────────────────────
+
+
+class NewInbound(TypedDict):
+    wa_message_id: str
+    person_id: int | None
+    from_number: str | None
+    from_user_id: str | None
+    message_type: str
+    body: str | None
+    sent_at: dt.datetime
+    unknown_sender: bool
+    payload: Jsonb
+
+
+class StatusEvent(TypedDict):
+    """One status as ``apply_statuses`` reads it (its ``jsonb_to_recordset`` columns)."""
+
+    wa_message_id: str
+    status: str
+    occurred_at: str  # ISO 8601
+    recipient_id: str | None
+    callback_data: str | None
+    document_id: int | None
+    chunk_index: int | None
+    error_code: int | None
+    error_title: str | None
+    payload: dict[str, Any]
+
+
+class ApplyStatuses(TypedDict):
+    events: Jsonb  # list[StatusEvent]
+
+
+@dataclass(frozen=True, slots=True)
+class AppliedStatus:
+    """A status stored now (message id and status), or a document whose chunk it settled."""
+
+    wa_message_id: str | None
+    status: str | None
+    settled_document_id: int | None
+
+
+class DocumentIds(TypedDict):
+    document_ids: list[int]
+
+
+class ByWaMessageId(TypedDict):
+    wa_message_id: str
+
+
+class ChunkRefused(ChunkRef):
+    at: dt.datetime
+    error_code: int | None
+
+
+class UndeliverDocument(ByDocument):
+    error: str
+    delay_seconds: float
+
+
+class AbandonDocument(ByDocument):
+    reason: str
+    error: str
+
+
+class SettleKnock(ByDocument):
+    wa_message_id: str
+
+
+class RawWebhook(TypedDict):
+    reason: str
+    body: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class KeptRaw:
+    """The raw body's row, stored now or counted again (a replay of the same bytes)."""
+
+    id: int
+    received_count: int
