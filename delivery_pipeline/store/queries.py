@@ -458,6 +458,10 @@ class Queries:
     review_session = Query(ByKeyHash, StoredSession)
     end_review_session = Statement(ByKeyHash)
 
+    # sql/queries_schema.sql
+    schema_catalog = Query(NoParams, str)
+    defer_function_checks = Statement(NoParams)
+
     # sql/queries_webhooks.sql
     insert_inbound = Query(NewInbound, str)
     apply_statuses = Query(ApplyStatuses, AppliedStatus)
