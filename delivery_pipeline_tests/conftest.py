@@ -170,5 +170,8 @@ def settings(sandbox: SandboxProcess, database_url: str) -> Settings:
             "concurrency": 8,
             "backoff_base_seconds": 0.0,
             "backoff_max_seconds": 0.0,
+            # The environment's "off" reaches child processes; an in-process
+            # Settings() holds the code's default, which is on at night.
+            "quiet_hours": "",
         },
     )

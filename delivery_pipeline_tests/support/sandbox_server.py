@@ -167,7 +167,7 @@ def _environment(overrides: dict[str, Any]) -> dict[str, str]:
     return env
 
 
-def start_sandbox(*, timeout: float = 15.0, **env_overrides: Any) -> SandboxProcess:
+def start_sandbox(*, timeout: float = 60.0, **env_overrides: Any) -> SandboxProcess:
     """Launch the sandbox on a free port and wait until it answers.
 
     ``env_overrides`` are environment variables (``SANDBOX_REFUSAL_MODE="async"``,

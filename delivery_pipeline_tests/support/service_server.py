@@ -87,7 +87,7 @@ def start_service(
     database_url: str,
     api_base_url: str,
     *,
-    timeout: float = 20.0,
+    timeout: float = 60.0,
     port: int | None = None,
     args: tuple[str, ...] = (),
     **extra_env: Any,
