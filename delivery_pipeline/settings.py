@@ -319,6 +319,12 @@ class DeliverySettings(Section):
     )
     knock_param_max: int = Field(60, ge=1, description="cap of the knock's name parameter")
     heartbeat_seconds: int = Field(30, ge=1, description="heartbeat sensor interval")
+    pause_probe_seconds: float = Field(
+        10.0, gt=0, description="first probe after a sender-wide pause (docs/design.md §7.1)"
+    )
+    pause_probe_max_seconds: float = Field(
+        300.0, gt=0, description="the probe interval doubles up to this"
+    )
     review_kinds: str = Field(
         "", description="kinds a reviewer approves before delivery, comma-separated"
     )

@@ -265,28 +265,38 @@ def test_expired_token_stops_the_sweep_without_burning_attempts(db, sandbox, set
     for p in people:
         sandbox.say(p["phone"], "hi")
         add_document(db, p["id"], plan_body(2))
-    bad = settings.replace(whatsapp={"access_token": "expired-token"}, delivery={"concurrency": 2})
+    bad = settings.replace(
+        whatsapp={"access_token": "expired-token"},
+        delivery={"concurrency": 2, "pause_probe_seconds": 0.5},
+    )
 
     first = sweep(bad)
     second = sweep(bad)
 
-    assert first.stopped_by and "190" in first.stopped_by and second.stopped_by
+    assert first.stopped_by and "190" in first.stopped_by
+    assert second.stopped_by and "paused" in second.stopped_by, "read before claiming"
+    assert second.claimed == 0
+    assert sandbox.stats()["rejected_by_code"]["190"] <= 2, "one refusal per sender in flight"
     assert sandbox.inboxes() == {} or all(v == [] for v in sandbox.inboxes().values())
     docs = db.execute("SELECT * FROM documents").fetchall()
     assert all(d["delivery_attempts"] == 0 and d["claim_token"] is None for d in docs)
     assert all(d["abandoned_at"] is None for d in docs)
-    assert (
-        db.execute(
-            "SELECT count(*) AS n FROM ops_alerts WHERE dedup_key LIKE 'sender_paused:%'"
-        ).fetchone()["n"]
-        == 1
-    )
+    assert alert_kinds(db) == ["alert"]
     assert db.execute(QUERIES.sender_state.sql).fetchone()["paused_at"] is not None
 
-    fixed = sweep(settings)
+    time.sleep(0.6)  # the probe is due
+    fixed = sweep(settings.replace(delivery={"pause_probe_seconds": 0.5}))
 
     assert fixed.delivered == 5
     assert db.execute(QUERIES.sender_state.sql).fetchone()["paused_at"] is None
+    assert alert_kinds(db) == ["alert", "resolved"]
+
+
+def alert_kinds(db) -> list[str]:
+    rows = db.execute(
+        "SELECT kind FROM ops_alerts WHERE dedup_key = 'check:sender_paused' ORDER BY id"
+    ).fetchall()
+    return [r["kind"] for r in rows]
 
 
 def test_drop_after_accept_is_unknown_and_not_resent_blindly(db, sandbox, settings):

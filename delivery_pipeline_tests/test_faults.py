@@ -267,7 +267,9 @@ def test_expired_token_mid_sweep_pauses_and_a_fixed_token_resumes(db, sandbox, s
     sandbox.faults(latency_ms=10, pair_rate_enabled=False, throughput_limit=0)
     expected = seed(db, 60, chunks=3)
     open_sandbox_windows(sandbox, expected)
-    slow = settings.replace(delivery={"chunk_limit": CHUNK_LIMIT, "concurrency": 4})
+    slow = settings.replace(
+        delivery={"chunk_limit": CHUNK_LIMIT, "concurrency": 4, "pause_probe_seconds": 0.5}
+    )
 
     async def revoke_midway():
         sweep = asyncio.create_task(run_sweep(slow, settings.database.database_url))
@@ -286,11 +288,12 @@ def test_expired_token_mid_sweep_pauses_and_a_fixed_token_resumes(db, sandbox, s
     assert all(d["delivery_attempts"] == 0 and d["abandoned_at"] is None for d in docs)
     assert all(d["claim_token"] is None for d in docs), "claims released, not left to lapse"
     alerts = db.execute(
-        "SELECT * FROM ops_alerts WHERE dedup_key LIKE 'sender_paused:%'"
+        "SELECT * FROM ops_alerts WHERE dedup_key = 'check:sender_paused'"
     ).fetchall()
     assert len(alerts) == 1
     assert db.execute(QUERIES.sender_state.sql).fetchone()["paused_at"] is not None
 
+    time.sleep(0.6)  # the probe is due
     resumed = asyncio.run(
         run_sweep(
             slow.replace(whatsapp={"access_token": "rotated-token"}),

@@ -129,8 +129,11 @@ ORDER BY s.state, s.since, s.id
 
 -- name: guard_exists
 -- The heartbeat guard: would a sweep act on anything now? One indexed probe.
+-- While sending is paused, only once the next probe is due (sql/018).
 SELECT EXISTS (
     SELECT 1 FROM eligible_documents(%(lease)s, %(service_window)s, %(quiet_hours)s)
+) AND NOT EXISTS (
+    SELECT 1 FROM sender_state WHERE paused_at IS NOT NULL AND next_probe_at > now()
 ) AS eligible
 
 -- name: eligible_ids
@@ -151,6 +154,8 @@ WITH candidates AS (
     FROM eligible_documents(%(lease)s, %(service_window)s, %(quiet_hours)s) e
     WHERE (%(document_id)s::bigint IS NULL OR e.id = %(document_id)s::bigint)
       AND (%(person_id)s::bigint IS NULL OR e.person_id = %(person_id)s::bigint)
+      -- Nothing while sending is paused, but the probe's one document (sql/018).
+      AND (%(probe)s OR NOT EXISTS (SELECT 1 FROM sender_state WHERE paused_at IS NOT NULL))
     ORDER BY e.next_attempt_at, e.id
     LIMIT %(limit)s * 8
 ),
@@ -181,12 +186,18 @@ RETURNING d.id AS document_id, locked.action, locked.quiet_until, d.chunk_limit,
 -- Start or resume delivering a claimed document. If our claim holds and no
 -- other document of the person is being sent: when %(chunks)s is given (the
 -- first claim), store every chunk as 'pending' with its text and the tag of its
--- first attempt (%(tags)s), chunk 0 already fenced as 'sending' (a ledger from
+-- first attempt (%(tags)s), chunk 0 already fenced as 'sending' unless sending
+-- is paused for everybody but a probe of another document (a ledger from
 -- before the text was kept only gets its text filled in); then return the
 -- ledger in order.
 -- No row back: the claim is lost. person_busy: another of the person's
 -- documents is under a live claim; give this one back, it waits its turn.
-WITH doc AS (
+WITH gate AS (
+    SELECT paused_at IS NOT NULL AND probe_document_id IS DISTINCT FROM %(document_id)s
+               AS paused
+    FROM sender_state
+),
+doc AS (
     SELECT d.id,
            EXISTS (SELECT 1 FROM documents o
                    WHERE o.person_id = d.person_id AND o.in_queue AND o.id <> d.id
@@ -198,9 +209,10 @@ WITH doc AS (
 written AS (
     INSERT INTO delivery_chunks AS c
         (document_id, chunk_index, state, body, callback_data, send_attempts)
-    SELECT doc.id, t.n - 1, CASE WHEN t.n = 1 THEN 'sending' ELSE 'pending' END, t.body,
-           t.tag, CASE WHEN t.n = 1 THEN 1 ELSE 0 END
-    FROM doc CROSS JOIN unnest(%(chunks)s::text[], %(tags)s::text[]) WITH ORDINALITY
+    SELECT doc.id, t.n - 1,
+           CASE WHEN t.n = 1 AND NOT gate.paused THEN 'sending' ELSE 'pending' END, t.body,
+           t.tag, CASE WHEN t.n = 1 AND NOT gate.paused THEN 1 ELSE 0 END
+    FROM gate, doc CROSS JOIN unnest(%(chunks)s::text[], %(tags)s::text[]) WITH ORDINALITY
                         AS t(body, tag, n)
     WHERE NOT doc.person_busy
     ON CONFLICT (document_id, chunk_index) DO UPDATE SET body = coalesce(c.body, excluded.body)
@@ -236,7 +248,8 @@ ORDER BY l.chunk_index
 -- cannot have been taken (nobody claims inside the lease); an older one is
 -- proved on the locked row by the renewal, so a sweeper whose lease lapsed
 -- never fences a chunk its successor owns. ours = false: the claim is lost,
--- send nothing more (the record stands).
+-- send nothing more (the record stands). paused: sending is paused for every
+-- document but a probe's (sql/018), nothing is fenced; give the claim back.
 WITH sent AS (
     UPDATE delivery_chunks
     SET state = 'sent', wa_message_id = %(wa_message_id)s, sent_at = coalesce(sent_at, now()),
@@ -259,13 +272,19 @@ renewed AS (
 held AS (
     SELECT id FROM ours WHERE fresh OR EXISTS (SELECT 1 FROM renewed)
 ),
+gate AS (
+    SELECT paused_at IS NOT NULL AND probe_document_id IS DISTINCT FROM %(document_id)s
+               AS paused
+    FROM sender_state
+),
 fenced AS (
     UPDATE delivery_chunks c
     SET state = 'sending', callback_data = %(next_callback)s, send_attempts = c.send_attempts + 1,
         started_at = now(), unknown_since = NULL, failed_at = NULL, error_code = NULL,
         wa_message_id = NULL
-    FROM held
+    FROM held, gate
     WHERE c.document_id = held.id AND c.chunk_index = %(next_index)s::integer
+      AND NOT gate.paused
       AND (c.state IN ('pending', 'failed')
            OR (c.state IN ('sending', 'unknown') AND %(resend_ambiguous)s))
     RETURNING c.chunk_index
@@ -283,7 +302,8 @@ delivered AS (
 SELECT EXISTS (SELECT 1 FROM ours)
            AND (%(next_index)s::integer IS NULL OR EXISTS (SELECT 1 FROM held)) AS ours,
        EXISTS (SELECT 1 FROM fenced) AS fenced,
-       EXISTS (SELECT 1 FROM delivered) AS delivered
+       EXISTS (SELECT 1 FROM delivered) AS delivered,
+       (SELECT paused FROM gate) AS paused
 
 -- name: chunk_failed
 -- The platform did not accept the chunk.
@@ -420,21 +440,57 @@ RETURNING id
 -- ───────────────────────────── sender state ──────────────────────────────
 
 -- name: pause_sender
--- A global error: every sweep stops until a send succeeds again.
-UPDATE sender_state
-SET paused_at = coalesce(paused_at, now()), pause_code = %(code)s, pause_reason = %(reason)s,
-    resumed_at = NULL
-RETURNING paused_at
+-- A sender-wide error: every sender stops (claims and fences read the pause).
+-- The first refusal starts the pause with the first probe %(first_seconds)s
+-- away; a refused probe (the probe's own document, %(document_id)s) grows the
+-- interval (× 2, at most %(max_seconds)s); refusals of sends already in
+-- flight when the pause began only count. fresh: this refusal started the pause.
+UPDATE sender_state s
+SET paused_at = coalesce(s.paused_at, now()), pause_code = %(code)s, pause_reason = %(reason)s,
+    resumed_at = NULL, resumed_by = NULL,
+    refused_sends = CASE WHEN s.paused_at IS NULL THEN 1 ELSE s.refused_sends + 1 END,
+    probes = CASE WHEN s.paused_at IS NULL THEN 0
+                  WHEN is_probe THEN s.probes + 1 ELSE s.probes END,
+    probe_interval_seconds = CASE
+        WHEN s.paused_at IS NULL OR s.probe_interval_seconds IS NULL THEN %(first_seconds)s
+        WHEN is_probe THEN least(s.probe_interval_seconds * 2, %(max_seconds)s)
+        ELSE s.probe_interval_seconds END,
+    next_probe_at = CASE
+        WHEN s.paused_at IS NULL OR s.next_probe_at IS NULL
+            THEN now() + make_interval(secs => %(first_seconds)s)
+        WHEN is_probe
+            THEN now() + make_interval(secs => least(s.probe_interval_seconds * 2,
+                                                     %(max_seconds)s))
+        ELSE s.next_probe_at END,
+    probe_token = CASE WHEN is_probe THEN NULL ELSE s.probe_token END,
+    probe_document_id = CASE WHEN is_probe THEN NULL ELSE s.probe_document_id END
+FROM (SELECT paused_at IS NULL AS fresh,
+             probe_document_id IS NOT NULL AND probe_document_id = %(document_id)s AS is_probe
+      FROM sender_state FOR UPDATE) old
+RETURNING old.fresh, s.paused_at, s.next_probe_at, s.probes, s.refused_sends
 
 -- name: resume_sender
--- A send that started after the pause succeeded: the pause is over.
-UPDATE sender_state SET paused_at = NULL, pause_code = NULL, pause_reason = NULL, resumed_at = now()
-WHERE paused_at IS NOT NULL AND paused_at < %(send_started_at)s
-RETURNING resumed_at
+-- A send that started after the pause succeeded: the pause is over for
+-- everybody, and every listener sweeps at once (one notification).
+WITH resumed AS (
+    UPDATE sender_state
+    SET paused_at = NULL, pause_code = NULL, pause_reason = NULL, resumed_at = now(),
+        next_probe_at = NULL, probe_interval_seconds = NULL, probe_token = NULL,
+        probe_document_id = NULL, probe_started_at = NULL, resumed_by = %(by)s
+    WHERE paused_at IS NOT NULL AND paused_at < %(send_started_at)s
+    RETURNING resumed_at
+)
+SELECT resumed_at FROM resumed
+CROSS JOIN LATERAL (
+    SELECT pg_notify('delivery_ready', '0:' || extract(epoch FROM now())::text)
+) AS notified
 
 -- name: sender_state
--- Is sending paused, and why?
-SELECT paused_at, pause_code, pause_reason, resumed_at FROM sender_state
+-- Is sending paused, why, since when, and when is the next probe?
+SELECT paused_at, pause_code, pause_reason, resumed_at, next_probe_at, probe_interval_seconds,
+       probes, refused_sends, resumed_by,
+       extract(epoch FROM next_probe_at - now())::float8 AS next_probe_in_seconds
+FROM sender_state
 
 -- ─────────────────────── the number's shared pacer ───────────────────────
 
@@ -507,7 +563,10 @@ WHERE id = %(id)s
 LISTEN delivery_ready
 
 -- name: next_due
--- When the earliest unclaimed document in the queue that is not due yet becomes due (one index probe).
-SELECT min(next_attempt_at) AS next_due
-FROM documents
-WHERE in_queue AND next_attempt_at > now() AND claim_token IS NULL
+-- When the earliest unclaimed document in the queue that is not due yet becomes
+-- due (one index probe); while sending is paused, the next probe.
+SELECT coalesce(
+    (SELECT next_probe_at FROM sender_state WHERE paused_at IS NOT NULL),
+    (SELECT min(next_attempt_at) FROM documents
+     WHERE in_queue AND next_attempt_at > now() AND claim_token IS NULL)
+) AS next_due

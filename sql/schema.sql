@@ -159,10 +159,14 @@ $$;
 CREATE FUNCTION public.notify_delivery_ready() RETURNS trigger
     LANGUAGE plpgsql
     AS $$
+DECLARE
+    due timestamptz := NEW.next_attempt_at;
 BEGIN
+    SELECT greatest(due, s.next_probe_at) INTO due
+    FROM sender_state s WHERE s.paused_at IS NOT NULL AND s.next_probe_at IS NOT NULL;
     PERFORM pg_notify(
         'delivery_ready',
-        NEW.id::text || ':' || extract(epoch FROM NEW.next_attempt_at)::text
+        NEW.id::text || ':' || extract(epoch FROM coalesce(due, NEW.next_attempt_at))::text
     );
     RETURN NULL;
 END
@@ -503,6 +507,14 @@ CREATE TABLE public.sender_state (
     pause_code integer,
     pause_reason text,
     resumed_at timestamp with time zone,
+    next_probe_at timestamp with time zone,
+    probe_interval_seconds double precision,
+    probe_token uuid,
+    probe_document_id bigint,
+    probe_started_at timestamp with time zone,
+    probes integer DEFAULT 0 NOT NULL,
+    refused_sends integer DEFAULT 0 NOT NULL,
+    resumed_by text,
     CONSTRAINT sender_state_id_check CHECK (id)
 );
 

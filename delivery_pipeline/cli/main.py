@@ -215,6 +215,12 @@ def cmd_sweep(args: argparse.Namespace, settings: Settings) -> int:
     return run(args, settings)
 
 
+def cmd_resume(args: argparse.Namespace, settings: Settings) -> int:
+    from delivery_pipeline.cli.resume import run
+
+    return run(args, settings)
+
+
 def cmd_status(args: argparse.Namespace, settings: Settings) -> int:
     from delivery_pipeline.cli.status import run
 
@@ -379,6 +385,15 @@ def build_parser() -> argparse.ArgumentParser:
         "error and next attempt; whether sending is paused (exit 1 if so); the pacer",
     )
     p.add_argument("--json", action="store_true", help="machine-readable output")
+
+    p = add(
+        sub,
+        "resume",
+        cmd_resume,
+        "end a sender-wide pause now, for every sender (after fixing its cause); without it "
+        "the next successful probe resumes by itself",
+    )
+    p.add_argument("--by", help="who resumes (kept with the pause's resolved alert)")
 
     p = add(
         sub, "service", cmd_service, "run the webhook service (Meta webhooks, the generator's poke)"

@@ -23,7 +23,7 @@ from delivery_pipeline.cli.table import print_rows
 from delivery_pipeline.settings import Settings
 from delivery_pipeline.store.db import connect, resolve_database_url
 from delivery_pipeline.store.queries import QUERIES
-from delivery_pipeline.store.rows import OldestWaiting, StateCount
+from delivery_pipeline.store.rows import OldestWaiting, SenderState, StateCount
 from delivery_pipeline.watch.ages import format_age
 from delivery_pipeline.whatsapp.errors import remedy
 
@@ -75,13 +75,26 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         if paused and sender:
             hint = remedy(sender.pause_code)
             print(
-                f"sending: PAUSED since {sender.paused_at:%Y-%m-%d %H:%M:%S %Z}: "
-                f"{sender.pause_reason}" + (f"; {hint}" if hint else "")
+                f"sending: PAUSED for every sender since {sender.paused_at:%Y-%m-%d %H:%M:%S %Z}:"
+                f" {sender.pause_reason}" + (f"; {hint}" if hint else "")
             )
+            print(
+                f"  next probe: {_next_probe(sender)}; probes failed: {sender.probes}; "
+                f"sends refused: {sender.refused_sends}"
+            )
+            print("  fixed it? `delivery-pipeline resume` resumes every sender at once")
         else:
             print("sending: not paused")
         print(f"pacer: {pacer['description']}")
     return ExitCode.ATTENTION if paused else ExitCode.DONE
+
+
+def _next_probe(sender: SenderState) -> str:
+    if sender.next_probe_at is None:
+        return "due now"
+    seconds = sender.next_probe_in_seconds or 0.0
+    when = f"{sender.next_probe_at:%H:%M:%S %Z}"
+    return f"{when} (in {seconds:.0f}s)" if seconds > 0 else f"{when} (due)"
 
 
 def pacer_state(conn: psycopg.Connection[Any], settings: Settings) -> dict[str, Any]:

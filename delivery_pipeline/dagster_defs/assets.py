@@ -39,7 +39,7 @@ from delivery_pipeline.delivery.result import SweepResult
 from delivery_pipeline.delivery.sweep import sweep_sync
 from delivery_pipeline.generation.worker import generate_pending, outcomes_by_kind_and_locale
 from delivery_pipeline.store.db import with_application_name
-from delivery_pipeline.watch.backlog import backlog_frame, backlog_numbers
+from delivery_pipeline.watch.backlog import backlog_frame, backlog_numbers, sending_pause
 from delivery_pipeline.watch.delivery_events import (
     DELIVERED_DOCUMENTS,
     RUN_CLAIMANT_PREFIX,
@@ -217,18 +217,21 @@ def delivered_documents(generated: None) -> Any:
         "Documents per state with the age of the oldest: pending and generating (owner: "
         "generator), undelivered (delivery), awaiting a knock reply (the person), "
         "generation failed (ops); delivered and abandoned-by-reason today (UTC). "
-        "A full queue is not progress: watch the oldest ages (plotted per state)."
+        "A full queue is not progress: watch the oldest ages (plotted per state). "
+        "Whether sending is paused for every sender: its cause, since when, the next probe."
     ),
 )
 def delivery_backlog(app_db: AppDatabase) -> dg.Output[pd.DataFrame]:
     with app_db.connect() as conn:
         frame = backlog_frame(conn)
+        pause = sending_pause(conn)
     return dg.Output(
         frame,
         metadata={
             "backlog": table(records(frame), BACKLOG_SCHEMA),
             ROW_COUNT: len(frame),
             **backlog_numbers(frame),
+            **pause,
         },
     )
 

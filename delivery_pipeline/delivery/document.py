@@ -102,8 +102,12 @@ class DocumentDelivery:
             await self.store.release(claim)
             self.sweep.note(Event.WAITED_TURN, claim.document_id)
             return
-        # A fresh ledger's chunk 0 was fenced by begin itself.
-        begun = bool(ledger.rows) and ledger.rows[0].written_now
+        # A fresh ledger's chunk 0 was fenced by begin itself (unless sending is paused).
+        begun = (
+            bool(ledger.rows)
+            and ledger.rows[0].written_now
+            and ledger.rows[0].state == ChunkState.SENDING
+        )
         interval = self.settings.chunk_interval_seconds
         # An accepted chunk not yet recorded: recorded with the next fence.
         accepted: tuple[int, str, str] | None = None
@@ -135,6 +139,12 @@ class DocumentDelivery:
                     claim, sent=accepted, fence=(index, callback), resend_ambiguous=ambiguous
                 )
                 accepted = None
+                if step.paused and not step.fenced:
+                    # Another sender hit a sender-wide error: nothing more goes out.
+                    await self.store.release(claim)
+                    self.sweep.note(Event.RELEASED, claim.document_id)
+                    self.sweep.maybe_paused = True
+                    raise GlobalStop("sending is paused for every sender")
                 if not step.ours:
                     self.sweep.note(Event.LOST_CLAIM, claim.document_id)
                     log.info(
@@ -222,6 +232,13 @@ class DocumentDelivery:
         if claim.knock_sent_at is None:
             reservation = await self.store.reserve_knock(claim.person_id)
         wamid: str | None = None
+        if reservation is not None and not await self.store.may_send(claim.document_id):
+            # A knock has no fence: the pause is read before it instead.
+            await self.store.unreserve_knock(claim.person_id, reservation)
+            await self.store.release(claim)
+            self.sweep.note(Event.RELEASED, claim.document_id)
+            self.sweep.maybe_paused = True
+            raise GlobalStop("sending is paused for every sender")
         if reservation is not None:
             knock = knock_for(
                 claim.locale,
@@ -279,12 +296,12 @@ class DocumentDelivery:
             settings=self.settings,
             synchronous=True,
         )
-        if consequence.alert is not None:
+        if consequence.alert is not None and consequence.step != Step.PAUSE:
             await self.store.record_alert(consequence.alert)
         if consequence.step == Step.PAUSE:
             await self.store.release(claim)
             self.sweep.note(Event.RELEASED, claim.document_id)
-            await self.store.pause_sender(exc.code, str(exc))
+            await self.store.pause_sender(exc, str(exc), claim.document_id)
             self.sweep.maybe_paused = True
             hint = remedy(exc.code)
             raise GlobalStop(f"{exc}: {hint}" if hint else str(exc))

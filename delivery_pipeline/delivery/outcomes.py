@@ -85,20 +85,9 @@ def consequence_of(
     if effect == Effect.KNOCK:
         return Consequence(Step.KNOCK, scope)
     if effect == Effect.PAUSE:
-        assert error is not None
+        # The alert is the pause's own episode (delivery/pause.py), not one per refusal.
         return Consequence(
-            Step.PAUSE,
-            scope,
-            retry_after=0.0 if synchronous else ASYNC_RETRY_SECONDS,
-            alert=Alert(
-                f"sender_paused:{error.code}",
-                AlertSeverity.ERROR,
-                f"Sending paused for every sender: WhatsApp refused a send with a sender-wide "
-                f"error ({error}). Fix what it names (credentials, phone number id, account, "
-                "limits); one sender probes, and the first success resumes everybody "
-                "(`delivery-pipeline resume` at once).",
-                {"code": error.code, "document_id": document_id},
-            ),
+            Step.PAUSE, scope, retry_after=0.0 if synchronous else ASYNC_RETRY_SECONDS
         )
     if effect == Effect.ABANDON and isinstance(error, RecipientUnreachable):
         return Consequence(

@@ -16,11 +16,21 @@ from typing import Any
 from psycopg import AsyncConnection
 from psycopg_pool import AsyncConnectionPool
 
+from delivery_pipeline.delivery.pause import DEFAULT_REMINDER_SECONDS, pause_sender, resume_sender
 from delivery_pipeline.model import AbandonReason, ChunkState
 from delivery_pipeline.settings import DeliverySettings
 from delivery_pipeline.store.queries import QUERIES
-from delivery_pipeline.store.rows import Advance, ChunkRef, Claim, KnockReservation, LedgerEntry
+from delivery_pipeline.store.rows import (
+    Advance,
+    ChunkRef,
+    Claim,
+    KnockReservation,
+    LedgerEntry,
+    Paused,
+    SenderGate,
+)
 from delivery_pipeline.watch.alerts import Alert, record_alert
+from delivery_pipeline.whatsapp.errors import CloudApiError
 
 __all__ = ["Advance", "Claim", "DeliveryStore", "KnockReservation", "Ledger", "LedgerRow"]
 
@@ -74,6 +84,8 @@ class DeliveryStore:
         self, pool: AsyncConnectionPool[AsyncConnection[Any]], settings: DeliverySettings
     ) -> None:
         self.pool = pool
+        self._settings = settings
+        self.reminder_seconds = DEFAULT_REMINDER_SECONDS
         self._eligibility = settings.eligibility
         self._chunk_limit = settings.chunk_limit
         # A chunk renews the lease only once a quarter of it has gone: most
@@ -88,7 +100,7 @@ class DeliveryStore:
             return bool(await QUERIES.guard_exists.one(conn, self._eligibility))
 
     async def claim(
-        self, limit: int, *, document_id: int | None, person_id: int | None
+        self, limit: int, *, document_id: int | None, person_id: int | None, probe: bool = False
     ) -> list[Claim]:
         async with self.pool.connection() as conn:
             return await QUERIES.claim_batch.all(
@@ -100,6 +112,7 @@ class DeliveryStore:
                     "limit": limit,
                     "token": uuid.uuid4(),
                     "chunk_limit": self._chunk_limit,
+                    "probe": probe,
                 },
             )
 
@@ -262,14 +275,46 @@ class DeliveryStore:
             state = await QUERIES.sender_state.one(conn, {})
         return bool(state and state.paused_at)
 
-    async def pause_sender(self, code: int | None, reason: str) -> None:
+    async def gate(self, token: uuid.UUID) -> SenderGate:
+        """May this sweep claim: open, or it takes the probe, or paused."""
         async with self.pool.connection() as conn:
-            await QUERIES.pause_sender.one(conn, {"code": code, "reason": reason})
+            gate = await QUERIES.sender_gate.one(
+                conn, {"token": token, "first_seconds": self._settings.pause_probe_seconds}
+            )
+        assert gate is not None  # sender_state always has its one row
+        return gate
+
+    async def probe_document(self, token: uuid.UUID, document_id: int) -> bool:
+        async with self.pool.connection() as conn:
+            row = await QUERIES.probe_document.one(
+                conn, {"token": token, "document_id": document_id}
+            )
+        return row is not None
+
+    async def end_probe(self, token: uuid.UUID, *, again: bool) -> None:
+        async with self.pool.connection() as conn:
+            await QUERIES.end_probe.one(conn, {"token": token, "again": again})
+
+    async def may_send(self, document_id: int) -> bool:
+        async with self.pool.connection() as conn:
+            return bool(await QUERIES.may_send.one(conn, {"document_id": document_id}))
+
+    async def pause_sender(
+        self, error: CloudApiError, reason: str, document_id: int | None
+    ) -> Paused:
+        async with self.pool.connection() as conn:
+            return await pause_sender(
+                conn,
+                error,
+                reason,
+                document_id=document_id,
+                settings=self._settings,
+                reminder_seconds=self.reminder_seconds,
+            )
 
     async def resume_sender(self, send_started_at: dt.datetime) -> bool:
         async with self.pool.connection() as conn:
-            resumed = await QUERIES.resume_sender.one(conn, {"send_started_at": send_started_at})
-        return resumed is not None
+            return await resume_sender(conn, send_started_at, by="a send succeeded")
 
     async def record_alert(self, alert: Alert) -> None:
         async with self.pool.connection() as conn:

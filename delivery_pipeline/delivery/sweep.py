@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+import uuid
 from typing import Any
 
 import psycopg
@@ -36,6 +37,9 @@ log = logging.getLogger(__name__)
 
 # A sweep goes round again while it released documents due now (see Sweep.run).
 MAX_ROUNDS = 5
+# Probes one sweep makes in a row when each document it probed with sent
+# nothing (held for quiet hours, abandoned, knocked already).
+PROBE_TRIES = 3
 # Rows locked by a concurrent claimer are skipped, not waited for: look again
 # this many times before calling the queue empty.
 IDLE_ROUNDS = 3
@@ -53,6 +57,7 @@ class DeliveryEngine:
     ) -> None:
         self.settings = settings.delivery
         self.store = DeliveryStore(pool, settings.delivery)
+        self.store.reminder_seconds = float(settings.ops.alert_reminder_seconds)
         self.client = client
         self.pacer: Pacer = pacer or SharedPacer(
             str(pool.conninfo),
@@ -127,8 +132,9 @@ class Sweep:
         return self.document_id is not None or self.person_id is not None
 
     async def run(self) -> SweepResult:
-        self.state.maybe_paused = await self.engine.store.sender_paused()
         result = self.state.result
+        if not await self._may_send():
+            return result
         # A document can come back due now while its own sweep runs (the
         # person wrote while we knocked; a chunk failed after acceptance): a
         # sweeper that skipped it as claimed has already gone, so the sweep
@@ -142,6 +148,56 @@ class Sweep:
             if self.state.stop.is_set() or result.due_again == due_again or self.limit is not None:
                 break
         return result
+
+    async def _may_send(self) -> bool:
+        """Read the pause before claiming anything. Paused: this sweep sends nothing,
+        unless it takes the fleet's one probe (one document), whose success resumes
+        everybody (and this sweep goes on)."""
+        store = self.engine.store
+        token = uuid.uuid4()
+        try:
+            for _ in range(PROBE_TRIES):
+                gate = await store.gate(token)
+                if gate.open:
+                    self.state.maybe_paused = False
+                    return True
+                self.state.maybe_paused = True
+                if not gate.probe:
+                    when = f"{gate.next_probe_at:%H:%M:%S %Z}" if gate.next_probe_at else "soon"
+                    self.state.note(
+                        Event.STOPPED,
+                        detail=f"sending is paused (code {gate.pause_code}); next probe at "
+                        f"{when}; `delivery-pipeline resume` once the cause is fixed",
+                    )
+                    self.state.stop.set()
+                    return False
+                if not await self._probe(token) or self.state.stop.is_set():
+                    return False
+        except psycopg.OperationalError as exc:
+            self._database_lost(exc)
+            return False
+        return False
+
+    async def _probe(self, token: uuid.UUID) -> bool:
+        """Deliver one document while paused: the fleet's probe. False: nothing to
+        probe with (the next probe stays an interval away)."""
+        store = self.engine.store
+        claims = await store.claim(
+            1, document_id=self.document_id, person_id=self.person_id, probe=True
+        )
+        probed = False
+        try:
+            if claims and await store.probe_document(token, claims[0].document_id):
+                probed = True
+                log.info("sending is paused: probing with document %s", claims[0].document_id)
+                self.state.note(Event.CLAIMED, count=1)
+                await self._deliver(claims[0])
+            elif claims:
+                await store.release(claims[0])
+        finally:
+            # A probe whose document sent nothing proved nothing: the next is due now.
+            await store.end_probe(token, again=probed)
+        return probed
 
     def _database_lost(self, exc: Exception) -> None:
         if not self.state.stop.is_set():

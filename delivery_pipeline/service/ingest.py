@@ -23,6 +23,7 @@ from psycopg.types.json import Jsonb
 from delivery_pipeline.delivery.callback import parse_chunk, parse_knock
 from delivery_pipeline.delivery.inbound import note_inbound
 from delivery_pipeline.delivery.outcomes import Step, consequence_of
+from delivery_pipeline.delivery.pause import pause_sender
 from delivery_pipeline.settings import DeliverySettings
 from delivery_pipeline.store.db import database_unavailable
 from delivery_pipeline.store.queries import QUERIES
@@ -320,9 +321,7 @@ async def _apply_failure(
     if consequence.step == Step.KNOCK:
         await QUERIES.refuse_window.run(conn, {"person_id": person_id, "at": at})
     if consequence.step == Step.PAUSE:
-        await QUERIES.pause_sender.one(
-            conn, {"code": error.code if error else None, "reason": reason}
-        )
+        await pause_sender(conn, error, reason, document_id=document_id, settings=settings)
     if consequence.step == Step.ABANDON:
         assert consequence.abandon_reason is not None  # an abandonment always has its reason
         if consequence.opts_out:

@@ -86,7 +86,9 @@ from delivery_pipeline.store.rows import (
     DocumentIds,
     DocumentReview,
     Eligible,
+    EndProbe,
     EnqueuedBrief,
+    GateParams,
     Generated,
     GeneratingCheck,
     GenerationClaim,
@@ -117,11 +119,13 @@ from delivery_pipeline.store.rows import (
     OutboxRelease,
     OutboxRuns,
     PacerState,
+    Paused,
     PauseSender,
     PendingCheck,
     PendingDocument,
     PeriodSample,
     Person,
+    ProbeRef,
     PruneBatch,
     QuietHours,
     RaiseLastInbound,
@@ -134,9 +138,12 @@ from delivery_pipeline.store.rows import (
     ReportDocument,
     ReportKnock,
     ReserveSendSlots,
+    Resumed,
     ResumeSender,
+    ResumeSending,
     ReviewDecided,
     Sample,
+    SenderGate,
     SenderPausedCheck,
     SenderState,
     SendSlots,
@@ -375,7 +382,7 @@ class Queries:
     raise_last_inbound = Query(RaiseLastInbound, dt.datetime)
     wake_awaiting_documents = Query(ByPerson, int)
     # sender state
-    pause_sender = Query(PauseSender, dt.datetime)
+    pause_sender = Query(PauseSender, Paused)
     resume_sender = Query(ResumeSender, dt.datetime)
     sender_state = Query(NoParams, SenderState)
     # the number's shared pacer
@@ -474,6 +481,13 @@ class Queries:
     settle_knock = Statement(SettleKnock)
     insert_raw_webhook = Query(RawWebhook, KeptRaw)
     health = Query(NoParams, int)
+
+    # sql/queries_pause.sql: the fleet-wide pause
+    sender_gate = Query(GateParams, SenderGate)
+    probe_document = Query(ProbeRef, int)
+    end_probe = Query(EndProbe, dt.datetime)
+    may_send = Query(ByDocument, bool)
+    resume_sending = Query(ResumeSending, Resumed)
 
     @classmethod
     def declared(cls) -> dict[str, Named]:

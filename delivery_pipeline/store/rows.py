@@ -285,6 +285,7 @@ class ClaimBatch(Eligibility):
     limit: int
     token: uuid.UUID
     chunk_limit: int
+    probe: bool  # this sweep holds the pause's probe: it may claim while paused
 
 
 @dataclass(frozen=True, slots=True)
@@ -348,6 +349,7 @@ class Advance:
     ours: bool
     fenced: bool
     delivered: bool
+    paused: bool  # sending is paused for this document: nothing fenced
 
 
 class ChunkFailed(ChunkRef):
@@ -410,10 +412,25 @@ class RaiseLastInbound(ByPerson):
 class PauseSender(TypedDict):
     code: int | None
     reason: str
+    document_id: int | None  # the refused send's document (a probe's grows the interval)
+    first_seconds: float
+    max_seconds: float
+
+
+@dataclass(frozen=True, slots=True)
+class Paused:
+    """What ``pause_sender`` did: ``fresh`` when this refusal started the pause."""
+
+    fresh: bool
+    paused_at: dt.datetime
+    next_probe_at: dt.datetime
+    probes: int
+    refused_sends: int
 
 
 class ResumeSender(TypedDict):
     send_started_at: dt.datetime
+    by: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -422,6 +439,12 @@ class SenderState:
     pause_code: int | None
     pause_reason: str | None
     resumed_at: dt.datetime | None
+    next_probe_at: dt.datetime | None
+    probe_interval_seconds: float | None
+    probes: int
+    refused_sends: int
+    resumed_by: str | None
+    next_probe_in_seconds: float | None
 
 
 # ── sql/queries.sql: the number's shared pacer ──────────────────────────
@@ -1047,3 +1070,44 @@ class KeptRaw:
 
     id: int
     received_count: int
+
+
+# ── sql/queries_pause.sql: the fleet-wide pause ─────────────────────────
+
+
+class GateParams(TypedDict):
+    token: uuid.UUID
+    first_seconds: float  # a pause recorded without a probe time: probe again this soon
+
+
+@dataclass(frozen=True, slots=True)
+class SenderGate:
+    """May a sweep claim: ``open``, or it holds the ``probe``, or neither (paused)."""
+
+    open: bool
+    probe: bool
+    pause_code: int | None
+    next_probe_at: dt.datetime | None
+
+
+class EndProbe(TypedDict):
+    token: uuid.UUID
+    again: bool
+
+
+class ProbeRef(TypedDict):
+    token: uuid.UUID
+    document_id: int
+
+
+class ResumeSending(TypedDict):
+    by: str
+
+
+@dataclass(frozen=True, slots=True)
+class Resumed:
+    """The pause an operator ended."""
+
+    paused_at: dt.datetime
+    pause_code: int | None
+    pause_reason: str | None

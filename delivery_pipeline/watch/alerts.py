@@ -147,3 +147,33 @@ def note_check(
         if last.age_seconds >= reminder_seconds:
             return _insert(conn, alert, AlertKind.REMINDER, episode=True)
         return None
+
+
+async def note_episode(
+    conn: psycopg.AsyncConnection[Any],
+    alert: Alert,
+    *,
+    failing: bool,
+    reminder_seconds: float = DEFAULT_REMINDER_SECONDS,
+) -> AlertKind | None:
+    """``note_check`` for async callers (the fleet-wide pause): an alert when the
+    episode opens, a reminder every ``reminder_seconds`` while it lasts, resolved
+    when it ends. Returns the kind written, if any."""
+    async with conn.transaction():
+        await QUERIES.alert_lock.run(conn, {"dedup_key": alert.key})
+        last = await QUERIES.last_alert.one(conn, {"dedup_key": alert.key})
+        open_episode = last is not None and last.kind != AlertKind.RESOLVED
+        if not failing:
+            if not open_episode:
+                return None
+            alert = Alert(alert.key, AlertSeverity.INFO, alert.message, alert.details)
+            kind = AlertKind.RESOLVED
+        elif not open_episode:
+            kind = AlertKind.ALERT
+        elif last is not None and last.age_seconds >= reminder_seconds:
+            kind = AlertKind.REMINDER
+        else:
+            return None
+        await QUERIES.insert_alert.one(conn, _params(alert, kind, episode=True))
+    log.warning("ops %s [%s] %s: %s", kind, alert.severity, alert.key, alert.message)
+    return kind

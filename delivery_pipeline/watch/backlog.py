@@ -86,3 +86,21 @@ def backlog_numbers(frame: pd.DataFrame) -> dict[str, float | int]:
         frame.loc[frame["state"] == "abandoned_today", "count"].sum()
     )
     return numbers
+
+
+def sending_pause(conn: psycopg.Connection[Any]) -> dict[str, Any]:
+    """Whether sending is paused fleet-wide, its cause, since when and the next probe:
+    beside the backlog, since a pause is why ``undelivered`` grows."""
+    state = QUERIES.sender_state.one(conn, {})
+    paused = state is not None and state.paused_at is not None
+    if not paused or state is None:
+        return {"sending_paused": False, "sending_paused_count": 0}
+    return {
+        "sending_paused": True,
+        "sending_paused_count": 1,
+        "pause_cause": f"({state.pause_code}) {state.pause_reason}",
+        "paused_since": state.paused_at.isoformat() if state.paused_at else "",
+        "next_probe_at": state.next_probe_at.isoformat() if state.next_probe_at else "due now",
+        "pause_probes_failed": state.probes,
+        "pause_sends_refused": state.refused_sends,
+    }
