@@ -27,7 +27,7 @@ import procrastinate  # noqa: E402
 from psycopg.rows import dict_row  # noqa: E402
 from psycopg_pool import AsyncConnectionPool  # noqa: E402
 
-from delivery_pipeline.delivery.chunking import chunk_text  # noqa: E402
+from delivery_pipeline.delivery.chunking import delivery_messages  # noqa: E402
 from delivery_pipeline.delivery.pacer import RateLimiter  # noqa: E402
 from delivery_pipeline.settings import DEV_ACCESS_TOKEN, DEV_PHONE_NUMBER_ID  # noqa: E402
 
@@ -108,7 +108,7 @@ async def send_document(document_id: int) -> None:
             )
         ).fetchone()
     url = f"{SANDBOX}/v25.0/{DEV_PHONE_NUMBER_ID}/messages"
-    for text in chunk_text(row["body"], 4096):
+    for text in delivery_messages(row["body"], 4096):
         while True:
             await limiter.acquire()
             response = await http.post(

@@ -46,7 +46,7 @@ from _common import (
     write_section,
 )
 
-from delivery_pipeline.delivery.chunking import chunk_text
+from delivery_pipeline.delivery.chunking import delivery_messages
 from delivery_pipeline.store.db import connect
 from delivery_pipeline_tests.support.data import plan_body
 from delivery_pipeline_tests.support.sandbox_server import start_sandbox
@@ -119,7 +119,7 @@ def fleet_run(
     sandbox.faults(latency_ms=latency_ms, throughput_limit=limit, pair_rate_enabled=True)
     prefix = f"+1{next(_prefixes)}"
     phones = seed_ready_documents(url, docs, plan_body(9), prefix, sandbox_url=sandbox.url)
-    texts = chunk_text(plan_body(9), 4096)
+    texts = delivery_messages(plan_body(9), 4096)
     with connect(url) as conn:
         conn.execute("VACUUM ANALYZE")
         conn.execute("CHECKPOINT")

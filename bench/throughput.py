@@ -44,7 +44,7 @@ from _common import (
     write_section,
 )
 
-from delivery_pipeline.delivery.chunking import chunk_text
+from delivery_pipeline.delivery.chunking import delivery_messages
 from delivery_pipeline.delivery.sweep import DeliveryEngine, pool_size, run_sweep
 from delivery_pipeline.settings import Settings
 from delivery_pipeline.store.db import async_pool
@@ -80,7 +80,7 @@ def deliver_batch(
     body = plan_body(chunks)
     prefix = f"+1{next(_run_counter)}"
     phones = seed_ready_documents(url, docs, body, prefix, sandbox_url=sandbox.url)
-    texts = chunk_text(body, 4096)
+    texts = delivery_messages(body, 4096)
     settings = Settings.from_env().replace(
         whatsapp={"api_base_url": sandbox.url, "throughput_limit": rate},
         delivery={"concurrency": concurrency},
@@ -216,7 +216,7 @@ def summarise_profile(path: Path, top: int = 12) -> str:
         ("store.py", "_run", "SQL round trips (store._run → psycopg)"),
         ("store.py", "_one", "SQL round trips (store._run → psycopg)"),
         ("pacer.py", "acquire", "pacer"),
-        ("chunking.py", "chunk_text", "chunking the body"),
+        ("chunking.py", "delivery_messages", "chunking the body"),
         ("document.py", "_deliver", "engine bookkeeping (_deliver itself)"),
     ]
     for line in path.read_text().splitlines():

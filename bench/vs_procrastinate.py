@@ -63,7 +63,7 @@ from _common import (
     write_section,
 )
 
-from delivery_pipeline.delivery.chunking import chunk_text
+from delivery_pipeline.delivery.chunking import delivery_messages
 from delivery_pipeline.store.db import connect
 from delivery_pipeline_tests.support.data import plan_body
 from delivery_pipeline_tests.support.sandbox_server import start_sandbox
@@ -202,7 +202,7 @@ def rate_run(
     pg_cpu = server.seconds() - pg0 if server else float("nan")
     stats = sandbox.stats()
     report = inbox_report(
-        sandbox.inboxes(), {p: chunk_text(plan_body(chunks), 4096) for p in phones}
+        sandbox.inboxes(), {p: delivery_messages(plan_body(chunks), 4096) for p in phones}
     )
     figures = {
         **rates(report["times"]),
@@ -312,7 +312,7 @@ def crash_run(
             time.sleep(1.0)
     if webhooks:
         sandbox.wait_webhooks_idle(10)
-    report = inbox_report(sandbox.inboxes(), {p: chunk_text(plan_body(9), 4096) for p in phones})
+    report = inbox_report(sandbox.inboxes(), {p: delivery_messages(plan_body(9), 4096) for p in phones})
     figures = {
         "duplicates": report["duplicates"],
         "missing": report["missing"],

@@ -46,7 +46,7 @@ from delivery_pipeline.dagster_defs.resources import (
 )
 from delivery_pipeline.dagster_defs.schedules import build_schedules
 from delivery_pipeline.dagster_defs.sensors import build_sensors
-from delivery_pipeline.delivery.chunking import chunk_text
+from delivery_pipeline.delivery.chunking import delivery_messages
 from delivery_pipeline.model import WAITING_STATE_OWNERS, AbandonReason
 from delivery_pipeline.settings import Settings
 from delivery_pipeline.store.queries import QUERIES
@@ -505,7 +505,7 @@ def test_a_job_generates_and_delivers_a_plan_end_to_end(db, database_url, instan
     [row] = generated.metadata["by_kind_and_locale"].value.records
     assert row.data == {"kind": "plan", "locale": "es", "generated": 1, "failed": 0, "retrying": 0}
     doc = document(db, doc_id)
-    chunks = chunk_text(doc["body"], 4096)
+    chunks = delivery_messages(doc["body"], 4096)
     assert doc["body"].startswith("Marta, tu plan") and len(chunks) >= 3
     assert swept.metadata["delivered"].value == 1
     assert swept.metadata["chunks_delivered"].value == len(chunks)

@@ -22,7 +22,7 @@ import yaml
 from dagster import DagsterInstance
 
 from delivery_pipeline.dagster_defs.jobs import deliver_documents
-from delivery_pipeline.delivery.chunking import chunk_text
+from delivery_pipeline.delivery.chunking import delivery_messages
 from delivery_pipeline.generation.worker import SweepPoke
 from delivery_pipeline.settings import Settings
 from delivery_pipeline_tests.support.dagster_support import execute, resources_for
@@ -161,7 +161,9 @@ def test_two_services_and_two_sweep_runs_deliver_every_chunk_once(
     assert undelivered() == 0
 
     for i, person in enumerate(people):
-        expected = Counter(c for doc in docs[2 * i : 2 * i + 2] for c in chunk_text(doc["body"]))
+        expected = Counter(
+            c for doc in docs[2 * i : 2 * i + 2] for c in delivery_messages(doc["body"])
+        )
         assert Counter(texts(sandbox.inbox(person["phone"]))) == expected, person["phone"]
     attempts = db.execute(
         "SELECT state, send_attempts, count(*) AS n FROM delivery_chunks "
@@ -245,4 +247,4 @@ def test_deliver_documents_fans_out_on_the_multiprocess_executor(
         assert f"sweep_documents[sweeper_{sweeper}]" in log, log[-3000:]
     inboxes = sandbox.inboxes()
     for phone, body in bodies.items():
-        assert texts(inboxes.get(phone, [])) == chunk_text(body, 300), phone
+        assert texts(inboxes.get(phone, [])) == delivery_messages(body, 300), phone

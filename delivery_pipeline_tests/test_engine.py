@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from delivery_pipeline.delivery.chunking import chunk_text
+from delivery_pipeline.delivery.chunking import delivery_messages
 from delivery_pipeline.delivery.progress import FINISHED, Event
 from delivery_pipeline.delivery.result import SweepResult
 from delivery_pipeline.delivery.sweep import run_sweep
@@ -47,7 +47,7 @@ def test_delivers_every_chunk_once_in_order(db, sandbox, settings):
     result = sweep(settings)
 
     assert result.delivered == 1 and result.chunks_sent == 9
-    assert texts(sandbox.inbox(person["phone"])) == chunk_text(body)
+    assert texts(sandbox.inbox(person["phone"])) == delivery_messages(body)
     row = document(db, doc["id"])
     assert row["delivered_at"] is not None and row["claim_token"] is None
     assert [c["state"] for c in chunks(db, doc["id"])] == ["sent"] * 9
@@ -123,7 +123,7 @@ def test_window_closed_knocks_once_then_delivers_after_reply(db, sandbox, settin
     assert result.delivered == 2
     inbox = sandbox.inbox(person["phone"])
     assert len(knocks(inbox)) == 1
-    expected = chunk_text(document(db, first["id"])["body"]) + chunk_text(
+    expected = delivery_messages(document(db, first["id"])["body"]) + delivery_messages(
         document(db, second["id"])["body"]
     )
     assert sorted(texts(inbox)) == sorted(expected)
@@ -190,7 +190,7 @@ def test_sync_reengagement_mid_document_knocks_and_resumes_after_reply(db, sandb
 
     assert result.delivered == 1
     all_texts = texts(sandbox.inbox(person["phone"]))
-    assert all_texts == chunk_text(body), "each chunk exactly once, in order"
+    assert all_texts == delivery_messages(body), "each chunk exactly once, in order"
     assert len(knocks(sandbox.inbox(person["phone"]))) == 1
 
 
@@ -217,7 +217,7 @@ def test_transient_faults_are_retried_with_backoff_until_delivered(db, sandbox, 
     row = document(db, doc["id"])
     assert row["delivered_at"] is not None
     assert row["delivery_attempts"] > 0 and saw_backoff
-    assert texts(sandbox.inbox(person["phone"])) == chunk_text(body)
+    assert texts(sandbox.inbox(person["phone"])) == delivery_messages(body)
     assert sandbox.stats()["injected_5xx"] > 0
 
 
@@ -384,7 +384,7 @@ def test_taken_over_sender_sends_nothing_more(db, sandbox, settings):
 
     assert second.delivered == 1 and first.lost_claims == 1 and first.delivered == 0
     assert first.chunks_sent == 1 and second.chunks_sent == 5
-    assert texts(sandbox.inbox(person["phone"])) == chunk_text(body)
+    assert texts(sandbox.inbox(person["phone"])) == delivery_messages(body)
 
 
 def _sweep_process(
@@ -433,7 +433,7 @@ def test_killed_sender_resumes_from_first_unsent_chunk(db, sandbox, settings):
     result = sweep(settings)
 
     assert result.delivered == 1 and result.chunks_sent == 8 - sent_before
-    assert texts(sandbox.inbox(person["phone"])) == chunk_text(body)
+    assert texts(sandbox.inbox(person["phone"])) == delivery_messages(body)
 
 
 @pytest.mark.slow
@@ -458,7 +458,9 @@ def test_eight_processes_race_for_500_documents(db, sandbox, settings):
     inboxes = sandbox.inboxes()
     for i, person in enumerate(people):
         body = plan_body(3, chunk_limit=300, tag=f"D{i} ")
-        assert texts(inboxes.get(person["phone"], [])) == chunk_text(body, 300), person["phone"]
+        assert texts(inboxes.get(person["phone"], [])) == delivery_messages(body, 300), person[
+            "phone"
+        ]
     delivered = db.execute(
         "SELECT count(*) AS n FROM documents WHERE delivered_at IS NOT NULL"
     ).fetchone()
@@ -484,7 +486,7 @@ def test_eight_processes_never_interleave_a_persons_plans(db, sandbox, settings)
         for i, person in enumerate(people):
             body = plan_body(3, chunk_limit=300, tag=f"P{i} plan {n} ")
             add_document(db, person["id"], body)
-            plans[person["phone"]].append(chunk_text(body, 300))
+            plans[person["phone"]].append(delivery_messages(body, 300))
     db.execute("UPDATE people SET last_inbound_at = now()")
 
     procs = [
@@ -535,7 +537,7 @@ def test_pair_rate_backoff_holds_across_processes(db, sandbox, settings):
     for n in range(3):
         body = plan_body(3, chunk_limit=300, tag=f"pair plan {n} ")
         add_document(db, person["id"], body)
-        expected += chunk_text(body, 300)
+        expected += delivery_messages(body, 300)
 
     procs = [_sweep_process(settings, extra_env={"DELIVERY_CHUNK_LIMIT": "300"}) for _ in range(3)]
     outputs = [p.communicate(timeout=120) for p in procs]

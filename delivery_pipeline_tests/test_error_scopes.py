@@ -2,23 +2,31 @@
 
 from __future__ import annotations
 
+import asyncio
+import datetime as dt
 import re
+import time
 from pathlib import Path
 
 import pytest
 
+from delivery_pipeline.delivery.sweep import run_sweep
+from delivery_pipeline.store.queries import QUERIES
 from delivery_pipeline.whatsapp.errors import (
     PHONE_NUMBER_ID_RULE,
     RULES,
+    Arrives,
     Effect,
     GlobalSendError,
     MalformedRequest,
+    Rule,
     Scope,
     TemplateRefused,
     TransientError,
     classify,
     from_error_object,
 )
+from delivery_pipeline_tests.support.data import add_document, add_person
 
 DESIGN = Path(__file__).resolve().parent.parent / "docs" / "design.md"
 _ROW = re.compile(
@@ -98,3 +106,101 @@ def test_unmapped_codes_by_http_status():
     assert type(classify(999_999)) is TransientError
     assert isinstance(classify(999_999, http_status=401), GlobalSendError)
     assert type(classify(None, http_status=503)) is TransientError
+
+
+# ── every row through the sandbox ───────────────────────────────────────
+
+
+def _rows(arrives: set[Arrives]) -> list[str]:
+    rows = [str(code) for code, rule in RULES.items() if rule.arrives in arrives]
+    if PHONE_NUMBER_ID_RULE.arrives in arrives:
+        rows.append(PHONE_NUMBER_ID)
+    return sorted(rows)
+
+
+PHONE_NUMBER_ID = "100 (subcode 33)"
+SYNC_ROWS = _rows({Arrives.SYNC, Arrives.BOTH})
+# Template-scoped codes that also arrive in a knock's failed status belong to the
+# knock's own lifecycle (the template's failover); here: the synchronous rows.
+
+
+def rule_of(row: str) -> Rule:
+    return PHONE_NUMBER_ID_RULE if row == PHONE_NUMBER_ID else RULES[int(row)]
+
+
+def sweep(settings):
+    return asyncio.run(run_sweep(settings, settings.database.database_url))
+
+
+def _doc(db, doc_id):
+    return db.execute("SELECT * FROM documents WHERE id = %s", (doc_id,)).fetchone()
+
+
+def _paused(db):
+    return db.execute(QUERIES.sender_state.sql).fetchone()
+
+
+@pytest.mark.parametrize("row", SYNC_ROWS)
+def test_each_code_refused_at_once_stops_only_what_it_concerns(row, db, sandbox, settings):
+    rule = rule_of(row)
+    code = int(row.split()[0])
+    s = settings.replace(delivery={"max_attempts": 2, "pause_probe_seconds": 60, "quiet_hours": ""})
+    if rule.scope == Scope.TEMPLATE:
+        knocked = add_person(db, inbound_age_seconds=None)
+        waiting = add_document(db, knocked["id"], "A plan that needs a knock.")
+        writer = add_person(db)
+        sandbox.say(writer["phone"], "hi")
+        in_window = add_document(db, writer["id"], "A plan inside the window.")
+        sandbox.refuse(code, "sync", message_type="template")
+
+        sweep(s)
+
+        assert _doc(db, in_window["id"])["delivered_at"] is not None, "in-window sends go on"
+        held = _doc(db, waiting["id"])
+        assert held["abandoned_at"] is None and held["delivery_attempts"] == 0
+        assert held["awaiting_reply_since"] is None and f"({code})" in held["last_delivery_error"]
+        assert held["next_attempt_at"] > held["created_at"] + dt.timedelta(minutes=10)
+        assert _paused(db)["paused_at"] is None, "a template's trouble is not the sender's"
+        return
+
+    person = add_person(db)
+    sandbox.say(person["phone"], "hi")
+    doc = add_document(db, person["id"], "A short plan.")
+    if row == PHONE_NUMBER_ID:
+        s = s.replace(whatsapp={"phone_number_id": "999999"})
+    elif rule.effect in (Effect.HOLD, Effect.SLOW):
+        sandbox.refuse(code, "sync", message_type="text", count=1)
+    else:
+        sandbox.refuse(code, "sync", message_type="text")
+
+    result = sweep(s)
+    for _ in range(3):
+        if _doc(db, doc["id"])["abandoned_at"] or rule.effect != Effect.RETRY:
+            break
+        sweep(s)
+
+    after = _doc(db, doc["id"])
+    if rule.effect == Effect.KNOCK:
+        assert after["awaiting_reply_since"] is not None and after["knock_sent_at"] is not None
+    elif rule.effect == Effect.ABANDON:
+        assert after["abandon_reason"] == rule.error.abandon_reason
+    elif rule.effect in (Effect.HOLD, Effect.SLOW):
+        if after["delivered_at"] is None:  # 131056 waits 6-9 s: the next sweep sends it
+            time.sleep(max(0.0, (after["next_attempt_at"] - _now(db)).total_seconds()))
+            sweep(s)
+            after = _doc(db, doc["id"])
+        assert after["delivered_at"] is not None and after["delivery_attempts"] == 0
+    elif rule.effect == Effect.PAUSE:
+        state = _paused(db)
+        assert state["paused_at"] is not None and state["pause_code"] == code
+        assert result.stopped_by and after["delivery_attempts"] == 0
+        assert after["abandoned_at"] is None
+    else:
+        assert rule.effect == Effect.RETRY
+        assert after["abandon_reason"] == "max_attempts", "bounded retries, then abandoned"
+        assert f"({code})" in after["last_delivery_error"], "with the platform's words"
+        assert _paused(db)["paused_at"] is None
+
+
+def _now(db):
+    return db.execute("SELECT now() AS now").fetchone()["now"]

@@ -22,7 +22,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from delivery_pipeline.delivery.chunking import chunk_text
+from delivery_pipeline.delivery.chunking import delivery_messages
 from delivery_pipeline.delivery.sweep import run_sweep
 from delivery_pipeline.store.db import ensure_database, with_database
 from delivery_pipeline.store.migrations import upgrade
@@ -49,7 +49,7 @@ def seed(conn: psycopg.Connection, count: int, chunks: int = 9) -> dict[str, lis
         rows = []
         for person in people:
             body = plan_body(chunks, chunk_limit=CHUNK_LIMIT, tag=f"{person['phone']} ")
-            expected[person["phone"]] = chunk_text(body, CHUNK_LIMIT)
+            expected[person["phone"]] = delivery_messages(body, CHUNK_LIMIT)
             rows.append((person["id"], body))
         cur.executemany(
             "INSERT INTO documents (person_id, kind, status, body, generated_at) "

@@ -7,7 +7,7 @@ import datetime as dt
 
 import pytest
 
-from delivery_pipeline.delivery.chunking import chunk_text
+from delivery_pipeline.delivery.chunking import delivery_messages
 from delivery_pipeline.generation.generator import (
     DocumentSpec,
     GeneratorMisconfigured,
@@ -42,7 +42,7 @@ def spec(kind: str = "plan", locale: str = "en", name: str = "Ana", **kw: object
 @pytest.mark.parametrize("locale", ["en", "es", "pt"])
 def test_offline_plan_spans_several_messages(locale):
     body = OfflineGenerator().generate(spec(locale=locale, name="Al"))
-    chunks = chunk_text(body, 4096)
+    chunks = delivery_messages(body, 4096)
     assert 3 <= len(chunks) <= 5
     assert body.count("\n\n") >= 30, "a real multi-paragraph plan"
     assert body.startswith("Al, ")
@@ -87,7 +87,7 @@ def test_offline_is_deterministic_and_personal():
 def test_offline_brief_is_short_and_local(locale, greeting, date):
     body = OfflineGenerator().generate(spec(kind="daily_brief", locale=locale, name="Bia"))
     assert body.startswith(greeting) and date in body
-    assert len(chunk_text(body, 4096)) == 1 and len(body) < 600
+    assert len(delivery_messages(body, 4096)) == 1 and len(body) < 600
 
 
 def test_offline_brief_changes_with_the_day():

@@ -10,7 +10,7 @@ import multiprocessing
 
 import pytest
 
-from delivery_pipeline.delivery.chunking import chunk_text
+from delivery_pipeline.delivery.chunking import delivery_messages
 from delivery_pipeline.delivery.sweep import eligible_now, sweep_sync
 from delivery_pipeline.generation.briefs import run_briefs
 from delivery_pipeline.generation.offline import OfflineGenerator
@@ -74,7 +74,7 @@ def test_a_reviewed_kind_waits_outside_the_queue_until_approved(db, sandbox, set
     assert (state(db, doc.id), in_queue(db, doc.id)) == ("undelivered", True)
     assert eligible_now(db, reviewing)
     assert sweep_sync(reviewing, settings.database.database_url).delivered == 1
-    assert texts(sandbox.inbox(person["phone"])) == ["Today.", *chunk_text(body, 200)]
+    assert texts(sandbox.inbox(person["phone"])) == ["Today.", *delivery_messages(body, 200)]
     row = document(db, doc.id)
     assert (row["review_decision"], row["reviewed_by"], row["approved_body"]) == (
         "approved",
@@ -100,7 +100,7 @@ def test_an_edit_is_kept_beside_the_original_and_is_what_is_delivered(db, sandbo
         "safer advice",
     )
     sweep_sync(settings.replace(delivery={"chunk_limit": 30}), settings.database.database_url)
-    assert texts(sandbox.inbox(person["phone"])) == chunk_text(approved, 30)
+    assert texts(sandbox.inbox(person["phone"])) == delivery_messages(approved, 30)
     assert not any("10 km" in text for text in texts(sandbox.inbox(person["phone"])))
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from delivery_pipeline.delivery.chunking import chunk_text
+from delivery_pipeline.delivery.chunking import delivery_messages
 from delivery_pipeline_tests.support.data import add_person, document, plan_body
 from delivery_pipeline_tests.support.inbox import texts
 from delivery_pipeline_tests.support.review import awaiting
@@ -81,7 +81,7 @@ def test_a_reviewer_approves_one_and_rejects_another_and_only_the_approved_arriv
         shown = page.locator(f"#document-{first}")
         assert "waiting 2h 0m" in shown.inner_text()
         previewed = shown.locator("ol.messages li .text").all_inner_texts()
-        assert previewed == chunk_text(approved_body, CHUNK_LIMIT), "previewed as delivered"
+        assert previewed == delivery_messages(approved_body, CHUNK_LIMIT), "previewed as delivered"
 
         shown.locator("button:has-text('Approve and send')").click()
         assert page.inner_text(".notice") == (
@@ -95,7 +95,7 @@ def test_a_reviewer_approves_one_and_rejects_another_and_only_the_approved_arriv
 
         wait_for(lambda: document(db, first)["delivered_at"], what="the approved document")
 
-    assert texts(sandbox.inbox(person["phone"])) == chunk_text(approved_body, CHUNK_LIMIT)
+    assert texts(sandbox.inbox(person["phone"])) == delivery_messages(approved_body, CHUNK_LIMIT)
     assert not any("Drop:" in text for text in texts(sandbox.inbox(person["phone"])))
     row = document(db, second)
     assert (row["abandon_reason"], row["review_reason"], row["reviewed_by"]) == (

@@ -18,7 +18,7 @@ import pytest
 from dagster import DagsterInstance
 
 from delivery_pipeline.dagster_defs.jobs import review_document_job
-from delivery_pipeline.delivery.chunking import chunk_text
+from delivery_pipeline.delivery.chunking import delivery_messages
 from delivery_pipeline.delivery.sweep import sweep_sync
 from delivery_pipeline.service.sessions import COOKIE_NAME
 from delivery_pipeline_tests.support.dagster_support import resources_for
@@ -88,7 +88,7 @@ def test_cli_adds_lists_approves_with_an_edit_and_pokes_delivery(
     assert approved.stdout.strip() == f"document {doc_id} approved by Rita; delivery poked"
     wait_for(lambda: document(db, doc_id)["delivered_at"], what="delivery after the poke")
     edited = "Edited plan.\n\nPart two, reviewed."
-    assert texts(sandbox.inbox(person["phone"])) == chunk_text(edited)
+    assert texts(sandbox.inbox(person["phone"])) == delivery_messages(edited)
     assert document(db, doc_id)["body"] == "Generated plan.\n\nPart two."
 
     again = cli(database_url, "documents", "reject", str(doc_id), "--reason", "too late")

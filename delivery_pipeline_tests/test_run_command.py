@@ -22,7 +22,7 @@ import pytest
 from dagster_graphql import DagsterGraphQLClient, DagsterGraphQLClientError
 
 from delivery_pipeline.cli.up import DEMO_PEOPLE
-from delivery_pipeline.delivery.chunking import chunk_text
+from delivery_pipeline.delivery.chunking import delivery_messages
 from delivery_pipeline.store.db import connect, ensure_database, with_database
 from delivery_pipeline.store.queries import QUERIES
 from delivery_pipeline_tests.support.dagster_deployment import eventually, graphql
@@ -229,7 +229,7 @@ def test_a_demo_plan_is_delivered_after_the_person_writes(up):
         delivered = eventually(
             lambda: (d := plan()) and d["delivered_at"] and d, "the plan to be delivered"
         )
-    chunks = chunk_text(knocked["body"], 4096)
+    chunks = delivery_messages(knocked["body"], 4096)
     assert len(chunks) >= 3 and delivered["body"] == knocked["body"]
     assert texts(sandbox.get(inbox_path).json()) == chunks
     # the service recorded the delivery in Dagster itself (up wires DAGSTER_WEBSERVER_URL)

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from delivery_pipeline.delivery.chunking import chunk_text
+from delivery_pipeline.delivery.chunking import delivery_messages
 from delivery_pipeline.delivery.sweep import run_sweep
 from delivery_pipeline_tests.support.data import (
     add_document,
@@ -51,7 +51,7 @@ def test_reply_to_a_knock_delivers_without_any_other_trigger(db, sandbox, settin
     sandbox.say(person["phone"], "yes please")
 
     wait_for(lambda: document(db, doc["id"])["delivered_at"], what="delivery after the reply")
-    assert texts(sandbox.inbox(person["phone"])) == chunk_text(body)
+    assert texts(sandbox.inbox(person["phone"])) == delivery_messages(body)
     # Status webhooks fill the ledger.
     wait_for(
         lambda: all(c["delivered_at"] for c in chunks(db, doc["id"])), what="delivered statuses"
@@ -96,7 +96,7 @@ def test_async_reengagement_mid_plan_resends_only_what_never_arrived(
 
     wait_for(lambda: document(db, doc["id"])["delivered_at"], what="delivery after the reply")
     inbox_texts = texts(sandbox.inbox(person["phone"]))
-    assert sorted(inbox_texts) == sorted(chunk_text(body)), "every chunk exactly once"
+    assert sorted(inbox_texts) == sorted(delivery_messages(body)), "every chunk exactly once"
     assert inbox_texts[: len(arrived)] == arrived
     assert len(knocks(sandbox.inbox(person["phone"]))) == 1
 

@@ -74,13 +74,13 @@ WHERE id = ANY(%(document_ids)s) AND delivered_at IS NULL AND abandoned_at IS NU
 
 -- name: chunk_by_wamid
 -- The chunk a message id belongs to.
-SELECT c.document_id, c.chunk_index, c.state, c.callback_data, d.person_id
+SELECT c.document_id, c.chunk_index, c.state, c.callback_data, d.person_id, d.delivery_attempts
 FROM delivery_chunks c JOIN documents d ON d.id = c.document_id
 WHERE c.wa_message_id = %(wa_message_id)s
 
 -- name: chunk_by_callback
 -- The chunk a callback tag names, only if the tag is its current send attempt's.
-SELECT c.document_id, c.chunk_index, c.state, c.callback_data, d.person_id
+SELECT c.document_id, c.chunk_index, c.state, c.callback_data, d.person_id, d.delivery_attempts
 FROM delivery_chunks c JOIN documents d ON d.id = c.document_id
 WHERE c.document_id = %(document_id)s AND c.chunk_index = %(chunk_index)s
   AND c.callback_data = %(callback_data)s
@@ -94,12 +94,23 @@ WHERE document_id = %(document_id)s AND chunk_index = %(chunk_index)s
 RETURNING document_id
 
 -- name: undeliver_document
--- A chunk of this document never arrived: it is not delivered; try again after %(delay_seconds)s.
-UPDATE documents
+-- A chunk of this document never arrived: it is not delivered; try again after
+-- %(delay_seconds)s. %(attempt)s is 1 when the failure counts against
+-- DELIVERY_MAX_ATTEMPTS (as the same error on the send call would), else 0.
+-- An attempt is one pass over the document's unsent chunks: the first chunk of
+-- a pass to fail counts, others of the same pass (still 'failed', not resent
+-- since) do not. Returns the attempts counted so far.
+UPDATE documents d
 SET delivered_at = NULL, last_delivery_error = %(error)s,
-    next_attempt_at = now() + make_interval(secs => %(delay_seconds)s)
-WHERE id = %(document_id)s AND abandoned_at IS NULL
-RETURNING id
+    next_attempt_at = now() + make_interval(secs => %(delay_seconds)s),
+    delivery_attempts = d.delivery_attempts + CASE
+        WHEN %(attempt)s = 1 AND NOT EXISTS (
+            SELECT 1 FROM delivery_chunks c
+            WHERE c.document_id = d.id AND c.state = 'failed'
+              AND c.chunk_index <> %(chunk_index)s)
+        THEN 1 ELSE 0 END
+WHERE d.id = %(document_id)s AND d.abandoned_at IS NULL
+RETURNING d.delivery_attempts
 
 -- name: abandon_document_async
 -- A status says this recipient cannot get the document: stop, whoever holds it.

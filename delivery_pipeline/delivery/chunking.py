@@ -76,6 +76,36 @@ def chunk_text(text: str, limit: int = 4096) -> list[str]:
     return chunks
 
 
+def position_marker(index: int, count: int) -> str:
+    """What heads part ``index`` (from 1) of a document of ``count`` messages."""
+    return f"({index}/{count}) "
+
+
+def delivery_messages(text: str, limit: int = 4096) -> list[str]:
+    """The messages a document goes out as: its chunks, each part of a multi-part
+    document headed by its position, ``(2/3) ``, within ``limit`` with it.
+
+    The platform does not keep messages in order, and a part resent after a
+    later one was accepted (a failure after acceptance) arrives after it: the
+    marker lets the person read the parts in order whatever order they came in
+    (docs/design.md, "Parts that say where they belong"). A one-message document
+    carries none.
+    """
+    chunks = chunk_text(text, limit)
+    count = len(chunks)
+    while count > 1:
+        room = utf16_units(position_marker(count, count))
+        if limit - room < MIN_LIMIT:
+            return chunk_text(text, limit)  # no room for a marker in so small a message
+        chunks = chunk_text(text, limit - room)
+        if utf16_units(position_marker(len(chunks), len(chunks))) <= room:
+            break
+        count = len(chunks)  # more parts than before: the widest marker grew
+    if len(chunks) == 1:
+        return chunks
+    return [position_marker(i, len(chunks)) + c for i, c in enumerate(chunks, start=1)]
+
+
 class _Body:
     """The text with what cutting it needs: widths in UTF-16 code units, and where a
     cut next to whitespace or a sentence end would join two halves of a cluster."""

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from delivery_pipeline.backoff import backoff_seconds
 from delivery_pipeline.delivery.callback import chunk_callback, knock_callback
-from delivery_pipeline.delivery.chunking import chunk_text
+from delivery_pipeline.delivery.chunking import delivery_messages
 from delivery_pipeline.delivery.knock import knock_for
 from delivery_pipeline.delivery.outcomes import THROUGHPUT_PAUSE_SECONDS, Step, consequence_of
 from delivery_pipeline.delivery.pacer import Pacer
@@ -90,7 +90,7 @@ class DocumentDelivery:
         assert phone is not None  # a person without a number is abandon_unreachable
         chunks = tags = None
         if claim.body is not None:
-            chunks = chunk_text(claim.body, claim.chunk_limit or self.settings.chunk_limit)
+            chunks = delivery_messages(claim.body, claim.chunk_limit or self.settings.chunk_limit)
             tags = [chunk_callback(claim.document_id, i, 1) for i in range(len(chunks))]
         ledger = await self.store.begin(claim, chunks, tags)
         if ledger is None:

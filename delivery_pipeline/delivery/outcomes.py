@@ -125,14 +125,14 @@ def consequence_of(
             return Consequence(Step.RETRY, scope, retry_after=ECOSYSTEM_RETRY_SECONDS)
         if isinstance(error, PairRateLimited):
             return Consequence(Step.RETRY, scope, retry_after=_jitter(PAIR_RATE_RETRY_SECONDS))
-    if not synchronous:
-        # Accepted, then failed for a passing reason: the message never
-        # arrived, nothing is wrong with the document. Not an attempt.
-        return Consequence(Step.RETRY, scope, retry_after=ASYNC_RETRY_SECONDS)
     if effect == Effect.SLOW:
+        if not synchronous:
+            return Consequence(Step.RETRY, scope, retry_after=ASYNC_RETRY_SECONDS)
         return Consequence(
             Step.RETRY, scope, retry_after=_jitter(THROUGHPUT_PAUSE_SECONDS), slows_sender=True
         )
+    # This message's own trouble: the attempt counts, refused at once or failed
+    # after acceptance, so a document that keeps failing ends abandoned.
     if attempts >= settings.max_attempts:
         return Consequence(
             Step.ABANDON,

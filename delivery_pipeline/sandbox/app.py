@@ -325,6 +325,7 @@ async def send_message(request: Request) -> Response:
     sandbox = _sandbox(request)
     refused = _identity_refusal(request, "post")
     if refused is not None:
+        sandbox.state.stats.sends_refused += 1
         return _error(refused)
     try:
         payload = json.loads(await request.body())
@@ -341,6 +342,7 @@ async def send_message(request: Request) -> Response:
         wamid = sandbox.accept(message)
     except Refusal as refusal:
         sandbox.state.stats.rejected[refusal.code] += 1
+        sandbox.state.stats.sends_refused += 1
         return _error(refusal)
     body: dict[str, Any] = {
         "messaging_product": "whatsapp",

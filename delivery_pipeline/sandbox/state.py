@@ -99,6 +99,7 @@ class Stats:
     accepted: int = 0
     rejected: Counter[int] = field(default_factory=Counter)
     refused_async: int = 0
+    sends_refused: int = 0  # message sends answered with an error (any code, 190 included)
     injected_5xx: int = 0
     dropped: int = 0
     stalled: int = 0
@@ -154,6 +155,7 @@ class SandboxState:
             "rejected": sum(s.rejected.values()),
             "rejected_by_code": {str(code): n for code, n in sorted(s.rejected.items())},
             "refused_async": s.refused_async,
+            "sends_refused": s.sends_refused,
             "injected_5xx": s.injected_5xx,
             "dropped": s.dropped,
             "stalled": s.stalled,

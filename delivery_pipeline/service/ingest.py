@@ -20,10 +20,12 @@ import psycopg
 from psycopg import AsyncConnection
 from psycopg.types.json import Jsonb
 
+from delivery_pipeline.backoff import backoff_seconds
 from delivery_pipeline.delivery.callback import parse_chunk, parse_knock
 from delivery_pipeline.delivery.inbound import note_inbound
 from delivery_pipeline.delivery.outcomes import Step, consequence_of
 from delivery_pipeline.delivery.pause import pause_sender
+from delivery_pipeline.model import AbandonReason
 from delivery_pipeline.settings import DeliverySettings
 from delivery_pipeline.store.db import database_unavailable
 from delivery_pipeline.store.queries import QUERIES
@@ -312,18 +314,21 @@ async def _apply_failure(
         error,
         document_id=document_id,
         person_id=person_id,
-        attempts=0,
+        attempts=chunk.delivery_attempts + 1,
         settings=settings,
         synchronous=False,
     )
-    if consequence.alert is not None:
-        await record_alert(conn, consequence.alert)
     if consequence.step == Step.KNOCK:
         await QUERIES.refuse_window.run(conn, {"person_id": person_id, "at": at})
     if consequence.step == Step.PAUSE:
         await pause_sender(conn, error, reason, document_id=document_id, settings=settings)
-    if consequence.step == Step.ABANDON:
+    if (
+        consequence.step == Step.ABANDON
+        and consequence.abandon_reason != AbandonReason.MAX_ATTEMPTS
+    ):
         assert consequence.abandon_reason is not None  # an abandonment always has its reason
+        if consequence.alert is not None:
+            await record_alert(conn, consequence.alert)
         if consequence.opts_out:
             await QUERIES.person_opted_out.run(conn, {"person_id": person_id})
         await QUERIES.abandon_document_async.one(
@@ -331,9 +336,44 @@ async def _apply_failure(
             {"document_id": document_id, "reason": consequence.abandon_reason, "error": reason},
         )
         return
-    await QUERIES.undeliver_document.one(
+    if consequence.alert is not None and consequence.step != Step.ABANDON:
+        await record_alert(conn, consequence.alert)
+    attempts = await QUERIES.undeliver_document.one(
         conn,
-        {"document_id": document_id, "error": reason, "delay_seconds": consequence.retry_after},
+        {
+            "document_id": document_id,
+            "error": reason,
+            "delay_seconds": consequence.retry_after
+            if consequence.step != Step.ABANDON
+            else backoff_seconds(
+                chunk.delivery_attempts + 1,
+                settings.backoff_base_seconds,
+                settings.backoff_max_seconds,
+            ),
+            "attempt": int(consequence.counts_attempt),
+            "chunk_index": chunk.chunk_index,
+        },
     )
-    if consequence.retry_after == 0:
+    if attempts is not None and consequence.counts_attempt and attempts >= settings.max_attempts:
+        # Refused at once or failed later, the attempts are the same count.
+        exhausted = consequence_of(
+            error,
+            document_id=document_id,
+            person_id=person_id,
+            attempts=attempts,
+            settings=settings,
+            synchronous=False,
+        )
+        if exhausted.alert is not None:
+            await record_alert(conn, exhausted.alert)
+        await QUERIES.abandon_document_async.one(
+            conn,
+            {
+                "document_id": document_id,
+                "reason": AbandonReason.MAX_ATTEMPTS,
+                "error": f"{attempts} attempts, last: {reason}"[:1000],
+            },
+        )
+        return
+    if consequence.retry_after == 0 and consequence.step != Step.ABANDON:
         outcome.documents_to_sweep.add(document_id)

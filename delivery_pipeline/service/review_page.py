@@ -10,7 +10,7 @@ POST checks it. With no token configured every route answers 404: never an
 open page. The database unreachable: 503, on every route.
 
 Documents are listed oldest first, with how long they have waited, each cut
-into messages by ``chunk_text`` with ``DELIVERY_CHUNK_LIMIT``, as delivery
+into messages by ``delivery_messages`` with ``DELIVERY_CHUNK_LIMIT``, as delivery
 will cut it. A decision is ``store.review.decide_async`` (the rule the CLI
 and the Dagster job share); an approval sweeps that document in this
 process at once, as ``/internal/sweep`` does. After a POST the browser is
@@ -35,7 +35,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, PlainTextResponse, RedirectResponse, Response
 from starlette.routing import Route
 
-from delivery_pipeline.delivery.chunking import chunk_text
+from delivery_pipeline.delivery.chunking import delivery_messages
 from delivery_pipeline.model import ReviewDecision
 from delivery_pipeline.service.bodies import TooLarge, read_form
 from delivery_pipeline.service.sessions import COOKIE_NAME, Session, Sessions, client_key
@@ -313,7 +313,7 @@ async def _render_list(
     documents = [
         {
             "doc": doc,
-            "messages": chunk_text(doc.body, chunk_limit),
+            "messages": delivery_messages(doc.body, chunk_limit),
             "age": format_age(doc.age_seconds, precise=True),
             "phone": _masked(doc.phone),
         }

@@ -169,6 +169,7 @@ class ChunkOwner:
     state: ChunkState
     callback_data: str
     person_id: int
+    delivery_attempts: int  # the document's attempts counted so far
 
 
 @dataclass(frozen=True, slots=True)
@@ -1048,6 +1049,8 @@ class ChunkRefused(ChunkRef):
 class UndeliverDocument(ByDocument):
     error: str
     delay_seconds: float
+    attempt: int  # 1: the failure counts against DELIVERY_MAX_ATTEMPTS
+    chunk_index: int  # the chunk that failed (others of its pass already failed: no count)
 
 
 class AbandonDocument(ByDocument):
