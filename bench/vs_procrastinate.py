@@ -312,7 +312,9 @@ def crash_run(
             time.sleep(1.0)
     if webhooks:
         sandbox.wait_webhooks_idle(10)
-    report = inbox_report(sandbox.inboxes(), {p: delivery_messages(plan_body(9), 4096) for p in phones})
+    report = inbox_report(
+        sandbox.inboxes(), {p: delivery_messages(plan_body(9), 4096) for p in phones}
+    )
     figures = {
         "duplicates": report["duplicates"],
         "missing": report["missing"],

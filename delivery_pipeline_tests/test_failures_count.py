@@ -1,0 +1,168 @@
+"""Failures that count, and errors that arrive later: the sandbox fails sends in a
+status webhook, the webhook service (a real process) applies it, Postgres holds
+the outcome. Every row of the classification that can arrive asynchronously
+(but a template's, which only knocks meet) is driven here."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from delivery_pipeline.delivery.chunking import delivery_messages
+from delivery_pipeline.delivery.sweep import run_sweep
+from delivery_pipeline.store.queries import QUERIES
+from delivery_pipeline.whatsapp.errors import RULES, Arrives, Effect, Scope
+from delivery_pipeline_tests.support.data import add_document, add_person, plan_body
+from delivery_pipeline_tests.support.inbox import knocks, texts
+from delivery_pipeline_tests.support.service_server import APP_SECRET, start_service
+
+pytestmark = pytest.mark.slow
+
+MAX_ATTEMPTS = 3
+
+
+@pytest.fixture
+def service(sandbox, settings) -> Iterator[object]:
+    with start_service(
+        settings.database.database_url,
+        sandbox.url,
+        DELIVERY_LISTEN="false",
+        DELIVERY_MAX_ATTEMPTS=str(MAX_ATTEMPTS),
+        DELIVERY_BACKOFF_BASE_SECONDS="0",
+        DELIVERY_BACKOFF_MAX_SECONDS="0",
+    ) as svc:
+        sandbox.faults(webhook_url=svc.webhook_url, app_secret=APP_SECRET, status_delay_ms=20)
+        yield svc
+
+
+@pytest.fixture
+def engine(settings):
+    return settings.replace(delivery={"max_attempts": MAX_ATTEMPTS, "quiet_hours": ""})
+
+
+def sweep(settings):
+    return asyncio.run(run_sweep(settings, settings.database.database_url))
+
+
+def doc_row(db, doc_id):
+    return db.execute("SELECT * FROM documents WHERE id = %s", (doc_id,)).fetchone()
+
+
+def wait_for(predicate, timeout: float = 20.0, what: str = "condition"):
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.05)
+
+
+def failed_statuses_applied(db, doc_id, n):
+    return lambda: (
+        db.execute(
+            "SELECT count(*) AS n FROM status_events WHERE status = 'failed' "
+            "AND callback_data LIKE %s",
+            (f"dp:{doc_id}:%",),
+        ).fetchone()["n"]
+        >= n
+    )
+
+
+def test_async_failures_on_a_chunk_count_up_to_the_maximum(db, sandbox, engine, service):
+    person = add_person(db)
+    sandbox.say(person["phone"], "hi")
+    body = plan_body(2, tag="M")
+    doc = add_document(db, person["id"], body)
+
+    for attempt in range(1, MAX_ATTEMPTS + 1):
+        # Each pass: the first chunk sent is accepted, then fails in a status.
+        sandbox.refuse(131000, "async", to=person["phone"], count=1)
+        sweep(engine)
+        wait_for(failed_statuses_applied(db, doc["id"], attempt), what=f"failure {attempt}")
+        row = wait_for(
+            lambda: (r := doc_row(db, doc["id"]))["delivered_at"] is None and r,
+            what="un-delivered",
+        )
+        assert row["delivery_attempts"] == attempt, "an async failure is an attempt"
+
+    row = doc_row(db, doc["id"])
+    assert row["abandon_reason"] == "max_attempts"
+    assert "131000" in row["last_delivery_error"]
+    alert = db.execute(
+        "SELECT * FROM ops_alerts WHERE dedup_key = %s", (f"max_attempts:{doc['id']}",)
+    ).fetchall()
+    assert len(alert) == 1, "abandoned and alerted"
+    # Never sent again: the first part never arrived, the second once.
+    assert sweep(engine).claimed == 0
+    assert texts(sandbox.inbox(person["phone"])) == [delivery_messages(body)[1]]
+
+
+def test_a_part_resent_after_a_later_one_says_where_it_belongs(db, sandbox, engine, service):
+    person = add_person(db)
+    sandbox.say(person["phone"], "hi")
+    body = plan_body(3, tag="O")
+    doc = add_document(db, person["id"], body)
+    sandbox.refuse(131000, "async", to=person["phone"], count=1)
+
+    sweep(engine)
+    wait_for(failed_statuses_applied(db, doc["id"], 1), what="the failure")
+    wait_for(lambda: doc_row(db, doc["id"])["delivered_at"] is None, what="un-delivered")
+    sweep(engine)
+
+    wait_for(lambda: doc_row(db, doc["id"])["delivered_at"], what="delivered at last")
+    messages = delivery_messages(body)
+    arrived = texts(sandbox.inbox(person["phone"]))
+    assert arrived == [messages[1], messages[2], messages[0]], "part 1 came last"
+    assert [m[:6] for m in arrived] == ["(2/3) ", "(3/3) ", "(1/3) "], "each says where it goes"
+    assert doc_row(db, doc["id"])["delivery_attempts"] == 1
+
+
+ASYNC_ROWS = sorted(
+    code
+    for code, rule in RULES.items()
+    if rule.arrives in (Arrives.ASYNC, Arrives.BOTH) and rule.scope != Scope.TEMPLATE
+)
+
+
+@pytest.mark.parametrize("code", ASYNC_ROWS)
+def test_each_code_failed_later_has_the_consequence_of_its_scope(
+    code, db, sandbox, engine, service
+):
+    rule = RULES[code]
+    person = add_person(db)
+    sandbox.say(person["phone"], "hi")
+    doc = add_document(db, person["id"], "A short plan.")
+    sandbox.refuse(code, "async", to=person["phone"], message_type="text")
+
+    sweep(engine)
+    wait_for(failed_statuses_applied(db, doc["id"], 1), what="the failed status")
+
+    if rule.effect == Effect.KNOCK:
+        wait_for(lambda: knocks(sandbox.inbox(person["phone"])), what="the knock")
+        wait_for(lambda: doc_row(db, doc["id"])["awaiting_reply_since"], what="awaiting")
+    elif rule.effect == Effect.ABANDON:
+        row = wait_for(lambda: (r := doc_row(db, doc["id"]))["abandoned_at"] and r, what="abandon")
+        assert row["abandon_reason"] == rule.error.abandon_reason
+    elif rule.effect == Effect.HOLD:
+        row = wait_for(lambda: (r := doc_row(db, doc["id"]))["delivered_at"] is None and r)
+        assert (row["next_attempt_at"] - row["created_at"]).total_seconds() > 23 * 3600
+        assert row["delivery_attempts"] == 0
+    elif rule.effect == Effect.PAUSE:
+        state = wait_for(
+            lambda: (s := db.execute(QUERIES.sender_state.sql).fetchone())["paused_at"] and s,
+            what="the pause",
+        )
+        assert state["pause_code"] == code
+        assert doc_row(db, doc["id"])["delivery_attempts"] == 0
+    else:
+        assert rule.effect == Effect.RETRY
+        for attempt in range(2, MAX_ATTEMPTS + 1):
+            wait_for(lambda: doc_row(db, doc["id"])["delivered_at"] is None, what="un-delivered")
+            sweep(engine)
+            wait_for(failed_statuses_applied(db, doc["id"], attempt), what=f"failure {attempt}")
+        row = wait_for(lambda: (r := doc_row(db, doc["id"]))["abandoned_at"] and r, what="abandon")
+        assert row["abandon_reason"] == "max_attempts" and f"({code})" in row["last_delivery_error"]
