@@ -299,9 +299,11 @@ class DocumentDelivery:
         if consequence.alert is not None and consequence.step != Step.PAUSE:
             await self.store.record_alert(consequence.alert)
         if consequence.step == Step.PAUSE:
+            # Paused first: the release's ready notification then says "at the
+            # next probe", and no listener sweeps the document again at once.
+            await self.store.pause_sender(exc, str(exc), claim.document_id)
             await self.store.release(claim)
             self.sweep.note(Event.RELEASED, claim.document_id)
-            await self.store.pause_sender(exc, str(exc), claim.document_id)
             self.sweep.maybe_paused = True
             hint = remedy(exc.code)
             raise GlobalStop(f"{exc}: {hint}" if hint else str(exc))
