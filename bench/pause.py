@@ -20,7 +20,14 @@ import subprocess
 import sys
 import time
 
-from _common import REPO, child_env, scratch_database, seed_ready_documents, write_section
+from _common import (
+    REPO,
+    child_env,
+    figures_comment,
+    scratch_database,
+    seed_ready_documents,
+    write_section,
+)
 
 from delivery_pipeline.settings import DEV_ACCESS_TOKEN
 from delivery_pipeline.store.db import connect
@@ -86,8 +93,13 @@ def main() -> None:
     parser.add_argument("--docs", type=int, default=40)
     args = parser.parse_args()
     rows = []
+    measured: dict[str, object] = {}
     for services, loops in ((1, 1), (2, 2)):
         figures = run(services, loops, args.bad_seconds, args.docs)
+        fleet = f"{services}_{loops}"
+        measured[f"refused_{fleet}"] = figures["refused"]
+        measured[f"recovery_{fleet}"] = round(figures["recovery"], 1)
+        measured[f"interval_{fleet}"] = figures["interval"]
         print(f"{services} service(s) + {loops} sweep loop(s): {figures}", flush=True)
         rows.append(
             f"| {services} + {loops} | {figures['refused']} | {figures['per_minute']:.1f} | "
@@ -103,7 +115,7 @@ def main() -> None:
         "|---|---|---|---|---|---|\n" + "\n".join(rows) + "\n\n"
         "Before the pause was a gate, one service alone drew 2,128 refused sends in 30 s "
         "(about 4,250 a minute). Recovery is bounded by the probe interval in force at the "
-        "fix; `delivery-pipeline resume` makes it immediate."
+        "fix; `delivery-pipeline resume` makes it immediate.\n\n" + figures_comment(measured)
     )
     write_section(
         "pause",

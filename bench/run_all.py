@@ -32,6 +32,7 @@ BENCHMARKS: dict[str, list[str]] = {
     "vs_procrastinate": ["--docs", "500", "--docs-two", "1000", "--repeats", "2"],
     "record_latency": ["--replies", "30", "--modes", "push,sensor"],
     "deep_json": ["--repeats", "3"],
+    "pause": ["--bad-seconds", "40", "--docs", "40"],
 }
 
 
@@ -98,6 +99,23 @@ def summary_rows() -> list[tuple[str, str, str, bool | None]]:
         "{:.2f} s",
         at_most(1.6),
     )
+    p = read_figures("pause") or {}
+    for fleet, who in (("1_1", "the service and a sweep"), ("2_2", "two services, two sweeps")):
+        add(
+            f"a bad token for 40 s, {who}: sends refused fleet-wide",
+            "≤ 10",
+            p.get(f"refused_{fleet}"),
+            "{:.0f}",
+            at_most(10),
+        )
+        interval = p.get(f"interval_{fleet}")
+        add(
+            f"a bad token for 40 s, {who}: fix → everything delivered",
+            f"≤ two probe intervals ({2 * float(interval):.0f} s)" if interval else "≤ 2 intervals",
+            p.get(f"recovery_{fleet}"),
+            "{:.1f} s",
+            at_most(2 * float(interval)) if interval else None,
+        )
     f = read_figures("fleet") or {}
     add(
         "fleet (4 sweeps + service) at an 80 msg/s number: throttling refusals (130429)",
