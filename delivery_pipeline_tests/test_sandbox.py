@@ -17,6 +17,7 @@ from delivery_pipeline.whatsapp.errors import (
     RecipientUnreachable,
     ReEngagementRequired,
     SendOutcomeUnknown,
+    TemplateRefused,
     Throttled,
     TransientError,
     from_error_object,
@@ -131,7 +132,7 @@ def template_payload(
 
 def error_of(response: httpx.Response) -> dict[str, Any]:
     error = response.json()["error"]
-    assert set(error) == {"message", "type", "code", "error_data", "fbtrace_id"}
+    assert set(error) - {"error_subcode"} == {"message", "type", "code", "error_data", "fbtrace_id"}
     assert error["error_data"]["messaging_product"] == "whatsapp"
     assert error["error_data"]["details"]
     return error
@@ -179,6 +180,7 @@ def test_unknown_phone_number_id_is_code_100(sandbox: SandboxProcess) -> None:
     response = post_raw(sandbox, text_payload("+15550100003"), url=url)
     assert response.status_code == 400
     assert error_of(response)["code"] == 100
+    assert error_of(response)["error_subcode"] == 33, "what tells it from a malformed request"
     with pytest.raises(GlobalSendError) as raised:
         with_client(sandbox, lambda c: c.send_text("+15550100003", "hi"), phone_number_id="999")
     assert raised.value.code == 100
@@ -273,7 +275,7 @@ def test_callback_data_up_to_512_characters_is_kept(sandbox: SandboxProcess) -> 
 def test_template_rules(
     sandbox: SandboxProcess, name: str, language: str, parameters: list[str], code: int
 ) -> None:
-    with pytest.raises(GlobalSendError) as raised:
+    with pytest.raises(TemplateRefused) as raised:
         send_template(sandbox, "+15550100013", parameters, name=name, language=language)
     assert raised.value.code == code and raised.value.http_status == 400
     assert sandbox.inboxes() == {}
@@ -801,3 +803,38 @@ def test_an_answer_that_trickles_forever_is_an_unknown_outcome_after_the_send_ti
         asyncio.run(send())
     assert [m["text"] for m in sandbox.inbox(number)] == ["slow"], "accepted all the same"
     assert sandbox.stats()["stalled"] == 1
+
+
+# --- any code on demand ----------
+
+
+def test_any_code_on_demand_sync_then_async_counted_down(sandbox: SandboxProcess) -> None:
+    number = "+15550100077"
+    sandbox.say(number, "hi")
+    sandbox.refuse(131064, "sync", to=number, count=1)
+    sandbox.refuse(137000, "async", to=number, message_type="text", count=1)
+    first = post_raw(sandbox, text_payload(number))
+    assert first.status_code == 400 and error_of(first)["code"] == 131064
+    second = post_raw(sandbox, text_payload(number))
+    assert second.status_code == 200, "async: accepted, then a failed status"
+    [failure] = [f for f in sandbox.failures() if f["to"] == number]
+    assert failure["code"] == 137000
+    third = post_raw(sandbox, text_payload(number))
+    assert third.status_code == 200 and sandbox.inbox(number), "both refusals used up"
+    assert [r["used"] for r in sandbox._call("GET", "/_sandbox/refusals")] == [1, 1]
+    sandbox.clear_refusals()
+    assert sandbox._call("GET", "/_sandbox/refusals") == []
+
+
+def test_a_refusal_for_one_type_spares_the_other(sandbox: SandboxProcess) -> None:
+    number = "+15550100078"
+    sandbox.say(number, "hi")
+    sandbox.refuse(132015, "sync", message_type="template")
+    assert post_raw(sandbox, text_payload(number)).status_code == 200
+    refused = post_raw(sandbox, template_payload(number, [{"type": "text", "text": "A"}]))
+    assert refused.status_code == 400 and error_of(refused)["code"] == 132015
+
+
+def test_a_bad_refusal_request_is_told_what_to_send(sandbox: SandboxProcess) -> None:
+    response = sandbox.http.post("/_sandbox/refusals", json={"code": "190"})
+    assert response.status_code == 400 and '"code": <int>' in response.json()["error"]["message"]

@@ -430,7 +430,12 @@ class DocumentDelivery:
             return
         if consequence.slows_sender:
             await self.pacer.back_off(THROUGHPUT_PAUSE_SECONDS)
-        # A refused knock template is never a window question: retry it.
+        if consequence.step == Step.HOLD_TEMPLATE:
+            # Template-scoped: this knock waits, nothing else does (the sweep
+            # goes on). The hold is the document's next attempt and last error.
+            await self._retry(claim, delay=consequence.retry_after, reason=str(exc))
+            return
+        # A knock refused with 131047 is never a window question: retry it.
         counts = consequence.counts_attempt or consequence.step == Step.KNOCK
         delay = consequence.retry_after if consequence.step == Step.RETRY else self._backoff(claim)
         await self._retry(claim, delay=delay, reason=str(exc), counts_attempt=counts)

@@ -18,15 +18,14 @@ from delivery_pipeline.model import AbandonReason
 from delivery_pipeline.settings import DeliverySettings
 from delivery_pipeline.watch.alerts import Alert, AlertSeverity
 from delivery_pipeline.whatsapp.errors import (
-    PAIR_RATE_LIMIT,
     PAIR_RATE_RETRY_SECONDS,
     CloudApiError,
     EcosystemHold,
-    GlobalSendError,
+    Effect,
+    PairRateLimited,
     RecipientOptedOut,
     RecipientUnreachable,
-    ReEngagementRequired,
-    Throttled,
+    Scope,
 )
 
 # A 130429 means the last second was one too many. The pause moves the whole
@@ -38,18 +37,25 @@ THROUGHPUT_PAUSE_SECONDS = 0.1
 ASYNC_RETRY_SECONDS = 60.0
 # 131049 (withheld for ecosystem health): the platform asks for a day.
 ECOSYSTEM_RETRY_SECONDS = 24 * 3600.0
+# A knock whose template was refused (paused, disabled, its parameters): the
+# document waits this long before its knock is tried again. A paused template
+# stays paused 3 h at least; a quarter of an hour notices a fix soon enough
+# without knocking on a closed door every few seconds.
+TEMPLATE_HOLD_SECONDS = 15 * 60.0
 
 
 class Step(enum.StrEnum):
     KNOCK = "knock"  # outside the window: the template, then wait for the person
     ABANDON = "abandon"  # never sent again
     PAUSE = "pause"  # nobody can be sent to: sending stops for everyone
+    HOLD_TEMPLATE = "hold_template"  # the knock's template is refused: the knock waits
     RETRY = "retry"  # try again after ``retry_after``
 
 
 @dataclass(frozen=True)
 class Consequence:
     step: Step
+    scope: Scope = Scope.MESSAGE
     retry_after: float = 0.0
     counts_attempt: bool = False
     abandon_reason: AbandonReason | None = None
@@ -72,25 +78,32 @@ def consequence_of(
     ``attempts``: the document's failed attempts including this one.
     ``synchronous``: the send call failed (the engine holds the claim), as
     opposed to a ``failed`` status arriving later (``error`` may then be None).
+    The error's ``scope`` says whose sends it stops, its ``effect`` what happens.
     """
-    if isinstance(error, ReEngagementRequired):
-        return Consequence(Step.KNOCK)
-    if isinstance(error, GlobalSendError):
+    effect = error.effect if error is not None else Effect.RETRY
+    scope = error.scope if error is not None else Scope.MESSAGE
+    if effect == Effect.KNOCK:
+        return Consequence(Step.KNOCK, scope)
+    if effect == Effect.PAUSE:
+        assert error is not None
         return Consequence(
             Step.PAUSE,
+            scope,
             retry_after=0.0 if synchronous else ASYNC_RETRY_SECONDS,
             alert=Alert(
                 f"sender_paused:{error.code}",
                 AlertSeverity.ERROR,
-                f"Sending paused: WhatsApp refused a send with a global error ({error}). Fix "
-                "what it names (credentials, phone number id, template or account); the next "
-                "successful send resumes sending by itself.",
+                f"Sending paused for every sender: WhatsApp refused a send with a sender-wide "
+                f"error ({error}). Fix what it names (credentials, phone number id, account, "
+                "limits); one sender probes, and the first success resumes everybody "
+                "(`delivery-pipeline resume` at once).",
                 {"code": error.code, "document_id": document_id},
             ),
         )
-    if isinstance(error, RecipientUnreachable):
+    if effect == Effect.ABANDON and isinstance(error, RecipientUnreachable):
         return Consequence(
             Step.ABANDON,
+            scope,
             abandon_reason=error.abandon_reason,
             opts_out=isinstance(error, RecipientOptedOut),
             alert=Alert(
@@ -101,20 +114,40 @@ def consequence_of(
                 {"code": error.code, "document_id": document_id, "person_id": person_id},
             ),
         )
+    if effect == Effect.HOLD_TEMPLATE:
+        assert error is not None
+        # The hook for the template's own lifecycle: the scope says "template",
+        # the engine records the hold on the document (last error, next attempt)
+        # and only knocks wait; in-window deliveries need no template.
+        return Consequence(
+            Step.HOLD_TEMPLATE,
+            scope,
+            retry_after=TEMPLATE_HOLD_SECONDS,
+            alert=Alert(
+                f"template_refused:{error.code}",
+                AlertSeverity.WARNING,
+                f"A knock's template was refused ({error}); knocks wait and are tried "
+                f"again every {TEMPLATE_HOLD_SECONDS / 60:.0f} min, in-window deliveries go on.",
+                {"code": error.code, "document_id": document_id},
+            ),
+        )
+    if effect == Effect.HOLD:
+        if isinstance(error, EcosystemHold):
+            return Consequence(Step.RETRY, scope, retry_after=ECOSYSTEM_RETRY_SECONDS)
+        if isinstance(error, PairRateLimited):
+            return Consequence(Step.RETRY, scope, retry_after=_jitter(PAIR_RATE_RETRY_SECONDS))
     if not synchronous:
         # Accepted, then failed for a passing reason: the message never
         # arrived, nothing is wrong with the document. Not an attempt.
-        hold = ECOSYSTEM_RETRY_SECONDS if isinstance(error, EcosystemHold) else ASYNC_RETRY_SECONDS
-        return Consequence(Step.RETRY, retry_after=hold)
-    if isinstance(error, Throttled):
-        if error.code == PAIR_RATE_LIMIT:
-            return Consequence(Step.RETRY, retry_after=_jitter(PAIR_RATE_RETRY_SECONDS))
+        return Consequence(Step.RETRY, scope, retry_after=ASYNC_RETRY_SECONDS)
+    if effect == Effect.SLOW:
         return Consequence(
-            Step.RETRY, retry_after=_jitter(THROUGHPUT_PAUSE_SECONDS), slows_sender=True
+            Step.RETRY, scope, retry_after=_jitter(THROUGHPUT_PAUSE_SECONDS), slows_sender=True
         )
     if attempts >= settings.max_attempts:
         return Consequence(
             Step.ABANDON,
+            scope,
             counts_attempt=True,
             abandon_reason=AbandonReason.MAX_ATTEMPTS,
             alert=Alert(
@@ -126,6 +159,7 @@ def consequence_of(
         )
     return Consequence(
         Step.RETRY,
+        scope,
         counts_attempt=True,
         retry_after=backoff_seconds(
             attempts, settings.backoff_base_seconds, settings.backoff_max_seconds

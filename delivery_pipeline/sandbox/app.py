@@ -28,7 +28,7 @@ from starlette.types import Receive, Scope, Send
 
 from delivery_pipeline.model import e164
 from delivery_pipeline.sandbox.config import RUNTIME_KEYS, SandboxConfig
-from delivery_pipeline.sandbox.state import Person, SandboxState, iso, new_wamid
+from delivery_pipeline.sandbox.state import ForcedRefusal, Person, SandboxState, iso, new_wamid
 from delivery_pipeline.sandbox.templates import DETAILS as template_details
 from delivery_pipeline.sandbox.templates import TITLES as template_titles
 from delivery_pipeline.sandbox.templates import (
@@ -42,6 +42,7 @@ from delivery_pipeline.sandbox.validation import (
     UNREACHABLE_DETAILS,
     Outgoing,
     Refusal,
+    details,
     validate_send,
 )
 from delivery_pipeline.sandbox.webhooks import (
@@ -51,6 +52,7 @@ from delivery_pipeline.sandbox.webhooks import (
     new_conversation_id,
     status_value,
 )
+from delivery_pipeline.whatsapp.errors import PHONE_NUMBER_ID_SUBCODE
 from delivery_pipeline.whatsapp.signature import tokens_match
 
 THROUGHPUT_DETAILS = "Cloud API message throughput has been reached."
@@ -98,6 +100,9 @@ class Sandbox:
         """Apply the limits and the window; record the message. Returns its wamid."""
         config, state = self.config, self.state
         monotonic, now = time.monotonic(), time.time()
+        forced = state.forced_refusal(message.to, message.type)
+        if forced is not None and forced.mode == "sync":
+            raise Refusal(forced.code, details(forced.code), http_status=_http_status(forced.code))
         recent = state.accepted_recently.count(monotonic)
         if config.throughput_limit and recent >= config.throughput_limit:
             state.stats.throttled += 1
@@ -119,7 +124,9 @@ class Sandbox:
                     template_details.get(code, "Template refused."),
                     message=template_titles.get(code),
                 )
-        if person.unreachable is not None:
+        if forced is not None:
+            failure = forced.code
+        elif person.unreachable is not None:
             if person.unreachable == "sync":
                 raise Refusal(131026, UNREACHABLE_DETAILS)
             failure = 131026
@@ -229,6 +236,15 @@ class Sandbox:
 
 def _constant(value: dict[str, Any]) -> Callable[[], dict[str, Any]]:
     return lambda: value
+
+
+def _http_status(code: int) -> int:
+    """The HTTP status the Graph API answers a code with (auth errors 401, limits 429)."""
+    if code == 190:
+        return 401
+    if code in (4, 80007, 130429, 131056):
+        return 429
+    return 400
 
 
 def _inbox_record(message: Outgoing, wamid: str, now: float) -> dict[str, Any]:
@@ -355,6 +371,7 @@ def _identity_refusal(request: Request, method: str) -> Refusal | None:
             "cannot be loaded due to missing permissions, or does not support this operation.",
             message=f"Unsupported {method} request.",
             error_type="GraphMethodException",
+            subcode=PHONE_NUMBER_ID_SUBCODE,
         )
     return None
 
@@ -527,6 +544,37 @@ async def templates(request: Request) -> Response:
     return JSONResponse(_sandbox(request).templates.known())
 
 
+_REFUSAL_BODY = (
+    'body must be {"code": <int>, "mode"?: "sync"|"async", "to"?: "+E164", '
+    '"type"?: "text"|"template", "count"?: <int >= 1> | null}'
+)
+
+
+async def refusals(request: Request) -> Response:
+    """Any error code on demand: ``POST`` adds one (to every send or one number's,
+    of every type or one, ``count`` times or until ``DELETE``), ``GET`` lists them."""
+    state = _sandbox(request).state
+    if request.method == "DELETE":
+        state.refusals.clear()
+    elif request.method == "POST":
+        data = await _json_object(request)
+        if data is None or set(data) - {"code", "mode", "to", "type", "count"}:
+            return _control_error(_REFUSAL_BODY)
+        code, mode, to = data.get("code"), data.get("mode", "sync"), data.get("to")
+        kind, count = data.get("type"), data.get("count")
+        if (
+            not isinstance(code, int)
+            or isinstance(code, bool)
+            or mode not in ("sync", "async")
+            or (to is not None and (not isinstance(to, str) or e164(to) != to))
+            or kind not in (None, "text", "template")
+            or (count is not None and (not isinstance(count, int) or count < 1))
+        ):
+            return _control_error(_REFUSAL_BODY)
+        state.refusals.append(ForcedRefusal(code, mode, to, kind, count))
+    return JSONResponse([r.describe() for r in state.refusals])
+
+
 async def inboxes(request: Request) -> Response:
     people = _sandbox(request).state.people
     return JSONResponse({number: p.inbox for number, p in people.items() if p.inbox})
@@ -602,6 +650,7 @@ def create_app(config: SandboxConfig | None = None) -> Starlette:
         Route("/_sandbox/templates", templates, methods=["GET"]),
         Route("/_sandbox/templates/{name}/{language}", template_life, methods=["GET", "POST"]),
         Route("/_sandbox/faults", faults, methods=["GET", "POST"]),
+        Route("/_sandbox/refusals", refusals, methods=["GET", "POST", "DELETE"]),
         Route("/_sandbox/stats", stats, methods=["GET"]),
         Route("/_sandbox/failures", failures, methods=["GET"]),
         Route("/_sandbox/reset", reset, methods=["POST"]),

@@ -57,6 +57,42 @@ class Person:
 
 
 @dataclass
+class ForcedRefusal:
+    """A code the sandbox answers on demand: on the send call (``sync``) or in a
+    ``failed`` status after accepting (``async``), to one number or everybody,
+    to one message type or all, ``remaining`` times or until cleared (None)."""
+
+    code: int
+    mode: str = "sync"
+    to: str | None = None
+    message_type: str | None = None
+    remaining: int | None = None
+    used: int = 0
+
+    def matches(self, to: str, message_type: str) -> bool:
+        return (
+            (self.remaining is None or self.remaining > 0)
+            and (self.to is None or self.to == to)
+            and (self.message_type is None or self.message_type == message_type)
+        )
+
+    def take(self) -> None:
+        self.used += 1
+        if self.remaining is not None:
+            self.remaining -= 1
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "code": self.code,
+            "mode": self.mode,
+            "to": self.to,
+            "type": self.message_type,
+            "remaining": self.remaining,
+            "used": self.used,
+        }
+
+
+@dataclass
 class Stats:
     """Counters behind ``GET /_sandbox/stats``."""
 
@@ -84,6 +120,7 @@ class SandboxState:
         self.stats = Stats()
         self.failures: list[dict[str, Any]] = []
         self.ops_alerts: list[Any] = []
+        self.refusals: list[ForcedRefusal] = []
         self.accepted_recently = SlidingWindowCounter(1.0)
         self.pair_limiter = PairRateLimiter()
         self.started_at = time.monotonic()
@@ -94,11 +131,20 @@ class SandboxState:
             person = self.people[number] = Person(number)
         return person
 
+    def forced_refusal(self, to: str, message_type: str) -> ForcedRefusal | None:
+        """The first forced refusal that applies to this send, taken (counted)."""
+        for refusal in self.refusals:
+            if refusal.matches(to, message_type):
+                refusal.take()
+                return refusal
+        return None
+
     def reset(self) -> None:
         self.people.clear()
         self.stats = Stats()
         self.failures.clear()
         self.ops_alerts.clear()
+        self.refusals.clear()
         self.accepted_recently.clear()
         self.pair_limiter.clear()
 

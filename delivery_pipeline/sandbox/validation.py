@@ -37,6 +37,17 @@ REENGAGEMENT_DETAILS = (
 UNREACHABLE_DETAILS = "Message Undeliverable."
 
 DETAILS: dict[int, str] = {131047: REENGAGEMENT_DETAILS, 131026: UNREACHABLE_DETAILS}
+
+
+def title(code: int) -> str:
+    """The error's title as the platform words it (a forced code without one: generic)."""
+    return TITLES.get(code, f"Error {code} (forced by the sandbox)")
+
+
+def details(code: int) -> str:
+    return DETAILS.get(code, f"The sandbox was told to answer {code}.")
+
+
 """The ``error_data.details`` of the errors that can also arrive asynchronously."""
 
 
@@ -51,24 +62,27 @@ class Refusal(Exception):
         http_status: int = 400,
         message: str | None = None,
         error_type: str = "OAuthException",
+        subcode: int | None = None,
     ) -> None:
         super().__init__(f"({code}) {details}")
         self.code = code
         self.details = details
         self.http_status = http_status
-        self.message = message or TITLES.get(code, "Unknown error")
+        self.message = message or title(code)
         self.error_type = error_type
+        self.subcode = subcode
 
     def body(self) -> dict[str, Any]:
-        return {
-            "error": {
-                "message": self.message,
-                "type": self.error_type,
-                "code": self.code,
-                "error_data": {"messaging_product": "whatsapp", "details": self.details},
-                "fbtrace_id": "A" + secrets.token_urlsafe(16),
-            }
+        error: dict[str, Any] = {
+            "message": self.message,
+            "type": self.error_type,
+            "code": self.code,
+            "error_data": {"messaging_product": "whatsapp", "details": self.details},
+            "fbtrace_id": "A" + secrets.token_urlsafe(16),
         }
+        if self.subcode is not None:
+            error["error_subcode"] = self.subcode
+        return {"error": error}
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,7 @@ import httpx
 from delivery_pipeline.sandbox.config import SandboxConfig
 from delivery_pipeline.sandbox.state import Stats
 from delivery_pipeline.sandbox.templates import FIELDS as LIFECYCLE_FIELDS
-from delivery_pipeline.sandbox.validation import DETAILS, TITLES, Outgoing
+from delivery_pipeline.sandbox.validation import Outgoing, details, title
 from delivery_pipeline.whatsapp.signature import sign
 
 log = logging.getLogger("delivery_pipeline.sandbox")
@@ -98,9 +98,9 @@ def failed_status_value(message: Outgoing, wamid: str, code: int) -> dict[str, A
         "errors": [
             {
                 "code": code,
-                "title": TITLES[code],
-                "message": TITLES[code],
-                "error_data": {"details": DETAILS[code]},
+                "title": title(code),
+                "message": title(code),
+                "error_data": {"details": details(code)},
             }
         ],
     }

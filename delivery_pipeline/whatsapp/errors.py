@@ -1,16 +1,43 @@
 """Errors as values with meaning: what the platform said, classified once.
 
-The class decides what the engine does; code branches on the class, never on
-message text or HTTP status. The same classification serves synchronous
-errors (the send call) and asynchronous ones (``failed`` status webhooks).
+Every code the platform answers is classified here, by what it concerns
+(``Scope``: the person, the template, the sender, this message) and what the
+engine does about it (``Effect``). ``RULES`` is that classification as a
+table; ``docs/design.md`` §7 prints the same table and a test compares the
+two. The class decides what the engine does; code branches on the class (or
+its ``scope``/``effect``), never on message text or HTTP status. The same
+classification serves synchronous errors (the send call) and asynchronous
+ones (``failed`` status webhooks).
 """
 
 from __future__ import annotations
 
+import enum
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from delivery_pipeline.model import AbandonReason
+
+
+class Scope(enum.StrEnum):
+    """What an error concerns, and so whose sends it stops."""
+
+    PERSON = "person"  # this recipient: their documents, nobody else's
+    TEMPLATE = "template"  # this template (name, language): knocks that use it
+    SENDER = "sender"  # every send from our number and app: the fleet-wide pause
+    MESSAGE = "message"  # this request only: this document, bounded retries
+
+
+class Effect(enum.StrEnum):
+    """What the engine does with the document (and beyond it) after the error."""
+
+    KNOCK = "knock"  # window closed: the knock path
+    ABANDON = "abandon"  # never sent again; alerted (opted out: the person too)
+    HOLD = "hold"  # wait a fixed time the platform asks for; no attempt burned
+    SLOW = "slow"  # the number's shared timeline moves forward; no attempt burned
+    PAUSE = "pause"  # every sender of the fleet stops; one probes; no attempt burned
+    HOLD_TEMPLATE = "hold_template"  # knocks with this template wait; in-window sends go on
+    RETRY = "retry"  # backoff, counted against DELIVERY_MAX_ATTEMPTS, then abandoned
 
 
 @dataclass
@@ -21,6 +48,10 @@ class CloudApiError(Exception):
     message: str = ""
     details: str = ""
     http_status: int | None = None
+    subcode: int | None = None
+
+    scope: ClassVar[Scope] = Scope.MESSAGE
+    effect: ClassVar[Effect] = Effect.RETRY
 
     def __str__(self) -> str:
         text = f"({self.code}) {self.message}".strip()
@@ -32,22 +63,45 @@ class CloudApiError(Exception):
 class ReEngagementRequired(CloudApiError):
     """131047: outside the 24-hour window; only a template may be sent."""
 
+    scope = Scope.PERSON
+    effect = Effect.KNOCK
+
 
 class Throttled(CloudApiError):
-    """Throughput, pair-rate or app rate limit: retry later, don't count an attempt."""
+    """Throughput or pair-rate limit: retry later, don't count an attempt."""
+
+    scope = Scope.SENDER
+    effect = Effect.SLOW
+
+
+class PairRateLimited(Throttled):
+    """131056: too many messages to this person lately; others are unaffected."""
+
+    scope = Scope.PERSON
+    effect = Effect.HOLD
 
 
 class TransientError(CloudApiError):
     """Temporary platform trouble (or a 5xx / network error before sending): retry, bounded."""
 
 
-class EcosystemHold(TransientError):
+class MalformedRequest(TransientError):
+    """The platform refused this one request as malformed: this document alone,
+    retried a bounded number of times, then abandoned with the platform's words."""
+
+
+class EcosystemHold(CloudApiError):
     """131049: withheld for ecosystem health; the platform asks for a day before trying again."""
+
+    scope = Scope.PERSON
+    effect = Effect.HOLD
 
 
 class RecipientUnreachable(CloudApiError):
     """Permanent for this recipient: abandon the document with a reason."""
 
+    scope = Scope.PERSON
+    effect = Effect.ABANDON
     abandon_reason: ClassVar[AbandonReason] = AbandonReason.UNDELIVERABLE
 
 
@@ -57,8 +111,25 @@ class RecipientOptedOut(RecipientUnreachable):
     abandon_reason: ClassVar[AbandonReason] = AbandonReason.OPTED_OUT
 
 
+class TemplateRefused(CloudApiError):
+    """The template (paused, disabled, missing, its parameters): only sends that use
+    it wait; in-window deliveries, which need no template, go on."""
+
+    scope = Scope.TEMPLATE
+    effect = Effect.HOLD_TEMPLATE
+
+
 class GlobalSendError(CloudApiError):
-    """Nobody can be sent to (token, phone number id, template, account): stop and alert."""
+    """Nobody can be sent to (token, phone number id, account, limits): every sender
+    of the fleet pauses until a probe succeeds."""
+
+    scope = Scope.SENDER
+    effect = Effect.PAUSE
+
+
+class AppRateLimited(GlobalSendError):
+    """4, 80007: the app or the account made too many API calls; every call counts,
+    so the whole fleet stops and one sender probes."""
 
 
 class SendOutcomeUnknown(Exception):
@@ -77,56 +148,135 @@ class ApiUnreachable(Exception):
     """The Cloud API (or the sandbox) gave no answer at all: refused, timed out."""
 
 
+class Arrives(enum.StrEnum):
+    """How a code shows: on the send call, in a ``failed`` status later, or either."""
+
+    SYNC = "sync"
+    ASYNC = "async"
+    BOTH = "sync, async"
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One row of the classification."""
+
+    meaning: str
+    error: type[CloudApiError]
+    arrives: Arrives
+
+    @property
+    def scope(self) -> Scope:
+        return self.error.scope
+
+    @property
+    def effect(self) -> Effect:
+        return self.error.effect
+
+
+S, A, B = Arrives.SYNC, Arrives.ASYNC, Arrives.BOTH
+
+# The classification. (100 has two rows: see PHONE_NUMBER_ID_SUBCODE.)
+RULES: dict[int, Rule] = {
+    # the person
+    131047: Rule("more than 24 h since the person last wrote", ReEngagementRequired, B),
+    131056: Rule("pair rate: too many messages to this person lately", PairRateLimited, S),
+    131049: Rule("withheld for ecosystem health (per-user marketing cap)", EcosystemHold, A),
+    131026: Rule(
+        "receiver cannot get the message (no WhatsApp, old app, terms)", RecipientUnreachable, B
+    ),
+    131050: Rule("the person stopped these messages", RecipientOptedOut, B),
+    131021: Rule("recipient cannot be the sender", RecipientUnreachable, S),
+    130497: Rule("the business may not message this person's country", RecipientUnreachable, B),
+    131062: Rule(
+        "this message type cannot go to a business-scoped user id", RecipientUnreachable, B
+    ),
+    139200: Rule("direct sends to this person are blocked", RecipientUnreachable, B),
+    470: Rule(
+        "re-engagement (legacy code of 131047's era): the person cannot be reached",
+        RecipientUnreachable,
+        B,
+    ),
+    # the template
+    132000: Rule("template parameter count does not match", TemplateRefused, S),
+    132001: Rule("template does not exist in this language, or not approved", TemplateRefused, S),
+    132005: Rule("template text too long once filled in", TemplateRefused, S),
+    132007: Rule("template format character policy violated", TemplateRefused, S),
+    132012: Rule("template parameter format does not match", TemplateRefused, S),
+    132015: Rule("template paused (low quality)", TemplateRefused, B),
+    132016: Rule("template disabled (low quality)", TemplateRefused, B),
+    132018: Rule("template parameters invalid (new lines, tabs, spaces)", TemplateRefused, S),
+    132068: Rule("the template's flow is blocked", TemplateRefused, S),
+    132069: Rule("the template's flow is throttled", TemplateRefused, S),
+    131063: Rule(
+        "marketing messages unavailable on the Cloud API (the template is marketing)",
+        TemplateRefused,
+        B,
+    ),
+    # the sender
+    190: Rule("access token expired, revoked or invalid", GlobalSendError, S),
+    10: Rule("the token lacks the messaging permission", GlobalSendError, S),
+    200: Rule("the token lacks the messaging permission", GlobalSendError, S),
+    133010: Rule("phone number not registered on the Cloud API", GlobalSendError, S),
+    368: Rule("account restricted for policy violations", GlobalSendError, B),
+    131031: Rule("business account locked", GlobalSendError, B),
+    131005: Rule("access denied", GlobalSendError, S),
+    131064: Rule("messaging limit cut for misclassified templates", GlobalSendError, B),
+    131037: Rule("display name not approved", GlobalSendError, B),
+    4: Rule("app-level API rate limit", AppRateLimited, S),
+    80007: Rule("account (WABA) API rate limit", AppRateLimited, S),
+    130429: Rule("throughput limit of the number (messages per second)", Throttled, S),
+    # the message
+    100: Rule("invalid parameter: this one request is malformed", MalformedRequest, S),
+    131009: Rule("a parameter value is not valid", MalformedRequest, S),
+    131008: Rule("a required parameter is missing", MalformedRequest, S),
+    131051: Rule("unsupported message type", MalformedRequest, B),
+    131052: Rule("media could not be downloaded", MalformedRequest, A),
+    131053: Rule("media could not be uploaded", MalformedRequest, A),
+    137000: Rule("identity key mismatch (resend without the hash)", MalformedRequest, B),
+    131000: Rule("something went wrong (temporary)", TransientError, B),
+    1: Rule("API unknown error (temporary)", TransientError, S),
+    2: Rule("API service temporarily unavailable", TransientError, S),
+    131016: Rule("service overloaded", TransientError, S),
+    131057: Rule("account in maintenance mode", TransientError, S),
+    133004: Rule("server temporarily unavailable", TransientError, S),
+}
+
+# 100 with this subcode is the Graph API's "object with ID … does not exist,
+# cannot be loaded due to missing permissions": our WHATSAPP_PHONE_NUMBER_ID,
+# wrong for every send. Any other 100 is one malformed request.
+PHONE_NUMBER_ID_SUBCODE = 33
+PHONE_NUMBER_ID_RULE = Rule(
+    "phone number id unknown, or not one this token may use (100, subcode 33)",
+    GlobalSendError,
+    S,
+)
+
 PAIR_RATE_LIMIT = 131056
 # About one message per 6 s to the same person refills the pair-rate budget.
 PAIR_RATE_RETRY_SECONDS = 6.0
 REENGAGEMENT = 131047
 ECOSYSTEM = 131049
-THROTTLED = {130429, PAIR_RATE_LIMIT, 4, 80007}
-TRANSIENT = {131000, 1, 2, 131016, 131057, 133004}
-OPTED_OUT = {131050}
-UNREACHABLE = {131026, 131051, 131021, 131052, 131053, 470}
-GLOBAL = {
-    190,
-    100,
-    133010,
-    368,
-    131031,
-    131005,
-    10,
-    200,
-    132000,
-    132001,
-    132005,
-    132007,
-    132012,
-    132015,
-    132016,
-    132018,
-    132068,
-    132069,
-}
+
+
+def rule_for(code: int | None, subcode: int | None = None) -> Rule | None:
+    """The classification's row for ``code`` (and ``subcode``), None when unmapped."""
+    if code == 100 and subcode == PHONE_NUMBER_ID_SUBCODE:
+        return PHONE_NUMBER_ID_RULE
+    return RULES.get(code) if code is not None else None
 
 
 def classify(
-    code: int | None, message: str = "", details: str = "", http_status: int | None = None
+    code: int | None,
+    message: str = "",
+    details: str = "",
+    http_status: int | None = None,
+    subcode: int | None = None,
 ) -> CloudApiError:
     """The typed error for an error object's ``code``."""
     cls: type[CloudApiError]
-    if code == REENGAGEMENT:
-        cls = ReEngagementRequired
-    elif code in THROTTLED:
-        cls = Throttled
-    elif code == ECOSYSTEM:
-        cls = EcosystemHold
-    elif code in TRANSIENT:
-        cls = TransientError
-    elif code in OPTED_OUT:
-        cls = RecipientOptedOut
-    elif code in UNREACHABLE:
-        cls = RecipientUnreachable
-    elif code in GLOBAL:
-        cls = GlobalSendError
+    rule = rule_for(code, subcode)
+    if rule is not None:
+        cls = rule.error
     elif http_status is not None and http_status >= 500:
         cls = TransientError
     elif http_status == 401:
@@ -135,25 +285,32 @@ def classify(
         # An unknown code: retry a bounded number of times rather than either
         # dropping the document or stopping everybody's delivery.
         cls = TransientError
-    return cls(code=code, message=message, details=details, http_status=http_status)
+    return cls(
+        code=code, message=message, details=details, http_status=http_status, subcode=subcode
+    )
+
+
+def _int_or_none(raw: Any) -> int | None:
+    try:
+        value = int(raw) if raw is not None else None
+    except (TypeError, ValueError, OverflowError):
+        return None
+    if value is not None and not -(2**31) <= value < 2**31:
+        return None  # no platform code is that large; ours are stored as integer
+    return value
 
 
 def from_error_object(obj: dict[str, Any], http_status: int | None = None) -> CloudApiError:
     """Classify an error object as found in a response body or a status webhook."""
-    raw_code = obj.get("code")
-    try:
-        code = int(raw_code) if raw_code is not None else None
-    except (TypeError, ValueError, OverflowError):
-        code = None
-    if code is not None and not -(2**31) <= code < 2**31:
-        code = None  # no platform code is that large; ours are stored as integer
+    code = _int_or_none(obj.get("code"))
+    subcode = _int_or_none(obj.get("error_subcode"))
     error_data = obj.get("error_data") or {}
     details = error_data.get("details", "") if isinstance(error_data, dict) else ""
     message = str(obj.get("message") or obj.get("title") or "")
-    return classify(code, message, str(details or ""), http_status)
+    return classify(code, message, str(details or ""), http_status, subcode)
 
 
-# What a global error asks of whoever configured the sender, naming the
+# What a sender-wide error asks of whoever configured the sender, naming the
 # variable to look at. (Only the codes where one setting is the usual cause.)
 _REMEDIES = {
     190: "check WHATSAPP_ACCESS_TOKEN (expired, revoked, or not this app's)",
@@ -161,10 +318,14 @@ _REMEDIES = {
     10: "check that WHATSAPP_ACCESS_TOKEN has the whatsapp_business_messaging permission",
     200: "check that WHATSAPP_ACCESS_TOKEN has the whatsapp_business_messaging permission",
     132001: "check DELIVERY_KNOCK_TEMPLATES against the templates approved in WhatsApp Manager",
+    131064: "the messaging limit was cut: review the templates' categories in WhatsApp Manager",
+    131037: "the display name is not approved: see WhatsApp Manager → Phone numbers",
+    4: "the app's API rate limit: sending resumes when a probe succeeds",
+    80007: "the account's API rate limit: sending resumes when a probe succeeds",
 }
 
 
 def remedy(code: int | None) -> str | None:
-    """The next step for an operator after global error ``code``, if one setting is
-    the usual cause."""
+    """The next step for an operator after error ``code``, if one setting is the
+    usual cause."""
     return _REMEDIES.get(code) if code is not None else None

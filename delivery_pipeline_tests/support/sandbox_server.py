@@ -127,6 +127,29 @@ class SandboxProcess:
         ``announce_category=``, ``mode=``, ``pacing=``, ``fail_code=``); returns it."""
         return self._call("POST", f"/_sandbox/templates/{name}/{language}", change)
 
+    def refuse(
+        self,
+        code: int,
+        mode: str = "sync",
+        *,
+        to: str | None = None,
+        message_type: str | None = None,
+        count: int | None = None,
+    ) -> list[dict[str, Any]]:
+        """Sends answer ``code`` (sync) or fail with it in a status (async), to ``to``
+        or everybody, ``count`` times or until ``clear_refusals``."""
+        body: dict[str, Any] = {"code": code, "mode": mode}
+        if to is not None:
+            body["to"] = to
+        if message_type is not None:
+            body["type"] = message_type
+        if count is not None:
+            body["count"] = count
+        return self._call("POST", "/_sandbox/refusals", body)
+
+    def clear_refusals(self) -> None:
+        self._call("DELETE", "/_sandbox/refusals")
+
     def stats(self) -> dict[str, Any]:
         return self._call("GET", "/_sandbox/stats")
 
