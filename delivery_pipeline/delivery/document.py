@@ -319,7 +319,7 @@ class DocumentDelivery:
                 self._send_failed(claim, exc)
                 # Gives the person's knock reservation back: this knock never left.
                 await self.store.knock_refused(knock_id, exc.code, str(exc))
-                if exc.code is not None and template_scoped(exc.code):
+                if template_scoped(exc):
                     await self._template_refused(claim, knock, exc)
                     again = await self.store.reserve_knock(claim.person_id)
                     if again is None:

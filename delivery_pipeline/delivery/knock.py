@@ -10,6 +10,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from delivery_pipeline.whatsapp.errors import CloudApiError, Scope
+
 _LINE_BREAKS_AND_TABS = re.compile(r"[\r\n\t\v\f\u2028\u2029]+")
 _LONG_SPACE_RUNS = re.compile(r" {5,}")
 
@@ -53,15 +55,10 @@ def knock_choices(locale: str, choices: dict[str, list[tuple[str, str]]]) -> lis
     return choices.get(locale) or choices["en"]
 
 
-# Codes that concern the template a send named, not the person or the sender:
-# a knock tries the next template of its locale, in-window sends go on.
-TEMPLATE_CODES = frozenset(
-    {132000, 132001, 132005, 132007, 132012, 132015, 132016, 132018, 132068, 132069}
-)
-
-
-def template_scoped(code: int | None) -> bool:
-    return code in TEMPLATE_CODES
+def template_scoped(error: CloudApiError | None) -> bool:
+    """The error concerns the template the send named (``errors.RULES``): a knock
+    tries the next template of its locale; in-window sends go on."""
+    return error is not None and error.scope == Scope.TEMPLATE
 
 
 @dataclass(frozen=True)

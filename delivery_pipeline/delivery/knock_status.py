@@ -81,8 +81,7 @@ async def knock_failed(
         return []
     documents = failed.document_ids
     error_text = f"knock {knock.id} ({knock.template}:{knock.language}) failed: {reason}"
-    if template_scoped(code):
-        assert code is not None
+    if template_scoped(error) and code is not None:
         await QUERIES.note_template_refused.run(
             conn,
             {
