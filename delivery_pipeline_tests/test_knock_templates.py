@@ -348,7 +348,7 @@ def test_knocks_failing_later_count_up_to_the_maximum_and_are_abandoned(
     for attempt in (1, 2):
         sweep(settings)
         wait_for(
-            lambda: (
+            lambda attempt=attempt: (
                 len([r for r in knock_rows(db, person["id"]) if r["state"] == "failed"]) == attempt
             ),
             what=f"failed knock {attempt}",
