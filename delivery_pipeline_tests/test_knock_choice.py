@@ -67,3 +67,22 @@ def test_a_template_that_still_sends_beats_no_knock_and_none_means_wait():
     assert pick_template(health, {("a", "en")}).name == "c"
     assert pick_template(health, {("a", "en"), ("c", "en")}) is None
     assert pick_template([choice("a", "disabled", False)], set()) is None
+
+
+def test_dagster_has_a_check_per_knock_template_and_the_knocks_own_two():
+    from delivery_pipeline.dagster_defs.asset_checks import build_checks, check_keys
+    from delivery_pipeline.settings import CheckSettings
+
+    names = {
+        key.name
+        for key in check_keys(
+            build_checks(CheckSettings(), "en=document_ready:en|document_waiting:en,pt=x:pt_BR")
+        )
+    }
+    assert {
+        "knock_template_document_ready_en",
+        "knock_template_document_waiting_en",
+        "knock_template_x_pt_br",
+        "knock_held",
+        "knock_not_delivered",
+    } <= names
