@@ -75,6 +75,7 @@ class DocumentState(enum.StrEnum):
     AWAITING_REVIEW = "awaiting_review"
     UNDELIVERED = "undelivered"
     AWAITING_REPLY = "awaiting_reply"
+    KNOCK_HELD = "knock_held"
     QUIET_HOURS = "quiet_hours"
     DELIVERED = "delivered"
     ABANDONED = "abandoned"
@@ -88,6 +89,7 @@ WAITING_STATE_OWNERS: dict[DocumentState, str] = {
     DocumentState.AWAITING_REVIEW: "reviewers",
     DocumentState.UNDELIVERED: "delivery",
     DocumentState.AWAITING_REPLY: "the person",
+    DocumentState.KNOCK_HELD: "the template",
     DocumentState.QUIET_HOURS: "the clock",
     DocumentState.GENERATION_FAILED: "ops",
 }

@@ -315,7 +315,13 @@ class DeliverySettings(Section):
         300, ge=0, description="wait for a status before the unknown policy"
     )
     knock_templates: str = Field(
-        DEFAULT_KNOCK_TEMPLATES, description="locale=template:language, comma-separated"
+        DEFAULT_KNOCK_TEMPLATES,
+        description="locale=template:language, comma-separated; '|' lists fallbacks in order",
+    )
+    template_recheck_seconds: float = Field(
+        900,
+        gt=0,
+        description="a template a send refused is avoided this long; held knocks look again",
     )
     knock_param_max: int = Field(60, ge=1, description="cap of the knock's name parameter")
     heartbeat_seconds: int = Field(30, ge=1, description="heartbeat sensor interval")
@@ -371,7 +377,13 @@ class DeliverySettings(Section):
 
     @property
     def knock_template_map(self) -> dict[str, tuple[str, str]]:
+        """Each locale's first knock template."""
         return parse_templates(self.knock_templates)
+
+    @property
+    def knock_template_choices(self) -> dict[str, list[tuple[str, str]]]:
+        """Each locale's knock templates, the preferred first, then its fallbacks."""
+        return parse_template_choices(self.knock_templates)
 
     @property
     def window_seconds(self) -> int:
@@ -497,6 +509,12 @@ class CheckSettings(Section):
     knock_min_sample: int = Field(5, ge=1)
     knock_unanswered_share: float = Field(0.5, ge=0, le=1, description="WARN above")
     knock_undelivered_share: float = Field(0.5, ge=0, le=1, description="ERROR above")
+    # one knock accepted and never reported delivered (owner: the template):
+    # statuses come in seconds; an hour without one is a dropped send (template
+    # pacing), not a person who has not answered yet
+    knock_undelivered_seconds: float = Field(
+        60 * 60, gt=0, description="a knock not reported delivered this long is reported"
+    )
     # abandoned or generation failed in the last day (owner: ops)
     abandoned_warn_count: int = Field(1, ge=1)
     abandoned_error_count: int = Field(10, ge=1)
@@ -739,17 +757,40 @@ def _describe(section: type[Section], exc: ValidationError) -> Iterator[str]:
 
 
 def parse_templates(raw: str) -> dict[str, tuple[str, str]]:
-    """``en=document_ready:en,es=document_ready:es`` → {locale: (name, language)}."""
-    templates: dict[str, tuple[str, str]] = {}
+    """``en=document_ready:en,es=document_ready:es`` → {locale: (name, language)}: each
+    locale's first template."""
+    return {locale: choices[0] for locale, choices in parse_template_choices(raw).items()}
+
+
+def parse_template_choices(raw: str) -> dict[str, list[tuple[str, str]]]:
+    """``en=document_ready:en|document_waiting:en,es=document_ready:es`` →
+    {locale: [(name, language), …]}, in order of preference."""
+    templates: dict[str, list[tuple[str, str]]] = {}
     for item in filter(None, (part.strip() for part in raw.split(","))):
-        locale, _, spec = item.partition("=")
-        name, _, language = spec.partition(":")
-        if not (locale.strip() and name.strip() and language.strip()):
-            raise ValueError(f"item {item!r} is not locale=name:language")
-        templates[locale.strip()] = (name.strip(), language.strip())
+        locale, _, specs = item.partition("=")
+        choices: list[tuple[str, str]] = []
+        for spec in specs.split("|"):
+            name, _, language = spec.partition(":")
+            if not (locale.strip() and name.strip() and language.strip()):
+                raise ValueError(
+                    f"item {item!r} is not locale=name:language (fallbacks: |name:language)"
+                )
+            choice = (name.strip(), language.strip())
+            if choice in choices:
+                raise ValueError(f"item {item!r} lists {name.strip()}:{language.strip()} twice")
+            choices.append(choice)
+        templates[locale.strip()] = choices
     if "en" not in templates:
         raise ValueError("needs an 'en' template (the fallback for other locales)")
     return templates
+
+
+def knock_template_list(raw: str) -> list[tuple[str, str]]:
+    """Every distinct (name, language) of ``DELIVERY_KNOCK_TEMPLATES``, in order."""
+    seen: list[tuple[str, str]] = []
+    for choices in parse_template_choices(raw).values():
+        seen.extend(choice for choice in choices if choice not in seen)
+    return seen
 
 
 def parse_trusted_proxies(raw: str) -> list[str]:

@@ -135,6 +135,43 @@ def test_the_statuses_of_a_knock_still_waiting_on_its_person_stay(db):
     assert [r["wa_message_id"] for r in rows] == ["wamid.WAITING"]
 
 
+def test_the_statuses_of_a_knock_row_one_of_whose_documents_waits_stay(db):
+    # A knock of the knocks table (sql/020) covering two documents: one answered
+    # and delivered, one still waiting. Its document columns do not name it.
+    person = add_person(db, inbound_age_seconds=None)
+    waiting = add_document(db, person["id"], "A plan.")
+    done = add_document(db, person["id"], "Another plan.")
+    db.execute(
+        "UPDATE documents SET awaiting_reply_since = now() - interval '60 days' WHERE id = %s",
+        (waiting["id"],),
+    )
+    db.execute("UPDATE documents SET delivered_at = now() WHERE id = %s", (done["id"],))
+    for wamid, docs in (
+        ("wamid.KWAIT", [waiting["id"], done["id"]]),
+        ("wamid.KDONE", [done["id"]]),
+    ):
+        knock = db.execute(
+            "INSERT INTO knocks (person_id, template, language, state, wa_message_id, sent_at) "
+            "VALUES (%s, 'document_ready', 'en', 'sent', %s, now() - interval '60 days') "
+            "RETURNING id",
+            (person["id"], wamid),
+        ).fetchone()
+        for doc in docs:
+            db.execute("INSERT INTO knock_documents VALUES (%s, %s)", (knock["id"], doc))
+        db.execute(
+            "INSERT INTO status_events (wa_message_id, status, occurred_at, received_at, payload) "
+            "VALUES (%s, 'delivered', now() - interval '60 days', now() - interval '60 days', "
+            "'{}')",
+            (wamid,),
+        )
+
+    pruned = prune_table(db, TABLE["status_events"], KEEP, batch=2)
+
+    assert (pruned.deleted, pruned.kept) == (1, 1)
+    rows = db.execute("SELECT wa_message_id FROM status_events").fetchall()
+    assert [r["wa_message_id"] for r in rows] == ["wamid.KWAIT"]
+
+
 def test_each_persons_newest_message_stays_however_old(db):
     ana, bia = add_person(db), add_person(db)
     inbound_row(db, 1, 90, ana["id"])

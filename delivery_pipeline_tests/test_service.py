@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from starlette.testclient import TestClient
 
 from delivery_pipeline.delivery.sweep import run_sweep
+from delivery_pipeline.delivery.template_events import FIELDS as TEMPLATE_FIELDS
 from delivery_pipeline.service.app import create_app
 from delivery_pipeline.whatsapp.signature import sign
 from delivery_pipeline_tests.support import payloads
@@ -97,7 +98,12 @@ def test_every_fixture_is_answered_without_5xx(client, db, path):
             "SELECT body FROM inbound_messages WHERE message_type = 'text'"
         ).fetchall()
         assert [r["body"] for r in stored] == [m["text"]["body"] for m in text]
-    if not messages and not statuses:
+    lifecycle = [
+        c for e in payload["entry"] for c in e.get("changes", []) if c["field"] in TEMPLATE_FIELDS
+    ]
+    # Template lifecycle changes are kept as template events (sql/020).
+    assert count(db, "template_events") == len(lifecycle)
+    if not messages and not statuses and not lifecycle:
         assert count(db, "raw_webhooks") == 1, "other fields are recorded for inspection"
 
 

@@ -398,6 +398,7 @@ UPDATE documents d
 SET claim_token = NULL, claimed_at = NULL,
     knock_sent_at = CASE WHEN %(knocked)s THEN now() ELSE d.knock_sent_at END,
     knock_message_id = CASE WHEN %(knocked)s THEN %(knock_message_id)s ELSE d.knock_message_id END,
+    knock_held_since = NULL,
     awaiting_reply_since = CASE
         WHEN person.last_inbound_at > now() - %(service_window)s
              AND person.last_inbound_at >= coalesce(person.window_refused_at, '-infinity')
@@ -428,12 +429,14 @@ WHERE id = %(person_id)s
 RETURNING last_inbound_at
 
 -- name: wake_awaiting_documents
--- The person wrote: their documents waiting on a reply, or held for their quiet
--- hours (they are awake and in a conversation), are due now.
+-- The person wrote: their documents waiting on a reply, held for their quiet
+-- hours (they are awake and in a conversation) or holding a knock for a
+-- healthy template (their window is open: no knock needed), are due now.
 UPDATE documents
-SET awaiting_reply_since = NULL, quiet_until = NULL, next_attempt_at = now()
+SET awaiting_reply_since = NULL, quiet_until = NULL, knock_held_since = NULL,
+    next_attempt_at = now()
 WHERE person_id = %(person_id)s
-  AND (awaiting_reply_since IS NOT NULL OR quiet_until > now())
+  AND (awaiting_reply_since IS NOT NULL OR quiet_until > now() OR knock_held_since IS NOT NULL)
   AND delivered_at IS NULL AND abandoned_at IS NULL
 RETURNING id
 

@@ -29,12 +29,19 @@ LEFT JOIN LATERAL (
 ) last ON true
 
 -- name: prune_status_events
--- Statuses received before now() - %(keep)s, except those of a knock whose document still waits on its person (documents_knock_awaiting); the checks and the report read only the last day's and a day's knocks, and a chunk's delivered/read times are on the chunk.
+-- Statuses received before now() - %(keep)s, except those of a knock (documents.knock_message_id, or a row of knocks with its documents) one of whose documents still waits on its person; the checks and the report read only the last day's and a day's knocks, and a chunk's delivered/read times are on the chunk.
 WITH batch AS (
     SELECT s.ctid AS row_id, s.received_at, s.wa_message_id, s.status,
            NOT EXISTS (
                SELECT 1 FROM documents d
                WHERE d.knock_message_id = s.wa_message_id AND d.knock_message_id IS NOT NULL
+                 AND d.awaiting_reply_since IS NOT NULL AND d.delivered_at IS NULL
+                 AND d.abandoned_at IS NULL
+           ) AND NOT EXISTS (
+               SELECT 1 FROM knocks k
+               JOIN knock_documents kd ON kd.knock_id = k.id
+               JOIN documents d ON d.id = kd.document_id
+               WHERE k.wa_message_id = s.wa_message_id
                  AND d.awaiting_reply_since IS NOT NULL AND d.delivered_at IS NULL
                  AND d.abandoned_at IS NULL
            ) AS unread

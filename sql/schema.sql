@@ -51,6 +51,7 @@ CREATE TABLE public.documents (
     approved_body text,
     in_queue boolean GENERATED ALWAYS AS (((status = 'succeeded'::text) AND (delivered_at IS NULL) AND (abandoned_at IS NULL) AND (awaiting_reply_since IS NULL) AND (awaiting_review_since IS NULL))) STORED,
     quiet_until timestamp with time zone,
+    knock_held_since timestamp with time zone,
     CONSTRAINT documents_abandon_reason_check CHECK ((abandon_reason = ANY (ARRAY['stale'::text, 'undeliverable'::text, 'opted_out'::text, 'max_attempts'::text, 'unknown_outcome'::text, 'unreachable'::text, 'operator'::text, 'rejected'::text]))),
     CONSTRAINT documents_check CHECK (((kind <> 'daily_brief'::text) OR (for_date IS NOT NULL))),
     CONSTRAINT documents_check1 CHECK (((status <> 'succeeded'::text) OR (body IS NOT NULL))),
@@ -225,6 +226,57 @@ BEGIN
 END
 $$;
 
+-- Name: message_templates; Type: TABLE
+
+CREATE TABLE public.message_templates (
+    name text NOT NULL,
+    language text NOT NULL,
+    template_id text,
+    status text,
+    status_at timestamp with time zone,
+    status_reason text,
+    pause_count integer DEFAULT 0 NOT NULL,
+    paused_until timestamp with time zone,
+    disable_date text,
+    quality text,
+    quality_at timestamp with time zone,
+    category text,
+    category_at timestamp with time zone,
+    announced_category text,
+    announced_at timestamp with time zone,
+    announced_effective_at timestamp with time zone,
+    refused_code integer,
+    refused_at timestamp with time zone,
+    refused_until timestamp with time zone,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+-- Name: template_problem(public.message_templates); Type: FUNCTION
+
+CREATE FUNCTION public.template_problem(t public.message_templates) RETURNS text
+    LANGUAGE sql STABLE
+    AS $$
+    SELECT CASE
+        WHEN t.name IS NULL THEN 'ok'
+        WHEN t.status = 'DISABLED' THEN 'disabled'
+        WHEN t.status IN ('REJECTED', 'PENDING_DELETION', 'DELETED') THEN lower(t.status)
+        WHEN t.status = 'PAUSED' AND coalesce(t.paused_until, 'infinity') > now() THEN 'paused'
+        WHEN t.refused_until > now() THEN 'refused'
+        WHEN t.category IS NOT NULL AND t.category <> 'UTILITY' THEN 'not_utility'
+        WHEN t.status = 'FLAGGED' THEN 'flagged'
+        WHEN t.quality = 'RED' THEN 'quality_red'
+        ELSE 'ok'
+    END
+$$;
+
+-- Name: template_sendable(public.message_templates); Type: FUNCTION
+
+CREATE FUNCTION public.template_sendable(t public.message_templates) RETURNS boolean
+    LANGUAGE sql STABLE
+    AS $$
+    SELECT template_problem(t) IN ('ok', 'not_utility', 'flagged', 'quality_red')
+$$;
+
 -- Name: dagster_heartbeats; Type: TABLE
 
 CREATE TABLE public.dagster_heartbeats (
@@ -301,6 +353,7 @@ CREATE VIEW public.document_states AS
             WHEN (status = 'failed'::text) THEN 'generation_failed'::text
             WHEN (awaiting_review_since IS NOT NULL) THEN 'awaiting_review'::text
             WHEN (awaiting_reply_since IS NOT NULL) THEN 'awaiting_reply'::text
+            WHEN (knock_held_since IS NOT NULL) THEN 'knock_held'::text
             WHEN (quiet_until > now()) THEN 'quiet_hours'::text
             ELSE 'undelivered'::text
         END AS state,
@@ -311,6 +364,7 @@ CREATE VIEW public.document_states AS
             WHEN (status = 'generating'::text) THEN COALESCE(generation_claimed_at, created_at)
             WHEN (awaiting_review_since IS NOT NULL) THEN awaiting_review_since
             WHEN (awaiting_reply_since IS NOT NULL) THEN awaiting_reply_since
+            WHEN (knock_held_since IS NOT NULL) THEN knock_held_since
             ELSE COALESCE(reviewed_at, generated_at, created_at)
         END AS since
    FROM public.documents d;
@@ -342,6 +396,46 @@ CREATE TABLE public.inbound_messages (
     unknown_sender boolean DEFAULT false NOT NULL,
     payload jsonb NOT NULL
 );
+
+-- Name: knock_documents; Type: TABLE
+
+CREATE TABLE public.knock_documents (
+    knock_id bigint NOT NULL,
+    document_id bigint NOT NULL
+);
+
+-- Name: knocks; Type: TABLE
+
+CREATE TABLE public.knocks (
+    id bigint NOT NULL,
+    person_id bigint NOT NULL,
+    template text NOT NULL,
+    language text NOT NULL,
+    state text DEFAULT 'sending'::text NOT NULL,
+    wa_message_id text,
+    sent_at timestamp with time zone DEFAULT now() NOT NULL,
+    delivered_at timestamp with time zone,
+    read_at timestamp with time zone,
+    failed_at timestamp with time zone,
+    error_code integer,
+    error text,
+    reserved_at timestamp with time zone,
+    previous_knock_at timestamp with time zone,
+    CONSTRAINT knocks_state_check CHECK ((state = ANY (ARRAY['sending'::text, 'sent'::text, 'unknown'::text, 'refused'::text, 'failed'::text])))
+);
+
+-- Name: knocks_id_seq; Type: SEQUENCE
+
+CREATE SEQUENCE public.knocks_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1;
+
+-- Name: knocks_id_seq; Type: SEQUENCE OWNED BY
+
+ALTER SEQUENCE public.knocks_id_seq OWNED BY public.knocks.id;
 
 -- Name: ops_alerts; Type: TABLE
 
@@ -532,6 +626,18 @@ CREATE TABLE public.status_events (
     payload jsonb NOT NULL
 );
 
+-- Name: template_events; Type: TABLE
+
+CREATE TABLE public.template_events (
+    field text NOT NULL,
+    name text NOT NULL,
+    language text NOT NULL,
+    event text NOT NULL,
+    occurred_at timestamp with time zone NOT NULL,
+    received_at timestamp with time zone DEFAULT now() NOT NULL,
+    payload jsonb NOT NULL
+);
+
 -- Name: time_zone_names; Type: TABLE
 
 CREATE TABLE public.time_zone_names (
@@ -545,6 +651,10 @@ ALTER TABLE ONLY public.delivery_events ALTER COLUMN id SET DEFAULT nextval('pub
 -- Name: documents id; Type: DEFAULT
 
 ALTER TABLE ONLY public.documents ALTER COLUMN id SET DEFAULT nextval('public.documents_id_seq'::regclass);
+
+-- Name: knocks id; Type: DEFAULT
+
+ALTER TABLE ONLY public.knocks ALTER COLUMN id SET DEFAULT nextval('public.knocks_id_seq'::regclass);
 
 -- Name: ops_alerts id; Type: DEFAULT
 
@@ -587,6 +697,26 @@ ALTER TABLE ONLY public.documents
 
 ALTER TABLE ONLY public.inbound_messages
     ADD CONSTRAINT inbound_messages_pkey PRIMARY KEY (wa_message_id);
+
+-- Name: knock_documents knock_documents_pkey; Type: CONSTRAINT
+
+ALTER TABLE ONLY public.knock_documents
+    ADD CONSTRAINT knock_documents_pkey PRIMARY KEY (knock_id, document_id);
+
+-- Name: knocks knocks_pkey; Type: CONSTRAINT
+
+ALTER TABLE ONLY public.knocks
+    ADD CONSTRAINT knocks_pkey PRIMARY KEY (id);
+
+-- Name: knocks knocks_wa_message_id_key; Type: CONSTRAINT
+
+ALTER TABLE ONLY public.knocks
+    ADD CONSTRAINT knocks_wa_message_id_key UNIQUE (wa_message_id);
+
+-- Name: message_templates message_templates_pkey; Type: CONSTRAINT
+
+ALTER TABLE ONLY public.message_templates
+    ADD CONSTRAINT message_templates_pkey PRIMARY KEY (name, language);
 
 -- Name: ops_alerts ops_alerts_pkey; Type: CONSTRAINT
 
@@ -647,6 +777,11 @@ ALTER TABLE ONLY public.sender_state
 
 ALTER TABLE ONLY public.status_events
     ADD CONSTRAINT status_events_pkey PRIMARY KEY (wa_message_id, status);
+
+-- Name: template_events template_events_pkey; Type: CONSTRAINT
+
+ALTER TABLE ONLY public.template_events
+    ADD CONSTRAINT template_events_pkey PRIMARY KEY (field, name, language, event, occurred_at);
 
 -- Name: time_zone_names time_zone_names_pkey; Type: CONSTRAINT
 
@@ -717,6 +852,18 @@ CREATE INDEX inbound_messages_age ON public.inbound_messages USING btree (receiv
 
 CREATE INDEX inbound_messages_person ON public.inbound_messages USING btree (person_id, sent_at);
 
+-- Name: knock_documents_document; Type: INDEX
+
+CREATE INDEX knock_documents_document ON public.knock_documents USING btree (document_id, knock_id);
+
+-- Name: knocks_person; Type: INDEX
+
+CREATE INDEX knocks_person ON public.knocks USING btree (person_id, sent_at);
+
+-- Name: knocks_unconfirmed; Type: INDEX
+
+CREATE INDEX knocks_unconfirmed ON public.knocks USING btree (sent_at) WHERE ((delivered_at IS NULL) AND (read_at IS NULL) AND (failed_at IS NULL));
+
 -- Name: ops_alerts_age; Type: INDEX
 
 CREATE INDEX ops_alerts_age ON public.ops_alerts USING btree (created_at, id);
@@ -765,6 +912,10 @@ CREATE INDEX review_sign_in_failures_client ON public.review_sign_in_failures US
 
 CREATE INDEX status_events_age ON public.status_events USING btree (received_at, wa_message_id, status);
 
+-- Name: template_events_received; Type: INDEX
+
+CREATE INDEX template_events_received ON public.template_events USING btree (received_at);
+
 -- Name: documents documents_delivery_events; Type: TRIGGER
 
 CREATE TRIGGER documents_delivery_events AFTER UPDATE OF delivered_at, knock_sent_at, abandoned_at ON public.documents FOR EACH ROW WHEN (((old.delivered_at IS DISTINCT FROM new.delivered_at) OR (old.knock_sent_at IS DISTINCT FROM new.knock_sent_at) OR (old.abandoned_at IS DISTINCT FROM new.abandoned_at))) EXECUTE FUNCTION public.record_delivery_event();
@@ -795,6 +946,21 @@ ALTER TABLE ONLY public.documents
 
 ALTER TABLE ONLY public.inbound_messages
     ADD CONSTRAINT inbound_messages_person_id_fkey FOREIGN KEY (person_id) REFERENCES public.people(id);
+
+-- Name: knock_documents knock_documents_document_id_fkey; Type: FK CONSTRAINT
+
+ALTER TABLE ONLY public.knock_documents
+    ADD CONSTRAINT knock_documents_document_id_fkey FOREIGN KEY (document_id) REFERENCES public.documents(id) ON DELETE CASCADE;
+
+-- Name: knock_documents knock_documents_knock_id_fkey; Type: FK CONSTRAINT
+
+ALTER TABLE ONLY public.knock_documents
+    ADD CONSTRAINT knock_documents_knock_id_fkey FOREIGN KEY (knock_id) REFERENCES public.knocks(id) ON DELETE CASCADE;
+
+-- Name: knocks knocks_person_id_fkey; Type: FK CONSTRAINT
+
+ALTER TABLE ONLY public.knocks
+    ADD CONSTRAINT knocks_person_id_fkey FOREIGN KEY (person_id) REFERENCES public.people(id) ON DELETE CASCADE;
 
 -- Name: people_time_zone_repairs people_time_zone_repairs_person_id_fkey; Type: FK CONSTRAINT
 

@@ -23,8 +23,9 @@ from delivery_pipeline.cli.table import print_rows
 from delivery_pipeline.settings import Settings
 from delivery_pipeline.store.db import connect, resolve_database_url
 from delivery_pipeline.store.queries import QUERIES
-from delivery_pipeline.store.rows import OldestWaiting, SenderState, StateCount
+from delivery_pipeline.store.rows import OldestWaiting, SenderState, StateCount, TemplateState
 from delivery_pipeline.watch.ages import format_age
+from delivery_pipeline.watch.template_checks import describe, template_states
 from delivery_pipeline.whatsapp.errors import remedy
 
 ERROR_SHOWN = 60
@@ -63,12 +64,24 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         oldest = {row.state: row for row in QUERIES.oldest_waiting.all(conn, {})}
         sender = QUERIES.sender_state.one(conn, {})
         pacer = pacer_state(conn, settings)
+        templates = template_states(conn, settings)
     lines = [StateLine.of(row, None if row.reason else oldest.get(row.state)) for row in counts]
     paused = bool(sender and sender.paused_at)
     if args.json:
         shown = dataclasses.asdict(sender) if sender else None
         states = [dataclasses.asdict(line) for line in lines]
-        print(json.dumps({"states": states, "sender": shown, "pacer": pacer}, default=str))
+        knock_templates = [dataclasses.asdict(t) for t in templates]
+        print(
+            json.dumps(
+                {
+                    "states": states,
+                    "sender": shown,
+                    "pacer": pacer,
+                    "knock_templates": knock_templates,
+                },
+                default=str,
+            )
+        )
     else:
         _print_table(lines)
         print()
@@ -86,6 +99,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         else:
             print("sending: not paused")
         print(f"pacer: {pacer['description']}")
+        _print_templates(templates)
     return ExitCode.ATTENTION if paused else ExitCode.DONE
 
 
@@ -141,6 +155,31 @@ def _print_table(lines: list[StateLine]) -> None:
         for line in lines
     ]
     print_rows(table, list(table[0]) if table else ["state", "count"])
+
+
+def _print_templates(templates: list[TemplateState]) -> None:
+    """Each knock template and language: what the platform said, and its knocks."""
+    print()
+    print("knock templates (DELIVERY_KNOCK_TEMPLATES, in order of preference):")
+    table = [
+        {
+            "template": t.name,
+            "language": t.language,
+            "health": t.problem,
+            "status": t.status or "",
+            "quality": t.quality or "",
+            "category": t.category or "",
+            "knocks 24h": t.knocks,
+            "delivered": t.delivered,
+            "failed": t.failed,
+            "never delivered": t.not_delivered,
+        }
+        for t in templates
+    ]
+    print_rows(table, list(table[0]) if table else ["template"])
+    for t in templates:
+        if t.problem != "ok" or t.announced_category or t.pause_lapsed or t.not_delivered:
+            print(f"  {describe(t)}")
 
 
 def _when(seconds: float | None) -> str:

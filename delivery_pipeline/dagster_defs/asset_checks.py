@@ -5,6 +5,8 @@
 * ``delivered_documents``: stranded, awaiting a reply, tier headroom, sender
   paused, deliveries not yet on its own timeline, and the reverse watch:
   whether the webhook service answers its ``/healthz``;
+* ``delivered_documents`` too, owner the template: one check per knock template
+  and language, knocks held for a template, knocks never delivered;
 * ``delivery_backlog``: abandoned or failed in the last day, and its freshness
   (materialized within ``CHECK_BACKLOG_STALE_SECONDS``).
 
@@ -18,8 +20,12 @@ dead-man's switch (``watch/watchdog.py``).
 
 import datetime as dt
 import warnings
+from collections.abc import Callable
+from functools import partial
+from typing import Any
 
 import dagster as dg
+import psycopg
 
 from delivery_pipeline.dagster_defs.assets import (
     delivered_documents,
@@ -35,7 +41,13 @@ from delivery_pipeline.dagster_defs.resources import (
     ReviewResource,
     check_settings,
 )
-from delivery_pipeline.settings import CheckSettings
+from delivery_pipeline.settings import (
+    DEFAULT_KNOCK_TEMPLATES,
+    CheckSettings,
+    Settings,
+    knock_template_list,
+)
+from delivery_pipeline.watch import template_checks
 from delivery_pipeline.watch.checks import (
     SERVICE_CHECK,
     SERVICE_RUNBOOK,
@@ -119,7 +131,67 @@ def webhook_service_reachable(
 STATE_CHECKS: list[dg.AssetChecksDefinition] = [_build(spec) for spec in SPECS.values()]
 
 
-def build_checks(checks: CheckSettings) -> list[dg.AssetChecksDefinition]:
+def _template_check(
+    name: str,
+    description: str,
+    evaluate: Callable[[psycopg.Connection[Any], Settings], CheckResult],
+) -> dg.AssetChecksDefinition:
+    @dg.asset_check(
+        asset=delivered_documents,
+        name=name,
+        blocking=False,
+        description=f"{description} Owner: {template_checks.OWNER}.",
+        metadata={"owner": template_checks.OWNER, "runbook": template_checks.TEMPLATE_RUNBOOK},
+    )
+    def _check(
+        app_db: AppDatabase,
+        checks: ChecksResource,
+        delivery: DeliveryResource,
+        review: ReviewResource,
+        delivery_service: DeliveryServiceResource,
+    ) -> dg.AssetCheckResult:
+        settings = check_settings(checks, delivery, review, delivery_service)
+        with app_db.connect() as conn:
+            beat(conn, CHECKS)
+            return as_check_result(evaluate(conn, settings))
+
+    return _check
+
+
+def build_template_checks(knock_templates: str) -> list[dg.AssetChecksDefinition]:
+    """One check per knock template and language of ``DELIVERY_KNOCK_TEMPLATES``, and
+    the knocks' own two (held for a template; accepted and never delivered)."""
+    built = [
+        _template_check(
+            template_checks.KNOCK_HELD,
+            "Documents whose knock waits because no template of their locale can be used: "
+            "ERROR while any waits.",
+            template_checks.check_knock_held,
+        ),
+        _template_check(
+            template_checks.KNOCK_NOT_DELIVERED,
+            "Knocks the platform accepted and never reported delivered, read or failed after "
+            "CHECK_KNOCK_UNDELIVERED_SECONDS (template pacing drops sends that way): WARN, "
+            "listed apart from delivered knocks nobody answered.",
+            template_checks.check_knocks_not_delivered,
+        ),
+    ]
+    for name, language in knock_template_list(knock_templates):
+        built.append(
+            _template_check(
+                template_checks.check_name(name, language),
+                f"Knock template {name} ({language}): ERROR when paused, disabled, flagged, "
+                "refused, RED or no longer UTILITY; WARN on YELLOW quality, an announced "
+                "re-categorisation or knocks never delivered.",
+                partial(template_checks.check_knock_template, name=name, language=language),
+            )
+        )
+    return built
+
+
+def build_checks(
+    checks: CheckSettings, knock_templates: str = DEFAULT_KNOCK_TEMPLATES
+) -> list[dg.AssetChecksDefinition]:
     """Every check; the backlog's freshness bound comes from the settings.
 
     Freshness is a check, not the newer ``FreshnessPolicy``: in Dagster 1.13 the
@@ -134,7 +206,8 @@ def build_checks(checks: CheckSettings) -> list[dg.AssetChecksDefinition]:
             lower_bound_delta=dt.timedelta(seconds=checks.backlog_stale_seconds),
             severity=dg.AssetCheckSeverity.WARN,
         )
-    return [*STATE_CHECKS, webhook_service_reachable, *freshness]
+    templates = build_template_checks(knock_templates)
+    return [*STATE_CHECKS, webhook_service_reachable, *templates, *freshness]
 
 
 def check_keys(definitions: list[dg.AssetChecksDefinition]) -> list[dg.AssetCheckKey]:

@@ -26,7 +26,7 @@ from delivery_pipeline.settings import Settings
 
 
 def build_definitions(settings: Settings) -> dg.Definitions:
-    checks = build_checks(settings.checks)
+    checks = build_checks(settings.checks, settings.delivery.knock_templates)
     return dg.Definitions(
         assets=[
             generated_documents,

@@ -1,8 +1,10 @@
 """The tag on every send (``biz_opaque_callback_data``), echoed back in status webhooks.
 
 It ties a status to a chunk even when the send's own answer was lost:
-``dp:<document>:<chunk>:<attempt>`` for a chunk, ``dp:<document>:knock`` for a
-knock.
+``dp:<document>:<chunk>:<attempt>`` for a chunk, ``dp:knock:<knock>`` for a
+knock (a row of ``knocks``, which may cover several documents). Knocks sent
+before the knocks table were tagged ``dp:<document>:knock``; their statuses
+may still arrive, so that tag is still read.
 """
 
 from __future__ import annotations
@@ -12,14 +14,15 @@ from dataclasses import dataclass
 
 _CHUNK = re.compile(r"^dp:(\d+):(\d+):(\d+)$")
 _KNOCK = re.compile(r"^dp:(\d+):knock$")
+_KNOCK_ROW = re.compile(r"^dp:knock:(\d+)$")
 
 
 def chunk_callback(document_id: int, chunk_index: int, attempt: int) -> str:
     return f"dp:{document_id}:{chunk_index}:{attempt}"
 
 
-def knock_callback(document_id: int) -> str:
-    return f"dp:{document_id}:knock"
+def knock_callback(knock_id: int) -> str:
+    return f"dp:knock:{knock_id}"
 
 
 @dataclass(frozen=True)
@@ -37,4 +40,10 @@ def parse_chunk(callback: str | None) -> ChunkTag | None:
 def parse_knock(callback: str | None) -> int | None:
     """The document a knock's tag names, or None."""
     match = _KNOCK.match(callback or "")
+    return int(match.group(1)) if match else None
+
+
+def parse_knock_id(callback: str | None) -> int | None:
+    """The knock (row of ``knocks``) a knock's tag names, or None."""
+    match = _KNOCK_ROW.match(callback or "")
     return int(match.group(1)) if match else None

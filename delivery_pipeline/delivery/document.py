@@ -19,17 +19,32 @@ from dataclasses import dataclass
 from delivery_pipeline.backoff import backoff_seconds
 from delivery_pipeline.delivery.callback import chunk_callback, knock_callback
 from delivery_pipeline.delivery.chunking import delivery_messages
-from delivery_pipeline.delivery.knock import knock_for
-from delivery_pipeline.delivery.outcomes import THROUGHPUT_PAUSE_SECONDS, Step, consequence_of
+from delivery_pipeline.delivery.knock import (
+    Knock,
+    TemplateChoice,
+    knock_choices,
+    knock_with,
+    pick_template,
+    template_scoped,
+)
+from delivery_pipeline.delivery.outcomes import (
+    ECOSYSTEM_RETRY_SECONDS,
+    THROUGHPUT_PAUSE_SECONDS,
+    Step,
+    consequence_of,
+)
 from delivery_pipeline.delivery.pacer import Pacer
 from delivery_pipeline.delivery.progress import Event
 from delivery_pipeline.delivery.result import SweepState
-from delivery_pipeline.delivery.store import Claim, DeliveryStore, LedgerRow
+from delivery_pipeline.delivery.store import Claim, DeliveryStore, KnockReservation, LedgerRow
 from delivery_pipeline.model import AbandonReason, Action, ChunkState
 from delivery_pipeline.settings import DeliverySettings
+from delivery_pipeline.store.rows import TemplateHealth
+from delivery_pipeline.watch.alerts import Alert, AlertSeverity
 from delivery_pipeline.whatsapp.client import CloudApiClient
 from delivery_pipeline.whatsapp.errors import (
     CloudApiError,
+    EcosystemHold,
     ReEngagementRequired,
     SendNotAttempted,
     SendOutcomeUnknown,
@@ -39,6 +54,10 @@ from delivery_pipeline.whatsapp.errors import (
 log = logging.getLogger(__name__)
 
 _AMBIGUOUS = (ChunkState.SENDING, ChunkState.UNKNOWN)
+# What a knock's send came to, besides its message id.
+_UNKNOWN_OUTCOME = object()
+_NOT_KNOCKED = object()
+_HANDLED = object()
 
 
 class GlobalStop(Exception):
@@ -239,13 +258,56 @@ class DocumentDelivery:
             self.sweep.note(Event.RELEASED, claim.document_id)
             self.sweep.maybe_paused = True
             raise GlobalStop("sending is paused for every sender")
+        knocked = False
         if reservation is not None:
-            knock = knock_for(
+            sent = await self._send_knock(claim, phone, reservation)
+            if sent is _HANDLED:
+                return
+            knocked = sent is not _NOT_KNOCKED
+            wamid = sent if isinstance(sent, str) else None
+        waiting = await self.store.await_reply(claim, knocked=knocked, knock_message_id=wamid)
+        if waiting is None:
+            self.sweep.note(Event.LOST_CLAIM, claim.document_id)
+        elif waiting:
+            self.sweep.note(Event.AWAITING_REPLY, claim.document_id)
+        else:
+            self.sweep.note(Event.DUE_AGAIN, claim.document_id)
+
+    async def _send_knock(
+        self, claim: Claim, phone: str, reservation: KnockReservation
+    ) -> str | object:
+        """Send the knock on the locale's first healthy template, failing over to the
+        next when the platform refuses a template. Returns the knock's message id,
+        ``_UNKNOWN_OUTCOME`` (counted as sent), ``_NOT_KNOCKED`` (someone else took
+        the person's knock meanwhile), or ``_HANDLED`` (held, retried or abandoned:
+        the claim is released)."""
+        choices = knock_choices(claim.locale, self.settings.knock_template_choices)
+        tried: set[tuple[str, str]] = set()
+        while True:
+            health = await self.store.template_health(choices)
+            choice = pick_template(
+                [TemplateChoice(h.name, h.language, h.problem, h.sendable) for h in health],
+                tried,
+            )
+            if choice is None:
+                await self.store.unreserve_knock(claim.person_id, reservation)
+                await self._hold_knock(claim, health)
+                return _HANDLED
+            tried.add((choice.name, choice.language))
+            knock = knock_with(
+                choice.name,
+                choice.language,
                 claim.locale,
                 claim.name,
-                self.settings.knock_template_map,
                 self.settings.knock_param_max,
             )
+            knock_id = await self.store.open_knock(
+                claim, knock.template, knock.language, reservation
+            )
+            if knock_id is None:
+                await self.store.unreserve_knock(claim.person_id, reservation)
+                self.sweep.note(Event.LOST_CLAIM, claim.document_id)
+                return _HANDLED
             await self.pacer.acquire()
             started_at = dt.datetime.now(dt.UTC)
             try:
@@ -254,34 +316,103 @@ class DocumentDelivery:
                     knock.template,
                     knock.language,
                     knock.parameters,
-                    callback_data=knock_callback(claim.document_id),
+                    callback_data=knock_callback(knock_id),
                 )
             except SendOutcomeUnknown as exc:
                 # It may have reached the person: count it as sent rather
                 # than risk a second knock.
                 self._send_failed(claim, exc)
-                wamid = None
-            except (CloudApiError, SendNotAttempted) as exc:
+                await self.store.knock_accepted(knock_id, None)
+                self.sweep.note(Event.KNOCK_SENT, claim.document_id)
+                return _UNKNOWN_OUTCOME
+            except SendNotAttempted as exc:
                 self._send_failed(claim, exc)
-                await self.store.unreserve_knock(claim.person_id, reservation)
-                if isinstance(exc, CloudApiError):
-                    await self._failed(claim, exc)
-                else:
+                await self.store.knock_refused(knock_id, None, f"not sent: {exc}")
+                await self._retry(
+                    claim, delay=self._backoff(claim), reason=f"knock not sent: {exc}"
+                )
+                return _HANDLED
+            except CloudApiError as exc:
+                self._send_failed(claim, exc)
+                # Gives the person's knock reservation back: this knock never left.
+                await self.store.knock_refused(knock_id, exc.code, str(exc))
+                if template_scoped(exc):
+                    await self._template_refused(claim, knock, exc)
+                    again = await self.store.reserve_knock(claim.person_id)
+                    if again is None:
+                        return _NOT_KNOCKED
+                    reservation = again
+                    continue
+                if isinstance(exc, EcosystemHold):
+                    # 131049: the platform asks for a day; it counts.
                     await self._retry(
-                        claim, delay=self._backoff(claim), reason=f"knock not sent: {exc}"
+                        claim,
+                        delay=ECOSYSTEM_RETRY_SECONDS,
+                        reason=f"knock withheld: {exc}",
+                        counts_attempt=True,
                     )
-                return
+                    return _HANDLED
+                await self._failed(claim, exc)
+                return _HANDLED
+            await self.store.knock_accepted(knock_id, wamid)
             self.sweep.note(Event.KNOCK_SENT, claim.document_id)
             await self._sent_ok(started_at)
-        waiting = await self.store.await_reply(
-            claim, knocked=reservation is not None, knock_message_id=wamid
+            return wamid
+
+    async def _template_refused(self, claim: Claim, knock: Knock, exc: CloudApiError) -> None:
+        """The platform refused the template itself: avoid it (fleet-wide) until a
+        lifecycle webhook approves it again or the recheck comes, and say so."""
+        assert exc.code is not None
+        await self.store.note_template_refused(
+            knock.template, knock.language, exc.code, self.settings.template_recheck_seconds
         )
-        if waiting is None:
+        await self.store.record_alert(
+            Alert(
+                f"knock_template:{knock.template}:{knock.language}:{exc.code}",
+                AlertSeverity.ERROR,
+                f"WhatsApp refused the knock template {knock.template} ({knock.language}): "
+                f"{exc}. Knocks fail over to the next template of the locale "
+                "(DELIVERY_KNOCK_TEMPLATES); in-window deliveries go on.",
+                {"template": knock.template, "language": knock.language, "code": exc.code},
+            )
+        )
+        log.warning(
+            "document %s: knock template %s:%s refused (%s); trying the next",
+            claim.document_id,
+            knock.template,
+            knock.language,
+            exc.code,
+        )
+
+    async def _hold_knock(self, claim: Claim, health: list[TemplateHealth]) -> None:
+        """No template of the locale can knock: the document waits for one (owner: the
+        template), due again at the recheck or when a pause ends, whichever is first;
+        a lifecycle webhook that makes a template healthy wakes it at once."""
+        now = dt.datetime.now(dt.UTC)
+        delay = self.settings.template_recheck_seconds
+        for h in health:
+            for until in (h.paused_until, h.refused_until):
+                if until is not None and until > now:
+                    delay = min(delay, (until - now).total_seconds())
+        delay = max(delay, 1.0)
+        problems = ", ".join(f"{h.name}:{h.language} {h.problem}" for h in health)
+        reason = f"no knock template can be used ({problems})"
+        if not await self.store.hold_knock(claim, delay, reason):
             self.sweep.note(Event.LOST_CLAIM, claim.document_id)
-        elif waiting:
-            self.sweep.note(Event.AWAITING_REPLY, claim.document_id)
-        else:
-            self.sweep.note(Event.DUE_AGAIN, claim.document_id)
+            return
+        await self.store.record_alert(
+            Alert(
+                f"knock_held:{claim.locale}",
+                AlertSeverity.ERROR,
+                f"Knocks for locale {claim.locale!r} wait: {reason}. They go out when a "
+                "template recovers (a lifecycle webhook, or the pause ending); add a "
+                "fallback to DELIVERY_KNOCK_TEMPLATES (name:language|fallback:language).",
+                {"locale": claim.locale, "document_id": claim.document_id},
+            )
+        )
+        self.sweep.note(
+            Event.RETRY_SCHEDULED, claim.document_id, detail=reason, after_seconds=delay
+        )
 
     # ── outcomes ───────────────────────────────────────────────────────
 

@@ -10,6 +10,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from delivery_pipeline.whatsapp.errors import CloudApiError, Scope
+
 _LINE_BREAKS_AND_TABS = re.compile(r"[\r\n\t\v\f\u2028\u2029]+")
 _LONG_SPACE_RUNS = re.compile(r" {5,}")
 
@@ -40,3 +42,43 @@ def knock_for(
     template, language = templates.get(locale) or templates["en"]
     parameter = sanitize_parameter(name, max_length) or FALLBACK_NAME.get(locale, "there")
     return Knock(template, language, [parameter])
+
+
+def knock_with(template: str, language: str, locale: str, name: str, max_length: int = 60) -> Knock:
+    """A knock on one chosen template, addressed to ``name``."""
+    parameter = sanitize_parameter(name, max_length) or FALLBACK_NAME.get(locale, "there")
+    return Knock(template, language, [parameter])
+
+
+def knock_choices(locale: str, choices: dict[str, list[tuple[str, str]]]) -> list[tuple[str, str]]:
+    """The locale's templates in order of preference (English's when it has none)."""
+    return choices.get(locale) or choices["en"]
+
+
+def template_scoped(error: CloudApiError | None) -> bool:
+    """The error concerns the template the send named (``errors.RULES``): a knock
+    tries the next template of its locale; in-window sends go on."""
+    return error is not None and error.scope == Scope.TEMPLATE
+
+
+@dataclass(frozen=True)
+class TemplateChoice:
+    name: str
+    language: str
+    problem: str  # 'ok' when healthy
+    sendable: bool
+
+
+def pick_template(
+    health: list[TemplateChoice], tried: set[tuple[str, str]]
+) -> TemplateChoice | None:
+    """The first healthy template not tried yet; else the first that still sends
+    (flagged, RED, re-categorised: better than no knock); else None: the knock waits."""
+    fresh = [t for t in health if (t.name, t.language) not in tried]
+    for template in fresh:
+        if template.problem == "ok":
+            return template
+    for template in fresh:
+        if template.sendable:
+            return template
+    return None

@@ -28,6 +28,7 @@ from delivery_pipeline.store.rows import (
     LedgerEntry,
     Paused,
     SenderGate,
+    TemplateHealth,
 )
 from delivery_pipeline.watch.alerts import Alert, record_alert
 from delivery_pipeline.whatsapp.errors import CloudApiError
@@ -319,6 +320,78 @@ class DeliveryStore:
     async def record_alert(self, alert: Alert) -> None:
         async with self.pool.connection() as conn:
             await record_alert(conn, alert)
+
+    # ── knocks and templates (sql/queries_templates.sql) ──────────────
+
+    async def template_health(self, choices: list[tuple[str, str]]) -> list[TemplateHealth]:
+        async with self.pool.connection() as conn:
+            return await QUERIES.template_health.all(
+                conn, {"names": [n for n, _ in choices], "languages": [lg for _, lg in choices]}
+            )
+
+    async def note_template_refused(
+        self, name: str, language: str, code: int, recheck_seconds: float
+    ) -> None:
+        async with self.pool.connection() as conn:
+            await QUERIES.note_template_refused.run(
+                conn,
+                {
+                    "name": name,
+                    "language": language,
+                    "code": code,
+                    "recheck_seconds": recheck_seconds,
+                },
+            )
+
+    async def open_knock(
+        self, claim: Claim, template: str, language: str, reservation: KnockReservation
+    ) -> int | None:
+        """The knock's row, recorded before it is sent; None: our claim is lost."""
+        async with self.pool.connection() as conn:
+            return await QUERIES.open_knock.one(
+                conn,
+                {
+                    "document_id": claim.document_id,
+                    "token": claim.token,
+                    "person_id": claim.person_id,
+                    "document_ids": [claim.document_id],
+                    "template": template,
+                    "language": language,
+                    "reserved_at": reservation.reserved,
+                    "previous_knock_at": reservation.previous,
+                },
+            )
+
+    async def knock_accepted(self, knock_id: int, wamid: str | None) -> None:
+        async with self.pool.connection() as conn:
+            await QUERIES.knock_accepted.run(
+                conn,
+                {
+                    "knock_id": knock_id,
+                    "state": "sent" if wamid else "unknown",
+                    "wa_message_id": wamid,
+                },
+            )
+
+    async def knock_refused(self, knock_id: int, code: int | None, error: str) -> None:
+        """The send call refused the knock; the person's reservation is given back."""
+        async with self.pool.connection() as conn:
+            await QUERIES.knock_refused.run(
+                conn, {"knock_id": knock_id, "error_code": code, "error": error}
+            )
+
+    async def hold_knock(self, claim: Claim, delay: float, error: str) -> bool:
+        async with self.pool.connection() as conn:
+            held = await QUERIES.hold_knock.one(
+                conn,
+                {
+                    "document_id": claim.document_id,
+                    "token": claim.token,
+                    "delay_seconds": delay,
+                    "error": error,
+                },
+            )
+        return held is not None
 
 
 def _chunk(claim: Claim, index: int, callback: str) -> ChunkRef:

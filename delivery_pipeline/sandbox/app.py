@@ -29,6 +29,14 @@ from starlette.types import Receive, Scope, Send
 from delivery_pipeline.model import e164
 from delivery_pipeline.sandbox.config import RUNTIME_KEYS, SandboxConfig
 from delivery_pipeline.sandbox.state import ForcedRefusal, Person, SandboxState, iso, new_wamid
+from delivery_pipeline.sandbox.templates import DETAILS as template_details
+from delivery_pipeline.sandbox.templates import TITLES as template_titles
+from delivery_pipeline.sandbox.templates import (
+    TemplateBook,
+    TemplateLife,
+    lifecycle_envelope,
+)
+from delivery_pipeline.sandbox.templates import failed_value as template_failed_value
 from delivery_pipeline.sandbox.validation import (
     REENGAGEMENT_DETAILS,
     UNREACHABLE_DETAILS,
@@ -63,6 +71,7 @@ class Sandbox:
         self.state = SandboxState()
         self.rng = random.Random(config.seed)
         self.outbox = WebhookOutbox(lambda: self.config, lambda: self.state.stats)
+        self.templates = TemplateBook()
 
     def chance(self, rate: float) -> bool:
         """A seeded draw; no draw at all when the rate is 0 so other draws stay reproducible."""
@@ -77,6 +86,7 @@ class Sandbox:
         self.config = self.initial_config
         self.rng = random.Random(self.config.seed)
         self.state.reset()
+        self.templates.reset()
         self.outbox.forget()
 
     def latency_seconds(self) -> float:
@@ -103,6 +113,17 @@ class Sandbox:
             raise Refusal(131056, PAIR_RATE_DETAILS)
         person = state.person(message.to)
         failure: int | None = None
+        life = None
+        if message.type == "template" and message.template is not None:
+            life = self.templates.life(message.template.name, message.template.language)
+            refused = life.refusal(message.to)
+            if refused is not None and refused[1]:
+                code = refused[0]
+                raise Refusal(
+                    code,
+                    template_details.get(code, "Template refused."),
+                    message=template_titles.get(code),
+                )
         if forced is not None:
             failure = forced.code
         elif person.unreachable is not None:
@@ -119,6 +140,8 @@ class Sandbox:
             state.pair_limiter.take(*pair)
         state.stats.accepted += 1
         wamid = new_wamid()
+        if failure is None and life is not None and self._template_fate(message, wamid, life):
+            return wamid
         if failure is None:
             person.inbox.append(_inbox_record(message, wamid, now))
             self._emit_statuses(message, wamid)
@@ -136,6 +159,54 @@ class Sandbox:
             value = failed_status_value(message, wamid, failure)
             self.outbox.post([("failed", lambda: value)], config.status_delay_ms / 1000)
         return wamid
+
+    def _template_fate(self, message: Outgoing, wamid: str, life: TemplateLife) -> bool:
+        """A template send its template's life decides (failed later, or paced and
+        then failed or dropped): True when it is not delivered normally."""
+        refused = life.refusal(message.to)
+        code: int | None = refused[0] if refused is not None else None
+        if code is None and life.pacing == "fail":
+            code = life.pacing_code
+        if code is None and life.pacing != "drop":
+            return False
+        config, state = self.config, self.state
+        now = time.time()
+        chain: list[tuple[str, Callable[[], dict[str, Any]]]] = []
+        if refused is None:
+            # Pacing: the platform holds the send ("sent") and then drops it.
+            conversation = new_conversation_id()
+            chain.append(("sent", lambda: status_value(message, wamid, "sent", conversation)))
+            state.stats.paced += 1
+        if code is not None:
+            state.stats.refused_async += 1
+            state.failures.append(
+                {
+                    "id": wamid,
+                    "to": message.to,
+                    "code": code,
+                    "time": iso(now),
+                    "callback_data": message.callback_data,
+                }
+            )
+            value = template_failed_value(wamid, message.wa_id, code, message.callback_data)
+            chain.append(("failed", lambda: value))
+        if config.statuses_enabled or code is not None:
+            self.outbox.post(chain, config.status_delay_ms / 1000)
+        return True
+
+    def change_template(self, name: str, language: str, data: dict[str, Any]) -> dict[str, Any]:
+        """A template's life changed: apply it and post the platform's lifecycle webhooks."""
+        posts = self.templates.change(name, language, data)
+        if data.get("webhook", True):
+            waba = self.config.waba_id
+            for field_name, value in posts:
+                self.outbox.post(
+                    [(field_name, _constant(lifecycle_envelope(waba, field_name, value)))]
+                )
+        return {
+            **self.templates.life(name, language).view(name, language),
+            "webhooks": [f for f, _ in posts] if data.get("webhook", True) else [],
+        }
 
     def _emit_statuses(self, message: Outgoing, wamid: str) -> None:
         config = self.config
@@ -161,6 +232,10 @@ class Sandbox:
         value = inbound_value(number[1:], name or f"Sandbox {number[-4:]}", wamid, text, now)
         self.outbox.post([("inbound", lambda: value)])
         return wamid
+
+
+def _constant(value: dict[str, Any]) -> Callable[[], dict[str, Any]]:
+    return lambda: value
 
 
 def _http_status(code: int) -> int:
@@ -453,6 +528,24 @@ async def person_unreachable(request: Request) -> Response:
     return JSONResponse(person.describe(time.time(), sandbox.config.window_seconds))
 
 
+async def template_life(request: Request) -> Response:
+    sandbox = _sandbox(request)
+    name, language = request.path_params["name"], request.path_params["language"]
+    if request.method == "GET":
+        return JSONResponse(sandbox.templates.life(name, language).view(name, language))
+    data = await _json_object(request)
+    if data is None:
+        return _control_error("body must be a JSON object (see README: sandbox templates)")
+    try:
+        return JSONResponse(sandbox.change_template(name, language, data))
+    except ValueError as exc:
+        return _control_error(str(exc))
+
+
+async def templates(request: Request) -> Response:
+    return JSONResponse(_sandbox(request).templates.known())
+
+
 _REFUSAL_BODY = (
     'body must be {"code": <int>, "mode"?: "sync"|"async", "to"?: "+E164", '
     '"type"?: "text"|"template", "count"?: <int >= 1> | null}'
@@ -556,6 +649,8 @@ def create_app(config: SandboxConfig | None = None) -> Starlette:
         Route("/_sandbox/people/{number}/unreachable", person_unreachable, methods=["POST"]),
         Route("/_sandbox/people/{number}", person_detail, methods=["GET"]),
         Route("/_sandbox/inboxes", inboxes, methods=["GET"]),
+        Route("/_sandbox/templates", templates, methods=["GET"]),
+        Route("/_sandbox/templates/{name}/{language}", template_life, methods=["GET", "POST"]),
         Route("/_sandbox/faults", faults, methods=["GET", "POST"]),
         Route("/_sandbox/refusals", refusals, methods=["GET", "POST", "DELETE"]),
         Route("/_sandbox/stats", stats, methods=["GET"]),

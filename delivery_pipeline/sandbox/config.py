@@ -51,6 +51,26 @@ DEFAULT_TEMPLATES: tuple[Template, ...] = (
         "Olá {{1}}, seu documento está pronto. Responda a esta mensagem para recebê-lo.",
         1,
     ),
+    # A second approved knock template per language: the fallback of
+    # DELIVERY_KNOCK_TEMPLATES (document_ready:en|document_waiting:en).
+    Template(
+        "document_waiting",
+        "en",
+        "{{1}}, something you asked for is waiting for you. Reply to get it.",
+        1,
+    ),
+    Template(
+        "document_waiting",
+        "es",
+        "{{1}}, lo que pediste te está esperando. Responde para recibirlo.",
+        1,
+    ),
+    Template(
+        "document_waiting",
+        "pt_BR",
+        "{{1}}, o que você pediu está esperando por você. Responda para recebê-lo.",
+        1,
+    ),
 )
 
 

@@ -104,6 +104,7 @@ class Stats:
     dropped: int = 0
     stalled: int = 0
     throttled: int = 0
+    paced: int = 0
     inbound: int = 0
     webhooks_posted: int = 0
     webhooks_failed: int = 0
@@ -160,6 +161,7 @@ class SandboxState:
             "dropped": s.dropped,
             "stalled": s.stalled,
             "throttled": s.throttled,
+            "paced": s.paced,
             "inbound": s.inbound,
             "people": len(self.people),
             "messages_per_second": self.accepted_recently.count(now),

@@ -24,6 +24,7 @@ import httpx
 
 from delivery_pipeline.sandbox.config import SandboxConfig
 from delivery_pipeline.sandbox.state import Stats
+from delivery_pipeline.sandbox.templates import FIELDS as LIFECYCLE_FIELDS
 from delivery_pipeline.sandbox.validation import Outgoing, details, title
 from delivery_pipeline.whatsapp.signature import sign
 
@@ -146,7 +147,7 @@ class _Delivery:
 
     @property
     def batchable(self) -> bool:
-        return self.body is None and self.kind != "inbound"
+        return self.body is None and self.kind != "inbound" and self.kind not in LIFECYCLE_FIELDS
 
 
 class WebhookOutbox:
@@ -231,6 +232,8 @@ class WebhookOutbox:
             statuses = [status for build in builds for status in build().get("statuses", [])]
             return encode(envelope(config, {"statuses": statuses}))
         assert delivery.build is not None
+        if delivery.kind in LIFECYCLE_FIELDS:
+            return encode(delivery.build())  # a whole envelope of its own (on the WABA)
         return encode(envelope(config, delivery.build()))
 
     async def _attempt(self, delivery: _Delivery) -> None:

@@ -21,11 +21,14 @@ from psycopg import AsyncConnection
 from psycopg.types.json import Jsonb
 
 from delivery_pipeline.backoff import backoff_seconds
-from delivery_pipeline.delivery.callback import parse_chunk, parse_knock
+from delivery_pipeline.delivery.callback import parse_chunk, parse_knock, parse_knock_id
 from delivery_pipeline.delivery.inbound import note_inbound
+from delivery_pipeline.delivery.knock_status import find_knock, knock_failed, knock_status
 from delivery_pipeline.delivery.outcomes import Step, consequence_of
 from delivery_pipeline.delivery.pause import pause_sender
 from delivery_pipeline.model import AbandonReason
+from delivery_pipeline.delivery.template_events import FIELDS as TEMPLATE_FIELDS
+from delivery_pipeline.delivery.template_events import apply_template_change
 from delivery_pipeline.settings import DeliverySettings
 from delivery_pipeline.store.db import database_unavailable
 from delivery_pipeline.store.queries import QUERIES
@@ -34,7 +37,7 @@ from delivery_pipeline.watch.alerts import record_alert
 from delivery_pipeline.whatsapp.errors import CloudApiError, from_error_object
 from delivery_pipeline.whatsapp.payloads import (
     dicts,
-    iter_values,
+    iter_changes,
     message_body,
     parse_timestamp,
     text_or_none,
@@ -91,7 +94,12 @@ async def apply_payload(
     the body still lands. ``UnusableBody``: nothing in it could be read.
     """
     outcome = WebhookOutcome()
-    for field_name, value in iter_values(payload):
+    for field_name, value, entry_time in iter_changes(payload):
+        if field_name in TEMPLATE_FIELDS:
+            await _isolated(
+                outcome, partial(_apply_template_change, conn, field_name, value, entry_time)
+            )
+            continue
         if field_name != "messages":
             outcome.unhandled.append(f"field:{field_name[:_NAME_MAX] or '?'}")
             continue
@@ -259,13 +267,22 @@ async def _apply_statuses(
         fresh = [e for e in events if (e["wa_message_id"], e["status"]) in stored]
         for event in fresh:
             wamid, callback = event["wa_message_id"], event["callback_data"]
+            knock_id = parse_knock_id(callback)
+            at = dt.datetime.fromisoformat(event["occurred_at"])
             if event["status"] == "failed":
-                chunk = await _find_chunk(conn, wamid, callback)
+                errors = dicts(event["payload"].get("errors"))
+                error = from_error_object(errors[0]) if errors else None
+                chunk = None if knock_id is not None else await _find_chunk(conn, wamid, callback)
                 if chunk is not None:
-                    errors = dicts(event["payload"].get("errors"))
-                    error = from_error_object(errors[0]) if errors else None
-                    at = dt.datetime.fromisoformat(event["occurred_at"])
                     await _apply_failure(conn, chunk, at, error, settings, outcome)
+                elif (knock := await find_knock(conn, knock_id, wamid)) is not None:
+                    due = await knock_failed(conn, knock, wamid, at, error, settings)
+                    outcome.documents_changed = True
+                    outcome.documents_to_sweep.update(due)
+            elif knock_id is not None:
+                knock = await find_knock(conn, knock_id, wamid)
+                if knock is not None:
+                    await knock_status(conn, knock, wamid, event["status"], at)
             elif (document_id := parse_knock(callback)) is not None:
                 # A knock whose send answer was lost: remember its id.
                 await QUERIES.settle_knock.run(
@@ -377,3 +394,23 @@ async def _apply_failure(
         return
     if consequence.retry_after == 0 and consequence.step != Step.ABANDON:
         outcome.documents_to_sweep.add(document_id)
+
+
+# ── template lifecycle ──────────────────────────────────────────────────
+
+
+async def _apply_template_change(
+    conn: AsyncConnection[Any],
+    field_name: str,
+    value: dict[str, Any],
+    entry_time: Any,
+    outcome: WebhookOutcome,
+) -> None:
+    occurred = parse_timestamp(entry_time)
+    if occurred.from_the_future:
+        outcome.unhandled.append(_FUTURE)
+    async with conn.transaction():
+        change = await apply_template_change(conn, field_name, value, occurred.at)
+    if change.problem is not None:
+        outcome.unhandled.append(change.problem)
+    outcome.documents_to_sweep.update(change.woken)

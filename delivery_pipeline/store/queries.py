@@ -61,6 +61,7 @@ from delivery_pipeline.store.rows import (
     ById,
     ByIds,
     ByKeyHash,
+    ByKnock,
     ByName,
     ByPerson,
     ByPhone,
@@ -89,17 +90,30 @@ from delivery_pipeline.store.rows import (
     EndProbe,
     EnqueuedBrief,
     GateParams,
+    FailedKnock,
     Generated,
     GeneratingCheck,
     GenerationClaim,
     GenerationFailed,
     GenerationSucceeded,
     Heartbeat,
+    HoldKnock,
     HoldQuiet,
     KeptRaw,
+    KnockAccepted,
+    KnockFailed,
     KnockHealth,
     KnockHealthParams,
+    KnockHeldCount,
+    KnockLookup,
+    KnockNotDelivered,
+    KnockRefused,
     KnockReservation,
+    KnockRow,
+    KnocksNotDeliveredParams,
+    KnockStatus,
+    KnockUnwait,
+    KnockUnwaited,
     LastAlert,
     LedgerEntry,
     Limit,
@@ -111,6 +125,7 @@ from delivery_pipeline.store.rows import (
     NoParams,
     OldestKept,
     OldestWaiting,
+    OpenKnock,
     OpsAlert,
     OutboxClaimSeen,
     OutboxClaimSource,
@@ -155,6 +170,15 @@ from delivery_pipeline.store.rows import (
     StartSession,
     StateCount,
     StoredSession,
+    TemplateCategoryEvent,
+    TemplateEvent,
+    TemplateHealth,
+    TemplateKeys,
+    TemplateQualityEvent,
+    TemplateRefused,
+    TemplateState,
+    TemplateStatesParams,
+    TemplateStatusEvent,
     ThrottlePacer,
     TierCheck,
     UndeliverDocument,
@@ -488,6 +512,26 @@ class Queries:
     end_probe = Query(EndProbe, dt.datetime)
     may_send = Query(ByDocument, bool)
     resume_sending = Query(ResumeSending, Resumed)
+    # knocks and templates: sql/queries_templates.sql
+    template_health = Query(TemplateKeys, TemplateHealth)
+    note_template_refused = Statement(TemplateRefused)
+    insert_template_event = Query(TemplateEvent, str)
+    template_status_event = Statement(TemplateStatusEvent)
+    template_quality_event = Statement(TemplateQualityEvent)
+    template_category_event = Statement(TemplateCategoryEvent)
+    wake_held_knocks = Query(NoParams, int)
+    template_states = Query(TemplateStatesParams, TemplateState)
+    knock_held_count = Query(NoParams, KnockHeldCount)
+    open_knock = Query(OpenKnock, int)
+    knock_accepted = Statement(KnockAccepted)
+    knock_refused = Statement(KnockRefused)
+    knock_by_status = Query(KnockLookup, KnockRow)
+    knock_status = Statement(KnockStatus)
+    knock_failed = Query(KnockFailed, FailedKnock)
+    give_back_knock = Statement(ByKnock)
+    knock_unwait = Query(KnockUnwait, KnockUnwaited)
+    hold_knock = Query(HoldKnock, int)
+    check_knocks_not_delivered = Query(KnocksNotDeliveredParams, KnockNotDelivered)
 
     @classmethod
     def declared(cls) -> dict[str, Named]:

@@ -148,6 +148,7 @@ class Document:
     approved_body: str | None
     in_queue: bool
     quiet_until: dt.datetime | None
+    knock_held_since: dt.datetime | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -1114,3 +1115,206 @@ class Resumed:
     paused_at: dt.datetime
     pause_code: int | None
     pause_reason: str | None
+# ── knocks and templates (sql/020, sql/queries_templates.sql) ───────────────
+
+
+class TemplateKeys(TypedDict):
+    """Templates by position: (names[i], languages[i])."""
+
+    names: list[str]
+    languages: list[str]
+
+
+@dataclass(frozen=True, slots=True)
+class TemplateHealth:
+    """A knock template's health: its problem ('ok' when healthy or never heard of)."""
+
+    name: str
+    language: str
+    position: int
+    problem: str
+    sendable: bool
+    status: str | None
+    quality: str | None
+    category: str | None
+    announced_category: str | None
+    announced_effective_at: dt.datetime | None
+    paused_until: dt.datetime | None
+    pause_count: int | None
+    refused_code: int | None
+    refused_until: dt.datetime | None
+    status_at: dt.datetime | None
+    pause_lapsed: bool | None
+
+
+class TemplateRef(TypedDict):
+    name: str
+    language: str
+
+
+class TemplateRefused(TemplateRef):
+    code: int
+    recheck_seconds: float
+
+
+class TemplateEvent(TemplateRef):
+    field: str
+    event: str
+    occurred_at: dt.datetime
+    payload: Jsonb
+
+
+class TemplateStatusEvent(TemplateRef):
+    template_id: str | None
+    event: str
+    occurred_at: dt.datetime
+    reason: str | None
+    pause_title: str | None
+    disable_date: str | None
+
+
+class TemplateQualityEvent(TemplateRef):
+    template_id: str | None
+    quality: str
+    occurred_at: dt.datetime
+
+
+class TemplateCategoryEvent(TemplateRef):
+    template_id: str | None
+    announced: bool
+    category: str
+    previous_category: str | None
+    occurred_at: dt.datetime
+    effective_at: dt.datetime | None
+
+
+class TemplateStatesParams(TemplateKeys):
+    period: dt.timedelta
+    undelivered_after: dt.timedelta
+
+
+@dataclass(frozen=True, slots=True)
+class TemplateState:
+    """A configured knock template: what the platform said, and its recent knocks."""
+
+    name: str
+    language: str
+    problem: str
+    sendable: bool
+    status: str | None
+    status_at: dt.datetime | None
+    status_reason: str | None
+    pause_count: int | None
+    paused_until: dt.datetime | None
+    pause_lapsed: bool | None
+    disable_date: str | None
+    quality: str | None
+    category: str | None
+    announced_category: str | None
+    announced_effective_at: dt.datetime | None
+    refused_code: int | None
+    refused_until: dt.datetime | None
+    knocks: int
+    delivered: int
+    failed: int
+    not_delivered: int
+
+
+@dataclass(frozen=True, slots=True)
+class KnockHeldCount:
+    count: int
+    oldest_age_seconds: float
+
+
+class OpenKnock(ClaimRef):
+    person_id: int
+    document_ids: list[int]
+    template: str
+    language: str
+    reserved_at: dt.datetime | None
+    previous_knock_at: dt.datetime | None
+
+
+class ByKnock(TypedDict):
+    knock_id: int
+
+
+class KnockAccepted(ByKnock):
+    state: str
+    wa_message_id: str | None
+
+
+class KnockRefused(ByKnock):
+    error_code: int | None
+    error: str
+
+
+class KnockLookup(ByKnock):
+    wa_message_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class KnockRow:
+    id: int
+    person_id: int
+    template: str
+    language: str
+    state: str
+    wa_message_id: str | None
+
+
+class KnockStatus(ByKnock):
+    wa_message_id: str
+    status: str
+    at: dt.datetime
+
+
+class KnockFailed(ByKnock):
+    wa_message_id: str
+    at: dt.datetime
+    error_code: int | None
+    error: str
+
+
+@dataclass(frozen=True, slots=True)
+class FailedKnock:
+    """A knock failed now; the documents that still waited on it."""
+
+    id: int
+    person_id: int
+    template: str
+    language: str
+    document_ids: list[int]
+
+
+class KnockUnwait(DocumentIds):
+    delay_seconds: float
+    attempt: int
+    error: str
+
+
+@dataclass(frozen=True, slots=True)
+class KnockUnwaited:
+    id: int
+    delivery_attempts: int
+
+
+class HoldKnock(ClaimRef):
+    delay_seconds: float
+    error: str
+
+
+class KnocksNotDeliveredParams(Sample):
+    period: dt.timedelta
+    undelivered_after: dt.timedelta
+
+
+@dataclass(frozen=True, slots=True)
+class KnockNotDelivered:
+    id: int
+    person_id: int
+    template: str
+    language: str
+    age_seconds: float
+    document_ids: list[int]
+    total: int

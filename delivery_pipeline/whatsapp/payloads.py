@@ -215,6 +215,26 @@ def iter_values(payload: Any) -> list[tuple[str, dict[str, Any]]]:
     return out
 
 
+def iter_changes(payload: Any) -> list[tuple[str, dict[str, Any], Any]]:
+    """Every ``entry[].changes[]`` as (field, value, the entry's ``time``); malformed
+    parts are skipped. Template lifecycle changes carry no time of their own."""
+    out: list[tuple[str, dict[str, Any], Any]] = []
+    if not isinstance(payload, dict):
+        raise UnusableBody("not a JSON object")
+    entries = payload.get("entry")
+    if not isinstance(entries, list):
+        raise UnusableBody("no entry list")
+    for entry in entries:
+        changes = entry.get("changes") if isinstance(entry, dict) else None
+        if not isinstance(changes, list):
+            continue
+        assert isinstance(entry, dict)
+        for change in changes:
+            if isinstance(change, dict) and isinstance(change.get("value"), dict):
+                out.append((str(change.get("field", "")), change["value"], entry.get("time")))
+    return out
+
+
 def dicts(items: Any) -> list[dict[str, Any]]:
     return [item for item in items if isinstance(item, dict)] if isinstance(items, list) else []
 

@@ -122,6 +122,11 @@ class SandboxProcess:
         path = f"/_sandbox/people/{_path_number(number)}/unreachable"
         return self._call("POST", path, {"unreachable": unreachable, "mode": mode})
 
+    def template(self, name: str, language: str, **change: Any) -> dict[str, Any]:
+        """Change a template's life (``status=``, ``quality=``, ``category=``,
+        ``announce_category=``, ``mode=``, ``pacing=``, ``fail_code=``); returns it."""
+        return self._call("POST", f"/_sandbox/templates/{name}/{language}", change)
+
     def refuse(
         self,
         code: int,
