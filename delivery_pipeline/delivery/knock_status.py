@@ -26,6 +26,7 @@ from delivery_pipeline.delivery.outcomes import (
     Step,
     consequence_of,
 )
+from delivery_pipeline.delivery.pause import pause_sender
 from delivery_pipeline.model import AbandonReason
 from delivery_pipeline.settings import DeliverySettings
 from delivery_pipeline.store.queries import QUERIES
@@ -135,7 +136,7 @@ async def knock_failed(
         return []
     await QUERIES.give_back_knock.run(conn, {"knock_id": knock.id})
     if consequence.step == Step.PAUSE:
-        await QUERIES.pause_sender.one(conn, {"code": code, "reason": reason})
+        await pause_sender(conn, error, reason, document_id=None, settings=settings)
         await _unwait(conn, documents, ASYNC_RETRY_SECONDS, counted=False, error=error_text)
         return []
     # A passing failure after acceptance: the knock never arrived. It counts,

@@ -26,9 +26,9 @@ from delivery_pipeline.delivery.inbound import note_inbound
 from delivery_pipeline.delivery.knock_status import find_knock, knock_failed, knock_status
 from delivery_pipeline.delivery.outcomes import Step, consequence_of
 from delivery_pipeline.delivery.pause import pause_sender
-from delivery_pipeline.model import AbandonReason
 from delivery_pipeline.delivery.template_events import FIELDS as TEMPLATE_FIELDS
 from delivery_pipeline.delivery.template_events import apply_template_change
+from delivery_pipeline.model import AbandonReason
 from delivery_pipeline.settings import DeliverySettings
 from delivery_pipeline.store.db import database_unavailable
 from delivery_pipeline.store.queries import QUERIES

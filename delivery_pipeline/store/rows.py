@@ -1115,6 +1115,8 @@ class Resumed:
     paused_at: dt.datetime
     pause_code: int | None
     pause_reason: str | None
+
+
 # ── knocks and templates (sql/020, sql/queries_templates.sql) ───────────────
 
 
