@@ -395,7 +395,11 @@ class DocumentDelivery:
                 if until is not None and until > now:
                     delay = min(delay, (until - now).total_seconds())
         delay = max(delay, 1.0)
-        problems = ", ".join(f"{h.name}:{h.language} {h.problem}" for h in health)
+        problems = ", ".join(
+            f"{h.name}:{h.language} {h.problem}"
+            + (f" ({h.refused_code})" if h.problem == "refused" and h.refused_code else "")
+            for h in health
+        )
         reason = f"no knock template can be used ({problems})"
         if not await self.store.hold_knock(claim, delay, reason):
             self.sweep.note(Event.LOST_CLAIM, claim.document_id)
