@@ -353,6 +353,9 @@ def build_parser() -> argparse.ArgumentParser:
         "list the documents awaiting review, oldest first",
     )
     p.add_argument("--limit", type=int, default=50)
+    from delivery_pipeline.cli.documents import add_operator_commands
+
+    add_operator_commands(docs_sub, add)
 
     p = add(
         sub,

@@ -41,6 +41,7 @@ from delivery_pipeline.store.rows import (
     AbandonDocument,
     AbandonedBrief,
     AbandonedCheck,
+    ActionRecorded,
     Advance,
     AdvanceDelivery,
     AgedCheck,
@@ -68,6 +69,7 @@ from delivery_pipeline.store.rows import (
     BySource,
     ByTimeZone,
     ByWaMessageId,
+    CancelDocument,
     Chunk,
     ChunkFailed,
     ChunkOwner,
@@ -83,6 +85,7 @@ from delivery_pipeline.store.rows import (
     DeliveryEvent,
     DeliveryEventsCheck,
     Document,
+    DocumentAction,
     DocumentIds,
     DocumentReview,
     Eligible,
@@ -104,11 +107,14 @@ from delivery_pipeline.store.rows import (
     MaxAttempts,
     MigrationRecord,
     NewAlert,
+    NewDocumentAction,
     NewInbound,
     NewPerson,
     NoParams,
     OldestKept,
     OldestWaiting,
+    OperatorDocument,
+    OperatorTarget,
     OpsAlert,
     OutboxClaimSeen,
     OutboxClaimSource,
@@ -129,6 +135,7 @@ from delivery_pipeline.store.rows import (
     ReadyDocument,
     RefuseWindow,
     ReleaseForRetry,
+    ReopenForResend,
     ReportAbandoned,
     ReportChunk,
     ReportDocument,
@@ -474,6 +481,15 @@ class Queries:
     settle_knock = Statement(SettleKnock)
     insert_raw_webhook = Query(RawWebhook, KeptRaw)
     health = Query(NoParams, int)
+
+    # sql/queries_operator.sql: an operator's cancel and resend (025)
+    lock_document = Query(ByDocument, int)
+    operator_document = Query(OperatorTarget, OperatorDocument)
+    record_document_action = Query(NewDocumentAction, ActionRecorded)
+    cancel_document = Query(CancelDocument, int)
+    reopen_for_resend = Query(ReopenForResend, int)
+    reset_ledger_for_resend = Statement(ByDocument)
+    document_actions = Query(ByDocument, DocumentAction)
 
     @classmethod
     def declared(cls) -> dict[str, Named]:
