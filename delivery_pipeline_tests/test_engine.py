@@ -473,7 +473,10 @@ def test_eight_processes_never_interleave_a_persons_plans(db, sandbox, settings)
     for n in range(3):  # generated in this order: plan 0 of everybody first
         for i, person in enumerate(people):
             body = plan_body(3, chunk_limit=300, tag=f"P{i} plan {n} ")
-            add_document(db, person["id"], body)
+            # Plans for three different days: a newer plan for the same day would
+            # supersede an older one not begun (sql/025).
+            day = dt.date(2030, 1, 1) + dt.timedelta(days=n)
+            add_document(db, person["id"], body, for_date=day)
             plans[person["phone"]].append(chunk_text(body, 300))
     db.execute("UPDATE people SET last_inbound_at = now()")
 

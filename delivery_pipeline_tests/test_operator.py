@@ -399,3 +399,52 @@ def test_cli_expected_failures_are_one_line(db, sandbox, settings):
     assert _cli(settings, "documents", "cancel", str(other)).returncode == 0
     twice = _cli(settings, "documents", "cancel", str(other))
     assert twice.returncode == 1 and "already abandoned (cancelled" in _one_line(twice)
+
+
+# ── the Dagster job ─────────────────────────────────────────────────────
+
+
+def _operate(database_url: str, **config: Any):
+    from dagster import DagsterInstance
+
+    from delivery_pipeline.dagster_defs.jobs import operate_document_job
+    from delivery_pipeline_tests.support.dagster_support import resources_for
+
+    with DagsterInstance.ephemeral() as instance:
+        return operate_document_job.execute_in_process(
+            run_config={"ops": {"operate_document_op": {"config": config}}},
+            resources=resources_for(database_url),
+            instance=instance,
+            raise_on_error=False,
+        )
+
+
+def test_the_dagster_job_cancels_and_resends(db, database_url, sandbox, settings):
+    person = add_person(db)
+    _open_window(db, sandbox, person)
+    sent, parts = _plan(db, person, 2, "job ")
+    doomed, _ = _plan(db, person, 2, "doomed ", for_date=dt.date(2030, 1, 3))
+
+    cancelled = _operate(database_url, document_id=doomed, action="cancel", reason="no longer")
+    assert cancelled.success
+    output = cancelled.output_for_node("operate_document_op")
+    assert (output["action"], output["operator"], output["from_state"]) == (
+        "cancel",
+        "dagster",
+        "undelivered",
+    )
+    _finish([_sweep(settings)])
+    assert texts(sandbox.inbox(person["phone"])) == parts
+
+    late = _operate(database_url, document_id=doomed, action="cancel")
+    assert not late.success
+    told = [str(e.event_specific_data) for e in late.all_events if e.is_failure]
+    assert any("already abandoned (cancelled" in t for t in told), told
+
+    resent = _operate(database_url, document_id=sent, action="resend", operator="Rita")
+    assert resent.success and resent.output_for_node("operate_document_op")["parts_sent"] == 2
+    _finish([_sweep(settings)])
+    assert texts(sandbox.inbox(person["phone"])) == parts + parts
+
+    wrong = _operate(database_url, document_id=sent, action="delete")
+    assert not wrong.success

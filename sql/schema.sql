@@ -124,11 +124,14 @@ CREATE FUNCTION public.eligible_documents(lease interval, service_window interva
       AND (d.claim_token IS NULL OR d.claimed_at < now() - lease)
       -- Its person's turn (007, 025): no document of theirs before it in the
       -- turn order waits in the queue, and no other of theirs is being sent.
+      -- One held for the night and not begun waits for the morning alone: it
+      -- does not hold back what may go now (a brief in its hour).
       AND NOT EXISTS (
           SELECT 1 FROM documents o
           WHERE o.person_id = d.person_id AND o.in_queue AND o.id <> d.id
-            AND ((delivery_rank(o.id, o.kind), o.generated_at, o.id)
-                     < (delivery_rank(d.id, d.kind), d.generated_at, d.id)
+            AND (((delivery_rank(o.id, o.kind), o.generated_at, o.id)
+                      < (delivery_rank(d.id, d.kind), d.generated_at, d.id)
+                  AND NOT (coalesce(o.quiet_until > now(), false) AND NOT delivery_begun(o.id)))
                  OR (o.claim_token IS NOT NULL AND o.claimed_at >= now() - lease))
       )
 $$;
