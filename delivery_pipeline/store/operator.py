@@ -30,7 +30,12 @@ import psycopg
 from delivery_pipeline.model import OperatorAction
 from delivery_pipeline.store.queries import QUERIES
 from delivery_pipeline.store.records import InputError
-from delivery_pipeline.store.rows import OperatorDocument
+from delivery_pipeline.store.rows import (
+    CancelDocument,
+    NewDocumentAction,
+    OperatorDocument,
+    ReopenForResend,
+)
 
 OPERATOR_MAX = 200
 REASON_MAX = 1000
@@ -96,32 +101,11 @@ def cancel(
     who, why = _operator(operator), _reason(reason)
     with conn.transaction():
         doc = _locked(conn, document_id, lease)
-        if doc.delivered_at is not None:
-            raise NotApplicable(
-                f"document {document_id} was already delivered at {_when(doc.delivered_at)}: "
-                "nothing to cancel (to send it again: "
-                f"`delivery-pipeline documents resend {document_id}`)"
-            )
-        if doc.abandoned_at is not None:
-            raise NotApplicable(
-                f"document {document_id} is already abandoned ({doc.abandon_reason}, "
-                f"{_when(doc.abandoned_at)}): nothing to cancel"
-            )
-        if doc.status == "failed":
-            raise NotApplicable(
-                f"document {document_id} failed generation and will never be sent: "
-                "nothing to cancel"
-            )
-        recorded = _record(conn, doc, OperatorAction.CANCEL, who, why)
-        done = QUERIES.cancel_document.one(
-            conn,
-            {
-                "document_id": document_id,
-                "why": f"cancelled by {who}" + (f": {why}" if why else ""),
-            },
-        )
+        _refuse(OperatorAction.CANCEL, doc)
+        at = _record(conn, doc, OperatorAction.CANCEL, who, why)
+        done = QUERIES.cancel_document.one(conn, _cancel_params(doc, who, why))
         assert done is not None  # the row is locked and its state checked above
-    return _taken(doc, OperatorAction.CANCEL, who, recorded)
+    return _taken(doc, OperatorAction.CANCEL, who, at)
 
 
 def resend(
@@ -135,54 +119,123 @@ def resend(
     who, why = _operator(operator), _reason(reason)
     with conn.transaction():
         doc = _locked(conn, document_id, lease)
-        if doc.in_flight:
-            raise NotApplicable(
-                f"document {document_id} is being sent right now: wait for it to finish "
-                f"(`delivery-pipeline documents show {document_id}`), then resend it"
-            )
-        if doc.abandon_reason == "rejected":
-            raise NotApplicable(
-                f"document {document_id} was rejected by a reviewer: it is never sent"
-            )
-        if doc.awaiting_review:
-            raise NotApplicable(
-                f"document {document_id} was never approved: a reviewer decides it first"
-            )
-        if doc.status != "succeeded":
-            raise NotApplicable(
-                f"document {document_id} has no text yet ({doc.state}): nothing to resend"
-            )
-        if doc.delivered_at is None and doc.abandoned_at is None:
-            raise NotApplicable(
-                f"document {document_id} has not been delivered yet ({doc.state}): it is on "
-                f"its way; to stop it: `delivery-pipeline documents cancel {document_id}`"
-            )
-        recorded = _record(conn, doc, OperatorAction.RESEND, who, why)
-        reopened = QUERIES.reopen_for_resend.one(
-            conn,
-            {
-                "document_id": document_id,
-                "why": f"resend requested by {who}" + (f": {why}" if why else ""),
-                "lease": lease,
-            },
-        )
+        _refuse(OperatorAction.RESEND, doc)
+        at = _record(conn, doc, OperatorAction.RESEND, who, why)
+        reopened = QUERIES.reopen_for_resend.one(conn, _resend_params(doc, who, why, lease))
         assert reopened is not None  # the row is locked and its state checked above
         QUERIES.reset_ledger_for_resend.run(conn, {"document_id": document_id})
-    return _taken(doc, OperatorAction.RESEND, who, recorded)
+    return _taken(doc, OperatorAction.RESEND, who, at)
+
+
+async def act_async(
+    conn: psycopg.AsyncConnection[Any],
+    action: OperatorAction,
+    document_id: int,
+    operator: str,
+    reason: str | None,
+    lease: dt.timedelta,
+) -> ActionTaken:
+    """``cancel`` or ``resend`` on an async connection (the review page)."""
+    who, why = _operator(operator), _reason(reason)
+    async with conn.transaction():
+        if await QUERIES.lock_document.one(conn, {"document_id": document_id}) is None:
+            raise _unknown(document_id)
+        doc = await QUERIES.operator_document.one(
+            conn, {"document_id": document_id, "lease": lease}
+        )
+        assert doc is not None
+        _refuse(action, doc)
+        row = await QUERIES.record_document_action.one(conn, _action_params(doc, action, who, why))
+        assert row is not None
+        if action == OperatorAction.CANCEL:
+            done = await QUERIES.cancel_document.one(conn, _cancel_params(doc, who, why))
+        else:
+            done = await QUERIES.reopen_for_resend.one(conn, _resend_params(doc, who, why, lease))
+            await QUERIES.reset_ledger_for_resend.run(conn, {"document_id": document_id})
+        assert done is not None  # the row is locked and its state checked above
+    return _taken(doc, action, who, row.at)
+
+
+def _refuse(action: OperatorAction, doc: OperatorDocument) -> None:
+    """Raise ``NotApplicable`` when ``action`` does not apply to ``doc`` as it is now."""
+    n = doc.id
+    if action == OperatorAction.CANCEL:
+        if doc.delivered_at is not None:
+            raise NotApplicable(
+                f"document {n} was already delivered at {_when(doc.delivered_at)}: nothing to "
+                f"cancel (to send it again: `delivery-pipeline documents resend {n}`)"
+            )
+        if doc.abandoned_at is not None:
+            raise NotApplicable(
+                f"document {n} is already abandoned ({doc.abandon_reason}, "
+                f"{_when(doc.abandoned_at)}): nothing to cancel"
+            )
+        if doc.status == "failed":
+            raise NotApplicable(
+                f"document {n} failed generation and will never be sent: nothing to cancel"
+            )
+        return
+    if doc.in_flight:
+        raise NotApplicable(
+            f"document {n} is being sent right now: wait for it to finish "
+            f"(`delivery-pipeline documents show {n}`), then resend it"
+        )
+    if doc.abandon_reason == "rejected":
+        raise NotApplicable(f"document {n} was rejected by a reviewer: it is never sent")
+    if doc.awaiting_review:
+        raise NotApplicable(f"document {n} was never approved: a reviewer decides it first")
+    if doc.status != "succeeded":
+        raise NotApplicable(f"document {n} has no text yet ({doc.state}): nothing to resend")
+    if doc.delivered_at is None and doc.abandoned_at is None:
+        raise NotApplicable(
+            f"document {n} has not been delivered yet ({doc.state}): it is on its way; "
+            f"to stop it: `delivery-pipeline documents cancel {n}`"
+        )
+
+
+def _cancel_params(doc: OperatorDocument, who: str, why: str | None) -> CancelDocument:
+    return {"document_id": doc.id, "why": f"cancelled by {who}" + (f": {why}" if why else "")}
+
+
+def _resend_params(
+    doc: OperatorDocument, who: str, why: str | None, lease: dt.timedelta
+) -> ReopenForResend:
+    return {
+        "document_id": doc.id,
+        "why": f"resend requested by {who}" + (f": {why}" if why else ""),
+        "lease": lease,
+    }
+
+
+def _unknown(document_id: int) -> UnknownDocument:
+    return UnknownDocument(
+        f"no document {document_id}: check the id (`delivery-pipeline documents show ID`)"
+    )
 
 
 def _locked(
     conn: psycopg.Connection[Any], document_id: int, lease: dt.timedelta
 ) -> OperatorDocument:
     if QUERIES.lock_document.one(conn, {"document_id": document_id}) is None:
-        raise UnknownDocument(
-            f"no document {document_id}: check the id (`delivery-pipeline status` lists "
-            "the oldest of each state)"
-        )
+        raise _unknown(document_id)
     # A statement after the lock reads the newest committed row (READ COMMITTED).
     doc = QUERIES.operator_document.one(conn, {"document_id": document_id, "lease": lease})
     assert doc is not None
     return doc
+
+
+def _action_params(
+    doc: OperatorDocument, action: OperatorAction, operator: str, reason: str | None
+) -> NewDocumentAction:
+    return {
+        "document_id": doc.id,
+        "action": action,
+        "operator": operator,
+        "reason": reason,
+        "from_state": doc.state,
+        "parts_sent": doc.parts_sent,
+        "in_flight": doc.in_flight,
+    }
 
 
 def _record(
@@ -192,18 +245,7 @@ def _record(
     operator: str,
     reason: str | None,
 ) -> dt.datetime:
-    row = QUERIES.record_document_action.one(
-        conn,
-        {
-            "document_id": doc.id,
-            "action": action,
-            "operator": operator,
-            "reason": reason,
-            "from_state": doc.state,
-            "parts_sent": doc.parts_sent,
-            "in_flight": doc.in_flight,
-        },
-    )
+    row = QUERIES.record_document_action.one(conn, _action_params(doc, action, operator, reason))
     assert row is not None
     return row.at
 
