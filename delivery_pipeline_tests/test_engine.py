@@ -527,7 +527,8 @@ def test_pair_rate_backoff_holds_across_processes(db, sandbox, settings):
     expected = []
     for n in range(3):
         body = plan_body(3, chunk_limit=300, tag=f"pair plan {n} ")
-        add_document(db, person["id"], body)
+        # Three days' plans: a newer one for the same day would supersede (sql/025).
+        add_document(db, person["id"], body, for_date=dt.date(2030, 1, 1) + dt.timedelta(n))
         expected += chunk_text(body, 300)
 
     procs = [_sweep_process(settings, extra_env={"DELIVERY_CHUNK_LIMIT": "300"}) for _ in range(3)]
