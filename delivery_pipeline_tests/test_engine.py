@@ -111,8 +111,9 @@ def test_window_closed_knocks_once_then_delivers_after_reply(db, sandbox, settin
             is False
         )
 
-    # A second document for the same person the same day: no second knock.
-    second = add_document(db, person["id"], plan_body(2))
+    # A second document for the same person the same day: no second knock. (A plan
+    # for another day: a newer one for the same day would supersede the first, sql/025.)
+    second = add_document(db, person["id"], plan_body(2), for_date=dt.date(2030, 1, 1))
     result = sweep(settings)
     assert result.knocks_sent == 0 and result.awaiting_reply == 1
     assert len(knocks(sandbox.inbox(person["phone"]))) == 1
