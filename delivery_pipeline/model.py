@@ -34,6 +34,7 @@ class Action(enum.StrEnum):
     HOLD_QUIET = "hold_quiet"
     ABANDON_UNREACHABLE = "abandon_unreachable"
     ABANDON_STALE = "abandon_stale"
+    ABANDON_SUPERSEDED = "abandon_superseded"  # a newer one of the same kind is ready (025)
 
 
 class AbandonReason(enum.StrEnum):
@@ -47,6 +48,8 @@ class AbandonReason(enum.StrEnum):
     UNREACHABLE = "unreachable"
     OPERATOR = "operator"
     REJECTED = "rejected"  # a reviewer said no, with a reason
+    SUPERSEDED = "superseded"  # a newer document of the same kind and day, before a part left
+    CANCELLED = "cancelled"  # an operator's `documents cancel`
 
 
 # Reasons that are the system working as intended, not a failure to look at.
@@ -56,6 +59,8 @@ EXPECTED_ABANDON_REASONS = frozenset(
         AbandonReason.OPTED_OUT,
         AbandonReason.OPERATOR,
         AbandonReason.REJECTED,
+        AbandonReason.SUPERSEDED,
+        AbandonReason.CANCELLED,
     }
 )
 
@@ -93,6 +98,13 @@ WAITING_STATE_OWNERS: dict[DocumentState, str] = {
     DocumentState.QUIET_HOURS: "the clock",
     DocumentState.GENERATION_FAILED: "ops",
 }
+
+
+class OperatorAction(enum.StrEnum):
+    """What an operator did to a document (``document_actions.action``, sql/025)."""
+
+    CANCEL = "cancel"
+    RESEND = "resend"
 
 
 class ChunkState(enum.StrEnum):

@@ -5,6 +5,7 @@ loads: ``test_dagster_defs.py``.)"""
 
 from __future__ import annotations
 
+import datetime as dt
 import os
 import re
 import subprocess
@@ -111,7 +112,9 @@ def test_two_services_and_two_sweep_runs_deliver_every_chunk_once(
     for i, person in enumerate(people):
         sandbox.say(person["phone"], "hi")
         for j in range(2):
-            docs.append(add_document(db, person["id"], plan_body(4, tag=f"{i}.{j} ")))
+            # Two days' plans: a newer one for the same day would supersede (sql/025).
+            day = dt.date(2030, 1, 1) + dt.timedelta(days=j)
+            docs.append(add_document(db, person["id"], plan_body(4, tag=f"{i}.{j} "), for_date=day))
     resources = resources_for(database_url, sandbox.url)
     start = threading.Barrier(4)
     errors: list[BaseException] = []

@@ -22,6 +22,7 @@ from delivery_pipeline.model import (
     DocumentState,
     Kind,
     Locale,
+    OperatorAction,
     ReviewDecision,
     e164,
 )
@@ -58,6 +59,7 @@ def _values(values: type[enum.StrEnum]) -> set[str]:
         (AlertKind, "ops_alerts", "kind"),
         (AlertChannel, "ops_alerts", "channel"),
         (ReviewDecision, "documents", "review_decision"),
+        (OperatorAction, "document_actions", "action"),
     ],
 )
 def test_each_enum_lists_exactly_what_its_check_allows(

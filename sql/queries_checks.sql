@@ -39,7 +39,7 @@ ORDER BY since, id
 LIMIT %(sample)s
 
 -- name: check_undelivered
--- Generated, undelivered documents not waiting on a reply (state 'undelivered'): which the eligibility function says a sweep would take now, for how long they have been due (stranded), and how long since generation (slow, e.g. retrying with backoff). Stranded first, then oldest. A document waiting for the person's older one is not eligible, so not stranded; once its turn comes it is due from when the older one left the queue.
+-- Generated, undelivered documents not waiting on a reply (state 'undelivered'): which the eligibility function says a sweep would take now, for how long they have been due (stranded), and how long since generation (slow, e.g. retrying with backoff). Stranded first, then oldest. A document waiting for another of the person's (before it in their turn) is not eligible, so not stranded; once its turn comes it is due from when the last other one left the queue.
 WITH undelivered AS (
     SELECT d.id, d.person_id, d.kind, d.delivery_attempts, d.last_delivery_error,
            -- since generated, or approved by a reviewer (the review's wait is theirs)
@@ -49,11 +49,12 @@ WITH undelivered AS (
            -- (only for the few eligible rows) the person's previous document done
            greatest(coalesce(d.reviewed_at, d.generated_at, d.created_at), d.next_attempt_at,
                     coalesce(d.claimed_at + %(lease)s, '-infinity'),
+                    -- any other of theirs: whatever left the queue last went before it
+                    -- in their turn (sql/025: begun, asked for, brief), one at a time
                     CASE WHEN e.id IS NOT NULL THEN (
                         SELECT max(greatest(o.delivered_at, o.abandoned_at, o.awaiting_reply_since))
                         FROM documents o
                         WHERE o.person_id = d.person_id AND o.id <> d.id
-                          AND (o.generated_at, o.id) < (d.generated_at, d.id)
                     ) END) AS due_since
     FROM documents d
     LEFT JOIN eligible_documents(%(lease)s, %(service_window)s, %(quiet_hours)s) e ON e.id = d.id

@@ -14,6 +14,15 @@ CREATE FUNCTION public.brief_due_date(at timestamp with time zone, time_zone tex
                 THEN (at AT TIME ZONE time_zone)::date END
 $$;
 
+-- Name: delivery_begun(bigint); Type: FUNCTION
+
+CREATE FUNCTION public.delivery_begun(doc bigint) RETURNS boolean
+    LANGUAGE sql STABLE
+    AS $$
+    SELECT EXISTS (SELECT 1 FROM delivery_chunks c
+                   WHERE c.document_id = doc AND c.state IN ('sent', 'sending', 'unknown'))
+$$;
+
 -- Name: documents; Type: TABLE
 
 CREATE TABLE public.documents (
@@ -52,7 +61,7 @@ CREATE TABLE public.documents (
     in_queue boolean GENERATED ALWAYS AS (((status = 'succeeded'::text) AND (delivered_at IS NULL) AND (abandoned_at IS NULL) AND (awaiting_reply_since IS NULL) AND (awaiting_review_since IS NULL))) STORED,
     quiet_until timestamp with time zone,
     knock_held_since timestamp with time zone,
-    CONSTRAINT documents_abandon_reason_check CHECK ((abandon_reason = ANY (ARRAY['stale'::text, 'undeliverable'::text, 'opted_out'::text, 'max_attempts'::text, 'unknown_outcome'::text, 'unreachable'::text, 'operator'::text, 'rejected'::text]))),
+    CONSTRAINT documents_abandon_reason_check CHECK ((abandon_reason = ANY (ARRAY['stale'::text, 'undeliverable'::text, 'opted_out'::text, 'max_attempts'::text, 'unknown_outcome'::text, 'unreachable'::text, 'operator'::text, 'rejected'::text, 'superseded'::text, 'cancelled'::text]))),
     CONSTRAINT documents_check CHECK (((kind <> 'daily_brief'::text) OR (for_date IS NOT NULL))),
     CONSTRAINT documents_check1 CHECK (((status <> 'succeeded'::text) OR (body IS NOT NULL))),
     CONSTRAINT documents_check2 CHECK (((abandoned_at IS NULL) = (abandon_reason IS NULL))),
@@ -75,6 +84,14 @@ CREATE FUNCTION public.delivery_body(d public.documents) RETURNS text
     SELECT coalesce(d.approved_body, d.body)
 $$;
 
+-- Name: delivery_rank(bigint, text); Type: FUNCTION
+
+CREATE FUNCTION public.delivery_rank(doc bigint, kind text) RETURNS integer
+    LANGUAGE sql STABLE
+    AS $$
+    SELECT CASE WHEN delivery_begun(doc) THEN 0 WHEN kind = 'plan' THEN 1 ELSE 2 END
+$$;
+
 -- Name: eligible_documents(interval, interval, text); Type: FUNCTION
 
 CREATE FUNCTION public.eligible_documents(lease interval, service_window interval, quiet_default text) RETURNS TABLE(id bigint, person_id bigint, kind text, next_attempt_at timestamp with time zone, action text, quiet_until timestamp with time zone)
@@ -85,6 +102,7 @@ CREATE FUNCTION public.eligible_documents(lease interval, service_window interva
                WHEN p.phone IS NULL OR p.opted_out_at IS NOT NULL THEN 'abandon_unreachable'
                WHEN d.kind = 'daily_brief'
                     AND d.for_date < (now() AT TIME ZONE p.time_zone)::date THEN 'abandon_stale'
+               WHEN superseded(d) THEN 'abandon_superseded'
                WHEN q.until IS NOT NULL THEN 'hold_quiet'
                WHEN p.last_inbound_at > now() - service_window
                     AND p.last_inbound_at >= coalesce(p.window_refused_at, '-infinity') THEN 'deliver'
@@ -105,12 +123,16 @@ CREATE FUNCTION public.eligible_documents(lease interval, service_window interva
     WHERE d.in_queue
       AND d.next_attempt_at <= now()
       AND (d.claim_token IS NULL OR d.claimed_at < now() - lease)
-      -- Its person's turn (007): no older document of theirs waits in the
-      -- queue, and no other of theirs is being sent.
+      -- Its person's turn (007, 025): no document of theirs before it in the
+      -- turn order waits in the queue, and no other of theirs is being sent.
+      -- One held for the night and not begun waits for the morning alone: it
+      -- does not hold back what may go now (a brief in its hour).
       AND NOT EXISTS (
           SELECT 1 FROM documents o
           WHERE o.person_id = d.person_id AND o.in_queue AND o.id <> d.id
-            AND ((o.generated_at, o.id) < (d.generated_at, d.id)
+            AND (((delivery_rank(o.id, o.kind), o.generated_at, o.id)
+                      < (delivery_rank(d.id, d.kind), d.generated_at, d.id)
+                  AND NOT (coalesce(o.quiet_until > now(), false) AND NOT delivery_begun(o.id)))
                  OR (o.claim_token IS NOT NULL AND o.claimed_at >= now() - lease))
       )
 $$;
@@ -226,6 +248,27 @@ BEGIN
 END
 $$;
 
+-- Name: resent(bigint); Type: FUNCTION
+
+CREATE FUNCTION public.resent(doc bigint) RETURNS boolean
+    LANGUAGE sql STABLE
+    AS $$
+    SELECT EXISTS (SELECT 1 FROM document_actions a WHERE a.document_id = doc AND a.action = 'resend')
+$$;
+
+-- Name: superseded(public.documents); Type: FUNCTION
+
+CREATE FUNCTION public.superseded(d public.documents) RETURNS boolean
+    LANGUAGE sql STABLE
+    AS $$
+    SELECT EXISTS (
+        SELECT 1 FROM documents n
+        WHERE n.person_id = d.person_id AND n.kind = d.kind
+          AND n.for_date IS NOT DISTINCT FROM d.for_date AND n.id > d.id
+          AND n.status = 'succeeded' AND n.abandoned_at IS NULL AND n.awaiting_review_since IS NULL)
+       AND NOT delivery_begun(d.id) AND NOT resent(d.id)
+$$;
+
 -- Name: message_templates; Type: TABLE
 
 CREATE TABLE public.message_templates (
@@ -336,6 +379,36 @@ CREATE SEQUENCE public.delivery_events_id_seq
 -- Name: delivery_events_id_seq; Type: SEQUENCE OWNED BY
 
 ALTER SEQUENCE public.delivery_events_id_seq OWNED BY public.delivery_events.id;
+
+-- Name: document_actions; Type: TABLE
+
+CREATE TABLE public.document_actions (
+    id bigint NOT NULL,
+    document_id bigint NOT NULL,
+    action text NOT NULL,
+    operator text NOT NULL,
+    reason text,
+    at timestamp with time zone DEFAULT now() NOT NULL,
+    from_state text NOT NULL,
+    parts_sent integer NOT NULL,
+    in_flight boolean NOT NULL,
+    ledger jsonb,
+    CONSTRAINT document_actions_action_check CHECK ((action = ANY (ARRAY['cancel'::text, 'resend'::text]))),
+    CONSTRAINT document_actions_operator_check CHECK ((btrim(operator) <> ''::text))
+);
+
+-- Name: document_actions_id_seq; Type: SEQUENCE
+
+CREATE SEQUENCE public.document_actions_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1;
+
+-- Name: document_actions_id_seq; Type: SEQUENCE OWNED BY
+
+ALTER SEQUENCE public.document_actions_id_seq OWNED BY public.document_actions.id;
 
 -- Name: document_states; Type: VIEW
 
@@ -648,6 +721,10 @@ CREATE TABLE public.time_zone_names (
 
 ALTER TABLE ONLY public.delivery_events ALTER COLUMN id SET DEFAULT nextval('public.delivery_events_id_seq'::regclass);
 
+-- Name: document_actions id; Type: DEFAULT
+
+ALTER TABLE ONLY public.document_actions ALTER COLUMN id SET DEFAULT nextval('public.document_actions_id_seq'::regclass);
+
 -- Name: documents id; Type: DEFAULT
 
 ALTER TABLE ONLY public.documents ALTER COLUMN id SET DEFAULT nextval('public.documents_id_seq'::regclass);
@@ -687,6 +764,11 @@ ALTER TABLE ONLY public.delivery_chunks
 
 ALTER TABLE ONLY public.delivery_events
     ADD CONSTRAINT delivery_events_pkey PRIMARY KEY (id);
+
+-- Name: document_actions document_actions_pkey; Type: CONSTRAINT
+
+ALTER TABLE ONLY public.document_actions
+    ADD CONSTRAINT document_actions_pkey PRIMARY KEY (id);
 
 -- Name: documents documents_pkey; Type: CONSTRAINT
 
@@ -795,6 +877,10 @@ CREATE INDEX delivery_events_reported ON public.delivery_events USING btree (rep
 -- Name: delivery_events_unreported; Type: INDEX
 
 CREATE INDEX delivery_events_unreported ON public.delivery_events USING btree (source, id) WHERE (reported_at IS NULL);
+
+-- Name: document_actions_by_document; Type: INDEX
+
+CREATE INDEX document_actions_by_document ON public.document_actions USING btree (document_id, id);
 
 -- Name: documents_abandoned_at; Type: INDEX
 
@@ -936,6 +1022,11 @@ CREATE TRIGGER documents_ready_on_update AFTER UPDATE ON public.documents FOR EA
 
 ALTER TABLE ONLY public.delivery_chunks
     ADD CONSTRAINT delivery_chunks_document_id_fkey FOREIGN KEY (document_id) REFERENCES public.documents(id);
+
+-- Name: document_actions document_actions_document_id_fkey; Type: FK CONSTRAINT
+
+ALTER TABLE ONLY public.document_actions
+    ADD CONSTRAINT document_actions_document_id_fkey FOREIGN KEY (document_id) REFERENCES public.documents(id);
 
 -- Name: documents documents_person_id_fkey; Type: FK CONSTRAINT
 

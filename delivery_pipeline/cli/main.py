@@ -138,11 +138,13 @@ def cmd_documents_show(args: argparse.Namespace, settings: Settings) -> int:
         if doc is None:
             raise UsageError(f"no document {args.id}")
         chunks = QUERIES.document_chunks.all(conn, {"document_id": args.id})
+        actions = QUERIES.document_actions.all(conn, {"document_id": args.id})
     shown = dataclasses.asdict(doc)
     del shown["body"]
     shown["review_edited"] = shown.pop("approved_body") is not None
     listed = [dataclasses.asdict(chunk) for chunk in chunks]
-    print(json.dumps({"document": shown, "chunks": listed}, default=str, indent=2))
+    done = [dataclasses.asdict(action) for action in actions]  # cancels and resends
+    print(json.dumps({"document": shown, "chunks": listed, "actions": done}, default=str, indent=2))
     return 0
 
 
@@ -359,6 +361,9 @@ def build_parser() -> argparse.ArgumentParser:
         "list the documents awaiting review, oldest first",
     )
     p.add_argument("--limit", type=int, default=50)
+    from delivery_pipeline.cli.documents import add_operator_commands
+
+    add_operator_commands(docs_sub, add)
 
     p = add(
         sub,

@@ -22,6 +22,7 @@ from delivery_pipeline.dagster_defs.assets import (
     generated_documents,
 )
 from delivery_pipeline.dagster_defs.metadata import as_metadata, schema, table
+from delivery_pipeline.dagster_defs.operator_jobs import operate_document_job
 from delivery_pipeline.dagster_defs.resources import (
     AppDatabase,
     DeliveryResource,
@@ -281,6 +282,7 @@ JOBS: "list[dg.JobDefinition | UnresolvedAssetJobDefinition]" = [
     generate_and_deliver,
     request_document_job,
     review_document_job,
+    operate_document_job,
     enqueue_daily_briefs,
     refresh_backlog,
     delivery_report_job,

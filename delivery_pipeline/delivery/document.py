@@ -88,6 +88,11 @@ class DocumentDelivery:
             )
         elif claim.action == Action.ABANDON_STALE:
             await self._abandon(claim, AbandonReason.STALE, "brief for a day already over")
+        elif claim.action == Action.ABANDON_SUPERSEDED:
+            # Decided at the claim (sql/025): no part of it has left.
+            await self._abandon(
+                claim, AbandonReason.SUPERSEDED, "a newer document of the same kind is ready"
+            )
         elif claim.action == Action.HOLD_QUIET:
             # Night for the person: nothing unasked-for, not even a knock.
             held = await self.store.hold_quiet(claim)

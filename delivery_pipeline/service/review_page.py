@@ -13,7 +13,9 @@ Documents are listed oldest first, with how long they have waited, each cut
 into messages by ``delivery_messages`` with ``DELIVERY_CHUNK_LIMIT``, as delivery
 will cut it. A decision is ``store.review.decide_async`` (the rule the CLI
 and the Dagster job share); an approval sweeps that document in this
-process at once, as ``/internal/sweep`` does. After a POST the browser is
+process at once, as ``/internal/sweep`` does. Below the list, an operator
+can cancel or resend any document by id (``store.operator``, as
+``documents cancel|resend``); a resend sweeps it at once too. After a POST the browser is
 sent back to the list (303), which says what became of the decision: taken,
 or another reviewer's came first (who, when).
 """
@@ -36,11 +38,12 @@ from starlette.responses import HTMLResponse, PlainTextResponse, RedirectRespons
 from starlette.routing import Route
 
 from delivery_pipeline.delivery.chunking import delivery_messages
-from delivery_pipeline.model import ReviewDecision
+from delivery_pipeline.model import OperatorAction, ReviewDecision
 from delivery_pipeline.service.bodies import TooLarge, read_form
 from delivery_pipeline.service.sessions import COOKIE_NAME, Session, Sessions, client_key
 from delivery_pipeline.settings import REVIEW_PAGE_PATH
 from delivery_pipeline.store.db import database_unavailable
+from delivery_pipeline.store.operator import NotApplicable, act_async
 from delivery_pipeline.store.queries import QUERIES
 from delivery_pipeline.store.records import InputError
 from delivery_pipeline.store.review import (
@@ -391,10 +394,62 @@ async def decide(request: Request) -> Response:
     )
 
 
+# ── an operator's cancel and resend ─────────────────────────────────────
+
+
+@_page
+async def operate(request: Request) -> Response:
+    """Cancel or resend a document by id (``store.operator``: the rule the CLI and the
+    ``operate_document`` job share); the list comes back with what became of it."""
+    sessions, session = await _signed_in(request)
+    if sessions is None:
+        return _off()
+    if session is None:
+        return _html(
+            "review_sign_in.html", 401, error="Your session has ended: sign in again.", name=""
+        )
+    form = await _form(request, SIGN_IN_MAX_BYTES, session)
+    if isinstance(form, Response):
+        return form
+    raw_id, action = form.get("document_id", "").strip(), form.get("action", "")
+    if not _DOCUMENT_ID.fullmatch(raw_id) or action not in ("cancel", "resend"):
+        notice = Notice("error", "Give a document id (digits) and choose cancel or resend.")
+        return await _render_list(request, session, notice=notice, status_code=400)
+    service = _service(request)
+    document_id = int(raw_id)
+    try:
+        async with service.pool.connection() as conn:
+            taken = await act_async(
+                conn,
+                OperatorAction(action),
+                document_id,
+                session.name,
+                form.get("reason"),
+                service.settings.delivery.lease,
+            )
+    except (InputError, NotApplicable) as exc:
+        log.info("review page: %s of document %s not applied: %s", action, raw_id, exc)
+        return await _render_list(
+            request, session, notice=Notice("conflict", f"Not applied: {exc}")
+        )
+    log.info("review page: %s, by %s", taken, session.name)
+    response = await _render_list(
+        request, session, notice=Notice("done", f"{_sentence(str(taken))}.")
+    )
+    if taken.action == OperatorAction.RESEND:
+        response.background = service.sweep_later([], [document_id])
+    return response
+
+
+def _sentence(text: str) -> str:
+    return text[:1].upper() + text[1:]
+
+
 REVIEW_ROUTES = [
     Route(PAGE, review_list, methods=["GET"]),
     Route(f"{PAGE}/sign-in", sign_in_form, methods=["GET"]),
     Route(f"{PAGE}/sign-in", sign_in, methods=["POST"]),
     Route(f"{PAGE}/sign-out", sign_out, methods=["POST"]),
     Route(PAGE + "/documents/{document_id:int}/{action:str}", decide, methods=["POST"]),
+    Route(f"{PAGE}/operate", operate, methods=["POST"]),
 ]

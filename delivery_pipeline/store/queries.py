@@ -41,6 +41,7 @@ from delivery_pipeline.store.rows import (
     AbandonDocument,
     AbandonedBrief,
     AbandonedCheck,
+    ActionRecorded,
     Advance,
     AdvanceDelivery,
     AgedCheck,
@@ -69,6 +70,7 @@ from delivery_pipeline.store.rows import (
     BySource,
     ByTimeZone,
     ByWaMessageId,
+    CancelDocument,
     Chunk,
     ChunkFailed,
     ChunkOwner,
@@ -84,6 +86,7 @@ from delivery_pipeline.store.rows import (
     DeliveryEvent,
     DeliveryEventsCheck,
     Document,
+    DocumentAction,
     DocumentIds,
     DocumentReview,
     Eligible,
@@ -120,12 +123,15 @@ from delivery_pipeline.store.rows import (
     MaxAttempts,
     MigrationRecord,
     NewAlert,
+    NewDocumentAction,
     NewInbound,
     NewPerson,
     NoParams,
     OldestKept,
     OldestWaiting,
     OpenKnock,
+    OperatorDocument,
+    OperatorTarget,
     OpsAlert,
     OutboxClaimSeen,
     OutboxClaimSource,
@@ -148,6 +154,7 @@ from delivery_pipeline.store.rows import (
     ReadyDocument,
     RefuseWindow,
     ReleaseForRetry,
+    ReopenForResend,
     ReportAbandoned,
     ReportChunk,
     ReportDocument,
@@ -532,6 +539,14 @@ class Queries:
     knock_unwait = Query(KnockUnwait, KnockUnwaited)
     hold_knock = Query(HoldKnock, int)
     check_knocks_not_delivered = Query(KnocksNotDeliveredParams, KnockNotDelivered)
+    # sql/queries_operator.sql: an operator's cancel and resend (025)
+    lock_document = Query(ByDocument, int)
+    operator_document = Query(OperatorTarget, OperatorDocument)
+    record_document_action = Query(NewDocumentAction, ActionRecorded)
+    cancel_document = Query(CancelDocument, int)
+    reopen_for_resend = Query(ReopenForResend, int)
+    reset_ledger_for_resend = Statement(ByDocument)
+    document_actions = Query(ByDocument, DocumentAction)
 
     @classmethod
     def declared(cls) -> dict[str, Named]:

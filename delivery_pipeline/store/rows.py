@@ -1320,3 +1320,67 @@ class KnockNotDelivered:
     age_seconds: float
     document_ids: list[int]
     total: int
+
+
+# ── sql/queries_operator.sql: an operator's cancel and resend (025) ────────
+
+
+class OperatorTarget(TypedDict):
+    document_id: int
+    lease: dt.timedelta
+
+
+class CancelDocument(ByDocument):
+    why: str
+
+
+class ReopenForResend(ByDocument):
+    why: str
+    lease: dt.timedelta
+
+
+class NewDocumentAction(ByDocument):
+    action: str
+    operator: str
+    reason: str | None
+    from_state: str
+    parts_sent: int
+    in_flight: bool
+
+
+@dataclass(frozen=True, slots=True)
+class OperatorDocument:
+    """A document as an operator acts on it (``operator_document``)."""
+
+    id: int
+    person_id: int
+    kind: Kind
+    state: str
+    status: str
+    delivered_at: dt.datetime | None
+    abandoned_at: dt.datetime | None
+    abandon_reason: str | None
+    awaiting_review: bool
+    in_flight: bool  # a sender holds a live claim
+    parts_sent: int  # parts that may have reached the person (sent, sending, unknown)
+    parts: int  # parts in the ledger (0 before the first claim)
+
+
+@dataclass(frozen=True, slots=True)
+class ActionRecorded:
+    id: int
+    at: dt.datetime
+
+
+@dataclass(frozen=True, slots=True)
+class DocumentAction:
+    """One operator action on a document (``document_actions``)."""
+
+    id: int
+    action: str
+    operator: str
+    reason: str | None
+    at: dt.datetime
+    from_state: str
+    parts_sent: int
+    in_flight: bool
