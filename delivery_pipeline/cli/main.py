@@ -68,6 +68,7 @@ def cmd_people_add(args: argparse.Namespace, settings: Settings) -> int:
         person = add_person(
             conn,
             phone=args.phone,
+            user_id=args.user_id,
             name=args.name,
             locale=args.locale,
             time_zone=args.time_zone,
@@ -75,7 +76,7 @@ def cmd_people_add(args: argparse.Namespace, settings: Settings) -> int:
             brief_local_time=args.brief_time,
             quiet_hours=args.quiet_hours,
         )
-    print(f"person {person.id}: {person.name or '(no name)'} {person.phone}")
+    print(f"person {person.id}: {person.name or '(no name)'} {person.phone or person.user_id}")
     return 0
 
 
@@ -299,7 +300,12 @@ def build_parser() -> argparse.ArgumentParser:
     people = sub.add_parser("people", help="people who receive documents", description="People.")
     people_sub = people.add_subparsers(dest="people_command", required=True, metavar="COMMAND")
     p = add(people_sub, "add", cmd_people_add, "add a person")
-    p.add_argument("--phone", required=True, help="E.164 number, e.g. +5511987654321")
+    p.add_argument("--phone", help="E.164 number, e.g. +5511987654321 (this or --user-id)")
+    p.add_argument(
+        "--user-id",
+        help="business-scoped user id (BSUID), e.g. US.13491208655302741918, for a person "
+        "who uses a WhatsApp username (sent to with `recipient`)",
+    )
     p.add_argument("--name", default="", help="name used in the knock template")
     p.add_argument("--locale", default="en", help="en, es or pt")
     p.add_argument("--time-zone", default="UTC", help="IANA time zone, e.g. America/Sao_Paulo")

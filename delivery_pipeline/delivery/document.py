@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from delivery_pipeline.backoff import backoff_seconds
 from delivery_pipeline.delivery.callback import chunk_callback, knock_callback
 from delivery_pipeline.delivery.chunking import chunk_text
+from delivery_pipeline.delivery.identity import address, bsuid_alert, refused_for_bsuid
 from delivery_pipeline.delivery.knock import knock_for
 from delivery_pipeline.delivery.outcomes import THROUGHPUT_PAUSE_SECONDS, Step, consequence_of
 from delivery_pipeline.delivery.pacer import Pacer
@@ -86,8 +87,8 @@ class DocumentDelivery:
     # ── the chunks ─────────────────────────────────────────────────────
 
     async def _deliver(self, claim: Claim) -> None:
-        phone = claim.phone
-        assert phone is not None  # a person without a number is abandon_unreachable
+        to = address(claim.phone, claim.user_id)
+        assert to is not None  # a person with neither number nor BSUID is abandon_unreachable
         chunks = tags = None
         if claim.body is not None:
             chunks = chunk_text(claim.body, claim.chunk_limit or self.settings.chunk_limit)
@@ -150,7 +151,7 @@ class DocumentDelivery:
             await self.pacer.acquire()
             started_at = dt.datetime.now(dt.UTC)
             try:
-                wamid = await self.client.send_text(phone, text, callback_data=callback)
+                wamid = await self.client.send_text(to, text, callback_data=callback)
             except SendOutcomeUnknown as exc:
                 self._send_failed(claim, exc)
                 await self.store.chunk_unknown(claim, index, callback)
@@ -172,6 +173,11 @@ class DocumentDelivery:
                 if isinstance(exc, ReEngagementRequired):
                     await self.store.refuse_window(claim.person_id)
                     await self._knock(claim)
+                elif refused_for_bsuid(exc):
+                    await self.store.record_alert(
+                        bsuid_alert(claim.person_id, claim.document_id, exc, knock=False)
+                    )
+                    await self._abandon(claim, AbandonReason.UNREACHABLE, str(exc))
                 else:
                     await self._failed(claim, exc)
                 return
@@ -216,8 +222,8 @@ class DocumentDelivery:
 
     async def _knock(self, claim: Claim) -> None:
         """Window closed: knock once per document, at most once per person per 24 h."""
-        phone = claim.phone
-        assert phone is not None  # a person without a number is abandon_unreachable
+        to = address(claim.phone, claim.user_id)
+        assert to is not None  # a person with neither number nor BSUID is abandon_unreachable
         reservation = None
         if claim.knock_sent_at is None:
             reservation = await self.store.reserve_knock(claim.person_id)
@@ -233,7 +239,7 @@ class DocumentDelivery:
             started_at = dt.datetime.now(dt.UTC)
             try:
                 wamid = await self.client.send_template(
-                    phone,
+                    to,
                     knock.template,
                     knock.language,
                     knock.parameters,
@@ -247,15 +253,24 @@ class DocumentDelivery:
             except (CloudApiError, SendNotAttempted) as exc:
                 self._send_failed(claim, exc)
                 await self.store.unreserve_knock(claim.person_id, reservation)
-                if isinstance(exc, CloudApiError):
+                if isinstance(exc, CloudApiError) and refused_for_bsuid(exc):
+                    # Not knockable at their BSUID: the document waits for them
+                    # to write (delivery/identity.py), no knock counted.
+                    await self.store.record_alert(
+                        bsuid_alert(claim.person_id, claim.document_id, exc, knock=True)
+                    )
+                    reservation = None
+                elif isinstance(exc, CloudApiError):
                     await self._failed(claim, exc)
+                    return
                 else:
                     await self._retry(
                         claim, delay=self._backoff(claim), reason=f"knock not sent: {exc}"
                     )
-                return
-            self.sweep.note(Event.KNOCK_SENT, claim.document_id)
-            await self._sent_ok(started_at)
+                    return
+            if reservation is not None:
+                self.sweep.note(Event.KNOCK_SENT, claim.document_id)
+                await self._sent_ok(started_at)
         waiting = await self.store.await_reply(
             claim, knocked=reservation is not None, knock_message_id=wamid
         )

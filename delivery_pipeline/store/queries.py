@@ -59,6 +59,7 @@ from delivery_pipeline.store.rows import (
     ByDedupKey,
     ByDocument,
     ById,
+    ByIdentity,
     ByIds,
     ByKeyHash,
     ByName,
@@ -67,7 +68,10 @@ from delivery_pipeline.store.rows import (
     ByPhoneNumber,
     BySource,
     ByTimeZone,
+    ByUserId,
     ByWaMessageId,
+    ChangeNumber,
+    ChangeUserId,
     Chunk,
     ChunkFailed,
     ChunkOwner,
@@ -94,11 +98,13 @@ from delivery_pipeline.store.rows import (
     GenerationSucceeded,
     Heartbeat,
     HoldQuiet,
+    IdentityChange,
     KeptRaw,
     KnockHealth,
     KnockHealthParams,
     KnockReservation,
     LastAlert,
+    LearnIdentity,
     LedgerEntry,
     Limit,
     MaxAttempts,
@@ -122,11 +128,14 @@ from delivery_pipeline.store.rows import (
     PendingDocument,
     PeriodSample,
     Person,
+    PersonUserId,
+    PricedMessage,
     PruneBatch,
     QuietHours,
     RaiseLastInbound,
     RawWebhook,
     ReadyDocument,
+    RecordPricing,
     RefuseWindow,
     ReleaseForRetry,
     ReportAbandoned,
@@ -474,6 +483,22 @@ class Queries:
     settle_knock = Statement(SettleKnock)
     insert_raw_webhook = Query(RawWebhook, KeptRaw)
     health = Query(NoParams, int)
+
+    # sql/queries_identity.sql: identity without a phone number
+    person_by_identity = Query(ByIdentity, Person)
+    person_by_user_id = Query(ByUserId, Person)
+    set_person_user_id = Query(PersonUserId, Person)
+    learn_identity = Query(LearnIdentity, int)
+    change_number = Query(ChangeNumber, int)
+    change_user_id = Query(ChangeUserId, int)
+    identity_changes = Query(ByPerson, IdentityChange)
+
+    # sql/queries_cost.sql: what it costs
+    record_pricing = Statement(RecordPricing)
+    report_priced_messages = Query(DayBounds, PricedMessage)
+    report_delivered_document_messages = Query(DayBounds, PricedMessage)
+    report_lost_messages = Query(DayBounds, PricedMessage)
+    documents_delivered_count = Query(DayBounds, int)
 
     @classmethod
     def declared(cls) -> dict[str, Named]:
