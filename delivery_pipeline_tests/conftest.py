@@ -162,7 +162,8 @@ def sandbox(sandbox_server: SandboxProcess) -> Iterator[SandboxProcess]:
 
 @pytest.fixture
 def settings(sandbox: SandboxProcess, database_url: str) -> Settings:
-    """Settings for an engine talking to the sandbox; fast backoff for tests."""
+    """Settings for an engine talking to the sandbox; fast backoff for tests; quiet
+    hours off, as for the processes the tests start (a test turns them on)."""
     return Settings().replace(
         database={"database_url": database_url},
         whatsapp={"api_base_url": sandbox.url, "send_timeout": 5.0, "throughput_limit": 2000.0},
@@ -170,5 +171,6 @@ def settings(sandbox: SandboxProcess, database_url: str) -> Settings:
             "concurrency": 8,
             "backoff_base_seconds": 0.0,
             "backoff_max_seconds": 0.0,
+            "quiet_hours": "",
         },
     )

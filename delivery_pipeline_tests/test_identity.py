@@ -24,6 +24,7 @@ from delivery_pipeline.settings import DeliverySettings
 from delivery_pipeline.store.db import connect_async
 from delivery_pipeline.store.queries import QUERIES
 from delivery_pipeline.whatsapp.client import addressed
+from delivery_pipeline_tests.support.cli import run
 from delivery_pipeline_tests.support.data import add_document, add_person, document, plan_body
 from delivery_pipeline_tests.support.inbox import knocks, texts
 from delivery_pipeline_tests.support.service_server import APP_SECRET, start_service
@@ -101,6 +102,19 @@ def test_a_bsuid_is_addressed_with_recipient_and_a_number_with_to() -> None:
     assert country_of("+5511987654321", None) == "BR"
     assert country_of("+19995550000", None) == "US"
     assert country_of("+99912345678", None) is None
+
+
+def test_an_operator_adds_a_username_person_by_bsuid(database_url, db) -> None:
+    user_id = new_user_id()
+    result = run(database_url, "people", "add", "--user-id", user_id, "--name", "Bia")
+    assert result.returncode == 0, result
+    assert user_id in result.stdout
+    again = run(database_url, "people", "add", "--user-id", user_id)
+    assert again.returncode == 2 and "already exists" in again.stderr
+    listed = run(database_url, "people", "list")
+    assert user_id in listed.stdout
+    found = run(database_url, "documents", "add", "--person", user_id, "--kind", "plan", stdin="x")
+    assert found.returncode == 0, found
 
 
 # ── the production path ─────────────────────────────────────────────────

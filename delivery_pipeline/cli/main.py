@@ -85,7 +85,16 @@ def cmd_people_list(args: argparse.Namespace, settings: Settings) -> int:
         people = QUERIES.list_people.all(conn, {})
     print_rows(
         [dataclasses.asdict(person) for person in people],
-        ["id", "phone", "name", "locale", "time_zone", "brief_opt_in", "last_inbound_at"],
+        [
+            "id",
+            "phone",
+            "user_id",
+            "name",
+            "locale",
+            "time_zone",
+            "brief_opt_in",
+            "last_inbound_at",
+        ],
     )
     return 0
 
