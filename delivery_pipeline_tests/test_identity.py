@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,6 +25,7 @@ from delivery_pipeline.settings import DeliverySettings
 from delivery_pipeline.store.db import connect_async
 from delivery_pipeline.store.queries import QUERIES
 from delivery_pipeline.whatsapp.client import addressed
+from delivery_pipeline_tests.support import payloads
 from delivery_pipeline_tests.support.cli import run
 from delivery_pipeline_tests.support.data import add_document, add_person, document, plan_body
 from delivery_pipeline_tests.support.inbox import knocks, texts
@@ -324,3 +326,40 @@ def test_an_unknown_bsuid_sender_is_stored_and_flagged(db, database_url):
         "US.13491208655302741918",
         True,
     )
+
+
+def test_a_bsuid_taken_meanwhile_by_another_person_costs_the_message_nothing(db, database_url):
+    """Two rows race for one BSUID: the loser's write waits on the unique index and
+    is skipped when the winner commits; the message it came with is stored."""
+    winner, loser = add_person(db), add_person(db)
+    user_id = new_user_id()
+    payload = json.loads(payloads.inbound(loser["phone"], "wamid.race-1", "hi"))
+    payload["entry"][0]["changes"][0]["value"]["messages"][0]["from_user_id"] = user_id
+    with psycopg.connect(database_url) as taker:
+        taker.execute("UPDATE people SET user_id = %s WHERE id = %s", (user_id, winner["id"]))
+        applying = threading.Thread(
+            target=lambda: asyncio.run(_apply(database_url, payload)), daemon=True
+        )
+        applying.start()
+        wait_for(
+            lambda: db.execute(
+                "SELECT count(*) AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+                "AND datname = current_database()"
+            ).fetchone()["n"],
+            what="the loser waiting on the winner's row",
+        )
+        taker.commit()
+        applying.join(timeout=20)
+    assert not applying.is_alive()
+    stored = db.execute(
+        "SELECT person_id, from_user_id FROM inbound_messages WHERE wa_message_id = 'wamid.race-1'"
+    ).fetchone()
+    assert (stored["person_id"], stored["from_user_id"]) == (loser["id"], user_id)
+    assert person_row(db, winner["id"])["user_id"] == user_id
+    assert person_row(db, loser["id"])["user_id"] is None
+    assert person_row(db, loser["id"])["last_inbound_at"] is not None, "their window opened"
+
+
+async def _apply(database_url: str, payload: Any) -> Any:
+    async with await connect_async(database_url) as conn:
+        return await apply_payload(conn, payload, DeliverySettings())

@@ -26,9 +26,6 @@ CREATE TABLE person_identity_changes (
 );
 CREATE INDEX person_identity_changes_person ON person_identity_changes (person_id, changed_at);
 
-CREATE INDEX inbound_messages_from_user_id ON inbound_messages (from_user_id)
-    WHERE from_user_id IS NOT NULL;
-
 -- The eligibility definition, restated (supersedes 016): a person is
 -- unreachable only with neither a number nor a BSUID (or opted out);
 -- everything else as in 016.

@@ -768,10 +768,6 @@ CREATE INDEX documents_queue_by_person ON public.documents USING btree (person_i
 
 CREATE INDEX inbound_messages_age ON public.inbound_messages USING btree (received_at, wa_message_id);
 
--- Name: inbound_messages_from_user_id; Type: INDEX
-
-CREATE INDEX inbound_messages_from_user_id ON public.inbound_messages USING btree (from_user_id) WHERE (from_user_id IS NOT NULL);
-
 -- Name: inbound_messages_person; Type: INDEX
 
 CREATE INDEX inbound_messages_person ON public.inbound_messages USING btree (person_id, sent_at);

@@ -19,9 +19,12 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 
+import psycopg
 from psycopg import AsyncConnection
 
 from delivery_pipeline.model import bsuid, e164
@@ -34,6 +37,21 @@ log = logging.getLogger(__name__)
 # "User Sheena Nelson changed from US.101… to US.134…": the old BSUID of a
 # user_changed_user_id, which carries only the new one as a field.
 _CHANGED_FROM = re.compile(r"\bfrom ([A-Z]{2}\.[A-Za-z0-9]{1,128}) to\b")
+
+
+@asynccontextmanager
+async def _savepoint(conn: AsyncConnection[Any], person_id: int | None) -> AsyncIterator[None]:
+    """An identity write in its own savepoint: when another person's row took the
+    same number or BSUID at the same moment (the unique index says so), the
+    write is skipped and logged, and the message it came with is still stored."""
+    try:
+        async with conn.transaction():
+            yield
+    except psycopg.errors.UniqueViolation:
+        log.warning(
+            "an identifier of person %s was taken by another person meanwhile: left alone",
+            person_id,
+        )
 
 
 @dataclass(frozen=True)
@@ -96,16 +114,17 @@ async def learn(conn: AsyncConnection[Any], person: Person, sender: Sender, wami
         and (sender.username is None or sender.username == person.username)
     ):
         return
-    await QUERIES.learn_identity.one(
-        conn,
-        {
-            "person_id": person.id,
-            "phone": sender.phone,
-            "user_id": sender.user_id,
-            "username": sender.username,
-            "wa_message_id": wamid,
-        },
-    )
+    async with _savepoint(conn, person.id):
+        await QUERIES.learn_identity.one(
+            conn,
+            {
+                "person_id": person.id,
+                "phone": sender.phone,
+                "user_id": sender.user_id,
+                "username": sender.username,
+                "wa_message_id": wamid,
+            },
+        )
 
 
 async def apply_system(
@@ -124,15 +143,17 @@ async def apply_system(
         new_phone = _phone(system.get("new_wa_id"))
         if person is None or new_phone is None:
             return None
-        moved = await QUERIES.change_number.one(
-            conn,
-            {
-                "person_id": person.id,
-                "new_phone": new_phone,
-                "cause": change,
-                "wa_message_id": wamid,
-            },
-        )
+        moved = None
+        async with _savepoint(conn, person.id):
+            moved = await QUERIES.change_number.one(
+                conn,
+                {
+                    "person_id": person.id,
+                    "new_phone": new_phone,
+                    "cause": change,
+                    "wa_message_id": wamid,
+                },
+            )
         if moved is None and person.phone != new_phone:
             log.warning(
                 "person %s changed number, but the new one is another person's: left alone",
@@ -158,16 +179,18 @@ async def move_user_id(
     cause: str,
     wamid: str | None,
 ) -> str | None:
-    moved = await QUERIES.change_user_id.one(
-        conn,
-        {
-            "old_user_id": old_user_id,
-            "phone": phone,
-            "new_user_id": new_user_id,
-            "cause": cause,
-            "wa_message_id": wamid,
-        },
-    )
+    moved = None
+    async with _savepoint(conn, None):
+        moved = await QUERIES.change_user_id.one(
+            conn,
+            {
+                "old_user_id": old_user_id,
+                "phone": phone,
+                "new_user_id": new_user_id,
+                "cause": cause,
+                "wa_message_id": wamid,
+            },
+        )
     return "user_id" if moved is not None else None
 
 
