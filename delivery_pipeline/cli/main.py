@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 from delivery_pipeline import logs
 from delivery_pipeline.cli.failures import CommandFailed, UsageError, explain, require_free_port
 from delivery_pipeline.cli.table import print_rows
-from delivery_pipeline.model import ReviewDecision
+from delivery_pipeline.model import ReviewDecision, bsuid
 from delivery_pipeline.settings import Settings
 from delivery_pipeline.store.db import connect, resolve_database_url
 from delivery_pipeline.store.queries import QUERIES
@@ -29,6 +29,7 @@ from delivery_pipeline.store.records import (
     add_ready_document,
     parse_kind,
     parse_phone,
+    parse_user_id,
     request_document,
 )
 from delivery_pipeline.store.review import (
@@ -253,7 +254,8 @@ def cmd_service(args: argparse.Namespace, settings: Settings) -> int:
 def cmd_sandbox_say(args: argparse.Namespace, settings: Settings) -> int:
     import httpx
 
-    phone = parse_phone(args.number)
+    # A username user is addressed by their BSUID.
+    phone = parse_user_id(args.number) if bsuid(args.number) else parse_phone(args.number)
     sandbox = args.sandbox_url.rstrip("/")
     try:
         response = httpx.post(
@@ -412,7 +414,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = add(
         sb_sub, "say", cmd_sandbox_say, "a person writes to us in the sandbox (opens their window)"
     )
-    p.add_argument("number", help="the person's E.164 number")
+    p.add_argument("number", help="the person's E.164 number, or a username user's BSUID")
     p.add_argument("text", help="what they write")
     p.add_argument("--sandbox-url", default=f"http://127.0.0.1:{SANDBOX_DEFAULT_PORT}")
     return parser
