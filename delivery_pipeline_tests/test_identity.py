@@ -363,3 +363,12 @@ def test_a_bsuid_taken_meanwhile_by_another_person_costs_the_message_nothing(db,
 async def _apply(database_url: str, payload: Any) -> Any:
     async with await connect_async(database_url) as conn:
         return await apply_payload(conn, payload, DeliverySettings())
+
+
+def test_sandbox_say_writes_as_a_username_user(database_url, sandbox) -> None:
+    user_id = new_user_id()
+    result = run(database_url, "sandbox", "say", user_id, "oi", "--sandbox-url", sandbox.url)
+    assert result.returncode == 0, result
+    person = sandbox.person(user_id)
+    assert (person["phone"], person["user_id"]) == (None, user_id)
+    assert [w["text"] for w in person["written"]] == ["oi"]
