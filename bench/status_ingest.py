@@ -31,6 +31,12 @@ SEED_CHUNKS = [
        SELECT d.id, 0, 'sent', 'dp:' || d.id || ':0:1', 'wamid.BENCH' || d.id, now()
        FROM documents d""",
 ]
+PRICING = {
+    "billable": False,
+    "pricing_model": "PMP",
+    "category": "service",
+    "type": "free_customer_service",
+}
 
 
 async def _load(port: int, bodies: list[bytes], connections: int) -> tuple[float, list[float]]:
@@ -74,6 +80,10 @@ def main() -> None:
                 status_item(f"wamid.BENCH{i}", state, callback=f"dp:{i}:0:1")
                 for i in range(1, args.updates + 1)
             ]
+            if state == "delivered":
+                # As the platform sends it (PMP): the pricing is kept per message (sql/023).
+                for item in items:
+                    item["pricing"] = PRICING
             bodies = [
                 json.dumps(envelope({"statuses": items[i : i + batch]})).encode()
                 for i in range(0, len(items), batch)
@@ -100,7 +110,8 @@ def main() -> None:
         f"{args.updates} --connections {args.connections}",
         f"Signed status webhooks into the webhook service "
         f"({args.connections} concurrent connections; "
-        "every status names a real chunk and is applied). "
+        "every status names a real chunk and is applied; the delivered ones carry "
+        "`pricing`, kept per message). "
         "Target: ≥ 1,000 updates/s, p99 ≤ 250 ms.\n\n"
         "| updates per POST | POSTs | stored | updates/s | ack p50 ms | ack p99 ms |\n"
         "|---|---|---|---|---|---|\n" + table,

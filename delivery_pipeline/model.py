@@ -125,3 +125,97 @@ def e164(value: str) -> str | None:
     """``value`` as an E.164 number (``+5511987654321``), or None if it is not one."""
     compact = _PUNCTUATION.sub("", value)
     return compact if _E164.match(compact) else None
+
+
+# ── identity without a phone number ─────────────────────────────────────
+
+# A business-scoped user id (BSUID): the person's ISO 3166 country code, a
+# period, up to 128 letters and digits (``US.13491208655302741918``). Parent
+# ids (``US.ENT.…``) span several portfolios and are never an address here.
+_BSUID = re.compile(r"^[A-Z]{2}\.[A-Za-z0-9]{1,128}$")
+
+
+def bsuid(value: str) -> str | None:
+    """``value`` as a business-scoped user id, or None if it is not one."""
+    compact = value.strip()
+    return compact if _BSUID.match(compact) else None
+
+
+# Calling code → ISO 3166 country, for the countries a rate card usually
+# names; a number from elsewhere is priced at the rate table's ``*`` row.
+# Longest prefix first when read (``country_of``).
+CALLING_CODES: dict[str, str] = {
+    "1": "US",
+    "7": "RU",
+    "20": "EG",
+    "27": "ZA",
+    "30": "GR",
+    "31": "NL",
+    "32": "BE",
+    "33": "FR",
+    "34": "ES",
+    "39": "IT",
+    "40": "RO",
+    "41": "CH",
+    "43": "AT",
+    "44": "GB",
+    "45": "DK",
+    "46": "SE",
+    "47": "NO",
+    "48": "PL",
+    "49": "DE",
+    "51": "PE",
+    "52": "MX",
+    "53": "CU",
+    "54": "AR",
+    "55": "BR",
+    "56": "CL",
+    "57": "CO",
+    "58": "VE",
+    "60": "MY",
+    "61": "AU",
+    "62": "ID",
+    "63": "PH",
+    "64": "NZ",
+    "65": "SG",
+    "66": "TH",
+    "81": "JP",
+    "82": "KR",
+    "84": "VN",
+    "86": "CN",
+    "90": "TR",
+    "91": "IN",
+    "92": "PK",
+    "234": "NG",
+    "254": "KE",
+    "351": "PT",
+    "353": "IE",
+    "380": "UA",
+    "502": "GT",
+    "503": "SV",
+    "504": "HN",
+    "505": "NI",
+    "506": "CR",
+    "507": "PA",
+    "591": "BO",
+    "593": "EC",
+    "595": "PY",
+    "598": "UY",
+    "966": "SA",
+    "971": "AE",
+    "972": "IL",
+}
+
+
+def country_of(phone: str | None, user_id: str | None) -> str | None:
+    """The ISO country a person is priced in: a BSUID names it; a number's calling
+    code (from ``CALLING_CODES``) else; None when neither tells."""
+    if user_id and (known := bsuid(user_id)):
+        return known[:2]
+    if phone and phone.startswith("+"):
+        digits = phone[1:]
+        for length in (3, 2, 1):
+            country = CALLING_CODES.get(digits[:length])
+            if country is not None:
+                return country
+    return None

@@ -339,6 +339,11 @@ class DeliverySettings(Section):
         "21:00-08:00",
         description="local HH:MM-HH:MM in which nothing unasked-for is sent; empty: none",
     )
+    rate_table: str = Field(
+        "",
+        description="CSV file of category,country,price per message for the delivery "
+        "report's costs; empty: counts only",
+    )
 
     @field_validator("review_kinds")
     @classmethod
@@ -670,6 +675,9 @@ class SandboxSettings(Section):
     status_delay_ms: float | None = Field(None, ge=0)
     status_batch: int | None = Field(None, ge=1)
     seed: int | None = None
+    service_billable: bool | None = Field(
+        None, description="in-window service messages (and templates) billed (on/off)"
+    )
 
     @field_validator("refusal_mode", mode="before")
     @classmethod

@@ -64,6 +64,8 @@ def test_people_and_documents_round_trip(database_url, db):
     ("args", "stdin", "message"),
     [
         (("people", "add", "--phone", "5511987654321"), "", "E.164"),
+        (("people", "add", "--name", "Ana"), "", "--user-id (BSUID)"),
+        (("people", "add", "--user-id", "US.ENT.1234"), "", "not a business-scoped user id"),
         (("people", "add", "--phone", "+5511987654321", "--locale", "fr"), "", "locale"),
         (
             ("people", "add", "--phone", "+5511987654321", "--time-zone", "Mars/Olympus"),

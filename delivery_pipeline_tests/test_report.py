@@ -8,7 +8,7 @@ import pytest
 from dagster import DagsterInstance, build_schedule_context, materialize
 
 from delivery_pipeline.dagster_defs.assets import build_report_asset
-from delivery_pipeline.dagster_defs.resources import AppDatabase
+from delivery_pipeline.dagster_defs.resources import AppDatabase, DeliveryResource
 from delivery_pipeline.dagster_defs.schedules import build_schedules
 from delivery_pipeline.settings import Settings
 from delivery_pipeline.watch.report import delivery_report as build_report
@@ -168,7 +168,10 @@ def test_report_asset_shows_the_numbers_as_metadata(day_of_data, database_url):
             [delivery_report],
             partition_key=DAY.isoformat(),
             instance=instance,
-            resources={"app_db": AppDatabase(database_url=database_url)},
+            resources={
+                "app_db": AppDatabase(database_url=database_url),
+                "delivery": DeliveryResource(),
+            },
         )
     assert result.success
     metadata = result.asset_materializations_for_node("delivery_report")[0].metadata

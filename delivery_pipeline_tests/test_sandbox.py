@@ -414,9 +414,15 @@ def test_inbound_message_opens_the_window_and_posts_a_signed_webhook(
     assert b"\\u2713" in webhook.body  # escaped unicode, as Meta signs it
     [value] = list(webhook.values())
     assert value["metadata"]["phone_number_id"] == sandbox.phone_number_id
-    assert value["contacts"] == [{"profile": {"name": "Ana"}, "wa_id": number[1:]}]
+    # Since 2026 the platform names everybody's business-scoped user id too.
+    user_id = sandbox.person(number)["user_id"]
+    assert user_id.startswith("US.")
+    assert value["contacts"] == [
+        {"profile": {"name": "Ana"}, "wa_id": number[1:], "user_id": user_id}
+    ]
     [message] = value["messages"]
     assert message["id"] == wamid and message["from"] == number[1:]
+    assert message["from_user_id"] == user_id
     assert message["type"] == "text" and message["text"] == {"body": "olá, quero o plano ✓"}
     assert message["timestamp"].isdigit()
     assert abs(int(message["timestamp"]) - time.time()) < 60

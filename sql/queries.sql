@@ -176,7 +176,7 @@ WHERE d.id = locked.id AND p.id = d.person_id
   AND (d.claim_token IS NULL OR d.claimed_at < now() - %(lease)s)
 RETURNING d.id AS document_id, locked.action, locked.quiet_until, d.chunk_limit,
           d.delivery_attempts, d.knock_sent_at,
-          p.id AS person_id, p.phone, p.name, p.locale,
+          p.id AS person_id, p.phone, p.user_id, p.name, p.locale,
           CASE WHEN locked.action = 'deliver' AND NOT EXISTS (
                    SELECT 1 FROM delivery_chunks c WHERE c.document_id = d.id AND c.body IS NOT NULL)
                THEN delivery_body(d) END AS body,

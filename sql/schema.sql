@@ -510,6 +510,23 @@ CREATE SEQUENCE public.knocks_id_seq
 
 ALTER SEQUENCE public.knocks_id_seq OWNED BY public.knocks.id;
 
+-- Name: message_pricing; Type: TABLE
+
+CREATE TABLE public.message_pricing (
+    wa_message_id text NOT NULL,
+    document_id bigint,
+    part text NOT NULL,
+    chunk_index integer,
+    country text,
+    billable boolean,
+    category text,
+    pricing_model text,
+    pricing_type text,
+    priced_at timestamp with time zone NOT NULL,
+    recorded_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT message_pricing_part_check CHECK ((part = ANY (ARRAY['chunk'::text, 'knock'::text, 'other'::text])))
+);
+
 -- Name: ops_alerts; Type: TABLE
 
 CREATE TABLE public.ops_alerts (
@@ -559,10 +576,13 @@ CREATE TABLE public.people (
     window_refused_at timestamp with time zone,
     created_at timestamp with time zone DEFAULT now() NOT NULL,
     quiet_hours text,
+    user_id text,
+    username text,
     CONSTRAINT people_locale_check CHECK ((locale = ANY (ARRAY['en'::text, 'es'::text, 'pt'::text]))),
     CONSTRAINT people_phone_check CHECK ((phone ~ '^\+[1-9][0-9]{6,14}$'::text)),
     CONSTRAINT people_quiet_hours_check CHECK ((quiet_hours ~ '^([01][0-9]|2[0-3]):[0-5][0-9]-([01][0-9]|2[0-3]):[0-5][0-9]$'::text)),
-    CONSTRAINT people_time_zone_valid CHECK (public.is_valid_time_zone(time_zone))
+    CONSTRAINT people_time_zone_valid CHECK (public.is_valid_time_zone(time_zone)),
+    CONSTRAINT people_user_id_check CHECK ((user_id ~ '^[A-Z]{2}\.[A-Za-z0-9]{1,128}$'::text))
 );
 
 -- Name: people_id_seq; Type: SEQUENCE
@@ -586,6 +606,33 @@ CREATE TABLE public.people_time_zone_repairs (
     new_time_zone text NOT NULL,
     repaired_at timestamp with time zone DEFAULT now() NOT NULL
 );
+
+-- Name: person_identity_changes; Type: TABLE
+
+CREATE TABLE public.person_identity_changes (
+    id bigint NOT NULL,
+    person_id bigint NOT NULL,
+    field text NOT NULL,
+    old_value text,
+    new_value text,
+    cause text NOT NULL,
+    wa_message_id text,
+    changed_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT person_identity_changes_field_check CHECK ((field = ANY (ARRAY['phone'::text, 'user_id'::text])))
+);
+
+-- Name: person_identity_changes_id_seq; Type: SEQUENCE
+
+CREATE SEQUENCE public.person_identity_changes_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1;
+
+-- Name: person_identity_changes_id_seq; Type: SEQUENCE OWNED BY
+
+ALTER SEQUENCE public.person_identity_changes_id_seq OWNED BY public.person_identity_changes.id;
 
 -- Name: raw_webhooks; Type: TABLE
 
@@ -741,6 +788,10 @@ ALTER TABLE ONLY public.ops_alerts ALTER COLUMN id SET DEFAULT nextval('public.o
 
 ALTER TABLE ONLY public.people ALTER COLUMN id SET DEFAULT nextval('public.people_id_seq'::regclass);
 
+-- Name: person_identity_changes id; Type: DEFAULT
+
+ALTER TABLE ONLY public.person_identity_changes ALTER COLUMN id SET DEFAULT nextval('public.person_identity_changes_id_seq'::regclass);
+
 -- Name: raw_webhooks id; Type: DEFAULT
 
 ALTER TABLE ONLY public.raw_webhooks ALTER COLUMN id SET DEFAULT nextval('public.raw_webhooks_id_seq'::regclass);
@@ -795,6 +846,11 @@ ALTER TABLE ONLY public.knocks
 ALTER TABLE ONLY public.knocks
     ADD CONSTRAINT knocks_wa_message_id_key UNIQUE (wa_message_id);
 
+-- Name: message_pricing message_pricing_pkey; Type: CONSTRAINT
+
+ALTER TABLE ONLY public.message_pricing
+    ADD CONSTRAINT message_pricing_pkey PRIMARY KEY (wa_message_id);
+
 -- Name: message_templates message_templates_pkey; Type: CONSTRAINT
 
 ALTER TABLE ONLY public.message_templates
@@ -819,6 +875,16 @@ ALTER TABLE ONLY public.people
 
 ALTER TABLE ONLY public.people_time_zone_repairs
     ADD CONSTRAINT people_time_zone_repairs_pkey PRIMARY KEY (person_id);
+
+-- Name: people people_user_id_key; Type: CONSTRAINT
+
+ALTER TABLE ONLY public.people
+    ADD CONSTRAINT people_user_id_key UNIQUE (user_id);
+
+-- Name: person_identity_changes person_identity_changes_pkey; Type: CONSTRAINT
+
+ALTER TABLE ONLY public.person_identity_changes
+    ADD CONSTRAINT person_identity_changes_pkey PRIMARY KEY (id);
 
 -- Name: raw_webhooks raw_webhooks_pkey; Type: CONSTRAINT
 
@@ -950,6 +1016,14 @@ CREATE INDEX knocks_person ON public.knocks USING btree (person_id, sent_at);
 
 CREATE INDEX knocks_unconfirmed ON public.knocks USING btree (sent_at) WHERE ((delivered_at IS NULL) AND (read_at IS NULL) AND (failed_at IS NULL));
 
+-- Name: message_pricing_document; Type: INDEX
+
+CREATE INDEX message_pricing_document ON public.message_pricing USING btree (document_id) WHERE (document_id IS NOT NULL);
+
+-- Name: message_pricing_priced_at; Type: INDEX
+
+CREATE INDEX message_pricing_priced_at ON public.message_pricing USING btree (priced_at);
+
 -- Name: ops_alerts_age; Type: INDEX
 
 CREATE INDEX ops_alerts_age ON public.ops_alerts USING btree (created_at, id);
@@ -969,6 +1043,10 @@ CREATE INDEX ops_alerts_unsent ON public.ops_alerts USING btree (created_at) WHE
 -- Name: people_last_knock_at; Type: INDEX
 
 CREATE INDEX people_last_knock_at ON public.people USING btree (last_knock_at) WHERE (last_knock_at IS NOT NULL);
+
+-- Name: person_identity_changes_person; Type: INDEX
+
+CREATE INDEX person_identity_changes_person ON public.person_identity_changes USING btree (person_id, changed_at);
 
 -- Name: raw_webhooks_age; Type: INDEX
 
@@ -1057,3 +1135,8 @@ ALTER TABLE ONLY public.knocks
 
 ALTER TABLE ONLY public.people_time_zone_repairs
     ADD CONSTRAINT people_time_zone_repairs_person_id_fkey FOREIGN KEY (person_id) REFERENCES public.people(id);
+
+-- Name: person_identity_changes person_identity_changes_person_id_fkey; Type: FK CONSTRAINT
+
+ALTER TABLE ONLY public.person_identity_changes
+    ADD CONSTRAINT person_identity_changes_person_id_fkey FOREIGN KEY (person_id) REFERENCES public.people(id) ON DELETE CASCADE;

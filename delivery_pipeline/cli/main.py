@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 from delivery_pipeline import logs
 from delivery_pipeline.cli.failures import CommandFailed, UsageError, explain, require_free_port
 from delivery_pipeline.cli.table import print_rows
-from delivery_pipeline.model import ReviewDecision
+from delivery_pipeline.model import ReviewDecision, bsuid
 from delivery_pipeline.settings import Settings
 from delivery_pipeline.store.db import connect, resolve_database_url
 from delivery_pipeline.store.queries import QUERIES
@@ -29,6 +29,7 @@ from delivery_pipeline.store.records import (
     add_ready_document,
     parse_kind,
     parse_phone,
+    parse_user_id,
     request_document,
 )
 from delivery_pipeline.store.review import (
@@ -68,6 +69,7 @@ def cmd_people_add(args: argparse.Namespace, settings: Settings) -> int:
         person = add_person(
             conn,
             phone=args.phone,
+            user_id=args.user_id,
             name=args.name,
             locale=args.locale,
             time_zone=args.time_zone,
@@ -75,7 +77,7 @@ def cmd_people_add(args: argparse.Namespace, settings: Settings) -> int:
             brief_local_time=args.brief_time,
             quiet_hours=args.quiet_hours,
         )
-    print(f"person {person.id}: {person.name or '(no name)'} {person.phone}")
+    print(f"person {person.id}: {person.name or '(no name)'} {person.phone or person.user_id}")
     return 0
 
 
@@ -84,7 +86,16 @@ def cmd_people_list(args: argparse.Namespace, settings: Settings) -> int:
         people = QUERIES.list_people.all(conn, {})
     print_rows(
         [dataclasses.asdict(person) for person in people],
-        ["id", "phone", "name", "locale", "time_zone", "brief_opt_in", "last_inbound_at"],
+        [
+            "id",
+            "phone",
+            "user_id",
+            "name",
+            "locale",
+            "time_zone",
+            "brief_opt_in",
+            "last_inbound_at",
+        ],
     )
     return 0
 
@@ -251,7 +262,8 @@ def cmd_service(args: argparse.Namespace, settings: Settings) -> int:
 def cmd_sandbox_say(args: argparse.Namespace, settings: Settings) -> int:
     import httpx
 
-    phone = parse_phone(args.number)
+    # A username user is addressed by their BSUID.
+    phone = parse_user_id(args.number) if bsuid(args.number) else parse_phone(args.number)
     sandbox = args.sandbox_url.rstrip("/")
     try:
         response = httpx.post(
@@ -307,7 +319,12 @@ def build_parser() -> argparse.ArgumentParser:
     people = sub.add_parser("people", help="people who receive documents", description="People.")
     people_sub = people.add_subparsers(dest="people_command", required=True, metavar="COMMAND")
     p = add(people_sub, "add", cmd_people_add, "add a person")
-    p.add_argument("--phone", required=True, help="E.164 number, e.g. +5511987654321")
+    p.add_argument("--phone", help="E.164 number, e.g. +5511987654321 (this or --user-id)")
+    p.add_argument(
+        "--user-id",
+        help="business-scoped user id (BSUID), e.g. US.13491208655302741918, for a person "
+        "who uses a WhatsApp username (sent to with `recipient`)",
+    )
     p.add_argument("--name", default="", help="name used in the knock template")
     p.add_argument("--locale", default="en", help="en, es or pt")
     p.add_argument("--time-zone", default="UTC", help="IANA time zone, e.g. America/Sao_Paulo")
@@ -417,7 +434,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = add(
         sb_sub, "say", cmd_sandbox_say, "a person writes to us in the sandbox (opens their window)"
     )
-    p.add_argument("number", help="the person's E.164 number")
+    p.add_argument("number", help="the person's E.164 number, or a username user's BSUID")
     p.add_argument("text", help="what they write")
     p.add_argument("--sandbox-url", default=f"http://127.0.0.1:{SANDBOX_DEFAULT_PORT}")
     return parser

@@ -40,6 +40,7 @@ from delivery_pipeline.delivery.sweep import sweep_sync
 from delivery_pipeline.generation.worker import generate_pending, outcomes_by_kind_and_locale
 from delivery_pipeline.store.db import with_application_name
 from delivery_pipeline.watch.backlog import backlog_frame, backlog_numbers, sending_pause
+from delivery_pipeline.watch.costs import cost_report, load_rate_table
 from delivery_pipeline.watch.delivery_events import (
     DELIVERED_DOCUMENTS,
     RUN_CLAIMANT_PREFIX,
@@ -79,6 +80,12 @@ REPORT_SCHEMA = schema(
     ("kind", "string", "plan or daily_brief"),
     ("generated", "int", "documents generated that day"),
     ("delivered", "int", "documents delivered that day"),
+)
+COSTS_SCHEMA = schema(
+    ("category", "string", "the platform's pricing category (utility, service, …)"),
+    ("messages", "int", "messages priced that day"),
+    ("billable", "int", "of which billable"),
+    ("cost", "float", "their cost from DELIVERY_RATE_TABLE (empty without one)"),
 )
 
 
@@ -259,23 +266,31 @@ def build_report_asset(start_date: dt.date) -> dg.AssetsDefinition:
         description=(
             "Per UTC day: documents generated and delivered, generated→delivered p50/p95, "
             "chunks delivered and read, knocks sent / delivered / seen / answered, abandoned "
-            "by reason."
+            "by reason; messages and billable messages by pricing category, their cost "
+            "(DELIVERY_RATE_TABLE), cost per delivered document, spend on documents that "
+            "never arrived."
         ),
     )
     def delivery_report(
-        context: dg.AssetExecutionContext, app_db: AppDatabase
+        context: dg.AssetExecutionContext, app_db: AppDatabase, delivery: DeliveryResource
     ) -> dg.Output[pd.DataFrame]:
         day = dt.date.fromisoformat(context.partition_key)
+        # What it cost: a bad rate table fails the run with what to fix.
+        rates = load_rate_table(delivery.rate_table) if delivery.rate_table else None
         with app_db.connect() as conn:
             report = build_report(conn, day)
+            costs = cost_report(conn, day, rates)
         return dg.Output(
             report.by_kind,
             metadata={
-                "report": dg.MetadataValue.md(report.markdown()),
+                "report": dg.MetadataValue.md(report.markdown() + "\n" + costs.markdown()),
                 "by_kind": table(records(report.by_kind), REPORT_SCHEMA),
                 ROW_COUNT: len(report.by_kind),
                 **as_metadata(report.numbers),
                 "abandoned_by_reason": dg.MetadataValue.json(report.abandoned_by_reason),
+                # One materialization per day: each number below is plotted per partition.
+                "costs_by_category": table(records(costs.by_category), COSTS_SCHEMA),
+                **as_metadata(costs.numbers),
             },
         )
 

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from delivery_pipeline.backoff import backoff_seconds
 from delivery_pipeline.delivery.callback import chunk_callback, knock_callback
 from delivery_pipeline.delivery.chunking import delivery_messages
+from delivery_pipeline.delivery.identity import address, bsuid_alert, refused_for_bsuid
 from delivery_pipeline.delivery.knock import (
     Knock,
     TemplateChoice,
@@ -110,8 +111,8 @@ class DocumentDelivery:
     # ── the chunks ─────────────────────────────────────────────────────
 
     async def _deliver(self, claim: Claim) -> None:
-        phone = claim.phone
-        assert phone is not None  # a person without a number is abandon_unreachable
+        to = address(claim.phone, claim.user_id)
+        assert to is not None  # a person with neither number nor BSUID is abandon_unreachable
         chunks = tags = None
         if claim.body is not None:
             chunks = delivery_messages(claim.body, claim.chunk_limit or self.settings.chunk_limit)
@@ -184,7 +185,7 @@ class DocumentDelivery:
             await self.pacer.acquire()
             started_at = dt.datetime.now(dt.UTC)
             try:
-                wamid = await self.client.send_text(phone, text, callback_data=callback)
+                wamid = await self.client.send_text(to, text, callback_data=callback)
             except SendOutcomeUnknown as exc:
                 self._send_failed(claim, exc)
                 await self.store.chunk_unknown(claim, index, callback)
@@ -206,6 +207,11 @@ class DocumentDelivery:
                 if isinstance(exc, ReEngagementRequired):
                     await self.store.refuse_window(claim.person_id)
                     await self._knock(claim)
+                elif refused_for_bsuid(exc):
+                    await self.store.record_alert(
+                        bsuid_alert(claim.person_id, claim.document_id, exc, knock=False)
+                    )
+                    await self._abandon(claim, AbandonReason.UNREACHABLE, str(exc))
                 else:
                     await self._failed(claim, exc)
                 return
@@ -250,8 +256,8 @@ class DocumentDelivery:
 
     async def _knock(self, claim: Claim) -> None:
         """Window closed: knock once per document, at most once per person per 24 h."""
-        phone = claim.phone
-        assert phone is not None  # a person without a number is abandon_unreachable
+        to = address(claim.phone, claim.user_id)
+        assert to is not None  # a person with neither number nor BSUID is abandon_unreachable
         reservation = None
         if claim.knock_sent_at is None:
             reservation = await self.store.reserve_knock(claim.person_id)
@@ -265,7 +271,7 @@ class DocumentDelivery:
             raise GlobalStop("sending is paused for every sender")
         knocked = False
         if reservation is not None:
-            sent = await self._send_knock(claim, phone, reservation)
+            sent = await self._send_knock(claim, to, reservation)
             if sent is _HANDLED:
                 return
             knocked = sent is not _NOT_KNOCKED
@@ -279,7 +285,7 @@ class DocumentDelivery:
             self.sweep.note(Event.DUE_AGAIN, claim.document_id)
 
     async def _send_knock(
-        self, claim: Claim, phone: str, reservation: KnockReservation
+        self, claim: Claim, to: str, reservation: KnockReservation
     ) -> str | object:
         """Send the knock on the locale's first healthy template, failing over to the
         next when the platform refuses a template. Returns the knock's message id,
@@ -317,7 +323,7 @@ class DocumentDelivery:
             started_at = dt.datetime.now(dt.UTC)
             try:
                 wamid = await self.client.send_template(
-                    phone,
+                    to,
                     knock.template,
                     knock.language,
                     knock.parameters,
@@ -341,6 +347,13 @@ class DocumentDelivery:
                 self._send_failed(claim, exc)
                 # Gives the person's knock reservation back: this knock never left.
                 await self.store.knock_refused(knock_id, exc.code, str(exc))
+                if refused_for_bsuid(exc):
+                    # Not knockable at their BSUID: the document waits for them
+                    # to write (delivery/identity.py), no knock counted.
+                    await self.store.record_alert(
+                        bsuid_alert(claim.person_id, claim.document_id, exc, knock=True)
+                    )
+                    return _NOT_KNOCKED
                 if template_scoped(exc):
                     await self._template_refused(claim, knock, exc)
                     again = await self.store.reserve_knock(claim.person_id)

@@ -26,7 +26,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
-from delivery_pipeline.model import e164
+from delivery_pipeline.model import bsuid, e164
 from delivery_pipeline.sandbox.config import RUNTIME_KEYS, SandboxConfig
 from delivery_pipeline.sandbox.state import ForcedRefusal, Person, SandboxState, iso, new_wamid
 from delivery_pipeline.sandbox.templates import DETAILS as template_details
@@ -36,7 +36,6 @@ from delivery_pipeline.sandbox.templates import (
     TemplateLife,
     lifecycle_envelope,
 )
-from delivery_pipeline.sandbox.templates import failed_value as template_failed_value
 from delivery_pipeline.sandbox.validation import (
     REENGAGEMENT_DETAILS,
     UNREACHABLE_DETAILS,
@@ -50,12 +49,18 @@ from delivery_pipeline.sandbox.webhooks import (
     failed_status_value,
     inbound_value,
     new_conversation_id,
+    number_changed_value,
+    pricing,
     status_value,
 )
 from delivery_pipeline.whatsapp.errors import PHONE_NUMBER_ID_SUBCODE
 from delivery_pipeline.whatsapp.signature import tokens_match
 
 THROUGHPUT_DETAILS = "Cloud API message throughput has been reached."
+BSUID_UNSUPPORTED_DETAILS = (
+    "This message type cannot be sent to a business-scoped user ID; send it to the "
+    "user's phone number."
+)
 PAIR_RATE_DETAILS = (
     "Message failed to send because there were too many messages sent from this phone "
     "number to the same phone number in a short period of time."
@@ -112,6 +117,9 @@ class Sandbox:
             state.stats.throttled += 1
             raise Refusal(131056, PAIR_RATE_DETAILS)
         person = state.person(message.to)
+        if message.by_user_id and message.type in config.bsuid_refused_types:
+            raise Refusal(131062, BSUID_UNSUPPORTED_DETAILS)
+        in_window = person.window_open(now, config.window_seconds)
         failure: int | None = None
         life = None
         if message.type == "template" and message.template is not None:
@@ -130,7 +138,7 @@ class Sandbox:
             if person.unreachable == "sync":
                 raise Refusal(131026, UNREACHABLE_DETAILS)
             failure = 131026
-        elif message.type != "template" and not person.window_open(now, config.window_seconds):
+        elif message.type != "template" and not in_window:
             if config.refusal_mode == "sync":
                 raise Refusal(131047, REENGAGEMENT_DETAILS)
             failure = 131047
@@ -144,7 +152,11 @@ class Sandbox:
             return wamid
         if failure is None:
             person.inbox.append(_inbox_record(message, wamid, now))
-            self._emit_statuses(message, wamid)
+            price = pricing(message, in_window=in_window, service_billable=config.service_billable)
+            state.stats.messages_by_category[price["category"]] += 1
+            if price["billable"]:
+                state.stats.billable_by_category[price["category"]] += 1
+            self._emit_statuses(message, wamid, price)
         else:
             state.stats.refused_async += 1
             state.failures.append(
@@ -188,7 +200,7 @@ class Sandbox:
                     "callback_data": message.callback_data,
                 }
             )
-            value = template_failed_value(wamid, message.wa_id, code, message.callback_data)
+            value = failed_status_value(message, wamid, code, template=True)
             chain.append(("failed", lambda: value))
         if config.statuses_enabled or code is not None:
             self.outbox.post(chain, config.status_delay_ms / 1000)
@@ -208,7 +220,7 @@ class Sandbox:
             "webhooks": [f for f, _ in posts] if data.get("webhook", True) else [],
         }
 
-    def _emit_statuses(self, message: Outgoing, wamid: str) -> None:
+    def _emit_statuses(self, message: Outgoing, wamid: str, price: dict[str, Any]) -> None:
         config = self.config
         if not (config.statuses_enabled and config.webhook_url):
             return
@@ -218,18 +230,34 @@ class Sandbox:
         conversation = new_conversation_id()
 
         def builder(name: str) -> Callable[[], dict[str, Any]]:
-            return lambda: status_value(message, wamid, name, conversation)
+            return lambda: status_value(message, wamid, name, conversation, price)
 
         self.outbox.post([(name, builder(name)) for name in names], config.status_delay_ms / 1000)
 
-    def person_writes(self, number: str, text: str, name: str | None) -> str:
+    def person_writes(
+        self, number: str, text: str, name: str | None, username: str | None = None
+    ) -> str:
         now = time.time()
         person = self.state.person(number)
+        if username is not None:
+            person.username = username
         person.last_inbound_at = now
         wamid = new_wamid()
         person.written.append({"id": wamid, "text": text, "time": iso(now)})
         self.state.stats.inbound += 1
-        value = inbound_value(number[1:], name or f"Sandbox {number[-4:]}", wamid, text, now)
+        value = inbound_value(person, name or f"Sandbox {number[-4:]}", wamid, text, now)
+        self.outbox.post([("inbound", lambda: value)])
+        return wamid
+
+    def person_changes_number(self, number: str, new_number: str) -> str:
+        """The person at ``number`` moves to ``new_number`` (and a new BSUID); the
+        platform tells the business with a ``user_changed_number`` system message."""
+        now = time.time()
+        person = self.state.person(number)
+        before = Person(person.number, username=person.username)
+        self.state.change_number(person, new_number)
+        wamid = new_wamid()
+        value = number_changed_value(before, f"Sandbox {number[-4:]}", new_number, wamid, now)
         self.outbox.post([("inbound", lambda: value)])
         return wamid
 
@@ -419,9 +447,14 @@ async def send_message(request: Request) -> Response:
         sandbox.state.stats.rejected[refusal.code] += 1
         sandbox.state.stats.sends_refused += 1
         return _error(refusal)
+    contact = (
+        {"input": message.to, "user_id": message.to}
+        if message.wa_id is None
+        else {"input": message.to, "wa_id": message.wa_id}
+    )
     body: dict[str, Any] = {
         "messaging_product": "whatsapp",
-        "contacts": [{"input": message.to, "wa_id": message.wa_id}],
+        "contacts": [contact],
         "messages": [{"id": wamid}],
     }
     if message.type == "template":
@@ -450,8 +483,11 @@ def _control_error(message: str, status: int = 400, **extra: Any) -> JSONRespons
 
 
 def _number(request: Request) -> str | None:
-    """The path's phone number as E.164 (``+1555…``, ``%2B1555…`` or bare digits)."""
+    """The path's person: a phone number as E.164 (``+1555…``, ``%2B1555…`` or bare
+    digits), or a username user's business-scoped user id (``US.1349…``)."""
     number = request.path_params["number"].strip()
+    if (scoped := bsuid(number)) is not None:
+        return scoped
     if not number.startswith("+"):
         number = "+" + number
     return e164(number)
@@ -472,11 +508,34 @@ async def person_writes(request: Request) -> Response:
         return _control_error("the number must be E.164, e.g. +15551234567")
     text = data.get("text") if data else None
     name = data.get("name") if data else None
+    username = data.get("username") if data else None
     if not isinstance(text, str) or not text:
-        return _control_error('body must be {"text": "<non-empty string>", "name"?: "<string>"}')
+        return _control_error(
+            'body must be {"text": "<non-empty string>", "name"?: "<string>", '
+            '"username"?: "<string>"}'
+        )
     if name is not None and not isinstance(name, str):
         return _control_error("name must be a string")
-    return JSONResponse({"id": _sandbox(request).person_writes(number, text, name)})
+    if username is not None and not isinstance(username, str):
+        return _control_error("username must be a string")
+    return JSONResponse({"id": _sandbox(request).person_writes(number, text, name, username)})
+
+
+async def person_number(request: Request) -> Response:
+    """``POST /_sandbox/people/{number}/number {"new_number": "+E164"}``: the person
+    changes their phone number (a ``user_changed_number`` system message follows)."""
+    number = _number(request)
+    data = await _json_object(request)
+    raw = data.get("new_number") if data else None
+    new_number = e164(raw) if isinstance(raw, str) else None
+    if number is None or not number.startswith("+"):
+        return _control_error("the number must be E.164, e.g. +15551234567")
+    if new_number is None:
+        return _control_error('body must be {"new_number": "<E.164 number>"}')
+    sandbox = _sandbox(request)
+    if new_number in sandbox.state.people:
+        return _control_error(f"{new_number} is somebody else's", status=409)
+    return JSONResponse({"id": sandbox.person_changes_number(number, new_number)})
 
 
 async def person_inbox(request: Request) -> Response:
@@ -647,6 +706,7 @@ def create_app(config: SandboxConfig | None = None) -> Starlette:
         Route("/_sandbox/people/{number}/inbox", person_inbox, methods=["GET"]),
         Route("/_sandbox/people/{number}/window", person_window, methods=["POST"]),
         Route("/_sandbox/people/{number}/unreachable", person_unreachable, methods=["POST"]),
+        Route("/_sandbox/people/{number}/number", person_number, methods=["POST"]),
         Route("/_sandbox/people/{number}", person_detail, methods=["GET"]),
         Route("/_sandbox/inboxes", inboxes, methods=["GET"]),
         Route("/_sandbox/templates", templates, methods=["GET"]),

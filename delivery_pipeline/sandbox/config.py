@@ -115,6 +115,14 @@ class SandboxConfig:
     webhook_backoff_ms: float = 100.0
     webhook_timeout_seconds: float = 5.0
 
+    # Pricing and identity (2025-26)
+    # in-window free-form (service) messages and templates are billable: reported
+    # from 2026-10-01; off plays the earlier rule (free inside the window)
+    service_billable: bool = False
+    # message types ("text", "template") refused with 131062 when addressed to a
+    # business-scoped user id (``recipient``)
+    bsuid_refused_types: tuple[str, ...] = ()
+
     def __post_init__(self) -> None:
         problems = _problems(asdict(self))
         if problems:
@@ -134,7 +142,10 @@ class SandboxConfig:
         problems = _problems(changes)
         if problems:
             raise ValueError("; ".join(problems))
-        return replace(self, **dict(changes))
+        values = dict(changes)
+        if "bsuid_refused_types" in values:
+            values["bsuid_refused_types"] = tuple(values["bsuid_refused_types"])
+        return replace(self, **values)
 
     def public(self) -> dict[str, Any]:
         """The runtime view, without secrets (whether they are set is shown instead)."""
@@ -174,6 +185,8 @@ RUNTIME_KEYS: tuple[str, ...] = (
     "webhook_retries",
     "webhook_backoff_ms",
     "seed",
+    "service_billable",
+    "bsuid_refused_types",
 )
 
 
@@ -193,7 +206,8 @@ _RATES = (
     "read_rate",
 )
 _DURATIONS = ("latency_ms", "latency_spike_ms", "stall_ms", "status_delay_ms", "webhook_backoff_ms")
-_FLAGS = ("pair_rate_enabled", "statuses_enabled")
+_FLAGS = ("pair_rate_enabled", "statuses_enabled", "service_billable")
+MESSAGE_TYPES = ("text", "template")
 _OPTIONAL_STRINGS = ("webhook_url", "app_secret")
 
 
@@ -223,6 +237,10 @@ def _problems(values: Mapping[str, Any]) -> list[str]:
             problems.append("seed must be an integer or null")
         elif key == "webhook_retries" and not (_is_int(value) and value >= 0):
             problems.append("webhook_retries must be an integer >= 0")
+        elif key == "bsuid_refused_types" and not (
+            isinstance(value, list | tuple) and all(v in MESSAGE_TYPES for v in value)
+        ):
+            problems.append(f"bsuid_refused_types must be a list of {', '.join(MESSAGE_TYPES)}")
     return problems
 
 
@@ -243,6 +261,7 @@ def config_from_settings(settings: Settings) -> SandboxConfig:
             "status_delay_ms": start.status_delay_ms,
             "status_batch": start.status_batch,
             "seed": start.seed,
+            "service_billable": start.service_billable,
             "app_secret": secret(settings.whatsapp.app_secret),
         }.items()
         if value is not None

@@ -7,6 +7,7 @@ window and records the message without anything interleaving.
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import secrets
 import time
@@ -15,6 +16,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from delivery_pipeline.model import country_of
 from delivery_pipeline.sandbox.limits import PairRateLimiter, SlidingWindowCounter
 
 # Unique across resets and restarts: the webhook service deduplicates by wamid,
@@ -31,9 +33,19 @@ def iso(moment: float) -> str:
     return datetime.fromtimestamp(moment, UTC).isoformat()
 
 
+def user_id_for(number: str) -> str:
+    """The business-scoped user id the platform gives the person at ``number``:
+    stable for the number, a new one when the number changes (as on Meta)."""
+    digits = int.from_bytes(hashlib.sha256(number.encode()).digest()[:8], "big")
+    return f"{country_of(number, None) or 'US'}.{digits:020d}"
+
+
 @dataclass
 class Person:
-    """One phone on the other side: what it received, what it wrote, when it last wrote."""
+    """One phone on the other side: what it received, what it wrote, when it last wrote.
+
+    ``number`` is the person's address: an E.164 number, or for a username
+    user (who shares no number) their business-scoped user id alone."""
 
     number: str
     inbox: list[dict[str, Any]] = field(default_factory=list)
@@ -42,12 +54,25 @@ class Person:
     unreachable: str | None = None
     """None, or how sends to this phone fail with 131026: "sync" or "async"."""
 
+    username: str | None = None
+
+    @property
+    def phone(self) -> str | None:
+        return self.number if self.number.startswith("+") else None
+
+    @property
+    def user_id(self) -> str:
+        return self.number if self.phone is None else user_id_for(self.number)
+
     def window_open(self, now: float, window_seconds: int) -> bool:
         return self.last_inbound_at is not None and now - self.last_inbound_at < window_seconds
 
     def describe(self, now: float, window_seconds: int) -> dict[str, Any]:
         return {
             "number": self.number,
+            "phone": self.phone,
+            "user_id": self.user_id,
+            "username": self.username,
             "window_open": self.window_open(now, window_seconds),
             "last_inbound_at": None if self.last_inbound_at is None else iso(self.last_inbound_at),
             "received": len(self.inbox),
@@ -111,6 +136,10 @@ class Stats:
     webhooks_retried: int = 0
     webhook_attempt_errors: int = 0
     webhooks_posted_by_kind: Counter[str] = field(default_factory=Counter)
+    # what the platform would bill: accepted messages that reached the person,
+    # by pricing category, and the billable ones among them
+    messages_by_category: Counter[str] = field(default_factory=Counter)
+    billable_by_category: Counter[str] = field(default_factory=Counter)
 
 
 class SandboxState:
@@ -118,6 +147,7 @@ class SandboxState:
 
     def __init__(self) -> None:
         self.people: dict[str, Person] = {}
+        self.by_user_id: dict[str, str] = {}
         self.stats = Stats()
         self.failures: list[dict[str, Any]] = []
         self.ops_alerts: list[Any] = []
@@ -127,9 +157,23 @@ class SandboxState:
         self.started_at = time.monotonic()
 
     def person(self, number: str) -> Person:
-        person = self.people.get(number)
+        """The person at an address: a number, a username user's BSUID, or the BSUID
+        of a person known by number (a message may be addressed either way)."""
+        person = self.people.get(number) or self.people.get(self.by_user_id.get(number, ""))
         if person is None:
             person = self.people[number] = Person(number)
+            if person.phone is not None:
+                self.by_user_id[person.user_id] = number
+        return person
+
+    def change_number(self, person: Person, new_number: str) -> Person:
+        """The person now has ``new_number`` (and so a new BSUID); what they received
+        and wrote moves with them."""
+        self.people.pop(person.number, None)
+        self.by_user_id.pop(person.user_id, None)
+        person.number = new_number
+        self.people[new_number] = person
+        self.by_user_id[person.user_id] = new_number
         return person
 
     def forced_refusal(self, to: str, message_type: str) -> ForcedRefusal | None:
@@ -142,6 +186,7 @@ class SandboxState:
 
     def reset(self) -> None:
         self.people.clear()
+        self.by_user_id.clear()
         self.stats = Stats()
         self.failures.clear()
         self.ops_alerts.clear()
@@ -170,6 +215,8 @@ class SandboxState:
             "webhooks_retried": s.webhooks_retried,
             "webhook_attempt_errors": s.webhook_attempt_errors,
             "webhooks_posted_by_kind": dict(s.webhooks_posted_by_kind),
+            "messages_by_category": dict(s.messages_by_category),
+            "billable_by_category": dict(s.billable_by_category),
             "webhooks_pending": webhook_queue,
             "uptime_seconds": round(now - self.started_at, 3),
         }

@@ -207,24 +207,3 @@ def lifecycle_envelope(waba_id: str, field: str, value: dict[str, Any]) -> dict[
             {"id": waba_id, "time": int(time.time()), "changes": [{"field": field, "value": value}]}
         ],
     }
-
-
-def failed_value(wamid: str, wa_id: str, code: int, callback_data: str | None) -> dict[str, Any]:
-    """``value`` of a template send failed after acceptance, with its error."""
-    entry: dict[str, Any] = {
-        "id": wamid,
-        "status": "failed",
-        "timestamp": str(int(time.time())),
-        "recipient_id": wa_id,
-        "errors": [
-            {
-                "code": code,
-                "title": TITLES.get(code, "Message failed"),
-                "message": TITLES.get(code, "Message failed"),
-                "error_data": {"details": DETAILS.get(code, "Message failed to send.")},
-            }
-        ],
-    }
-    if callback_data is not None:
-        entry["biz_opaque_callback_data"] = callback_data
-    return {"statuses": [entry]}

@@ -6,7 +6,7 @@ import secrets
 from dataclasses import dataclass, field
 from typing import Any
 
-from delivery_pipeline.model import e164
+from delivery_pipeline.model import bsuid, e164
 from delivery_pipeline.sandbox.config import SandboxConfig, Template
 
 TEXT_BODY_MAX = 4096
@@ -26,6 +26,7 @@ TITLES: dict[int, str] = {
     132000: "Number of parameters does not match the expected number of params",
     132001: "Template name does not exist in the translation",
     132012: "Parameter format does not match format in the created template",
+    131062: "Business-scoped user ID not supported for this message type",
     132018: "There was an issue with the parameters in your template.",
 }
 
@@ -89,7 +90,7 @@ class Refusal(Exception):
 class Outgoing:
     """A send request that passed validation."""
 
-    to: str
+    to: str  # an E.164 number (``to``) or a business-scoped user id (``recipient``)
     type: str
     body: str | None = None
     template: Template | None = None
@@ -97,8 +98,12 @@ class Outgoing:
     callback_data: str | None = None
 
     @property
-    def wa_id(self) -> str:
-        return self.to[1:]
+    def by_user_id(self) -> bool:
+        return not self.to.startswith("+")
+
+    @property
+    def wa_id(self) -> str | None:
+        return None if self.by_user_id else self.to[1:]
 
 
 def validate_send(payload: Any, config: SandboxConfig) -> Outgoing:
@@ -110,7 +115,15 @@ def validate_send(payload: Any, config: SandboxConfig) -> Outgoing:
     if payload.get("recipient_type", "individual") != "individual":
         raise Refusal(100, "recipient_type must be 'individual'.")
     to = payload.get("to")
-    if not isinstance(to, str) or e164(to) != to:
+    recipient = payload.get("recipient")
+    if to is None and recipient is not None:
+        # A person who uses a username: their business-scoped user id.
+        if not isinstance(recipient, str) or bsuid(recipient) != recipient:
+            raise Refusal(
+                131009, f"'recipient' must be a business-scoped user id, got {recipient!r}."
+            )
+        to = recipient
+    elif not isinstance(to, str) or e164(to) != to:
         raise Refusal(131009, f"'to' must be an E.164 number with a leading '+', got {to!r}.")
     callback_data = payload.get("biz_opaque_callback_data")
     if callback_data is not None and not isinstance(callback_data, str):

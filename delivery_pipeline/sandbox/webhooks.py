@@ -23,8 +23,10 @@ from typing import Any
 import httpx
 
 from delivery_pipeline.sandbox.config import SandboxConfig
-from delivery_pipeline.sandbox.state import Stats
+from delivery_pipeline.sandbox.state import Person, Stats
+from delivery_pipeline.sandbox.templates import DETAILS as TEMPLATE_DETAILS
 from delivery_pipeline.sandbox.templates import FIELDS as LIFECYCLE_FIELDS
+from delivery_pipeline.sandbox.templates import TITLES as TEMPLATE_TITLES
 from delivery_pipeline.sandbox.validation import Outgoing, details, title
 from delivery_pipeline.whatsapp.signature import sign
 
@@ -62,45 +64,72 @@ def envelope(config: SandboxConfig, value: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def _recipient(message: Outgoing) -> dict[str, str]:
+    """Who a status is about: ``recipient_id`` for a number, ``recipient_user_id`` for a BSUID."""
+    if message.wa_id is None:
+        return {"recipient_user_id": message.to}
+    return {"recipient_id": message.wa_id}
+
+
+def pricing(message: Outgoing, *, in_window: bool, service_billable: bool) -> dict[str, Any]:
+    """The ``pricing`` of a status, as per-message pricing (PMP, since 2025-07) has it:
+    a utility template outside the window is billed; inside it a template and a
+    free-form (service) message are free, or billed when ``service_billable``
+    (providers report service messages billed from 2026-10)."""
+    category = "utility" if message.type == "template" else "service"
+    billable = not in_window or service_billable
+    return {
+        "billable": billable,
+        "pricing_model": "PMP",
+        "category": category,
+        "type": "regular" if billable else "free_customer_service",
+    }
+
+
 def status_value(
-    message: Outgoing, wamid: str, status: str, conversation_id: str
+    message: Outgoing,
+    wamid: str,
+    status: str,
+    conversation_id: str,
+    price: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """``value`` of a sent / delivered / read status (read carries no pricing, as on Meta)."""
     entry: dict[str, Any] = {
         "id": wamid,
         "status": status,
         "timestamp": str(int(time.time())),
-        "recipient_id": message.wa_id,
+        **_recipient(message),
     }
     if message.callback_data is not None:
         entry["biz_opaque_callback_data"] = message.callback_data
     if status != "read":
-        category = "utility" if message.type == "template" else "service"
+        price = price or pricing(message, in_window=True, service_billable=False)
+        category = price["category"]
         entry["conversation"] = {"id": conversation_id, "origin": {"type": category}}
         if status == "sent":
             entry["conversation"]["expiration_timestamp"] = str(int(time.time()) + 24 * 3600)
-        entry["pricing"] = {
-            "billable": category != "service",
-            "pricing_model": "PMP",
-            "category": category,
-            "type": "regular" if category != "service" else "free_customer_service",
-        }
+        entry["pricing"] = dict(price)
     return {"statuses": [entry]}
 
 
-def failed_status_value(message: Outgoing, wamid: str, code: int) -> dict[str, Any]:
-    """``value`` of an asynchronous refusal (131047 outside the window, 131026 unreachable)."""
+def failed_status_value(
+    message: Outgoing, wamid: str, code: int, *, template: bool = False
+) -> dict[str, Any]:
+    """``value`` of an asynchronous refusal (131047 outside the window, 131026
+    unreachable; ``template``: a template's own failure, in the template's words)."""
+    heading = TEMPLATE_TITLES.get(code, title(code)) if template else title(code)
+    detail = TEMPLATE_DETAILS.get(code, details(code)) if template else details(code)
     entry: dict[str, Any] = {
         "id": wamid,
         "status": "failed",
         "timestamp": str(int(time.time())),
-        "recipient_id": message.wa_id,
+        **_recipient(message),
         "errors": [
             {
                 "code": code,
-                "title": title(code),
-                "message": title(code),
-                "error_data": {"details": details(code)},
+                "title": heading,
+                "message": heading,
+                "error_data": {"details": detail},
             }
         ],
     }
@@ -109,17 +138,63 @@ def failed_status_value(message: Outgoing, wamid: str, code: int) -> dict[str, A
     return {"statuses": [entry]}
 
 
-def inbound_value(wa_id: str, name: str, wamid: str, text: str, timestamp: float) -> dict[str, Any]:
+def _contact(person: Person, name: str) -> dict[str, Any]:
+    """``contacts[]`` since 2026: the BSUID always, the number unless the person
+    uses a username and shared none, the username when they have one."""
+    profile: dict[str, Any] = {"name": name}
+    if person.username:
+        profile["username"] = person.username
+    contact: dict[str, Any] = {"profile": profile}
+    if person.phone is not None:
+        contact["wa_id"] = person.phone[1:]
+    contact["user_id"] = person.user_id
+    return contact
+
+
+def _from(person: Person) -> dict[str, Any]:
+    sender: dict[str, Any] = {}
+    if person.phone is not None:
+        sender["from"] = person.phone[1:]
+    sender["from_user_id"] = person.user_id
+    return sender
+
+
+def inbound_value(
+    person: Person, name: str, wamid: str, text: str, timestamp: float
+) -> dict[str, Any]:
     """``value`` of a person's text message to the business."""
     return {
-        "contacts": [{"profile": {"name": name}, "wa_id": wa_id}],
+        "contacts": [_contact(person, name)],
         "messages": [
             {
-                "from": wa_id,
+                **_from(person),
                 "id": wamid,
                 "timestamp": str(int(timestamp)),
                 "type": "text",
                 "text": {"body": text},
+            }
+        ],
+    }
+
+
+def number_changed_value(
+    before: Person, name: str, new_number: str, wamid: str, timestamp: float
+) -> dict[str, Any]:
+    """``value`` of the ``system`` message that says a person changed their number
+    (``before``: the person as they were, old number and old BSUID)."""
+    return {
+        "contacts": [_contact(before, name)],
+        "messages": [
+            {
+                **_from(before),
+                "id": wamid,
+                "timestamp": str(int(timestamp)),
+                "type": "system",
+                "system": {
+                    "body": f"{name} changed from {before.phone} to {new_number}",
+                    "new_wa_id": new_number[1:],
+                    "type": "user_changed_number",
+                },
             }
         ],
     }

@@ -22,6 +22,7 @@ from psycopg.types.json import Jsonb
 
 from delivery_pipeline.backoff import backoff_seconds
 from delivery_pipeline.delivery.callback import parse_chunk, parse_knock, parse_knock_id
+from delivery_pipeline.delivery.identity import bsuid_alert, refused_for_bsuid
 from delivery_pipeline.delivery.inbound import note_inbound
 from delivery_pipeline.delivery.knock_status import find_knock, knock_failed, knock_status
 from delivery_pipeline.delivery.outcomes import Step, consequence_of
@@ -29,6 +30,14 @@ from delivery_pipeline.delivery.pause import pause_sender
 from delivery_pipeline.delivery.template_events import FIELDS as TEMPLATE_FIELDS
 from delivery_pipeline.delivery.template_events import apply_template_change
 from delivery_pipeline.model import AbandonReason
+from delivery_pipeline.service.identity import (
+    apply_system,
+    apply_user_id_update,
+    find_sender,
+    learn,
+    sender_of,
+)
+from delivery_pipeline.service.pricing import pricing_records
 from delivery_pipeline.settings import DeliverySettings
 from delivery_pipeline.store.db import database_unavailable
 from delivery_pipeline.store.queries import QUERIES
@@ -100,6 +109,10 @@ async def apply_payload(
                 outcome, partial(_apply_template_change, conn, field_name, value, entry_time)
             )
             continue
+        if field_name == "user_id_update":
+            for update in dicts(value.get("user_id_update")):
+                await _isolated(outcome, partial(_apply_user_id_update, conn, update))
+            continue
         if field_name != "messages":
             outcome.unhandled.append(f"field:{field_name[:_NAME_MAX] or '?'}")
             continue
@@ -163,22 +176,21 @@ async def _apply_inbound(
     if not wamid:
         outcome.unhandled.append("message-without-id")
         return
-    sender = text_or_none(message.get("from"))
-    phone = f"+{sender}" if sender and sender.isdigit() else None
+    sender = sender_of(message, contacts)
     sent = parse_timestamp(message.get("timestamp"))
     if sent.from_the_future:
         outcome.unhandled.append(_FUTURE)
     sent_at = sent.at
     kind = text_or_none(message.get("type")) or "unknown"
     async with conn.transaction():
-        person = await QUERIES.person_by_phone.one(conn, {"phone": phone}) if phone else None
+        person = await find_sender(conn, sender)
         stored = await QUERIES.insert_inbound.one(
             conn,
             {
                 "wa_message_id": wamid,
                 "person_id": person.id if person else None,
-                "from_number": phone,
-                "from_user_id": text_or_none(message.get("from_user_id")),
+                "from_number": sender.phone,
+                "from_user_id": sender.user_id or text_or_none(message.get("from_user_id")),
                 "message_type": kind,
                 "body": message_body(message),
                 "sent_at": sent_at,
@@ -190,6 +202,10 @@ async def _apply_inbound(
             outcome.inbound_duplicates += 1
             return
         outcome.inbound_stored += 1
+        if kind == "system":
+            await apply_system(conn, person, message, sender, wamid)
+        elif person is not None:
+            await learn(conn, person, sender, wamid)
         if person is None:
             log.info("inbound %.80s from an unknown sender stored and flagged", wamid)
             return
@@ -197,6 +213,14 @@ async def _apply_inbound(
             return
         await note_inbound(conn, person.id, sent_at)
     outcome.persons_to_sweep.add(person.id)
+
+
+async def _apply_user_id_update(
+    conn: AsyncConnection[Any], update: dict[str, Any], outcome: WebhookOutcome
+) -> None:
+    async with conn.transaction():
+        if not await apply_user_id_update(conn, update):
+            outcome.unhandled.append("user-id-update-unmatched")
 
 
 # ── statuses ────────────────────────────────────────────────────────────
@@ -265,6 +289,8 @@ async def _apply_statuses(
             await QUERIES.resume_documents.run(conn, {"document_ids": settled})
             outcome.documents_to_sweep.update(settled)
         fresh = [e for e in events if (e["wa_message_id"], e["status"]) in stored]
+        if priced := pricing_records(fresh):
+            await QUERIES.record_pricing.run(conn, {"records": Jsonb(priced)})
         for event in fresh:
             wamid, callback = event["wa_message_id"], event["callback_data"]
             knock_id = parse_knock_id(callback)
@@ -327,6 +353,13 @@ async def _apply_failure(
     outcome.documents_changed = True
     document_id, person_id = chunk.document_id, chunk.person_id
     reason = str(error) if error else "failed status without an error"
+    if error is not None and refused_for_bsuid(error):
+        await record_alert(conn, bsuid_alert(person_id, document_id, error, knock=False))
+        await QUERIES.abandon_document_async.one(
+            conn,
+            {"document_id": document_id, "reason": AbandonReason.UNREACHABLE, "error": reason},
+        )
+        return
     consequence = consequence_of(
         error,
         document_id=document_id,

@@ -60,6 +60,7 @@ from delivery_pipeline.store.rows import (
     ByDedupKey,
     ByDocument,
     ById,
+    ByIdentity,
     ByIds,
     ByKeyHash,
     ByKnock,
@@ -69,8 +70,11 @@ from delivery_pipeline.store.rows import (
     ByPhoneNumber,
     BySource,
     ByTimeZone,
+    ByUserId,
     ByWaMessageId,
     CancelDocument,
+    ChangeNumber,
+    ChangeUserId,
     Chunk,
     ChunkFailed,
     ChunkOwner,
@@ -102,6 +106,7 @@ from delivery_pipeline.store.rows import (
     Heartbeat,
     HoldKnock,
     HoldQuiet,
+    IdentityChange,
     KeptRaw,
     KnockAccepted,
     KnockFailed,
@@ -118,6 +123,7 @@ from delivery_pipeline.store.rows import (
     KnockUnwait,
     KnockUnwaited,
     LastAlert,
+    LearnIdentity,
     LedgerEntry,
     Limit,
     MaxAttempts,
@@ -146,12 +152,15 @@ from delivery_pipeline.store.rows import (
     PendingDocument,
     PeriodSample,
     Person,
+    PersonUserId,
+    PricedMessage,
     ProbeRef,
     PruneBatch,
     QuietHours,
     RaiseLastInbound,
     RawWebhook,
     ReadyDocument,
+    RecordPricing,
     RefuseWindow,
     ReleaseForRetry,
     ReopenForResend,
@@ -547,6 +556,21 @@ class Queries:
     reopen_for_resend = Query(ReopenForResend, int)
     reset_ledger_for_resend = Statement(ByDocument)
     document_actions = Query(ByDocument, DocumentAction)
+    # sql/queries_identity.sql: identity without a phone number
+    person_by_identity = Query(ByIdentity, Person)
+    person_by_user_id = Query(ByUserId, Person)
+    set_person_user_id = Query(PersonUserId, Person)
+    learn_identity = Query(LearnIdentity, int)
+    change_number = Query(ChangeNumber, int)
+    change_user_id = Query(ChangeUserId, int)
+    identity_changes = Query(ByPerson, IdentityChange)
+
+    # sql/queries_cost.sql: what it costs
+    record_pricing = Statement(RecordPricing)
+    report_priced_messages = Query(DayBounds, PricedMessage)
+    report_delivered_document_messages = Query(DayBounds, PricedMessage)
+    report_lost_messages = Query(DayBounds, PricedMessage)
+    documents_delivered_count = Query(DayBounds, int)
 
     @classmethod
     def declared(cls) -> dict[str, Named]:

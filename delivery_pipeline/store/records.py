@@ -13,7 +13,7 @@ from typing import Any
 
 import psycopg
 
-from delivery_pipeline.model import Kind, Locale, e164
+from delivery_pipeline.model import Kind, Locale, bsuid, e164
 from delivery_pipeline.settings import QUIET_HOURS
 from delivery_pipeline.store.queries import QUERIES
 from delivery_pipeline.store.rows import Document, Person
@@ -32,6 +32,16 @@ def parse_phone(value: str) -> str:
     return number
 
 
+def parse_user_id(value: str) -> str:
+    scoped = bsuid(value)
+    if scoped is None:
+        raise InputError(
+            f"{value!r} is not a business-scoped user id (a country code, a period, letters "
+            "and digits, like US.13491208655302741918)"
+        )
+    return scoped
+
+
 def parse_kind(value: str) -> Kind:
     try:
         return Kind(value)
@@ -46,8 +56,10 @@ def find_person(conn: Conn, ref: str | int) -> Person:
         person = QUERIES.person_by_id.one(conn, {"id": int(text)})
     elif (phone := e164(text)) is not None:
         person = QUERIES.person_by_phone.one(conn, {"phone": phone})
+    elif (scoped := bsuid(text)) is not None:
+        person = QUERIES.person_by_user_id.one(conn, {"user_id": scoped})
     else:
-        raise InputError(f"{ref!r} is neither a person id nor an E.164 number")
+        raise InputError(f"{ref!r} is neither a person id, an E.164 number nor a user id")
     if person is None:
         raise InputError(f"no person {ref!r} (give an id or an E.164 number)")
     return person
@@ -56,7 +68,8 @@ def find_person(conn: Conn, ref: str | int) -> Person:
 def add_person(
     conn: Conn,
     *,
-    phone: str,
+    phone: str | None,
+    user_id: str | None = None,
     name: str = "",
     locale: str = Locale.EN,
     time_zone: str = "UTC",
@@ -64,7 +77,10 @@ def add_person(
     brief_local_time: str = "07:00",
     quiet_hours: str | None = None,
 ) -> Person:
-    number = parse_phone(phone)
+    if phone is None and user_id is None:
+        raise InputError("give the person's --phone, their --user-id (BSUID), or both")
+    number = parse_phone(phone) if phone is not None else None
+    scoped = parse_user_id(user_id) if user_id is not None else None
     if quiet_hours is not None and not QUIET_HOURS.match(quiet_hours):
         raise InputError(
             f"quiet hours {quiet_hours!r} are not local HH:MM-HH:MM (like 22:00-07:30; "
@@ -81,8 +97,10 @@ def add_person(
             f"time zone {time_zone!r} is not an IANA time zone name: use one like "
             "America/Sao_Paulo, Europe/Lisbon or UTC (a fixed offset is Etc/GMT-3 for UTC+3)"
         )
-    if QUERIES.person_by_phone.one(conn, {"phone": number}):
+    if number is not None and QUERIES.person_by_phone.one(conn, {"phone": number}):
         raise InputError(f"a person with number {number} already exists")
+    if scoped is not None and QUERIES.person_by_user_id.one(conn, {"user_id": scoped}):
+        raise InputError(f"a person with user id {scoped} already exists")
     person = QUERIES.insert_person.one(
         conn,
         {
@@ -95,6 +113,9 @@ def add_person(
         },
     )
     assert person is not None
+    if scoped is not None:
+        person = QUERIES.set_person_user_id.one(conn, {"person_id": person.id, "user_id": scoped})
+        assert person is not None
     if quiet_hours is not None:
         person = QUERIES.set_quiet_hours.one(
             conn, {"person_id": person.id, "quiet_hours": quiet_hours}

@@ -108,6 +108,9 @@ class Person:
     window_refused_at: dt.datetime | None
     created_at: dt.datetime
     quiet_hours: str | None
+    # sql/022: a business-scoped user id (BSUID), and the username shown with it
+    user_id: str | None
+    username: str | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -206,7 +209,7 @@ class MigrationRecord(TypedDict):
 
 
 class NewPerson(TypedDict):
-    phone: str
+    phone: str | None
     name: str
     locale: str
     time_zone: str
@@ -303,8 +306,10 @@ class Claim:
     delivery_attempts: int
     knock_sent_at: dt.datetime | None
     person_id: int
-    # None only with the action abandon_unreachable: nothing is sent to them.
+    # Both None only with the action abandon_unreachable: nothing is sent to them.
     phone: str | None
+    # The BSUID: the address when there is no number (sent with ``recipient``).
+    user_id: str | None
     name: str
     locale: str
     # Only while the ledger holds no chunk text: the first claim cuts it.
@@ -1384,3 +1389,85 @@ class DocumentAction:
     from_state: str
     parts_sent: int
     in_flight: bool
+
+
+# ── identity without a phone number: sql/queries_identity.sql ───────────
+
+
+class ByIdentity(TypedDict):
+    phone: str | None
+    user_id: str | None
+
+
+class ByUserId(TypedDict):
+    user_id: str
+
+
+class PersonUserId(ByPerson):
+    user_id: str
+
+
+class LearnIdentity(ByPerson):
+    phone: str | None
+    user_id: str | None
+    username: str | None
+    wa_message_id: str | None
+
+
+class ChangeNumber(ByPerson):
+    new_phone: str
+    cause: str
+    wa_message_id: str | None
+
+
+class ChangeUserId(TypedDict):
+    old_user_id: str | None
+    phone: str | None
+    new_user_id: str
+    cause: str
+    wa_message_id: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class IdentityChange:
+    """One change of a person's number or BSUID, and what announced it."""
+
+    field: str
+    old_value: str | None
+    new_value: str | None
+    cause: str
+    wa_message_id: str | None
+    changed_at: dt.datetime
+
+
+# ── what it costs: sql/queries_cost.sql ─────────────────────────────────
+
+
+class PricingRecord(TypedDict):
+    """One message's ``pricing``, as ``record_pricing`` reads it (its recordset columns)."""
+
+    wa_message_id: str
+    document_id: int | None
+    part: str  # chunk | knock | other
+    chunk_index: int | None
+    country: str | None
+    billable: bool | None
+    category: str | None
+    pricing_model: str | None
+    pricing_type: str | None
+    priced_at: str  # ISO 8601
+
+
+class RecordPricing(TypedDict):
+    records: Jsonb
+
+
+@dataclass(frozen=True, slots=True)
+class PricedMessage:
+    """A priced message as the report counts it."""
+
+    document_id: int | None
+    part: str
+    billable: bool | None
+    category: str | None
+    country: str | None

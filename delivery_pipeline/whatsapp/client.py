@@ -39,6 +39,12 @@ KEEPALIVE_SECONDS = 2.0
 CONNECT_TIMEOUT_MAX = 5.0
 
 
+def addressed(to: str) -> dict[str, str]:
+    """Who a message is for: ``to`` with an E.164 number, ``recipient`` with a
+    business-scoped user id (a person who uses a username and shared no number)."""
+    return {"to": to} if to.startswith("+") else {"recipient": to}
+
+
 class CloudApiClient:
     """One business phone number's messages endpoint."""
 
@@ -112,11 +118,11 @@ class CloudApiClient:
         return self._session
 
     async def send_text(self, to: str, body: str, *, callback_data: str | None = None) -> str:
-        """Send a free-form text; returns the wamid."""
+        """Send a free-form text to a number or a BSUID (``addressed``); returns the wamid."""
         payload: dict[str, Any] = {
             "messaging_product": "whatsapp",
             "recipient_type": "individual",
-            "to": to,
+            **addressed(to),
             "type": "text",
             "text": {"preview_url": False, "body": body},
         }
@@ -142,7 +148,7 @@ class CloudApiClient:
         payload: dict[str, Any] = {
             "messaging_product": "whatsapp",
             "recipient_type": "individual",
-            "to": to,
+            **addressed(to),
             "type": "template",
             "template": template,
         }

@@ -94,12 +94,22 @@ class SandboxProcess:
     def config(self) -> dict[str, Any]:
         return self._call("GET", "/_sandbox/faults")
 
-    def say(self, number: str, text: str, name: str | None = None) -> str:
-        """The person at ``number`` writes ``text`` (opens their window); returns the wamid."""
+    def say(
+        self, number: str, text: str, name: str | None = None, username: str | None = None
+    ) -> str:
+        """The person at ``number`` (or a username user's BSUID) writes ``text`` (opens
+        their window); returns the wamid."""
         body: dict[str, Any] = {"text": text}
         if name is not None:
             body["name"] = name
+        if username is not None:
+            body["username"] = username
         return self._call("POST", f"/_sandbox/people/{_path_number(number)}/messages", body)["id"]
+
+    def change_number(self, number: str, new_number: str) -> str:
+        """The person at ``number`` changes to ``new_number``; returns the system message's id."""
+        path = f"/_sandbox/people/{_path_number(number)}/number"
+        return self._call("POST", path, {"new_number": new_number})["id"]
 
     def inbox(self, number: str) -> list[dict[str, Any]]:
         return self._call("GET", f"/_sandbox/people/{_path_number(number)}/inbox")

@@ -1,0 +1,216 @@
+"""What delivery cost, per UTC day: from each message's ``pricing`` (sql/023).
+
+Counted for the day: messages priced, and the billable ones, by pricing
+category (``utility`` knocks, ``service`` chunks, …). With a rate table
+(``DELIVERY_RATE_TABLE``) each billable message costs its category's price in
+the country it went to, and the report adds: the day's spend, the cost per
+document delivered that day (every priced message of those documents, knocks
+included, whatever day it went), and the **spend lost** on documents
+abandoned that day (their knocks and parts: money spent on something that
+never arrived whole). Without a table: the same counts, and no money.
+
+The rate table is a CSV file with a header ``category,country,price``:
+``country`` an ISO 3166 code or ``*`` (any other country), ``price`` per
+billable message in one currency of your choice. A message whose category
+has no row for its country nor ``*`` is counted as ``unpriced``. No Dagster here.
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import datetime as dt
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import psycopg
+
+from delivery_pipeline.store.queries import QUERIES
+from delivery_pipeline.store.rows import DayBounds, PricedMessage
+
+ANY_COUNTRY = "*"
+_COUNTRY = re.compile(r"^[A-Z]{2}$")
+_CATEGORY = re.compile(r"^[a-z_]{1,40}$")
+
+
+class RateTableError(ValueError):
+    """The rate table cannot be read; the message says where and what to fix."""
+
+
+@dataclass(frozen=True)
+class RateTable:
+    """Price per billable message, by (category, country); ``*`` for any other country."""
+
+    rates: dict[tuple[str, str], float]
+    source: str = ""
+
+    def price(self, category: str | None, country: str | None) -> float | None:
+        if category is None:
+            return None
+        found = self.rates.get((category, country or ANY_COUNTRY))
+        return found if found is not None else self.rates.get((category, ANY_COUNTRY))
+
+
+def load_rate_table(path: str | Path) -> RateTable:
+    """Read a rate table file; ``RateTableError`` names the line and the problem."""
+    where = str(path)
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise RateTableError(
+            f"cannot read the rate table {where} ({exc.strerror or exc}): "
+            "fix DELIVERY_RATE_TABLE or unset it"
+        ) from None
+    lines = [line for line in text.splitlines() if line.strip() and not line.startswith("#")]
+    reader = csv.DictReader(lines)
+    header = {name.strip() for name in reader.fieldnames or []}
+    if not {"category", "country", "price"} <= header:
+        raise RateTableError(
+            f"the rate table {where} needs a header line category,country,price "
+            f"(found {', '.join(sorted(header)) or 'none'})"
+        )
+    rates: dict[tuple[str, str], float] = {}
+    for number, row in enumerate(reader, start=2):
+        category = (row.get("category") or "").strip().lower()
+        country = (row.get("country") or "").strip().upper()
+        raw = (row.get("price") or "").strip()
+        if not _CATEGORY.match(category):
+            raise RateTableError(f"{where} line {number}: category {category!r} is not a name")
+        if country != ANY_COUNTRY and not _COUNTRY.match(country):
+            raise RateTableError(
+                f"{where} line {number}: country {country!r} is not an ISO code (like BR) or *"
+            )
+        try:
+            price = float(raw)
+        except ValueError:
+            price = -1.0
+        if not price >= 0 or price == float("inf"):
+            raise RateTableError(f"{where} line {number}: price {raw!r} is not a number >= 0")
+        if (category, country) in rates:
+            raise RateTableError(f"{where} line {number}: {category},{country} given twice")
+        rates[(category, country)] = price
+    return RateTable(rates, where)
+
+
+@dataclass(frozen=True)
+class CostReport:
+    day: dt.date
+    numbers: dict[str, Any]
+    by_category: pd.DataFrame  # category, messages, billable, cost
+    priced: bool  # a rate table was given
+
+    def markdown(self) -> str:
+        n = self.numbers
+        lines = [
+            "",
+            "**What it cost**" + ("" if self.priced else " (counts only: no DELIVERY_RATE_TABLE)"),
+            "",
+            "| category | messages | billable | cost |",
+            "|---|---:|---:|---:|",
+        ]
+        for row in self.by_category.to_dict("records"):
+            cost = row["cost"]
+            shown = None if cost is None or pd.isna(cost) else float(cost)
+            lines.append(
+                f"| {row['category']} | {row['messages']} | {row['billable']} | {_money(shown)} |"
+            )
+        lines += [
+            f"| **all** | {n['messages_priced']} | {n['billable_messages']} | "
+            f"{_money(n['cost_total'])} |",
+            "",
+            f"cost per delivered document: {_money(n['cost_per_delivered_document'])} "
+            f"({n['billable_per_delivered_document']} billable messages each)",
+            "",
+            f"spent on documents that never arrived: {_money(n['lost_spend'])} "
+            f"({n['lost_billable_messages']} billable messages: {n['lost_knocks']} knocks, "
+            f"{n['lost_chunks']} parts)",
+        ]
+        return "\n".join(lines)
+
+
+def _money(value: float | None) -> str:
+    return "-" if value is None else f"{value:.4f}"
+
+
+def _frame(rows: list[PricedMessage]) -> pd.DataFrame:
+    columns = [f.name for f in dataclasses.fields(PricedMessage)]
+    return pd.DataFrame([dataclasses.astuple(r) for r in rows], columns=columns)
+
+
+def _costs(frame: pd.DataFrame, rates: RateTable | None) -> pd.Series:
+    """Each message's cost (0 when not billable, NaN when it cannot be priced)."""
+    if rates is None or frame.empty:
+        return pd.Series([float("nan")] * len(frame), index=frame.index, dtype=float)
+    values = [
+        (0.0 if not billable else rates.price(category, country))
+        for billable, category, country in zip(
+            frame["billable"], frame["category"], frame["country"], strict=True
+        )
+    ]
+    return pd.Series([float("nan") if v is None else v for v in values], index=frame.index)
+
+
+def _billable(frame: pd.DataFrame) -> pd.Series:
+    return frame["billable"].fillna(False).astype(bool)
+
+
+def _total(costs: pd.Series, priced: bool) -> float | None:
+    return round(float(costs.fillna(0).sum()), 6) if priced else None
+
+
+def cost_report(conn: psycopg.Connection[Any], day: dt.date, rates: RateTable | None) -> CostReport:
+    start = dt.datetime.combine(day, dt.time(), tzinfo=dt.UTC)
+    params: DayBounds = {"start": start, "end": start + dt.timedelta(days=1)}
+    sent = _frame(QUERIES.report_priced_messages.all(conn, params))
+    delivered = _frame(QUERIES.report_delivered_document_messages.all(conn, params))
+    lost = _frame(QUERIES.report_lost_messages.all(conn, params))
+    delivered_count = QUERIES.documents_delivered_count.one(conn, params) or 0
+    priced = rates is not None
+
+    sent_costs = _costs(sent, rates)
+    billable = _billable(sent)
+    categories = sorted({str(c) for c in sent["category"].dropna()})
+    rows: list[dict[str, Any]] = []
+    for category in categories:
+        mine = sent["category"] == category
+        rows.append(
+            {
+                "category": category,
+                "messages": int(mine.sum()),
+                "billable": int((mine & billable).sum()),
+                "cost": _total(sent_costs[mine], priced),
+            }
+        )
+    by_category = pd.DataFrame(rows, columns=["category", "messages", "billable", "cost"])
+    numbers: dict[str, Any] = {
+        "messages_priced": len(sent),
+        "billable_messages": int(billable.sum()),
+        "unpriced_billable_messages": int((billable & sent_costs.isna()).sum()) if priced else 0,
+        "cost_total": _total(sent_costs, priced),
+    }
+    for row in rows:
+        numbers[f"messages_{row['category']}"] = row["messages"]
+        numbers[f"billable_{row['category']}"] = row["billable"]
+        if priced:
+            numbers[f"cost_{row['category']}"] = row["cost"]
+
+    delivered_cost = _total(_costs(delivered, rates), priced)
+    delivered_billable = int(_billable(delivered).sum())
+    numbers["cost_per_delivered_document"] = (
+        round(delivered_cost / delivered_count, 6)
+        if delivered_cost is not None and delivered_count
+        else None
+    )
+    numbers["billable_per_delivered_document"] = (
+        round(delivered_billable / delivered_count, 3) if delivered_count else 0
+    )
+
+    lost_billable = _billable(lost)
+    numbers["lost_billable_messages"] = int(lost_billable.sum())
+    numbers["lost_knocks"] = int((lost_billable & (lost["part"] == "knock")).sum())
+    numbers["lost_chunks"] = int((lost_billable & (lost["part"] == "chunk")).sum())
+    numbers["lost_spend"] = _total(_costs(lost, rates), priced)
+    return CostReport(day=day, numbers=numbers, by_category=by_category, priced=priced)

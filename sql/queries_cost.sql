@@ -1,0 +1,41 @@
+-- What messages cost (sql/023): each status's `pricing`, kept once per
+-- message, and the delivery report's reading of it (watch/costs.py).
+
+-- name: record_pricing
+-- Keep the pricing of each message in %(records)s the first time a status
+-- carries it (a redelivered or later status changes nothing).
+INSERT INTO message_pricing (wa_message_id, document_id, part, chunk_index, country, billable,
+                             category, pricing_model, pricing_type, priced_at)
+SELECT r.wa_message_id, r.document_id, r.part, r.chunk_index, r.country, r.billable,
+       r.category, r.pricing_model, r.pricing_type, r.priced_at
+FROM jsonb_to_recordset(%(records)s::jsonb) AS r (
+    wa_message_id text, document_id bigint, part text, chunk_index integer, country text,
+    billable boolean, category text, pricing_model text, pricing_type text,
+    priced_at timestamptz)
+ORDER BY r.wa_message_id
+ON CONFLICT (wa_message_id) DO NOTHING
+
+-- name: report_priced_messages
+-- Messages priced in the day (the day their status said so), whatever they were for.
+SELECT document_id, part, billable, category, country
+FROM message_pricing
+WHERE priced_at >= %(start)s AND priced_at < %(end)s
+
+-- name: report_delivered_document_messages
+-- Every priced message, of any day, of the documents delivered in the day.
+SELECT p.document_id, p.part, p.billable, p.category, p.country
+FROM documents d
+JOIN message_pricing p ON p.document_id = d.id
+WHERE d.delivered_at >= %(start)s AND d.delivered_at < %(end)s
+
+-- name: report_lost_messages
+-- Every priced message, of any day, of the documents abandoned in the day:
+-- knocks and parts of documents that never arrived whole.
+SELECT p.document_id, p.part, p.billable, p.category, p.country
+FROM documents d
+JOIN message_pricing p ON p.document_id = d.id
+WHERE d.abandoned_at >= %(start)s AND d.abandoned_at < %(end)s
+
+-- name: documents_delivered_count
+-- How many documents were delivered in the day.
+SELECT count(*)::int FROM documents WHERE delivered_at >= %(start)s AND delivered_at < %(end)s
