@@ -65,13 +65,14 @@ def run(services: int, loops: int, bad_seconds: float, docs: int) -> dict[str, f
             fixed = time.monotonic()
             while True:
                 with connect(url) as conn:
-                    done = conn.execute(
-                        "SELECT count(*) FROM documents WHERE delivered_at IS NOT NULL"
+                    row = conn.execute(
+                        "SELECT count(*) AS n FROM documents WHERE delivered_at IS NOT NULL"
                     ).fetchone()
-                if done and done[0] == docs:
+                done = row["n"] if row else 0
+                if done == docs:
                     break
                 if time.monotonic() - fixed > 2 * (state.probe_interval_seconds or 10) + 60:
-                    raise SystemExit(f"not recovered: {done[0] if done else 0}/{docs} delivered")
+                    raise SystemExit(f"not recovered: {done}/{docs} delivered")
                 time.sleep(0.1)
             return {
                 "refused": refused,

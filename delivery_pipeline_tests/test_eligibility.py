@@ -146,6 +146,7 @@ def test_guard_view_and_claim_agree(db, name, person_kwargs, updates, expected):
             "limit": 10,
             "token": uuid.uuid4(),
             "chunk_limit": 4096,
+            "probe": False,
         },
     ).fetchall()
 
@@ -314,6 +315,7 @@ def _claim_args() -> dict:
         "limit": 10,
         "token": uuid.uuid4(),
         "chunk_limit": 4096,
+        "probe": False,
     }
 
 

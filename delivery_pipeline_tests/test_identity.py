@@ -17,7 +17,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from delivery_pipeline.delivery.chunking import chunk_text
+from delivery_pipeline.delivery.chunking import delivery_messages
 from delivery_pipeline.delivery.sweep import run_sweep
 from delivery_pipeline.model import bsuid, country_of
 from delivery_pipeline.service.ingest import apply_payload
@@ -140,7 +140,7 @@ def test_a_bsuid_only_person_is_knocked_replies_and_gets_the_document(
     sandbox.say(user_id, "manda", username="@bia.dev")
 
     wait_for(lambda: document(db, doc["id"])["delivered_at"], what="delivery after the reply")
-    assert texts(sandbox.inbox(user_id)) == chunk_text(body)
+    assert texts(sandbox.inbox(user_id)) == delivery_messages(body)
     inbound = db.execute(
         "SELECT person_id, from_number, from_user_id, unknown_sender FROM inbound_messages "
         "WHERE from_user_id = %s",
@@ -247,10 +247,10 @@ def test_131062_on_the_knock_waits_for_the_person_without_counting_a_knock(
     sandbox.say(user_id, "oi")
 
     wait_for(lambda: document(db, doc["id"])["delivered_at"], what="delivery after they wrote")
-    assert texts(sandbox.inbox(user_id)) == chunk_text(body)
+    assert texts(sandbox.inbox(user_id)) == delivery_messages(body)
 
 
-def test_131062_on_a_text_abandons_the_document_as_unreachable(db, sandbox, settings, service):
+def test_131062_on_a_text_abandons_the_document_as_undeliverable(db, sandbox, settings, service):
     sandbox.faults(bsuid_refused_types=["text"])
     person = add_username_person(db)
     sandbox.say(person["user_id"], "oi")
@@ -260,7 +260,7 @@ def test_131062_on_a_text_abandons_the_document_as_unreachable(db, sandbox, sett
     sweep(settings)
 
     row = document(db, doc["id"])
-    assert row["abandon_reason"] == "unreachable"
+    assert row["abandon_reason"] == "undeliverable"
     assert "131062" in row["last_delivery_error"]
     assert sandbox.inbox(person["user_id"]) == []
 

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from delivery_pipeline.delivery.chunking import chunk_text
+from delivery_pipeline.delivery.chunking import delivery_messages
 from delivery_pipeline_tests.support import cli
 from delivery_pipeline_tests.support.data import (
     add_document,
@@ -74,7 +74,7 @@ def _open_window(db, sandbox, person: dict[str, Any]) -> None:
 def _plan(db, person: dict[str, Any], parts: int, tag: str, **kwargs: Any) -> tuple[int, list[str]]:
     body = plan_body(parts, chunk_limit=LIMIT, tag=tag)
     doc = add_document(db, person["id"], body, **kwargs)
-    return doc["id"], chunk_text(body, LIMIT)
+    return doc["id"], delivery_messages(body, LIMIT)
 
 
 def _abandon_reason(db, document_id: int) -> str | None:

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from delivery_pipeline.delivery.chunking import chunk_text
+from delivery_pipeline.delivery.chunking import delivery_messages
 from delivery_pipeline_tests.support.data import add_document, add_person, document, plan_body
 from delivery_pipeline_tests.support.inbox import texts
 from delivery_pipeline_tests.support.review import awaiting
@@ -48,7 +48,7 @@ def test_an_operator_cancels_one_and_resends_another_from_the_review_page(
     person = add_person(db, name="Ana")
     sandbox.set_window(person["phone"], 60)
     body = plan_body(3, chunk_limit=CHUNK_LIMIT, tag="Again: ")
-    parts = chunk_text(body, CHUNK_LIMIT)
+    parts = delivery_messages(body, CHUNK_LIMIT)
     doomed = awaiting(db, "Never: a plan nobody should get.", person_id=person["id"])
 
     with start_service(

@@ -99,7 +99,8 @@ CREATE FUNCTION public.eligible_documents(lease interval, service_window interva
     AS $$
     SELECT d.id, d.person_id, d.kind, d.next_attempt_at,
            CASE
-               WHEN p.phone IS NULL OR p.opted_out_at IS NOT NULL THEN 'abandon_unreachable'
+               WHEN (p.phone IS NULL AND p.user_id IS NULL) OR p.opted_out_at IS NOT NULL
+                    THEN 'abandon_unreachable'
                WHEN d.kind = 'daily_brief'
                     AND d.for_date < (now() AT TIME ZONE p.time_zone)::date THEN 'abandon_stale'
                WHEN superseded(d) THEN 'abandon_superseded'

@@ -211,7 +211,7 @@ class DocumentDelivery:
                     await self.store.record_alert(
                         bsuid_alert(claim.person_id, claim.document_id, exc, knock=False)
                     )
-                    await self._abandon(claim, AbandonReason.UNREACHABLE, str(exc))
+                    await self._abandon(claim, AbandonReason.UNDELIVERABLE, str(exc))
                 else:
                     await self._failed(claim, exc)
                 return

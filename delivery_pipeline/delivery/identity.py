@@ -14,7 +14,7 @@ message type for the one person, never the fleet.
   warned once per person (the alert's quiet period).
 * A **chunk** refused with 131062 (text is what a BSUID takes, so this is the
   platform saying this person cannot take our documents): the document is
-  abandoned ``unreachable``, with a warning, exactly like 131026.
+  abandoned ``undeliverable``, with a warning, exactly like 131026.
 
 No attempt is burned and sending is never paused for it.
 """

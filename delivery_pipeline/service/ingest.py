@@ -357,7 +357,7 @@ async def _apply_failure(
         await record_alert(conn, bsuid_alert(person_id, document_id, error, knock=False))
         await QUERIES.abandon_document_async.one(
             conn,
-            {"document_id": document_id, "reason": AbandonReason.UNREACHABLE, "error": reason},
+            {"document_id": document_id, "reason": AbandonReason.UNDELIVERABLE, "error": reason},
         )
         return
     consequence = consequence_of(
