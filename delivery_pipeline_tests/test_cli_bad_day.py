@@ -235,8 +235,15 @@ def test_status_shows_the_oldest_waiting_document_its_error_and_next_attempt(
 
 def test_status_says_sending_is_paused_what_to_fix_and_exits_1(database_url, db):
     db.execute(
-        QUERIES.pause_sender.sql, {"code": 190, "reason": "(190) Invalid OAuth access token"}
+        QUERIES.pause_sender.sql,
+        {
+            "code": 190,
+            "reason": "(190) Invalid OAuth access token",
+            "document_id": None,
+            "first_seconds": 10.0,
+            "max_seconds": 300.0,
+        },
     )
     result = run(database_url, "status")
     assert result.returncode == 1
-    assert "sending: PAUSED since" in result.stdout and "WHATSAPP_ACCESS_TOKEN" in result.stdout
+    assert "sending: PAUSED for every sender since" in result.stdout and "WHATSAPP_ACCESS_TOKEN" in result.stdout

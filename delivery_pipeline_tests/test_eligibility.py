@@ -160,7 +160,14 @@ def test_guard_view_and_claim_agree(db, name, person_kwargs, updates, expected):
 def test_claim_is_exclusive(db):
     person = add_person(db)
     doc = add_document(db, person["id"], "Body.")
-    args = {**PARAMS, "document_id": doc["id"], "person_id": None, "limit": 1, "chunk_limit": 4096}
+    args = {
+        **PARAMS,
+        "document_id": doc["id"],
+        "person_id": None,
+        "limit": 1,
+        "chunk_limit": 4096,
+        "probe": False,
+    }
     first = db.execute(QUERIES.claim_batch.sql, {**args, "token": uuid.uuid4()}).fetchall()
     second = db.execute(QUERIES.claim_batch.sql, {**args, "token": uuid.uuid4()}).fetchall()
     assert len(first) == 1 and second == []
@@ -378,7 +385,8 @@ def test_a_sweeper_whose_lease_lapsed_fences_nothing_its_successor_claims(db, da
         assert racer.is_alive(), "the fence must wait for the row the takeover holds"
         takeover.commit()
     racer.join(timeout=10)
-    assert answer == {"ours": False, "fenced": False, "delivered": False}
+    # a fence also says whether sending is paused (sql/018); it is not, here
+    assert answer == {"ours": False, "fenced": False, "delivered": False, "paused": False}
     [chunk] = db.execute("SELECT state FROM delivery_chunks").fetchall()
     assert chunk["state"] == "pending"
 

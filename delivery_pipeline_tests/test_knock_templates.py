@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from delivery_pipeline.delivery.chunking import chunk_text
+from delivery_pipeline.delivery.chunking import delivery_messages
 from delivery_pipeline.delivery.sweep import run_sweep
 from delivery_pipeline.settings import Settings
 from delivery_pipeline.watch import template_checks
@@ -181,7 +181,7 @@ def test_a_template_paused_mid_morning_fails_knocks_over_while_in_window_deliver
 
     # In-window deliveries need no template: delivered, and sending never paused.
     assert document(db, reading["id"])["delivered_at"] is not None
-    assert texts(sandbox.inbox(in_window["phone"])) == chunk_text(body)
+    assert texts(sandbox.inbox(in_window["phone"])) == delivery_messages(body)
     sender = db.execute("SELECT paused_at FROM sender_state").fetchone()
     assert sender is None or sender["paused_at"] is None
     # The knock failed over to the fallback at once, one knock reached the person.

@@ -3,14 +3,18 @@
 
 -- name: record_pricing
 -- Keep the pricing of each message in %(records)s the first time a status
--- carries it (a redelivered or later status changes nothing).
+-- carries it (a redelivered or later status changes nothing). A knock tagged
+-- by its knock id (sql/020) is charged to the first of the documents it knocked for.
 INSERT INTO message_pricing (wa_message_id, document_id, part, chunk_index, country, billable,
                              category, pricing_model, pricing_type, priced_at)
-SELECT r.wa_message_id, r.document_id, r.part, r.chunk_index, r.country, r.billable,
+SELECT r.wa_message_id,
+       coalesce(r.document_id,
+                (SELECT min(kd.document_id) FROM knock_documents kd WHERE kd.knock_id = r.knock_id)),
+       r.part, r.chunk_index, r.country, r.billable,
        r.category, r.pricing_model, r.pricing_type, r.priced_at
 FROM jsonb_to_recordset(%(records)s::jsonb) AS r (
-    wa_message_id text, document_id bigint, part text, chunk_index integer, country text,
-    billable boolean, category text, pricing_model text, pricing_type text,
+    wa_message_id text, document_id bigint, knock_id bigint, part text, chunk_index integer,
+    country text, billable boolean, category text, pricing_model text, pricing_type text,
     priced_at timestamptz)
 ORDER BY r.wa_message_id
 ON CONFLICT (wa_message_id) DO NOTHING

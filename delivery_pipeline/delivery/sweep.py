@@ -210,9 +210,15 @@ class Sweep:
     async def _produce(self, queue: asyncio.Queue[Claim | None]) -> None:
         remaining = self.limit
         idle_rounds = 0
+        # The pass's first document goes alone: a token that expired, an account
+        # locked, a number gone since the last pass is then one refused send per
+        # process, not one per worker, before the fleet-wide pause stops everybody.
+        first = True
         try:
             while not self.state.stop.is_set():
                 batch = self.concurrency if remaining is None else min(self.concurrency, remaining)
+                if first:
+                    batch = min(batch, 1)
                 if batch <= 0:
                     break
                 claims = await self.engine.store.claim(
@@ -250,6 +256,11 @@ class Sweep:
                         self.in_flight -= 1
                     else:
                         await queue.put(claim)
+                if first:
+                    first = False
+                    while self.in_flight and not self.state.stop.is_set():
+                        self.finished.clear()
+                        await self.finished.wait()
         except psycopg.OperationalError as exc:
             self._database_lost(exc)
         finally:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from delivery_pipeline.delivery.callback import parse_chunk, parse_knock
+from delivery_pipeline.delivery.callback import parse_chunk, parse_knock, parse_knock_id
 from delivery_pipeline.model import bsuid, country_of, e164
 from delivery_pipeline.store.rows import PricingRecord, StatusEvent
 from delivery_pipeline.whatsapp.payloads import text_or_none
@@ -33,6 +33,7 @@ def pricing_record(event: StatusEvent) -> PricingRecord | None:
         return None
     callback = event["callback_data"]
     chunk, knock = parse_chunk(callback), parse_knock(callback)
+    knock_id = parse_knock_id(callback)
     recipient = text_or_none(status.get("recipient_id"))
     phone = e164(f"+{recipient}") if recipient and recipient.isdigit() else None
     user_id = text_or_none(status.get("recipient_user_id"))
@@ -40,7 +41,12 @@ def pricing_record(event: StatusEvent) -> PricingRecord | None:
     return {
         "wa_message_id": event["wa_message_id"],
         "document_id": chunk.document_id if chunk else knock,
-        "part": "chunk" if chunk else "knock" if knock is not None else "other",
+        "knock_id": knock_id,
+        "part": "chunk"
+        if chunk
+        else "knock"
+        if knock is not None or knock_id is not None
+        else "other",
         "chunk_index": chunk.chunk_index if chunk else None,
         "country": country_of(phone, bsuid(user_id) if user_id else None),
         "billable": billable if isinstance(billable, bool) else None,

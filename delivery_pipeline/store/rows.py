@@ -1448,6 +1448,7 @@ class PricingRecord(TypedDict):
 
     wa_message_id: str
     document_id: int | None
+    knock_id: int | None  # a knock tagged by its knock id: charged to its first document
     part: str  # chunk | knock | other
     chunk_index: int | None
     country: str | None
