@@ -246,4 +246,7 @@ def test_status_says_sending_is_paused_what_to_fix_and_exits_1(database_url, db)
     )
     result = run(database_url, "status")
     assert result.returncode == 1
-    assert "sending: PAUSED for every sender since" in result.stdout and "WHATSAPP_ACCESS_TOKEN" in result.stdout
+    assert (
+        "sending: PAUSED for every sender since" in result.stdout
+        and "WHATSAPP_ACCESS_TOKEN" in result.stdout
+    )
