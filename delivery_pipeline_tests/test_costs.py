@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -25,6 +24,7 @@ from delivery_pipeline.watch.costs import (
 )
 from delivery_pipeline_tests.support.data import add_document, add_person, document, plan_body
 from delivery_pipeline_tests.support.service_server import APP_SECRET, start_service
+from delivery_pipeline_tests.support.waiting import wait_for
 
 DAY = dt.date(2026, 3, 10)
 RATES = """\
@@ -180,16 +180,6 @@ def service(sandbox, settings) -> Iterator[object]:
     with start_service(settings.database.database_url, sandbox.url, DELIVERY_LISTEN="false") as svc:
         sandbox.faults(webhook_url=svc.webhook_url, app_secret=APP_SECRET, status_delay_ms=20)
         yield svc
-
-
-def wait_for(predicate, timeout: float = 20.0, what: str = "condition"):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.05)
 
 
 def test_costs_summed_match_the_sandboxs_own_count(db, sandbox, settings, service, tmp_path):

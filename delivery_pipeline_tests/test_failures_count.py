@@ -6,7 +6,6 @@ the outcome. Every row of the classification that can arrive asynchronously
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Iterator
 
 import pytest
@@ -18,6 +17,7 @@ from delivery_pipeline.whatsapp.errors import RULES, Arrives, Effect, Scope
 from delivery_pipeline_tests.support.data import add_document, add_person, plan_body
 from delivery_pipeline_tests.support.inbox import knocks, texts
 from delivery_pipeline_tests.support.service_server import APP_SECRET, start_service
+from delivery_pipeline_tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -49,16 +49,6 @@ def sweep(settings):
 
 def doc_row(db, doc_id):
     return db.execute("SELECT * FROM documents WHERE id = %s", (doc_id,)).fetchone()
-
-
-def wait_for(predicate, timeout: float = 20.0, what: str = "condition"):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.05)
 
 
 def failed_statuses_applied(db, doc_id, n):

@@ -30,6 +30,7 @@ from delivery_pipeline_tests.support.cli import run
 from delivery_pipeline_tests.support.data import add_document, add_person, document, plan_body
 from delivery_pipeline_tests.support.inbox import knocks, texts
 from delivery_pipeline_tests.support.service_server import APP_SECRET, start_service
+from delivery_pipeline_tests.support.waiting import wait_for
 
 FIXTURES = Path(__file__).parent / "fixtures" / "meta-webhooks"
 _ids = itertools.count(1)
@@ -65,16 +66,6 @@ def person_row(db: psycopg.Connection, person_id: int) -> dict[str, Any]:
 def identity_changes(db: psycopg.Connection, person_id: int) -> list[tuple[Any, ...]]:
     rows = db.execute(QUERIES.identity_changes.sql, {"person_id": person_id}).fetchall()
     return [(r["field"], r["old_value"], r["new_value"], r["cause"]) for r in rows]
-
-
-def wait_for(predicate, timeout: float = 20.0, what: str = "condition"):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.05)
 
 
 @pytest.fixture

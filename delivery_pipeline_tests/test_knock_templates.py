@@ -24,6 +24,7 @@ from delivery_pipeline.watch.checks import Severity
 from delivery_pipeline_tests.support.data import add_document, add_person, document, plan_body
 from delivery_pipeline_tests.support.inbox import knocks, texts
 from delivery_pipeline_tests.support.service_server import APP_SECRET, start_service
+from delivery_pipeline_tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -47,16 +48,6 @@ def service(sandbox, knock_settings) -> Iterator[Any]:
     ) as svc:
         sandbox.faults(webhook_url=svc.webhook_url, app_secret=APP_SECRET, status_delay_ms=20)
         yield svc
-
-
-def wait_for(predicate, timeout: float = 20.0, what: str = "condition"):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.05)
 
 
 def sweep(settings: Settings) -> None:

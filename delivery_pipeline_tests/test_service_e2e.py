@@ -19,6 +19,7 @@ from delivery_pipeline_tests.support.data import (
 )
 from delivery_pipeline_tests.support.inbox import knocks, texts
 from delivery_pipeline_tests.support.service_server import APP_SECRET, start_service
+from delivery_pipeline_tests.support.waiting import wait_for
 
 
 @pytest.fixture
@@ -28,16 +29,6 @@ def service(sandbox, settings) -> Iterator[object]:
     with start_service(settings.database.database_url, sandbox.url, DELIVERY_LISTEN="false") as svc:
         sandbox.faults(webhook_url=svc.webhook_url, app_secret=APP_SECRET, status_delay_ms=20)
         yield svc
-
-
-def wait_for(predicate, timeout: float = 20.0, what: str = "condition"):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.05)
 
 
 def test_reply_to_a_knock_delivers_without_any_other_trigger(db, sandbox, settings, service):

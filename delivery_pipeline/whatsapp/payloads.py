@@ -197,24 +197,6 @@ def parse_timestamp(raw: Any) -> Timestamp:
     return Timestamp(at)
 
 
-def iter_values(payload: Any) -> list[tuple[str, dict[str, Any]]]:
-    """Every ``entry[].changes[]`` as (field, value); malformed parts are skipped."""
-    out: list[tuple[str, dict[str, Any]]] = []
-    if not isinstance(payload, dict):
-        raise UnusableBody("not a JSON object")
-    entries = payload.get("entry")
-    if not isinstance(entries, list):
-        raise UnusableBody("no entry list")
-    for entry in entries:
-        changes = entry.get("changes") if isinstance(entry, dict) else None
-        if not isinstance(changes, list):
-            continue
-        for change in changes:
-            if isinstance(change, dict) and isinstance(change.get("value"), dict):
-                out.append((str(change.get("field", "")), change["value"]))
-    return out
-
-
 def iter_changes(payload: Any) -> list[tuple[str, dict[str, Any], Any]]:
     """Every ``entry[].changes[]`` as (field, value, the entry's ``time``); malformed
     parts are skipped. Template lifecycle changes carry no time of their own."""
