@@ -78,6 +78,9 @@ CREATE FUNCTION superseded(d documents) RETURNS boolean
        AND NOT delivery_begun(d.id) AND NOT resent(d.id)
 $$;
 
+-- The eligibility definition, restated (supersedes 016): the turn order and
+-- supersede above, and 022's reach (unreachable only with neither a number
+-- nor a BSUID, or opted out).
 CREATE OR REPLACE FUNCTION eligible_documents(lease interval, service_window interval,
                                               quiet_default text)
 RETURNS TABLE (id bigint, person_id bigint, kind text, next_attempt_at timestamptz,
