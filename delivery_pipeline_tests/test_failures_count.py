@@ -31,8 +31,10 @@ def service(sandbox, settings) -> Iterator[object]:
         sandbox.url,
         DELIVERY_LISTEN="false",
         DELIVERY_MAX_ATTEMPTS=str(MAX_ATTEMPTS),
-        DELIVERY_BACKOFF_BASE_SECONDS="0",
-        DELIVERY_BACKOFF_MAX_SECONDS="0",
+        # A failure's retry waits an hour, so each pass is the test's own
+        # (``due_now``): with no wait the service retries at once and races it.
+        DELIVERY_BACKOFF_BASE_SECONDS="3600",
+        DELIVERY_BACKOFF_MAX_SECONDS="3600",
     ) as svc:
         sandbox.faults(webhook_url=svc.webhook_url, app_secret=APP_SECRET, status_delay_ms=20)
         yield svc
@@ -49,6 +51,11 @@ def sweep(settings):
 
 def doc_row(db, doc_id):
     return db.execute("SELECT * FROM documents WHERE id = %s", (doc_id,)).fetchone()
+
+
+def due_now(db, doc_id):
+    """The hour a failure's retry waits has passed."""
+    db.execute("UPDATE documents SET next_attempt_at = now() WHERE id = %s", (doc_id,))
 
 
 def failed_statuses_applied(db, doc_id, n):
@@ -71,6 +78,7 @@ def test_async_failures_on_a_chunk_count_up_to_the_maximum(db, sandbox, engine, 
     for attempt in range(1, MAX_ATTEMPTS + 1):
         # Each pass: the first chunk sent is accepted, then fails in a status.
         sandbox.refuse(131000, "async", to=person["phone"], count=1)
+        due_now(db, doc["id"])
         sweep(engine)
         wait_for(failed_statuses_applied(db, doc["id"], attempt), what=f"failure {attempt}")
         row = wait_for(
@@ -101,6 +109,7 @@ def test_a_part_resent_after_a_later_one_says_where_it_belongs(db, sandbox, engi
     sweep(engine)
     wait_for(failed_statuses_applied(db, doc["id"], 1), what="the failure")
     wait_for(lambda: doc_row(db, doc["id"])["delivered_at"] is None, what="un-delivered")
+    due_now(db, doc["id"])
     sweep(engine)
 
     wait_for(lambda: doc_row(db, doc["id"])["delivered_at"], what="delivered at last")
@@ -152,6 +161,7 @@ def test_each_code_failed_later_has_the_consequence_of_its_scope(
         assert rule.effect == Effect.RETRY
         for attempt in range(2, MAX_ATTEMPTS + 1):
             wait_for(lambda: doc_row(db, doc["id"])["delivered_at"] is None, what="un-delivered")
+            due_now(db, doc["id"])
             sweep(engine)
             wait_for(failed_statuses_applied(db, doc["id"], attempt), what=f"failure {attempt}")
         row = wait_for(lambda: (r := doc_row(db, doc["id"]))["abandoned_at"] and r, what="abandon")
