@@ -50,6 +50,7 @@ class AbandonReason(enum.StrEnum):
     REJECTED = "rejected"  # a reviewer said no, with a reason
     SUPERSEDED = "superseded"  # a newer document of the same kind and day, before a part left
     CANCELLED = "cancelled"  # an operator's `documents cancel`
+    NO_REPLY = "no_reply"  # knocked, reminded once, and never answered (026)
 
 
 # Reasons that are the system working as intended, not a failure to look at.

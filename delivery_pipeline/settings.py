@@ -324,6 +324,16 @@ class DeliverySettings(Section):
         description="a template a send refused is avoided this long; held knocks look again",
     )
     knock_param_max: int = Field(60, ge=1, description="cap of the knock's name parameter")
+    knock_button_templates: str = Field(
+        "documents_ready",
+        description="knock templates approved with the count parameter {{2}} and the quick "
+        "replies Send it / Later / Stop (README), comma-separated names",
+    )
+    later_seconds: float | None = Field(
+        None,
+        gt=0,
+        description="a Later press snoozes this long; unset: until the person's next morning",
+    )
     heartbeat_seconds: int = Field(30, ge=1, description="heartbeat sensor interval")
     pause_probe_seconds: float = Field(
         10.0, gt=0, description="first probe after a sender-wide pause (docs/design.md §7.1)"
@@ -384,6 +394,11 @@ class DeliverySettings(Section):
     def knock_template_map(self) -> dict[str, tuple[str, str]]:
         """Each locale's first knock template."""
         return parse_templates(self.knock_templates)
+
+    @property
+    def knock_button_template_set(self) -> frozenset[str]:
+        """Knock templates with the count parameter and the three quick replies."""
+        return frozenset(n.strip() for n in self.knock_button_templates.split(",") if n.strip())
 
     @property
     def knock_template_choices(self) -> dict[str, list[tuple[str, str]]]:

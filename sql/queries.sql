@@ -180,7 +180,8 @@ RETURNING d.id AS document_id, locked.action, locked.quiet_until, d.chunk_limit,
           CASE WHEN locked.action = 'deliver' AND NOT EXISTS (
                    SELECT 1 FROM delivery_chunks c WHERE c.document_id = d.id AND c.body IS NOT NULL)
                THEN delivery_body(d) END AS body,
-          d.claim_token AS token
+          d.claim_token AS token,
+          d.kind, p.knocks_stopped_at IS NOT NULL AS knocks_stopped
 
 -- name: begin_delivery
 -- Start or resume delivering a claimed document. If our claim holds and no

@@ -84,7 +84,7 @@ SELECT (now() AT TIME ZONE time_zone)::date AS local_today FROM people WHERE id 
 SELECT brief_due_date(%(at)s, %(time_zone)s, %(brief_local_time)s) AS for_date
 
 -- name: enqueue_daily_briefs
--- One pending brief for each opted-in, reachable person whose local brief time has passed at %(at)s (NULL: now) and who has none for that local date. The NOT EXISTS spares the sequence; the unique index documents_one_brief_per_day makes it race-safe.
+-- One pending brief for each opted-in, reachable person who has not pressed Stop, whose local brief time has passed at %(at)s (NULL: now) and who has none for that local date. The NOT EXISTS spares the sequence; the unique index documents_one_brief_per_day makes it race-safe.
 INSERT INTO documents (person_id, kind, for_date)
 SELECT p.id, 'daily_brief', due.for_date
 FROM people p
@@ -92,7 +92,8 @@ CROSS JOIN LATERAL (
     SELECT brief_due_date(coalesce(%(at)s::timestamptz, now()), p.time_zone, p.brief_local_time)
         AS for_date
 ) due
-WHERE p.brief_opt_in AND p.opted_out_at IS NULL AND p.phone IS NOT NULL
+WHERE p.brief_opt_in AND p.opted_out_at IS NULL AND p.knocks_stopped_at IS NULL
+  AND p.phone IS NOT NULL
   AND due.for_date IS NOT NULL
   AND NOT EXISTS (
       SELECT 1 FROM documents d

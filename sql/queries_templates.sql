@@ -146,20 +146,31 @@ WHERE knock_held_since IS NOT NULL AND in_queue
 -- ───────────────────────────────── knocks ────────────────────────────────
 
 -- name: open_knock
--- Record a knock about to be sent (state 'sending') for %(document_ids)s, if our claim on %(document_id)s still holds; no row back: the claim is lost.
+-- Record a knock about to be sent (state 'sending') if our claim on %(document_id)s still holds, linked to it and to every other document of the person waiting to be delivered (one knock for all of them: the reply delivers them in turn); no row back: the claim is lost. Returns the knock and how many documents it asks about.
 WITH knock AS (
-    INSERT INTO knocks (person_id, template, language, reserved_at, previous_knock_at)
-    SELECT %(person_id)s, %(template)s, %(language)s, %(reserved_at)s, %(previous_knock_at)s
+    INSERT INTO knocks (person_id, template, language, reserved_at, previous_knock_at, reminder)
+    SELECT %(person_id)s, %(template)s, %(language)s, %(reserved_at)s, %(previous_knock_at)s,
+           %(reminder)s
     WHERE EXISTS (SELECT 1 FROM documents
                   WHERE id = %(document_id)s AND claim_token = %(token)s)
     RETURNING id
 ),
 linked AS (
     INSERT INTO knock_documents (knock_id, document_id)
-    SELECT knock.id, d FROM knock CROSS JOIN unnest(%(document_ids)s::bigint[]) d
+    SELECT knock.id, d.id FROM knock CROSS JOIN documents d
+    WHERE d.id = %(document_id)s
+       OR (NOT %(reminder)s
+           AND d.person_id = %(person_id)s AND d.status = 'succeeded'
+           AND d.delivered_at IS NULL AND d.abandoned_at IS NULL
+           AND d.awaiting_review_since IS NULL AND d.knock_sent_at IS NULL
+           AND NOT superseded(d)
+           AND NOT (d.kind = 'daily_brief'
+                    AND d.for_date < (now() AT TIME ZONE (SELECT time_zone FROM people
+                                                         WHERE id = %(person_id)s))::date))
     RETURNING knock_id
 )
-SELECT id FROM knock WHERE EXISTS (SELECT 1 FROM linked)
+SELECT id, (SELECT count(*) FROM linked)::integer AS documents FROM knock
+WHERE EXISTS (SELECT 1 FROM linked)
 
 -- name: knock_accepted
 -- The knock's send was answered (%(state)s 'sent' with its message id) or its outcome is unknown ('unknown', counted as sent).

@@ -61,7 +61,9 @@ CREATE TABLE public.documents (
     in_queue boolean GENERATED ALWAYS AS (((status = 'succeeded'::text) AND (delivered_at IS NULL) AND (abandoned_at IS NULL) AND (awaiting_reply_since IS NULL) AND (awaiting_review_since IS NULL))) STORED,
     quiet_until timestamp with time zone,
     knock_held_since timestamp with time zone,
-    CONSTRAINT documents_abandon_reason_check CHECK ((abandon_reason = ANY (ARRAY['stale'::text, 'undeliverable'::text, 'opted_out'::text, 'max_attempts'::text, 'unknown_outcome'::text, 'unreachable'::text, 'operator'::text, 'rejected'::text, 'superseded'::text, 'cancelled'::text]))),
+    remind_at timestamp with time zone,
+    reminded_at timestamp with time zone,
+    CONSTRAINT documents_abandon_reason_check CHECK ((abandon_reason = ANY (ARRAY['stale'::text, 'undeliverable'::text, 'opted_out'::text, 'max_attempts'::text, 'unknown_outcome'::text, 'unreachable'::text, 'operator'::text, 'rejected'::text, 'superseded'::text, 'cancelled'::text, 'no_reply'::text]))),
     CONSTRAINT documents_check CHECK (((kind <> 'daily_brief'::text) OR (for_date IS NOT NULL))),
     CONSTRAINT documents_check1 CHECK (((status <> 'succeeded'::text) OR (body IS NOT NULL))),
     CONSTRAINT documents_check2 CHECK (((abandoned_at IS NULL) = (abandon_reason IS NULL))),
@@ -162,6 +164,24 @@ CREATE FUNCTION public.is_valid_time_zone(tz text) RETURNS boolean
     AS $$
     SELECT EXISTS (SELECT 1 FROM time_zone_names WHERE name = tz)
         OR (is_iana_key(tz) AND EXISTS (SELECT 1 FROM pg_timezone_names WHERE name = tz))
+$$;
+
+-- Name: next_morning(timestamp with time zone, text, text); Type: FUNCTION
+
+CREATE FUNCTION public.next_morning(at timestamp with time zone, time_zone text, quiet_hours text) RETURNS timestamp with time zone
+    LANGUAGE sql STABLE
+    AS $$
+    WITH w AS (
+        SELECT (at AT TIME ZONE time_zone) AS local_now,
+               CASE WHEN quiet_hours IS NULL OR quiet_hours = ''
+                         OR split_part(quiet_hours, '-', 1) = split_part(quiet_hours, '-', 2)
+                    THEN time '08:00'
+                    ELSE split_part(quiet_hours, '-', 2)::time END AS ends
+    )
+    SELECT CASE WHEN w.local_now::time < w.ends
+                THEN (w.local_now::date + w.ends) AT TIME ZONE time_zone
+                ELSE (w.local_now::date + 1 + w.ends) AT TIME ZONE time_zone END
+    FROM w
 $$;
 
 -- Name: note_generation_failed(); Type: FUNCTION
@@ -478,6 +498,35 @@ CREATE TABLE public.knock_documents (
     document_id bigint NOT NULL
 );
 
+-- Name: knock_replies; Type: TABLE
+
+CREATE TABLE public.knock_replies (
+    id bigint NOT NULL,
+    inbound_message_id text NOT NULL,
+    person_id bigint NOT NULL,
+    knock_id bigint,
+    action text NOT NULL,
+    via text NOT NULL,
+    at timestamp with time zone DEFAULT now() NOT NULL,
+    snoozed_until timestamp with time zone,
+    documents integer DEFAULT 0 NOT NULL,
+    CONSTRAINT knock_replies_action_check CHECK ((action = ANY (ARRAY['send'::text, 'later'::text, 'stop'::text, 'start'::text]))),
+    CONSTRAINT knock_replies_via_check CHECK ((via = ANY (ARRAY['button'::text, 'keyword'::text])))
+);
+
+-- Name: knock_replies_id_seq; Type: SEQUENCE
+
+CREATE SEQUENCE public.knock_replies_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1;
+
+-- Name: knock_replies_id_seq; Type: SEQUENCE OWNED BY
+
+ALTER SEQUENCE public.knock_replies_id_seq OWNED BY public.knock_replies.id;
+
 -- Name: knocks; Type: TABLE
 
 CREATE TABLE public.knocks (
@@ -495,6 +544,7 @@ CREATE TABLE public.knocks (
     error text,
     reserved_at timestamp with time zone,
     previous_knock_at timestamp with time zone,
+    reminder boolean DEFAULT false NOT NULL,
     CONSTRAINT knocks_state_check CHECK ((state = ANY (ARRAY['sending'::text, 'sent'::text, 'unknown'::text, 'refused'::text, 'failed'::text])))
 );
 
@@ -579,6 +629,7 @@ CREATE TABLE public.people (
     quiet_hours text,
     user_id text,
     username text,
+    knocks_stopped_at timestamp with time zone,
     CONSTRAINT people_locale_check CHECK ((locale = ANY (ARRAY['en'::text, 'es'::text, 'pt'::text]))),
     CONSTRAINT people_phone_check CHECK ((phone ~ '^\+[1-9][0-9]{6,14}$'::text)),
     CONSTRAINT people_quiet_hours_check CHECK ((quiet_hours ~ '^([01][0-9]|2[0-3]):[0-5][0-9]-([01][0-9]|2[0-3]):[0-5][0-9]$'::text)),
@@ -777,6 +828,10 @@ ALTER TABLE ONLY public.document_actions ALTER COLUMN id SET DEFAULT nextval('pu
 
 ALTER TABLE ONLY public.documents ALTER COLUMN id SET DEFAULT nextval('public.documents_id_seq'::regclass);
 
+-- Name: knock_replies id; Type: DEFAULT
+
+ALTER TABLE ONLY public.knock_replies ALTER COLUMN id SET DEFAULT nextval('public.knock_replies_id_seq'::regclass);
+
 -- Name: knocks id; Type: DEFAULT
 
 ALTER TABLE ONLY public.knocks ALTER COLUMN id SET DEFAULT nextval('public.knocks_id_seq'::regclass);
@@ -836,6 +891,16 @@ ALTER TABLE ONLY public.inbound_messages
 
 ALTER TABLE ONLY public.knock_documents
     ADD CONSTRAINT knock_documents_pkey PRIMARY KEY (knock_id, document_id);
+
+-- Name: knock_replies knock_replies_inbound_message_id_key; Type: CONSTRAINT
+
+ALTER TABLE ONLY public.knock_replies
+    ADD CONSTRAINT knock_replies_inbound_message_id_key UNIQUE (inbound_message_id);
+
+-- Name: knock_replies knock_replies_pkey; Type: CONSTRAINT
+
+ALTER TABLE ONLY public.knock_replies
+    ADD CONSTRAINT knock_replies_pkey PRIMARY KEY (id);
 
 -- Name: knocks knocks_pkey; Type: CONSTRAINT
 
@@ -997,6 +1062,10 @@ CREATE INDEX documents_queue ON public.documents USING btree (next_attempt_at) W
 
 CREATE INDEX documents_queue_by_person ON public.documents USING btree (person_id, generated_at, id) WHERE in_queue;
 
+-- Name: documents_remind; Type: INDEX
+
+CREATE INDEX documents_remind ON public.documents USING btree (remind_at) WHERE ((remind_at IS NOT NULL) AND (awaiting_reply_since IS NOT NULL));
+
 -- Name: inbound_messages_age; Type: INDEX
 
 CREATE INDEX inbound_messages_age ON public.inbound_messages USING btree (received_at, wa_message_id);
@@ -1008,6 +1077,14 @@ CREATE INDEX inbound_messages_person ON public.inbound_messages USING btree (per
 -- Name: knock_documents_document; Type: INDEX
 
 CREATE INDEX knock_documents_document ON public.knock_documents USING btree (document_id, knock_id);
+
+-- Name: knock_replies_at; Type: INDEX
+
+CREATE INDEX knock_replies_at ON public.knock_replies USING btree (at);
+
+-- Name: knock_replies_knock; Type: INDEX
+
+CREATE INDEX knock_replies_knock ON public.knock_replies USING btree (knock_id) WHERE (knock_id IS NOT NULL);
 
 -- Name: knocks_person; Type: INDEX
 
@@ -1126,6 +1203,16 @@ ALTER TABLE ONLY public.knock_documents
 
 ALTER TABLE ONLY public.knock_documents
     ADD CONSTRAINT knock_documents_knock_id_fkey FOREIGN KEY (knock_id) REFERENCES public.knocks(id) ON DELETE CASCADE;
+
+-- Name: knock_replies knock_replies_knock_id_fkey; Type: FK CONSTRAINT
+
+ALTER TABLE ONLY public.knock_replies
+    ADD CONSTRAINT knock_replies_knock_id_fkey FOREIGN KEY (knock_id) REFERENCES public.knocks(id) ON DELETE SET NULL;
+
+-- Name: knock_replies knock_replies_person_id_fkey; Type: FK CONSTRAINT
+
+ALTER TABLE ONLY public.knock_replies
+    ADD CONSTRAINT knock_replies_person_id_fkey FOREIGN KEY (person_id) REFERENCES public.people(id) ON DELETE CASCADE;
 
 -- Name: knocks knocks_person_id_fkey; Type: FK CONSTRAINT
 

@@ -38,7 +38,7 @@ from delivery_pipeline.delivery.pacer import Pacer
 from delivery_pipeline.delivery.progress import Event
 from delivery_pipeline.delivery.result import SweepState
 from delivery_pipeline.delivery.store import Claim, DeliveryStore, KnockReservation, LedgerRow
-from delivery_pipeline.model import AbandonReason, Action, ChunkState
+from delivery_pipeline.model import AbandonReason, Action, ChunkState, Kind
 from delivery_pipeline.settings import DeliverySettings
 from delivery_pipeline.store.rows import TemplateHealth
 from delivery_pipeline.watch.alerts import Alert, AlertSeverity
@@ -94,6 +94,12 @@ class DocumentDelivery:
             await self._abandon(
                 claim, AbandonReason.SUPERSEDED, "a newer document of the same kind is ready"
             )
+        elif claim.knocks_stopped and (
+            claim.action == Action.KNOCK or claim.kind == Kind.DAILY_BRIEF
+        ):
+            # They pressed Stop: no knock and no brief; what they ask for while
+            # they write to us still goes (the window is open).
+            await self._abandon(claim, AbandonReason.OPTED_OUT, "the person pressed Stop")
         elif claim.action == Action.HOLD_QUIET:
             # Night for the person: nothing unasked-for, not even a knock.
             held = await self.store.hold_quiet(claim)
@@ -305,20 +311,23 @@ class DocumentDelivery:
                 await self._hold_knock(claim, health)
                 return _HANDLED
             tried.add((choice.name, choice.language))
+            opened = await self.store.open_knock(claim, choice.name, choice.language, reservation)
+            if opened is None:
+                await self.store.unreserve_knock(claim.person_id, reservation)
+                self.sweep.note(Event.LOST_CLAIM, claim.document_id)
+                return _HANDLED
+            knock_id = opened.id
+            # One knock for everything of theirs that waits: a template with
+            # buttons says how many (the reply delivers them all, in turn).
             knock = knock_with(
                 choice.name,
                 choice.language,
                 claim.locale,
                 claim.name,
                 self.settings.knock_param_max,
+                with_buttons=choice.name in self.settings.knock_button_template_set,
+                waiting=opened.documents,
             )
-            knock_id = await self.store.open_knock(
-                claim, knock.template, knock.language, reservation
-            )
-            if knock_id is None:
-                await self.store.unreserve_knock(claim.person_id, reservation)
-                self.sweep.note(Event.LOST_CLAIM, claim.document_id)
-                return _HANDLED
             await self.pacer.acquire()
             started_at = dt.datetime.now(dt.UTC)
             try:
@@ -328,6 +337,7 @@ class DocumentDelivery:
                     knock.language,
                     knock.parameters,
                     callback_data=knock_callback(knock_id),
+                    button_payloads=knock.buttons,
                 )
             except SendOutcomeUnknown as exc:
                 # It may have reached the person: count it as sent rather

@@ -1,4 +1,5 @@
-"""What a person's own message changes: their window, and the documents that waited for it."""
+"""What a person's own message changes: their window, the documents that waited for
+it, and what a reply to a knock asks for (Send it, Later, Stop, Start)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from typing import Any
 
 from psycopg import AsyncConnection
 
+from delivery_pipeline.delivery.reply import Ask, read_reply
 from delivery_pipeline.store.queries import QUERIES
 
 
@@ -20,3 +22,60 @@ async def note_inbound(conn: AsyncConnection[Any], person_id: int, sent_at: dt.d
     """
     await QUERIES.raise_last_inbound.one(conn, {"person_id": person_id, "sent_at": sent_at})
     await QUERIES.wake_awaiting_documents.all(conn, {"person_id": person_id})
+
+
+async def answer_inbound(
+    conn: AsyncConnection[Any],
+    person_id: int,
+    wamid: str,
+    message: dict[str, Any],
+    sent_at: dt.datetime,
+    *,
+    later_seconds: float | None,
+    quiet_hours: str | None,
+) -> bool:
+    """Apply what the person's message asks (delivery/reply.py), inside its transaction.
+
+    Every message opens the window (the platform opens it for a button press
+    too). Send it, Start and an ordinary reply then put the documents that
+    waited for it back in the queue; Later snoozes them; Stop abandons them
+    and stops knocks and briefs. Returns whether to sweep the person now.
+    """
+    reply = read_reply(message)
+    if reply.ask is None:
+        await note_inbound(conn, person_id, sent_at)
+        return True
+    knock_id = await QUERIES.knock_answered.one(
+        conn, {"person_id": person_id, "context_id": reply.context_id}
+    )
+    snoozed_until: dt.datetime | None = None
+    if reply.ask in (Ask.SEND, Ask.START):
+        if reply.ask == Ask.START:
+            await QUERIES.start_knocks.run(conn, {"person_id": person_id})
+        await QUERIES.raise_last_inbound.one(conn, {"person_id": person_id, "sent_at": sent_at})
+        documents = len(await QUERIES.wake_awaiting_documents.all(conn, {"person_id": person_id}))
+    elif reply.ask == Ask.LATER:
+        await QUERIES.raise_last_inbound.one(conn, {"person_id": person_id, "sent_at": sent_at})
+        until = await QUERIES.snooze_documents.all(
+            conn,
+            {"person_id": person_id, "later_seconds": later_seconds, "quiet_hours": quiet_hours},
+        )
+        documents, snoozed_until = len(until), (until[0] if until else None)
+    else:
+        await QUERIES.raise_last_inbound.one(conn, {"person_id": person_id, "sent_at": sent_at})
+        await QUERIES.stop_knocks.run(conn, {"person_id": person_id})
+        documents = len(await QUERIES.abandon_stopped_documents.all(conn, {"person_id": person_id}))
+    await QUERIES.record_knock_reply.run(
+        conn,
+        {
+            "inbound_message_id": wamid,
+            "person_id": person_id,
+            "knock_id": knock_id,
+            "action": reply.ask.value,
+            "via": reply.via,
+            "at": sent_at,
+            "snoozed_until": snoozed_until,
+            "documents": documents,
+        },
+    )
+    return reply.ask in (Ask.SEND, Ask.START)

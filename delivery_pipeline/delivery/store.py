@@ -26,6 +26,7 @@ from delivery_pipeline.store.rows import (
     Claim,
     KnockReservation,
     LedgerEntry,
+    OpenedKnock,
     Paused,
     SenderGate,
     TemplateHealth,
@@ -344,9 +345,16 @@ class DeliveryStore:
             )
 
     async def open_knock(
-        self, claim: Claim, template: str, language: str, reservation: KnockReservation
-    ) -> int | None:
-        """The knock's row, recorded before it is sent; None: our claim is lost."""
+        self,
+        claim: Claim,
+        template: str,
+        language: str,
+        reservation: KnockReservation,
+        *,
+        reminder: bool = False,
+    ) -> OpenedKnock | None:
+        """The knock's row, recorded before it is sent, with every document of the
+        person it asks about; None: our claim is lost."""
         async with self.pool.connection() as conn:
             return await QUERIES.open_knock.one(
                 conn,
@@ -354,11 +362,11 @@ class DeliveryStore:
                     "document_id": claim.document_id,
                     "token": claim.token,
                     "person_id": claim.person_id,
-                    "document_ids": [claim.document_id],
                     "template": template,
                     "language": language,
                     "reserved_at": reservation.reserved,
                     "previous_knock_at": reservation.previous,
+                    "reminder": reminder,
                 },
             )
 

@@ -46,6 +46,7 @@ from delivery_pipeline.sandbox.validation import (
 )
 from delivery_pipeline.sandbox.webhooks import (
     WebhookOutbox,
+    button_reply_value,
     failed_status_value,
     inbound_value,
     new_conversation_id,
@@ -249,6 +250,49 @@ class Sandbox:
         self.outbox.post([("inbound", lambda: value)])
         return wamid
 
+    def person_presses(
+        self, number: str, button: str | int, message_id: str | None, interactive: bool
+    ) -> str:
+        """The person taps a quick reply of a message they received (``message_id``, else
+        the latest with buttons): the platform posts a ``button`` message with the
+        button's payload and ``context.id`` = that message (``interactive``: an
+        ``interactive.button_reply``, as a reply to an interactive message comes).
+        LookupError says what is not there."""
+        now = time.time()
+        person = self.state.people.get(number)
+        received = [m for m in (person.inbox if person else []) if m.get("buttons")]
+        if message_id is not None:
+            received = [m for m in received if m["id"] == message_id]
+        if not received or person is None:
+            raise LookupError(
+                f"{number} has no message with buttons"
+                + (f" with id {message_id}" if message_id else "")
+            )
+        message = received[-1]
+        buttons = message["buttons"]
+        if isinstance(button, int):
+            chosen = buttons[button] if 0 <= button < len(buttons) else None
+        else:
+            chosen = next((b for b in buttons if b["text"].casefold() == button.casefold()), None)
+        if chosen is None:
+            texts = ", ".join(b["text"] for b in buttons)
+            raise LookupError(f"no button {button!r} on {message['id']}; it has {texts}")
+        person.last_inbound_at = now
+        wamid = new_wamid()
+        person.written.append({"id": wamid, "button": chosen["text"], "time": iso(now)})
+        self.state.stats.inbound += 1
+        value = button_reply_value(
+            person,
+            f"Sandbox {number[-4:]}",
+            wamid,
+            chosen,
+            context={"from": self.config.display_phone_number, "id": message["id"]},
+            interactive=interactive,
+            timestamp=now,
+        )
+        self.outbox.post([("inbound", lambda: value)])
+        return wamid
+
     def person_changes_number(self, number: str, new_number: str) -> str:
         """The person at ``number`` moves to ``new_number`` (and a new BSUID); the
         platform tells the business with a ``user_changed_number`` system message."""
@@ -284,6 +328,11 @@ def _inbox_record(message: Outgoing, wamid: str, now: float) -> dict[str, Any]:
             "parameters": message.parameters,
         }
         record["text"] = message.template.render(message.parameters)
+        if message.template.buttons:
+            record["buttons"] = [
+                {"text": text, "payload": message.button_payloads.get(i, text)}
+                for i, text in enumerate(message.template.buttons)
+            ]
     else:
         record["text"] = message.body
     record["time"] = iso(now)
@@ -521,6 +570,32 @@ async def person_writes(request: Request) -> Response:
     return JSONResponse({"id": _sandbox(request).person_writes(number, text, name, username)})
 
 
+async def person_presses(request: Request) -> Response:
+    """``POST /_sandbox/people/{number}/press {"button": "Later" | 1, "message_id"?,
+    "interactive"?: false}``: the person taps a quick reply on a message they got."""
+    number = _number(request)
+    data = await _json_object(request)
+    if number is None:
+        return _control_error("the number must be E.164, e.g. +15551234567")
+    button = data.get("button") if data else None
+    message_id = data.get("message_id") if data else None
+    interactive = data.get("interactive", False) if data else False
+    if isinstance(button, bool) or not isinstance(button, str | int) or button == "":
+        return _control_error(
+            'body must be {"button": "<its text>" | <index>, "message_id"?: "<wamid>", '
+            '"interactive"?: <bool>}'
+        )
+    if message_id is not None and not isinstance(message_id, str):
+        return _control_error("message_id must be a string")
+    if not isinstance(interactive, bool):
+        return _control_error("interactive must be a boolean")
+    try:
+        wamid = _sandbox(request).person_presses(number, button, message_id, interactive)
+    except LookupError as exc:
+        return _control_error(str(exc), status=404)
+    return JSONResponse({"id": wamid})
+
+
 async def person_number(request: Request) -> Response:
     """``POST /_sandbox/people/{number}/number {"new_number": "+E164"}``: the person
     changes their phone number (a ``user_changed_number`` system message follows)."""
@@ -707,6 +782,7 @@ def create_app(config: SandboxConfig | None = None) -> Starlette:
         Route("/_sandbox/people/{number}/window", person_window, methods=["POST"]),
         Route("/_sandbox/people/{number}/unreachable", person_unreachable, methods=["POST"]),
         Route("/_sandbox/people/{number}/number", person_number, methods=["POST"]),
+        Route("/_sandbox/people/{number}/press", person_presses, methods=["POST"]),
         Route("/_sandbox/people/{number}", person_detail, methods=["GET"]),
         Route("/_sandbox/inboxes", inboxes, methods=["GET"]),
         Route("/_sandbox/templates", templates, methods=["GET"]),

@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
+from delivery_pipeline.sandbox.knock_templates import KNOCK_BUTTON_SPECS
 from delivery_pipeline.settings import DEV_ACCESS_TOKEN, DEV_PHONE_NUMBER_ID, Settings, secret
 
 REFUSAL_MODES = ("sync", "async")
@@ -24,6 +25,8 @@ class Template:
     language: str
     text: str
     param_count: int
+    # Quick-reply buttons' texts, in order (a press comes back as a ``button`` message).
+    buttons: tuple[str, ...] = ()
 
     def render(self, parameters: list[str]) -> str:
         text = self.text
@@ -71,6 +74,8 @@ DEFAULT_TEMPLATES: tuple[Template, ...] = (
         "{{1}}, o que você pediu está esperando por você. Responda para recebê-lo.",
         1,
     ),
+    # The knock with buttons (README: the template to submit), {{2}}: how many wait.
+    *(Template(*spec) for spec in KNOCK_BUTTON_SPECS),
 )
 
 

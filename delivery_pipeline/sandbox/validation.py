@@ -96,6 +96,8 @@ class Outgoing:
     template: Template | None = None
     parameters: list[str] = field(default_factory=list)
     callback_data: str | None = None
+    # A quick reply's payload by button index, as the send gave it (else its text comes back).
+    button_payloads: dict[int, str] = field(default_factory=dict)
 
     @property
     def by_user_id(self) -> bool:
@@ -138,7 +140,12 @@ def validate_send(payload: Any, config: SandboxConfig) -> Outgoing:
     if kind == "template":
         template, parameters = _template(payload, config)
         return Outgoing(
-            to, "template", template=template, parameters=parameters, callback_data=callback_data
+            to,
+            "template",
+            template=template,
+            parameters=parameters,
+            callback_data=callback_data,
+            button_payloads=_button_payloads(payload["template"].get("components"), template),
         )
     raise Refusal(131051, f"Message type {kind!r} is not supported by the sandbox.")
 
@@ -191,6 +198,8 @@ def _body_parameters(components: Any) -> list[str]:
         if not isinstance(component, dict):
             raise Refusal(100, "Each template component must be an object.")
         parameters = component.get("parameters") or []
+        if component.get("type") == "button":
+            continue  # _button_payloads reads (and checks) them
         if component.get("type") != "body":
             if parameters:
                 raise Refusal(
@@ -207,3 +216,30 @@ def _body_parameters(components: Any) -> list[str]:
                 raise Refusal(132012, "Body parameters must be of type 'text' with a string text.")
             values.append(text)
     return values
+
+
+def _button_payloads(components: Any, template: Template) -> dict[int, str]:
+    """The payload given for each quick reply, by index; the platform refuses a
+    button component the template does not have."""
+    payloads: dict[int, str] = {}
+    for component in components or []:
+        if component.get("type") != "button":
+            continue
+        index = component.get("index")
+        try:
+            position = int(index)
+        except (TypeError, ValueError):
+            raise Refusal(100, "button.index must be a number.") from None
+        if component.get("sub_type") != "quick_reply" or not 0 <= position < len(template.buttons):
+            raise Refusal(
+                132000,
+                f"button at index {index}: the template has no such quick-reply button",
+            )
+        for parameter in component.get("parameters") or []:
+            value = parameter.get("payload") if isinstance(parameter, dict) else None
+            if not isinstance(parameter, dict) or parameter.get("type") != "payload":
+                raise Refusal(132012, "Quick-reply button parameters must be of type 'payload'.")
+            if not isinstance(value, str) or not value:
+                raise Refusal(100, "button payload must be a non-empty string.")
+            payloads[position] = value
+    return payloads

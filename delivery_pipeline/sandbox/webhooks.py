@@ -177,6 +177,37 @@ def inbound_value(
     }
 
 
+def button_reply_value(
+    person: Person,
+    name: str,
+    wamid: str,
+    button: dict[str, str],
+    *,
+    context: dict[str, str],
+    interactive: bool,
+    timestamp: float,
+) -> dict[str, Any]:
+    """``value`` of a tap on a quick reply: a template's comes as ``type: button``
+    (``button.payload``/``text``), an interactive message's as
+    ``interactive.button_reply`` (``id``/``title``); both name the message in ``context``."""
+    message: dict[str, Any] = {
+        **_from(person),
+        "id": wamid,
+        "timestamp": str(int(timestamp)),
+        "context": context,
+    }
+    if interactive:
+        message["type"] = "interactive"
+        message["interactive"] = {
+            "type": "button_reply",
+            "button_reply": {"id": button["payload"], "title": button["text"]},
+        }
+    else:
+        message["type"] = "button"
+        message["button"] = {"payload": button["payload"], "text": button["text"]}
+    return {"contacts": [_contact(person, name)], "messages": [message]}
+
+
 def number_changed_value(
     before: Person, name: str, new_number: str, wamid: str, timestamp: float
 ) -> dict[str, Any]:

@@ -23,7 +23,7 @@ from psycopg.types.json import Jsonb
 from delivery_pipeline.backoff import backoff_seconds
 from delivery_pipeline.delivery.callback import parse_chunk, parse_knock, parse_knock_id
 from delivery_pipeline.delivery.identity import bsuid_alert, refused_for_bsuid
-from delivery_pipeline.delivery.inbound import note_inbound
+from delivery_pipeline.delivery.inbound import answer_inbound
 from delivery_pipeline.delivery.knock_status import find_knock, knock_failed, knock_status
 from delivery_pipeline.delivery.outcomes import Step, consequence_of
 from delivery_pipeline.delivery.pause import pause_sender
@@ -119,7 +119,7 @@ async def apply_payload(
         raw_contacts = value.get("contacts")
         contacts: list[Any] = raw_contacts if isinstance(raw_contacts, list) else []
         for message in dicts(value.get("messages")):
-            await _isolated(outcome, partial(_apply_inbound, conn, message, contacts))
+            await _isolated(outcome, partial(_apply_inbound, conn, message, contacts, settings))
         statuses = dicts(value.get("statuses"))
         if statuses:
             await _apply_status_batch(conn, statuses, settings, outcome)
@@ -170,6 +170,7 @@ async def _apply_inbound(
     conn: AsyncConnection[Any],
     message: dict[str, Any],
     contacts: list[Any],
+    settings: DeliverySettings,
     outcome: WebhookOutcome,
 ) -> None:
     wamid = text_or_none(message.get("id"))
@@ -211,8 +212,18 @@ async def _apply_inbound(
             return
         if kind in _NOT_FROM_THE_PERSON or message.get("group_id"):
             return
-        await note_inbound(conn, person.id, sent_at)
-    outcome.persons_to_sweep.add(person.id)
+        # A reply to a knock may ask for something (reply.py): Later, Stop, Start.
+        sweep_now = await answer_inbound(
+            conn,
+            person.id,
+            wamid,
+            message,
+            sent_at,
+            later_seconds=settings.later_seconds,
+            quiet_hours=settings.quiet_hours or None,
+        )
+    if sweep_now:
+        outcome.persons_to_sweep.add(person.id)
 
 
 async def _apply_user_id_update(

@@ -109,6 +109,7 @@ from delivery_pipeline.store.rows import (
     IdentityChange,
     KeptRaw,
     KnockAccepted,
+    KnockAnswered,
     KnockFailed,
     KnockHealth,
     KnockHealthParams,
@@ -116,6 +117,7 @@ from delivery_pipeline.store.rows import (
     KnockLookup,
     KnockNotDelivered,
     KnockRefused,
+    KnockReply,
     KnockReservation,
     KnockRow,
     KnocksNotDeliveredParams,
@@ -135,6 +137,7 @@ from delivery_pipeline.store.rows import (
     NoParams,
     OldestKept,
     OldestWaiting,
+    OpenedKnock,
     OpenKnock,
     OperatorDocument,
     OperatorTarget,
@@ -182,6 +185,7 @@ from delivery_pipeline.store.rows import (
     SignInAttempt,
     SignInFailure,
     SignInState,
+    SnoozeDocuments,
     StaleBriefs,
     StartSession,
     StateCount,
@@ -538,7 +542,7 @@ class Queries:
     wake_held_knocks = Query(NoParams, int)
     template_states = Query(TemplateStatesParams, TemplateState)
     knock_held_count = Query(NoParams, KnockHeldCount)
-    open_knock = Query(OpenKnock, int)
+    open_knock = Query(OpenKnock, OpenedKnock)
     knock_accepted = Statement(KnockAccepted)
     knock_refused = Statement(KnockRefused)
     knock_by_status = Query(KnockLookup, KnockRow)
@@ -556,6 +560,13 @@ class Queries:
     reopen_for_resend = Query(ReopenForResend, int)
     reset_ledger_for_resend = Statement(ByDocument)
     document_actions = Query(ByDocument, DocumentAction)
+    # sql/queries_replies.sql: a reply to a knock (026)
+    knock_answered = Query(KnockAnswered, int)
+    record_knock_reply = Statement(KnockReply)
+    snooze_documents = Query(SnoozeDocuments, dt.datetime)
+    stop_knocks = Statement(ByPerson)
+    start_knocks = Statement(ByPerson)
+    abandon_stopped_documents = Query(ByPerson, int)
     # sql/queries_identity.sql: identity without a phone number
     person_by_identity = Query(ByIdentity, Person)
     person_by_user_id = Query(ByUserId, Person)

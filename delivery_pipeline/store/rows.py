@@ -111,6 +111,8 @@ class Person:
     # sql/022: a business-scoped user id (BSUID), and the username shown with it
     user_id: str | None
     username: str | None
+    # sql/026: the person pressed Stop (no knocks, no briefs) until they write Start
+    knocks_stopped_at: dt.datetime | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,6 +154,9 @@ class Document:
     in_queue: bool
     quiet_until: dt.datetime | None
     knock_held_since: dt.datetime | None
+    # sql/026: the one reminder of an unanswered knock: when it is due, when it went
+    remind_at: dt.datetime | None
+    reminded_at: dt.datetime | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -315,6 +320,9 @@ class Claim:
     # Only while the ledger holds no chunk text: the first claim cuts it.
     body: str | None
     token: uuid.UUID
+    kind: Kind
+    # The person pressed Stop (sql/026): no knock, no daily brief for them.
+    knocks_stopped: bool
 
 
 class BeginDelivery(ClaimRef):
@@ -1235,11 +1243,19 @@ class KnockHeldCount:
 
 class OpenKnock(ClaimRef):
     person_id: int
-    document_ids: list[int]
     template: str
     language: str
     reserved_at: dt.datetime | None
     previous_knock_at: dt.datetime | None
+    reminder: bool  # the one reminder of an unanswered knock (026): this document alone
+
+
+@dataclass(frozen=True, slots=True)
+class OpenedKnock:
+    """A knock recorded before its send, and how many documents it asks about."""
+
+    id: int
+    documents: int
 
 
 class ByKnock(TypedDict):
@@ -1472,3 +1488,26 @@ class PricedMessage:
     billable: bool | None
     category: str | None
     country: str | None
+
+
+# ── sql/queries_replies.sql: a reply to a knock (026) ────────────────────
+
+
+class KnockAnswered(ByPerson):
+    context_id: str | None
+
+
+class KnockReply(TypedDict):
+    inbound_message_id: str
+    person_id: int
+    knock_id: int | None
+    action: str
+    via: str
+    at: dt.datetime
+    snoozed_until: dt.datetime | None
+    documents: int
+
+
+class SnoozeDocuments(ByPerson):
+    later_seconds: float | None
+    quiet_hours: str | None

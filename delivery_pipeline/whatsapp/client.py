@@ -138,13 +138,28 @@ class CloudApiClient:
         parameters: list[str],
         *,
         callback_data: str | None = None,
+        button_payloads: tuple[str, ...] = (),
     ) -> str:
-        """Send an approved template with positional body parameters; returns the wamid."""
+        """Send an approved template with positional body parameters and, for a
+        template with quick-reply buttons, each button's payload (in button order:
+        the press comes back with it); returns the wamid."""
         template: dict[str, Any] = {"name": name, "language": {"code": language}}
+        components: list[dict[str, Any]] = []
         if parameters:
-            template["components"] = [
+            components.append(
                 {"type": "body", "parameters": [{"type": "text", "text": p} for p in parameters]}
-            ]
+            )
+        for index, button in enumerate(button_payloads):
+            components.append(
+                {
+                    "type": "button",
+                    "sub_type": "quick_reply",
+                    "index": str(index),
+                    "parameters": [{"type": "payload", "payload": button}],
+                }
+            )
+        if components:
+            template["components"] = components
         payload: dict[str, Any] = {
             "messaging_product": "whatsapp",
             "recipient_type": "individual",

@@ -106,6 +106,21 @@ class SandboxProcess:
             body["username"] = username
         return self._call("POST", f"/_sandbox/people/{_path_number(number)}/messages", body)["id"]
 
+    def press(
+        self,
+        number: str,
+        button: str | int,
+        *,
+        message_id: str | None = None,
+        interactive: bool = False,
+    ) -> str:
+        """The person at ``number`` taps a quick reply (its text, or its index) on the
+        latest message with buttons they received (or ``message_id``); returns the wamid."""
+        body: dict[str, Any] = {"button": button, "interactive": interactive}
+        if message_id is not None:
+            body["message_id"] = message_id
+        return self._call("POST", f"/_sandbox/people/{_path_number(number)}/press", body)["id"]
+
     def change_number(self, number: str, new_number: str) -> str:
         """The person at ``number`` changes to ``new_number``; returns the system message's id."""
         path = f"/_sandbox/people/{_path_number(number)}/number"

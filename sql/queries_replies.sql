@@ -1,0 +1,58 @@
+-- A person's reply to a knock, read for what it asks (delivery/reply.py):
+-- Send it (as any reply), Later (snooze), Stop (no more knocks or briefs),
+-- Start (back in). Each runs inside the inbound message's transaction.
+
+-- name: knock_answered
+-- The knock a reply answers: the one named by its context.id (%(context_id)s), else the person's latest that went out.
+SELECT id FROM knocks
+WHERE person_id = %(person_id)s
+  AND (wa_message_id = %(context_id)s
+       OR (%(context_id)s::text IS NULL AND state IN ('sent', 'unknown')))
+ORDER BY (wa_message_id = %(context_id)s) DESC NULLS LAST, sent_at DESC, id DESC
+LIMIT 1
+
+-- name: record_knock_reply
+-- Record what a reply asked for, once per inbound message.
+INSERT INTO knock_replies (inbound_message_id, person_id, knock_id, action, via, at,
+                           snoozed_until, documents)
+VALUES (%(inbound_message_id)s, %(person_id)s, %(knock_id)s, %(action)s, %(via)s,
+        %(at)s, %(snoozed_until)s, %(documents)s)
+ON CONFLICT (inbound_message_id) DO NOTHING
+
+-- name: snooze_documents
+-- Later: every document of the person waiting to be delivered and not being sent waits until %(later_seconds)s from now, or (NULL) their next morning; it shows as quiet_hours (owner: the clock), and writing again makes it due at once as any quiet-hours hold. Returns when.
+WITH until AS (
+    SELECT CASE WHEN %(later_seconds)s::float8 IS NOT NULL
+                THEN now() + make_interval(secs => %(later_seconds)s::float8)
+                ELSE next_morning(now(), p.time_zone, coalesce(p.quiet_hours, %(quiet_hours)s))
+           END AS at
+    FROM people p WHERE p.id = %(person_id)s
+)
+UPDATE documents d
+SET awaiting_reply_since = NULL, knock_held_since = NULL,
+    quiet_until = until.at, next_attempt_at = until.at,
+    remind_at = NULL
+FROM until
+WHERE d.person_id = %(person_id)s AND d.status = 'succeeded'
+  AND d.delivered_at IS NULL AND d.abandoned_at IS NULL AND d.awaiting_review_since IS NULL
+  AND d.claim_token IS NULL
+RETURNING until.at
+
+-- name: stop_knocks
+-- Stop: the person gets no knock and no daily brief from now (until they write Start).
+UPDATE people SET knocks_stopped_at = coalesce(knocks_stopped_at, now()) WHERE id = %(person_id)s
+
+-- name: start_knocks
+-- Start: knocks and daily briefs for the person again.
+UPDATE people SET knocks_stopped_at = NULL WHERE id = %(person_id)s
+
+-- name: abandon_stopped_documents
+-- Stop: every document of the person not delivered yet is abandoned `opted_out`, and any claim revoked (a sender in flight stops at its next fence).
+UPDATE documents
+SET abandoned_at = now(), abandon_reason = 'opted_out',
+    last_delivery_error = 'the person pressed Stop',
+    claim_token = NULL, claimed_at = NULL,
+    generation_claim_token = NULL, generation_claimed_at = NULL
+WHERE person_id = %(person_id)s AND delivered_at IS NULL AND abandoned_at IS NULL
+  AND status <> 'failed'
+RETURNING id
