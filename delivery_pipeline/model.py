@@ -62,6 +62,9 @@ EXPECTED_ABANDON_REASONS = frozenset(
         AbandonReason.REJECTED,
         AbandonReason.SUPERSEDED,
         AbandonReason.CANCELLED,
+        # Asked twice, no answer: the person's choice, counted by the report (not seen
+        # vs not wanted), not a fault for ops.
+        AbandonReason.NO_REPLY,
     }
 )
 

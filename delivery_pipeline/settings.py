@@ -329,6 +329,12 @@ class DeliverySettings(Section):
         description="knock templates approved with the count parameter {{2}} and the quick "
         "replies Send it / Later / Stop (README), comma-separated names",
     )
+    no_reply_seconds: float = Field(
+        24 * 3600,
+        gt=0,
+        description="a document still unanswered this long after its knock's one reminder "
+        "is abandoned no_reply",
+    )
     later_seconds: float | None = Field(
         None,
         gt=0,

@@ -181,7 +181,8 @@ RETURNING d.id AS document_id, locked.action, locked.quiet_until, d.chunk_limit,
                    SELECT 1 FROM delivery_chunks c WHERE c.document_id = d.id AND c.body IS NOT NULL)
                THEN delivery_body(d) END AS body,
           d.claim_token AS token,
-          d.kind, p.knocks_stopped_at IS NOT NULL AS knocks_stopped
+          d.kind, p.knocks_stopped_at IS NOT NULL AS knocks_stopped,
+          d.remind_at IS NOT NULL AND d.reminded_at IS NULL AS remind
 
 -- name: begin_delivery
 -- Start or resume delivering a claimed document. If our claim holds and no

@@ -56,3 +56,30 @@ SET abandoned_at = now(), abandon_reason = 'opted_out',
 WHERE person_id = %(person_id)s AND delivered_at IS NULL AND abandoned_at IS NULL
   AND status <> 'failed'
 RETURNING id
+
+-- ─────────────────────── the reminder, then no_reply ──────────────────────
+
+-- name: wake_for_reminders
+-- Documents waiting on a knock the platform reported delivered, not reminded yet, whose person may be knocked again (the one knock per person per 24 h): back in the queue, due now, marked for their one reminder. The claim then applies the rules as to any knock (quiet hours hold it, a brief whose day is over is abandoned stale).
+UPDATE documents d
+SET awaiting_reply_since = NULL, next_attempt_at = now(), remind_at = now()
+FROM people p
+WHERE p.id = d.person_id
+  AND d.awaiting_reply_since IS NOT NULL AND d.reminded_at IS NULL
+  AND d.claim_token IS NULL AND d.abandoned_at IS NULL AND d.delivered_at IS NULL
+  AND p.knocks_stopped_at IS NULL AND p.opted_out_at IS NULL
+  AND (p.last_knock_at IS NULL OR p.last_knock_at < now() - interval '24 hours')
+  AND EXISTS (SELECT 1 FROM knock_documents kd JOIN knocks k ON k.id = kd.knock_id
+              WHERE kd.document_id = d.id AND k.failed_at IS NULL
+                AND (k.delivered_at IS NOT NULL OR k.read_at IS NOT NULL))
+RETURNING d.id
+
+-- name: abandon_no_reply
+-- Documents still waiting %(after_seconds)s after their reminder went: the person was asked twice and did not answer; abandoned `no_reply`.
+UPDATE documents d
+SET abandoned_at = now(), abandon_reason = 'no_reply', awaiting_reply_since = NULL,
+    last_delivery_error = 'knocked and reminded; no reply'
+WHERE d.awaiting_reply_since IS NOT NULL AND d.reminded_at IS NOT NULL
+  AND d.reminded_at < now() - make_interval(secs => %(after_seconds)s::float8)
+  AND d.claim_token IS NULL AND d.abandoned_at IS NULL AND d.delivered_at IS NULL
+RETURNING d.id

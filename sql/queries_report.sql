@@ -39,3 +39,35 @@ UNION ALL
 SELECT id, 'generation_failed'
 FROM documents
 WHERE status = 'failed' AND generation_failed_at >= %(start)s AND generation_failed_at < %(end)s
+
+-- name: report_knock_outcomes
+-- Every knock that left in the day (not refused at the send) and what came of it, one outcome each: 'answered' (the person wrote after it, a Send it included), 'later' / 'stop' (a press or its word answered it), else unanswered: 'not_wanted' (read, no answer), 'not_seen' (delivered, never read), 'never_delivered' (the platform never delivered it, or failed it). `reminder`: it was the one reminder.
+SELECT k.id, k.reminder,
+       CASE
+           WHEN r.action IN ('later', 'stop') THEN r.action
+           WHEN r.action IS NOT NULL OR answered.yes THEN 'answered'
+           WHEN k.read_at IS NOT NULL THEN 'not_wanted'
+           WHEN k.delivered_at IS NOT NULL AND k.failed_at IS NULL THEN 'not_seen'
+           ELSE 'never_delivered'
+       END AS outcome
+FROM knocks k
+LEFT JOIN LATERAL (
+    SELECT kr.action FROM knock_replies kr WHERE kr.knock_id = k.id ORDER BY kr.at, kr.id LIMIT 1
+) r ON true
+CROSS JOIN LATERAL (
+    SELECT EXISTS (
+        SELECT 1 FROM inbound_messages i
+        WHERE i.person_id = k.person_id AND i.sent_at >= date_trunc('second', k.sent_at)
+          AND i.message_type NOT IN ('system', 'ephemeral')
+          AND NOT EXISTS (SELECT 1 FROM knocks n
+                          WHERE n.person_id = k.person_id AND n.sent_at > k.sent_at
+                            AND n.sent_at <= i.sent_at AND n.state <> 'refused')
+    ) AS yes
+) answered
+WHERE k.sent_at >= %(start)s AND k.sent_at < %(end)s AND k.state NOT IN ('refused', 'sending')
+
+-- name: report_knock_presses
+-- Each Stop and Later (and Send it, Start) asked for in the day, by button or by word.
+SELECT action, via, count(*)::integer AS presses
+FROM knock_replies WHERE at >= %(start)s AND at < %(end)s
+GROUP BY action, via ORDER BY action, via

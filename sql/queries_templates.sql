@@ -146,7 +146,7 @@ WHERE knock_held_since IS NOT NULL AND in_queue
 -- ───────────────────────────────── knocks ────────────────────────────────
 
 -- name: open_knock
--- Record a knock about to be sent (state 'sending') if our claim on %(document_id)s still holds, linked to it and to every other document of the person waiting to be delivered (one knock for all of them: the reply delivers them in turn); no row back: the claim is lost. Returns the knock and how many documents it asks about.
+-- Record a knock about to be sent (state 'sending'; %(reminder)s: the one reminder, which marks its documents reminded) if our claim on %(document_id)s still holds, linked to it and to every other document of the person waiting to be delivered (one knock for all of them: the reply delivers them in turn); no row back: the claim is lost. Returns the knock and how many documents it asks about.
 WITH knock AS (
     INSERT INTO knocks (person_id, template, language, reserved_at, previous_knock_at, reminder)
     SELECT %(person_id)s, %(template)s, %(language)s, %(reserved_at)s, %(previous_knock_at)s,
@@ -159,6 +159,11 @@ linked AS (
     INSERT INTO knock_documents (knock_id, document_id)
     SELECT knock.id, d.id FROM knock CROSS JOIN documents d
     WHERE d.id = %(document_id)s
+       -- A reminder: every document of theirs woken for its reminder (026).
+       OR (%(reminder)s
+           AND d.person_id = %(person_id)s AND d.remind_at IS NOT NULL
+           AND d.reminded_at IS NULL
+           AND d.delivered_at IS NULL AND d.abandoned_at IS NULL)
        OR (NOT %(reminder)s
            AND d.person_id = %(person_id)s AND d.status = 'succeeded'
            AND d.delivered_at IS NULL AND d.abandoned_at IS NULL
@@ -167,7 +172,12 @@ linked AS (
            AND NOT (d.kind = 'daily_brief'
                     AND d.for_date < (now() AT TIME ZONE (SELECT time_zone FROM people
                                                          WHERE id = %(person_id)s))::date))
-    RETURNING knock_id
+    RETURNING knock_id, document_id
+),
+reminded AS (
+    UPDATE documents d SET reminded_at = now()
+    FROM linked WHERE %(reminder)s AND d.id = linked.document_id
+    RETURNING d.id
 )
 SELECT id, (SELECT count(*) FROM linked)::integer AS documents FROM knock
 WHERE EXISTS (SELECT 1 FROM linked)

@@ -265,7 +265,9 @@ class DocumentDelivery:
         to = address(claim.phone, claim.user_id)
         assert to is not None  # a person with neither number nor BSUID is abandon_unreachable
         reservation = None
-        if claim.knock_sent_at is None:
+        # Knocked once per document, and reminded once when that knock was
+        # delivered and not answered (woken by ``wake_for_reminders``).
+        if claim.knock_sent_at is None or claim.remind:
             reservation = await self.store.reserve_knock(claim.person_id)
         wamid: str | None = None
         if reservation is not None and not await self.store.may_send(claim.document_id):
@@ -311,7 +313,9 @@ class DocumentDelivery:
                 await self._hold_knock(claim, health)
                 return _HANDLED
             tried.add((choice.name, choice.language))
-            opened = await self.store.open_knock(claim, choice.name, choice.language, reservation)
+            opened = await self.store.open_knock(
+                claim, choice.name, choice.language, reservation, reminder=claim.remind
+            )
             if opened is None:
                 await self.store.unreserve_knock(claim.person_id, reservation)
                 self.sweep.note(Event.LOST_CLAIM, claim.document_id)

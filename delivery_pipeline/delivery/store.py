@@ -370,6 +370,13 @@ class DeliveryStore:
                 },
             )
 
+    async def remind_and_expire(self, no_reply_seconds: float) -> None:
+        """Wake the documents due for their one reminder; abandon `no_reply` those
+        still unanswered that long after it (sql/queries_replies.sql)."""
+        async with self.pool.connection() as conn:
+            await QUERIES.wake_for_reminders.all(conn, {})
+            await QUERIES.abandon_no_reply.all(conn, {"after_seconds": no_reply_seconds})
+
     async def knock_accepted(self, knock_id: int, wamid: str | None) -> None:
         async with self.pool.connection() as conn:
             await QUERIES.knock_accepted.run(

@@ -135,6 +135,9 @@ class Sweep:
         result = self.state.result
         if not await self._may_send():
             return result
+        if self.document_id is None:
+            # A knock delivered and not answered: its one reminder, then no_reply.
+            await self.engine.store.remind_and_expire(self.engine.settings.no_reply_seconds)
         # A document can come back due now while its own sweep runs (the
         # person wrote while we knocked; a chunk failed after acceptance): a
         # sweeper that skipped it as claimed has already gone, so the sweep
@@ -363,5 +366,10 @@ def sweep_sync(settings: Settings, database_url: str, **kwargs: Any) -> SweepRes
 
 
 def eligible_now(conn: psycopg.Connection[Any], settings: Settings) -> bool:
-    """The heartbeat guard for synchronous callers: one indexed EXISTS."""
+    """The heartbeat guard for synchronous callers: one indexed EXISTS, after
+    putting back in the queue what is due for its reminder (and abandoning
+    `no_reply` what was reminded and never answered): nothing else wakes a
+    document that waits on a person who does not answer."""
+    QUERIES.wake_for_reminders.all(conn, {})
+    QUERIES.abandon_no_reply.all(conn, {"after_seconds": settings.delivery.no_reply_seconds})
     return bool(QUERIES.guard_exists.one(conn, settings.delivery.eligibility))

@@ -116,6 +116,8 @@ from delivery_pipeline.store.rows import (
     KnockHeldCount,
     KnockLookup,
     KnockNotDelivered,
+    KnockOutcome,
+    KnockPresses,
     KnockRefused,
     KnockReply,
     KnockReservation,
@@ -135,6 +137,7 @@ from delivery_pipeline.store.rows import (
     NewInbound,
     NewPerson,
     NoParams,
+    NoReplyAfter,
     OldestKept,
     OldestWaiting,
     OpenedKnock,
@@ -490,6 +493,8 @@ class Queries:
     report_chunks = Query(DayBounds, ReportChunk)
     report_knocks = Query(DayBounds, ReportKnock)
     report_abandoned = Query(DayBounds, ReportAbandoned)
+    report_knock_outcomes = Query(DayBounds, KnockOutcome)
+    report_knock_presses = Query(DayBounds, KnockPresses)
 
     # sql/queries_retention.sql
     prune_raw_webhooks = Query(PruneBatch, BatchPruned)
@@ -567,6 +572,8 @@ class Queries:
     stop_knocks = Statement(ByPerson)
     start_knocks = Statement(ByPerson)
     abandon_stopped_documents = Query(ByPerson, int)
+    wake_for_reminders = Query(NoParams, int)
+    abandon_no_reply = Query(NoReplyAfter, int)
     # sql/queries_identity.sql: identity without a phone number
     person_by_identity = Query(ByIdentity, Person)
     person_by_user_id = Query(ByUserId, Person)

@@ -323,6 +323,8 @@ class Claim:
     kind: Kind
     # The person pressed Stop (sql/026): no knock, no daily brief for them.
     knocks_stopped: bool
+    # Woken for the one reminder of a delivered, unanswered knock (sql/026).
+    remind: bool
 
 
 class BeginDelivery(ClaimRef):
@@ -1511,3 +1513,26 @@ class KnockReply(TypedDict):
 class SnoozeDocuments(ByPerson):
     later_seconds: float | None
     quiet_hours: str | None
+
+
+class NoReplyAfter(TypedDict):
+    after_seconds: float
+
+
+# ── sql/queries_report.sql: knocks answered or not (026) ─────────────────
+
+
+@dataclass(frozen=True, slots=True)
+class KnockOutcome:
+    """A knock that left in the day, and what came of it (one outcome)."""
+
+    id: int
+    reminder: bool
+    outcome: str  # answered, later, stop, not_wanted, not_seen, never_delivered
+
+
+@dataclass(frozen=True, slots=True)
+class KnockPresses:
+    action: str
+    via: str
+    presses: int

@@ -6,6 +6,12 @@ delivered and read, knocks sent / delivered / seen / answered, and abandoned
 by reason. "Seen" (a ``read`` status on the knock) against "answered" (the
 person wrote after it) is what tells not-seen from not-wanted.
 
+Every knock that left in the day (``knocks``, reminders included) has one
+outcome: answered (Send it or any reply), Later, Stop, or unanswered, split
+into never delivered (the platform's doing), delivered and not read (not
+seen) and read and not answered (not wanted): the seed's "cannot tell not
+seen from not wanted" as numbers. Every press (and its word) is counted too.
+
 Chunks and knocks are counted by the day they were sent; their delivered,
 read and answered flags are as of when the report runs (a read after midnight
 still counts for the day the message went out). No Dagster here.
@@ -48,6 +54,13 @@ class DeliveryReport:
             f"{n['chunks_read']} |",
             f"| knocks sent / delivered / seen / answered | {n['knocks_sent']} / "
             f"{n['knocks_delivered']} / {n['knocks_seen']} / {n['knocks_answered']} |",
+            f"| unanswered knocks: never delivered / not seen / not wanted | "
+            f"{n['knocks_never_delivered']} / {n['knocks_not_seen']} / "
+            f"{n['knocks_not_wanted']} |",
+            f"| knocks answered Later / Stop (of {n['knocks_left']} that left, "
+            f"{n['reminders_sent']} reminders) | {n['knocks_later']} / {n['knocks_stop']} |",
+            f"| presses Send it / Later / Stop / Start | {n['presses_send']} / "
+            f"{n['presses_later']} / {n['presses_stop']} / {n['presses_start']} |",
             f"| abandoned or failed | {n['abandoned_total']} |",
         ]
         for reason, count in self.abandoned_by_reason.items():
@@ -93,6 +106,8 @@ def delivery_report(conn: psycopg.Connection[Any], day: dt.date) -> DeliveryRepo
     chunks = _frame(conn, QUERIES.report_chunks, params)
     knocks = _frame(conn, QUERIES.report_knocks, params)
     abandoned = _frame(conn, QUERIES.report_abandoned, params)
+    outcomes = _frame(conn, QUERIES.report_knock_outcomes, params)
+    presses = _frame(conn, QUERIES.report_knock_presses, params)
 
     generated = docs[docs["generated_in_day"].fillna(False).astype(bool)]
     delivered = docs[docs["delivered_in_day"].fillna(False).astype(bool)]
@@ -125,7 +140,37 @@ def delivery_report(conn: psycopg.Connection[Any], day: dt.date) -> DeliveryRepo
         "knocks_seen": int(knocks["seen"].sum()),
         "knocks_answered": int(knocks["answered"].sum()),
         "abandoned_total": int(sum(by_reason.values())),
+        **knock_outcome_numbers(outcomes, presses),
     }
     for reason, count in by_reason.items():
         numbers[f"abandoned_{reason}"] = count
     return DeliveryReport(day=day, numbers=numbers, abandoned_by_reason=by_reason, by_kind=by_kind)
+
+
+KNOCK_OUTCOMES = ("answered", "later", "stop", "not_wanted", "not_seen", "never_delivered")
+_OUTCOME_NUMBER = {
+    "answered": "knocks_answered_any",
+    "later": "knocks_later",
+    "stop": "knocks_stop",
+    "not_wanted": "knocks_not_wanted",
+    "not_seen": "knocks_not_seen",
+    "never_delivered": "knocks_never_delivered",
+}
+
+
+def knock_outcome_numbers(outcomes: pd.DataFrame, presses: pd.DataFrame) -> dict[str, int]:
+    """Each knock that left, by its one outcome, and each press by what it asked."""
+    counts = outcomes["outcome"].value_counts()
+    numbers = {"knocks_left": len(outcomes), "reminders_sent": int(outcomes["reminder"].sum())}
+    for outcome in KNOCK_OUTCOMES:
+        numbers[_OUTCOME_NUMBER[outcome]] = int(counts.get(outcome, 0))
+    numbers["knocks_unanswered"] = (
+        numbers["knocks_never_delivered"]
+        + numbers["knocks_not_seen"]
+        + numbers["knocks_not_wanted"]
+    )
+    for action in ("send", "later", "stop", "start"):
+        numbers[f"presses_{action}"] = int(
+            presses.loc[presses["action"] == action, "presses"].sum()
+        )
+    return numbers
