@@ -24,6 +24,7 @@ from delivery_pipeline.delivery.reply import BUTTON_PAYLOADS, Ask, keyword, read
 from delivery_pipeline.delivery.sweep import run_sweep
 from delivery_pipeline.settings import Settings
 from delivery_pipeline.store.queries import QUERIES
+from delivery_pipeline_tests.support.cli import run
 from delivery_pipeline_tests.support.data import add_document, add_person, document, plan_body
 from delivery_pipeline_tests.support.inbox import knocks, texts
 from delivery_pipeline_tests.support.service_server import APP_SECRET, start_service
@@ -401,3 +402,31 @@ def test_a_reply_is_read_from_each_shape_meta_sends():
     assert read_reply(interactive).via == "button"
     assert read_reply({"type": "text", "text": {"body": "hi"}}).ask is None
     assert read_reply({"type": "image"}).ask is None
+
+
+def test_the_cli_presses_a_button_in_the_sandbox(db, sandbox, knock_settings, service):
+    person, doc, body = knocked(db, sandbox, knock_settings, "es")
+
+    result = run(
+        knock_settings.database.database_url,
+        "sandbox",
+        "press",
+        person["phone"],
+        "Enviar",
+        "--sandbox-url",
+        sandbox.url,
+    )
+
+    assert result.returncode == 0, result.stderr
+    assert "pressed 'Enviar'" in result.stdout
+    wait_for(lambda: document(db, doc["id"])["delivered_at"], what="delivery after the press")
+    missing = run(
+        knock_settings.database.database_url,
+        "sandbox",
+        "press",
+        person["phone"],
+        "Nope",
+        "--sandbox-url",
+        sandbox.url,
+    )
+    assert missing.returncode != 0 and "no button 'Nope'" in missing.stderr

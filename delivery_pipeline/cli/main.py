@@ -280,6 +280,27 @@ def cmd_sandbox_say(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
+def cmd_sandbox_press(args: argparse.Namespace, settings: Settings) -> int:
+    import httpx
+
+    phone = parse_user_id(args.number) if bsuid(args.number) else parse_phone(args.number)
+    sandbox = args.sandbox_url.rstrip("/")
+    button: str | int = int(args.button) if args.button.isdigit() else args.button
+    try:
+        response = httpx.post(
+            f"{sandbox}/_sandbox/people/{phone}/press", json={"button": button}, timeout=10
+        )
+    except httpx.TransportError as exc:
+        raise CommandFailed(
+            f"no sandbox answers at {sandbox} ({type(exc).__name__}): start it with "
+            "`delivery-pipeline sandbox` or `./dev up`, or give its address with --sandbox-url"
+        ) from exc
+    if response.status_code != 200:
+        raise UsageError(f"sandbox answered {response.status_code}: {response.text[:200]}")
+    print(f"{phone} pressed {args.button!r} ({response.json().get('id')})")
+    return 0
+
+
 # ── parser ──────────────────────────────────────────────────────────────
 
 
@@ -436,6 +457,15 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("number", help="the person's E.164 number, or a username user's BSUID")
     p.add_argument("text", help="what they write")
+    p.add_argument("--sandbox-url", default=f"http://127.0.0.1:{SANDBOX_DEFAULT_PORT}")
+    p = add(
+        sb_sub,
+        "press",
+        cmd_sandbox_press,
+        "a person taps a quick reply on the latest knock with buttons they received",
+    )
+    p.add_argument("number", help="the person's E.164 number, or a username user's BSUID")
+    p.add_argument("button", help="the button's text (Later, Más tarde, …) or its index (0, 1, 2)")
     p.add_argument("--sandbox-url", default=f"http://127.0.0.1:{SANDBOX_DEFAULT_PORT}")
     return parser
 

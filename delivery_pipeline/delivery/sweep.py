@@ -135,8 +135,9 @@ class Sweep:
         result = self.state.result
         if not await self._may_send():
             return result
-        if self.document_id is None:
-            # A knock delivered and not answered: its one reminder, then no_reply.
+        if self.document_id is None and self.person_id is None:
+            # A knock delivered and not answered: its one reminder, then no_reply
+            # (the heartbeat does it too: nothing else wakes these documents).
             await self.engine.store.remind_and_expire(self.engine.settings.no_reply_seconds)
         # A document can come back due now while its own sweep runs (the
         # person wrote while we knocked; a chunk failed after acceptance): a
