@@ -96,7 +96,6 @@ from delivery_pipeline.store.rows import (
     Eligible,
     EndProbe,
     EnqueuedBrief,
-    FailedKnock,
     GateParams,
     Generated,
     GeneratingCheck,
@@ -110,6 +109,7 @@ from delivery_pipeline.store.rows import (
     KeptRaw,
     KnockAccepted,
     KnockFailed,
+    KnockFailureError,
     KnockHealth,
     KnockHealthParams,
     KnockHeldCount,
@@ -122,6 +122,7 @@ from delivery_pipeline.store.rows import (
     KnockStatus,
     KnockUnwait,
     KnockUnwaited,
+    KnockWaiting,
     LastAlert,
     LearnIdentity,
     LedgerEntry,
@@ -543,7 +544,9 @@ class Queries:
     knock_refused = Statement(KnockRefused)
     knock_by_status = Query(KnockLookup, KnockRow)
     knock_status = Statement(KnockStatus)
-    knock_failed = Query(KnockFailed, FailedKnock)
+    knock_failed = Query(KnockFailed, int)
+    knock_waiting_documents = Query(ByKnock, KnockWaiting)
+    knock_failure_error = Query(ByKnock, KnockFailureError)
     give_back_knock = Statement(ByKnock)
     knock_unwait = Query(KnockUnwait, KnockUnwaited)
     hold_knock = Query(HoldKnock, int)
