@@ -33,6 +33,7 @@ BENCHMARKS: dict[str, list[str]] = {
     "record_latency": ["--replies", "30", "--modes", "push,sensor"],
     "deep_json": ["--repeats", "3"],
     "pause": ["--bad-seconds", "40", "--docs", "40"],
+    "statements": ["--docs", "600"],
 }
 
 
@@ -115,6 +116,16 @@ def summary_rows() -> list[tuple[str, str, str, bool | None]]:
             p.get(f"recovery_{fleet}"),
             "{:.1f} s",
             at_most(2 * float(interval)) if interval else None,
+        )
+    st = read_figures("statements") or {}
+    for mode, label in (("unbound", "limit not binding"), ("paced", "paced at 80 msg/s")):
+        figures = st.get(mode) or {}
+        add(
+            f"Postgres statements per message, 2-chunk plans, {label}",
+            "report",
+            figures.get("calls_per_message"),
+            "{:.2f}",
+            None,
         )
     f = read_figures("fleet") or {}
     add(

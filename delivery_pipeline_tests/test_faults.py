@@ -172,7 +172,9 @@ def test_eight_sweepers_one_thousand_nine_chunk_documents(db, sandbox, settings)
     outputs = [p.communicate(timeout=600) for p in procs]
     errors = [e for _, e in outputs]
     claimed = [json.loads(out)["claimed"] for out, _ in outputs]
-    assert sum(claimed) == 1000 and all(n > 0 for n in claimed), "every sweeper got a share"
+    # They raced: most took a share. A sweeper whose start-up a loaded machine
+    # delays past the others' claims may find nothing left, which is no fault.
+    assert sum(claimed) == 1000 and sum(n > 0 for n in claimed) >= 4, claimed
 
     assert all(p.returncode == 0 for p in procs), [e[-1500:] for e in errors]
     stuck = db.execute(

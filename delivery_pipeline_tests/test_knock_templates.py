@@ -275,11 +275,36 @@ def test_a_knock_failed_later_as_unreachable_abandons_and_alerts(
     sandbox.set_unreachable(person["phone"], mode="async")
     doc = add_document(db, person["id"], plan_body(2))
     sweep(knock_settings)
-    assert state_of(db, doc["id"]) == "awaiting_reply"
+    # Waiting, or already abandoned when the failed status beat the sweep.
+    assert state_of(db, doc["id"]) in ("awaiting_reply", "abandoned")
 
     wait_for(lambda: document(db, doc["id"])["abandoned_at"], what="the abandonment")
     assert document(db, doc["id"])["abandon_reason"] == "undeliverable"
     assert knock_rows(db, person["id"])[-1]["state"] == "failed"
+    assert alerts(db, f"recipient:{person['id']}")
+
+
+def test_a_knock_failed_before_its_send_was_answered_is_not_forgotten(
+    db, sandbox, knock_settings, service
+):
+    # The sandbox accepts the knock, fails it by status at once, and takes
+    # 1.5 s to finish its answer to the send: the failure is applied while the
+    # sender still holds the document, before it parks it to wait.
+    person = add_person(db, inbound_age_seconds=None)
+    sandbox.set_unreachable(person["phone"], mode="async")
+    sandbox.faults(stall_after_accept_rate=1.0, stall_ms=1500)
+    doc = add_document(db, person["id"], plan_body(2))
+    sweep(knock_settings)
+
+    row = wait_for(lambda: (r := document(db, doc["id"]))["abandoned_at"] and r, what="abandoned")
+    assert row["abandon_reason"] == "undeliverable"
+    failed_at = db.execute(
+        "SELECT s.received_at FROM status_events s "
+        "JOIN knocks k ON k.wa_message_id = s.wa_message_id "
+        "WHERE k.person_id = %s AND s.status = 'failed'",
+        (person["id"],),
+    ).fetchone()["received_at"]
+    assert failed_at < row["knock_sent_at"], "the failure came before the knock was recorded"
     assert alerts(db, f"recipient:{person['id']}")
 
 

@@ -389,12 +389,23 @@ WHERE id = %(person_id)s AND last_knock_at = %(reserved)s
 -- Window closed: release the claim and leave the queue until the person
 -- writes, recording the knock if one was sent now. The person row is locked
 -- (FOR SHARE) so a reply that arrives meanwhile is seen here or, if it commits
--- after this, finds the document awaiting and puts it back.
+-- after this, finds the document awaiting and puts it back. The knock just
+-- sent is locked too: a failed status that reached the service before this
+-- (knock_failed) is seen here, failed_knock_id, for the sender to carry out,
+-- and one that comes after finds the document waiting.
 WITH person AS (
     SELECT p.last_inbound_at, p.window_refused_at
     FROM people p JOIN documents d ON d.person_id = p.id
     WHERE d.id = %(document_id)s
     FOR SHARE OF p
+),
+knock AS (
+    SELECT k.id, k.failed_at
+    FROM knocks k JOIN knock_documents kd ON kd.knock_id = k.id
+    WHERE kd.document_id = %(document_id)s AND %(knocked)s
+    ORDER BY k.id DESC
+    LIMIT 1
+    FOR SHARE OF k
 )
 UPDATE documents d
 SET claim_token = NULL, claimed_at = NULL,
@@ -406,9 +417,10 @@ SET claim_token = NULL, claimed_at = NULL,
              AND person.last_inbound_at >= coalesce(person.window_refused_at, '-infinity')
         THEN NULL ELSE now() END,
     next_attempt_at = now()
-FROM person
+FROM person LEFT JOIN knock ON true
 WHERE d.id = %(document_id)s AND d.claim_token = %(token)s
-RETURNING d.awaiting_reply_since
+RETURNING d.awaiting_reply_since,
+          CASE WHEN knock.failed_at IS NOT NULL THEN knock.id END AS failed_knock_id
 
 -- name: refuse_window
 -- The platform refused free-form (131047) at %(at)s (a status's time, or now): the

@@ -227,24 +227,29 @@ FROM knock JOIN knock_documents kd ON kd.knock_id = knock.id
 WHERE d.id = kd.document_id AND d.knock_sent_at IS NOT NULL AND d.knock_message_id IS NULL
 
 -- name: knock_failed
--- A failed status of a knock (once: a replay or a later duplicate is no row back): its documents still waiting on this knock (their latest), and the reservation it took.
-WITH failed AS (
-    UPDATE knocks
-    SET state = 'failed', failed_at = %(at)s, error_code = %(error_code)s, error = %(error)s,
-        wa_message_id = coalesce(wa_message_id, %(wa_message_id)s)
-    WHERE id = %(knock_id)s AND failed_at IS NULL
-    RETURNING id, person_id, template, language
-)
-SELECT f.id, f.person_id, f.template, f.language,
-       coalesce(array_agg(d.id ORDER BY d.id) FILTER (WHERE d.id IS NOT NULL), '{}')
-           AS document_ids
-FROM failed f
-LEFT JOIN knock_documents kd ON kd.knock_id = f.id
-LEFT JOIN documents d ON d.id = kd.document_id
-     AND d.awaiting_reply_since IS NOT NULL AND d.delivered_at IS NULL AND d.abandoned_at IS NULL
-     AND NOT EXISTS (SELECT 1 FROM knock_documents later
-                     WHERE later.document_id = d.id AND later.knock_id > f.id)
-GROUP BY f.id, f.person_id, f.template, f.language
+-- A failed status of a knock, marked once (a replay or a later duplicate is no row back). Its documents are read by knock_waiting_documents in a statement of their own: its snapshot is taken after this row lock, so a sender's await_reply that held the knock (FOR SHARE) has committed by then and its documents are seen waiting.
+UPDATE knocks
+SET state = 'failed', failed_at = %(at)s, error_code = %(error_code)s, error = %(error)s,
+    wa_message_id = coalesce(wa_message_id, %(wa_message_id)s)
+WHERE id = %(knock_id)s AND failed_at IS NULL
+RETURNING id
+
+-- name: knock_waiting_documents
+-- The documents still waiting on this knock (their latest knock) after it failed.
+SELECT coalesce(array_agg(d.id ORDER BY d.id), '{}') AS document_ids
+FROM knock_documents kd
+JOIN documents d ON d.id = kd.document_id
+WHERE kd.knock_id = %(knock_id)s
+  AND d.awaiting_reply_since IS NOT NULL AND d.delivered_at IS NULL AND d.abandoned_at IS NULL
+  AND NOT EXISTS (SELECT 1 FROM knock_documents later
+                  WHERE later.document_id = d.id AND later.knock_id > kd.knock_id)
+
+-- name: knock_failure_error
+-- The error object of the failed status of a knock, as the platform sent it.
+SELECT s.payload -> 'errors' -> 0 AS error
+FROM knocks k
+JOIN status_events s ON s.wa_message_id = k.wa_message_id AND s.status = 'failed'
+WHERE k.id = %(knock_id)s
 
 -- name: give_back_knock
 -- The platform refused the knock later: the person's 24 h knock reservation it took is theirs again (unless another knock took it since).

@@ -185,8 +185,16 @@ class DocumentDelivery:
                     )
                     return
                 if not step.fenced:
-                    # Settled or refused by a status webhook since we read the ledger.
-                    await self._retry(claim, delay=0, reason=f"chunk {index} changed meanwhile")
+                    # Settled or failed by a status webhook since we read the
+                    # ledger: give it back as the status left it (a failure's
+                    # consequence has set when it is due; a settled chunk is
+                    # due now).
+                    await self.store.release(claim)
+                    self.sweep.note(
+                        Event.RETRY_SCHEDULED,
+                        claim.document_id,
+                        detail=f"chunk {index} changed meanwhile",
+                    )
                     return
             await self.pacer.acquire()
             started_at = dt.datetime.now(dt.UTC)
@@ -231,8 +239,14 @@ class DocumentDelivery:
             self.sweep.note(Event.LOST_CLAIM, claim.document_id)
         else:
             # A status webhook failed one of the chunks meanwhile (async
-            # refusal): give the document back, due now, for the next pass.
-            await self._retry(claim, delay=0, reason="a chunk failed after acceptance")
+            # refusal): give the document back as the failure left it, due
+            # when its consequence said (a backoff, a knock, a day).
+            await self.store.release(claim)
+            self.sweep.note(
+                Event.RETRY_SCHEDULED,
+                claim.document_id,
+                detail="a chunk failed after acceptance",
+            )
 
     async def _resend_ambiguous(self, claim: Claim, index: int, row: LedgerRow | None) -> bool:
         """A chunk whose outcome is unknown: wait for a status, then the policy. True: resend."""

@@ -32,7 +32,7 @@ from delivery_pipeline.settings import DeliverySettings
 from delivery_pipeline.store.queries import QUERIES
 from delivery_pipeline.store.rows import KnockRow, KnockUnwaited
 from delivery_pipeline.watch.alerts import Alert, AlertSeverity, record_alert
-from delivery_pipeline.whatsapp.errors import CloudApiError, EcosystemHold
+from delivery_pipeline.whatsapp.errors import CloudApiError, EcosystemHold, from_error_object
 
 
 async def find_knock(
@@ -64,23 +64,51 @@ async def knock_failed(
     """A failed status of a knock: carry out what its error means for its documents.
 
     Returns the documents due now (to sweep); an empty list when the status
-    was a duplicate or no document still waited on this knock.
+    was a duplicate or no document still waited on this knock. A document
+    whose sender had not yet recorded the knock sent is not waiting yet: its
+    sender sees the failure in ``await_reply`` and calls ``failed_before_waiting``.
     """
     reason = str(error) if error else "failed status without an error"
-    code = error.code if error else None
     failed = await QUERIES.knock_failed.one(
         conn,
         {
             "knock_id": knock.id,
             "wa_message_id": wamid,
             "at": at,
-            "error_code": code,
+            "error_code": error.code if error else None,
             "error": reason[:1000],
         },
     )
-    if failed is None or not failed.document_ids:
+    if failed is None:
         return []
-    documents = failed.document_ids
+    return await _carry_out(conn, knock, error, settings)
+
+
+async def failed_before_waiting(
+    conn: AsyncConnection[Any], knock_id: int, settings: DeliverySettings
+) -> list[int]:
+    """The knock's failed status was applied before its sender parked the
+    documents to wait: carry the failure out now that they wait."""
+    knock = await find_knock(conn, knock_id, "")
+    if knock is None:
+        return []
+    found = await QUERIES.knock_failure_error.one(conn, {"knock_id": knock_id})
+    error = from_error_object(found.error) if found and found.error else None
+    return await _carry_out(conn, knock, error, settings)
+
+
+async def _carry_out(
+    conn: AsyncConnection[Any],
+    knock: KnockRow,
+    error: CloudApiError | None,
+    settings: DeliverySettings,
+) -> list[int]:
+    waiting = await QUERIES.knock_waiting_documents.one(conn, {"knock_id": knock.id})
+    if waiting is None or not waiting.document_ids:
+        return []
+    documents = waiting.document_ids
+    reason = str(error) if error else "failed status without an error"
+    code = error.code if error else None
     error_text = f"knock {knock.id} ({knock.template}:{knock.language}) failed: {reason}"
     if template_scoped(error) and code is not None:
         await QUERIES.note_template_refused.run(

@@ -16,6 +16,7 @@ from typing import Any
 from psycopg import AsyncConnection
 from psycopg_pool import AsyncConnectionPool
 
+from delivery_pipeline.delivery.knock_status import failed_before_waiting
 from delivery_pipeline.delivery.pause import DEFAULT_REMINDER_SECONDS, pause_sender, resume_sender
 from delivery_pipeline.model import AbandonReason, ChunkState
 from delivery_pipeline.settings import DeliverySettings
@@ -248,7 +249,8 @@ class DeliveryStore:
         self, claim: Claim, *, knocked: bool, knock_message_id: str | None
     ) -> bool | None:
         """Release the document to wait for the person; True: it waits, False: it is
-        due again (they wrote meanwhile), None: the claim was lost."""
+        due again (they wrote meanwhile), None: the claim was lost. A knock whose
+        failed status came first has its failure carried out here."""
         async with self.pool.connection() as conn:
             row = await QUERIES.await_reply.one(
                 conn,
@@ -260,7 +262,13 @@ class DeliveryStore:
                     "service_window": self._eligibility["service_window"],
                 },
             )
-        return None if row is None else row.awaiting_reply_since is not None
+            if row is None:
+                return None
+            if row.failed_knock_id is not None and row.awaiting_reply_since is not None:
+                async with conn.transaction():
+                    await failed_before_waiting(conn, row.failed_knock_id, self._settings)
+                return False
+        return row.awaiting_reply_since is not None
 
     async def refuse_window(self, person_id: int, at: dt.datetime | None = None) -> None:
         async with self.pool.connection() as conn:

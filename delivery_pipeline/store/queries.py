@@ -96,7 +96,6 @@ from delivery_pipeline.store.rows import (
     Eligible,
     EndProbe,
     EnqueuedBrief,
-    FailedKnock,
     GateParams,
     Generated,
     GeneratingCheck,
@@ -111,6 +110,7 @@ from delivery_pipeline.store.rows import (
     KnockAccepted,
     KnockAnswered,
     KnockFailed,
+    KnockFailureError,
     KnockHealth,
     KnockHealthParams,
     KnockHeldCount,
@@ -126,6 +126,7 @@ from delivery_pipeline.store.rows import (
     KnockStatus,
     KnockUnwait,
     KnockUnwaited,
+    KnockWaiting,
     LastAlert,
     LearnIdentity,
     LedgerEntry,
@@ -552,7 +553,9 @@ class Queries:
     knock_refused = Statement(KnockRefused)
     knock_by_status = Query(KnockLookup, KnockRow)
     knock_status = Statement(KnockStatus)
-    knock_failed = Query(KnockFailed, FailedKnock)
+    knock_failed = Query(KnockFailed, int)
+    knock_waiting_documents = Query(ByKnock, KnockWaiting)
+    knock_failure_error = Query(ByKnock, KnockFailureError)
     give_back_knock = Statement(ByKnock)
     knock_unwait = Query(KnockUnwait, KnockUnwaited)
     hold_knock = Query(HoldKnock, int)

@@ -410,9 +410,11 @@ class AwaitReply(ClaimRef):
 
 @dataclass(frozen=True, slots=True)
 class AwaitingReply:
-    """NULL: the person wrote meanwhile, the document is due again."""
+    """NULL: the person wrote meanwhile, the document is due again.
+    ``failed_knock_id``: the knock just sent had already failed by status."""
 
     awaiting_reply_since: dt.datetime | None
+    failed_knock_id: int | None
 
 
 class RefuseWindow(ByPerson):
@@ -1302,14 +1304,17 @@ class KnockFailed(ByKnock):
 
 
 @dataclass(frozen=True, slots=True)
-class FailedKnock:
-    """A knock failed now; the documents that still waited on it."""
+class KnockWaiting:
+    """The documents still waiting on a knock that failed."""
 
-    id: int
-    person_id: int
-    template: str
-    language: str
     document_ids: list[int]
+
+
+@dataclass(frozen=True, slots=True)
+class KnockFailureError:
+    """The error object of a knock's failed status (None: it carried none)."""
+
+    error: dict[str, Any] | None
 
 
 class KnockUnwait(DocumentIds):
