@@ -265,8 +265,10 @@ def build_report_asset(start_date: dt.date) -> dg.AssetsDefinition:
         metadata={COLUMN_SCHEMA: REPORT_SCHEMA},
         description=(
             "Per UTC day: documents generated and delivered, generated→delivered p50/p95, "
-            "chunks delivered and read, knocks sent / delivered / seen / answered, abandoned "
-            "by reason; messages and billable messages by pricing category, their cost "
+            "chunks delivered and read, knocks sent / delivered / seen / answered, every knock "
+            "that left by what came of it (never delivered, not seen, not wanted, Later, Stop, "
+            "answered) and each press, abandoned by reason; messages and billable messages "
+            "by pricing category, their cost "
             "(DELIVERY_RATE_TABLE), cost per delivered document, spend on documents that "
             "never arrived."
         ),
