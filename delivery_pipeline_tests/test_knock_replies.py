@@ -24,11 +24,13 @@ from delivery_pipeline.delivery.reply import BUTTON_PAYLOADS, Ask, keyword, read
 from delivery_pipeline.delivery.sweep import run_sweep
 from delivery_pipeline.settings import Settings
 from delivery_pipeline.store.queries import QUERIES
+from delivery_pipeline.whatsapp.errors import CloudApiError
 from delivery_pipeline_tests.support.cli import run
 from delivery_pipeline_tests.support.data import add_document, add_person, document, plan_body
 from delivery_pipeline_tests.support.inbox import knocks, texts
 from delivery_pipeline_tests.support.service_server import APP_SECRET, start_service
 from delivery_pipeline_tests.support.waiting import wait_for
+from delivery_pipeline_tests.test_sandbox import send_template
 
 pytestmark = pytest.mark.slow
 
@@ -430,3 +432,37 @@ def test_the_cli_presses_a_button_in_the_sandbox(db, sandbox, knock_settings, se
         sandbox.url,
     )
     assert missing.returncode != 0 and "no button 'Nope'" in missing.stderr
+
+
+@pytest.mark.parametrize(
+    ("at", "zone", "quiet", "morning"),
+    [
+        ("2026-06-10 10:00+00", "UTC", "21:00-08:00", "2026-06-11 08:00+00"),
+        ("2026-06-10 05:00+00", "UTC", "21:00-08:00", "2026-06-10 08:00+00"),
+        ("2026-06-10 05:00+00", "UTC", None, "2026-06-10 08:00+00"),
+        ("2026-06-10 10:00+00", "UTC", "22:00-06:30", "2026-06-11 06:30+00"),
+        ("2026-06-10 12:00+00", "America/Sao_Paulo", "21:00-08:00", "2026-06-11 11:00+00"),
+        # The night DST starts in New York: 08:00 is EDT (UTC-4), not EST.
+        ("2026-03-08 03:00+00", "America/New_York", "21:00-08:00", "2026-03-08 12:00+00"),
+    ],
+)
+def test_next_morning_is_the_end_of_their_quiet_hours_where_they_live(db, at, zone, quiet, morning):
+    row = db.execute(
+        "SELECT next_morning(%s::timestamptz, %s, %s) = %s::timestamptz AS same, "
+        "next_morning(%s::timestamptz, %s, %s) AS got",
+        (at, zone, quiet, morning, at, zone, quiet),
+    ).fetchone()
+    assert row["same"], row["got"]
+
+
+def test_the_sandbox_refuses_buttons_a_template_does_not_have(sandbox):
+    with pytest.raises(CloudApiError) as refused:
+        send_template(sandbox, "+15550109901", button_payloads=BUTTON_PAYLOADS)
+    assert refused.value.code == 132000
+    # Sent without payloads, a press comes back with the button's text.
+    send_template(
+        sandbox, "+15550109902", ["Ana", "you have 2 documents ready"], name="documents_ready"
+    )
+    [message] = sandbox.inbox("+15550109902")
+    assert [b["payload"] for b in message["buttons"]] == ["Send it", "Later", "Stop"]
+    assert message["text"].startswith("Hi Ana, you have 2 documents ready. Tap Send it")
