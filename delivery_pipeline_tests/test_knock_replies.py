@@ -382,6 +382,7 @@ def test_keywords_are_whole_messages_in_three_languages():
     assert keyword("SAIR") == keyword("cancelar") == Ask.STOP
     assert keyword("Más tarde") == keyword("DEPOIS") == keyword("later") == Ask.LATER
     assert keyword("start") == keyword("Volver") == keyword("VOLTAR") == Ask.START
+    assert keyword("Send it") == keyword("ENVIAR") == keyword("manda") == Ask.SEND
     assert keyword("please don't stop") is None
     assert keyword("") is None and keyword(None) is None
 

@@ -39,8 +39,12 @@ ALTER TABLE knocks ADD COLUMN reminder boolean NOT NULL DEFAULT false;
 -- reminder went (then the next wait ends in `no_reply`).
 ALTER TABLE documents ADD COLUMN remind_at timestamptz;
 ALTER TABLE documents ADD COLUMN reminded_at timestamptz;
-CREATE INDEX documents_remind ON documents (remind_at)
-    WHERE remind_at IS NOT NULL AND awaiting_reply_since IS NOT NULL;
+-- The heartbeat looks for both every tick: documents waiting and not reminded
+-- yet (few: people knocked in about the last day), and reminded ones by when.
+CREATE INDEX documents_awaiting_unreminded ON documents (person_id)
+    WHERE awaiting_reply_since IS NOT NULL AND reminded_at IS NULL;
+CREATE INDEX documents_reminded ON documents (reminded_at)
+    WHERE awaiting_reply_since IS NOT NULL AND reminded_at IS NOT NULL;
 
 ALTER TABLE documents DROP CONSTRAINT documents_abandon_reason_check;
 ALTER TABLE documents ADD CONSTRAINT documents_abandon_reason_check CHECK (abandon_reason IN (

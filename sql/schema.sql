@@ -1026,6 +1026,10 @@ CREATE INDEX documents_awaiting_reply ON public.documents USING btree (person_id
 
 CREATE INDEX documents_awaiting_review ON public.documents USING btree (awaiting_review_since, id) WHERE ((awaiting_review_since IS NOT NULL) AND (abandoned_at IS NULL));
 
+-- Name: documents_awaiting_unreminded; Type: INDEX
+
+CREATE INDEX documents_awaiting_unreminded ON public.documents USING btree (person_id) WHERE ((awaiting_reply_since IS NOT NULL) AND (reminded_at IS NULL));
+
 -- Name: documents_generation_failed_at; Type: INDEX
 
 CREATE INDEX documents_generation_failed_at ON public.documents USING btree (generation_failed_at) WHERE (status = 'failed'::text);
@@ -1062,9 +1066,9 @@ CREATE INDEX documents_queue ON public.documents USING btree (next_attempt_at) W
 
 CREATE INDEX documents_queue_by_person ON public.documents USING btree (person_id, generated_at, id) WHERE in_queue;
 
--- Name: documents_remind; Type: INDEX
+-- Name: documents_reminded; Type: INDEX
 
-CREATE INDEX documents_remind ON public.documents USING btree (remind_at) WHERE ((remind_at IS NOT NULL) AND (awaiting_reply_since IS NOT NULL));
+CREATE INDEX documents_reminded ON public.documents USING btree (reminded_at) WHERE ((awaiting_reply_since IS NOT NULL) AND (reminded_at IS NOT NULL));
 
 -- Name: inbound_messages_age; Type: INDEX
 
