@@ -8,12 +8,12 @@ import datetime as dt
 import pytest
 
 from delivery_pipeline.delivery.chunking import delivery_messages
+from delivery_pipeline.generation.backends import build_generator
 from delivery_pipeline.generation.generator import (
     DocumentSpec,
     GeneratorMisconfigured,
     GeneratorRejected,
     GeneratorUnavailable,
-    build_generator,
 )
 from delivery_pipeline.generation.offline import OfflineGenerator, format_date
 from delivery_pipeline.generation.openai import OpenAIGenerator
