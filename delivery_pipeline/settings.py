@@ -662,18 +662,22 @@ class ScheduleSettings(Section):
 
 
 class SandboxSettings(Section):
-    """The sandbox's start configuration (its identity is ``WhatsAppSettings``')."""
+    """The sandbox's start values (its identity is ``WhatsAppSettings``'): typed here, and
+    validated with every other knob by ``sandbox.config.SandboxConfig``, whose field names
+    these are. Unset: the sandbox's own default."""
 
     env_prefix: ClassVar[str] = "SANDBOX_"
 
     webhook_url: str | None = Field(None, description="where it posts signed webhooks")
-    refusal_mode: Literal["sync", "async"] = Field("sync", description="how 131047 shows")
-    latency_ms: float | None = Field(None, ge=0)
-    throughput_limit: int | None = Field(None, ge=0, description="0: unlimited")
-    read_rate: float | None = Field(None, ge=0, le=1)
-    pair_rate: bool | None = Field(None, description="on or off")
-    status_delay_ms: float | None = Field(None, ge=0)
-    status_batch: int | None = Field(None, ge=1)
+    refusal_mode: str | None = Field(None, description="how 131047 shows: sync or async")
+    latency_ms: float | None = None
+    throughput_limit: int | None = Field(None, description="0: unlimited")
+    read_rate: float | None = None
+    pair_rate_enabled: bool | None = Field(
+        None, json_schema_extra=env("SANDBOX_PAIR_RATE"), description="on or off"
+    )
+    status_delay_ms: float | None = None
+    status_batch: int | None = None
     seed: int | None = None
     service_billable: bool | None = Field(
         None, description="in-window service messages (and templates) billed (on/off)"
