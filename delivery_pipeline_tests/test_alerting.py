@@ -38,12 +38,12 @@ from delivery_pipeline.dagster_defs.resources import (
 from delivery_pipeline.dagster_defs.schedules import build_schedules
 from delivery_pipeline.delivery.sweep import sweep_sync
 from delivery_pipeline.settings import Settings
+from delivery_pipeline.testing.sandbox import WebhookReceiver
 from delivery_pipeline_tests.support import ops
 from delivery_pipeline_tests.support.dagster_support import resources_for
 from delivery_pipeline_tests.support.data import add_document, add_person
 from delivery_pipeline_tests.support.ops import HOUR, STRANDINGS, approve
 from delivery_pipeline_tests.support.review import awaiting
-from delivery_pipeline_tests.support.sandbox_server import WebhookReceiver
 
 pytestmark = pytest.mark.filterwarnings("ignore::dagster.BetaWarning")
 
@@ -320,7 +320,7 @@ def test_dagster_alerts_when_the_webhook_service_is_unreachable(
     db, database_url, instance, sandbox
 ):
     from delivery_pipeline.dagster_defs.asset_checks import webhook_service_reachable
-    from delivery_pipeline_tests.support.service_server import start_service
+    from delivery_pipeline.testing.service import start_service
 
     keys = check_keys([webhook_service_reachable])
     [sensor] = [s for s in build_alert_sensors(DEFAULTS.ops, keys) if s.name == "ops_check_alerts"]

@@ -220,7 +220,7 @@ def test_openai_timeout_is_unavailable(fake):
 
 
 def test_openai_unreachable_is_unavailable():
-    from delivery_pipeline_tests.support.sandbox_server import free_port
+    from delivery_pipeline.testing.sandbox import free_port
 
     gen = OpenAIGenerator(
         f"http://127.0.0.1:{free_port()}/v1", "m", None, max_retries=1, sleep=lambda s: None

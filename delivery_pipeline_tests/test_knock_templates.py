@@ -19,11 +19,11 @@ import pytest
 from delivery_pipeline.delivery.chunking import delivery_messages
 from delivery_pipeline.delivery.sweep import run_sweep
 from delivery_pipeline.settings import Settings
+from delivery_pipeline.testing.service import APP_SECRET, start_service
 from delivery_pipeline.watch.checks import Severity
 from delivery_pipeline.watch.checks import templates as template_checks
 from delivery_pipeline_tests.support.data import add_document, add_person, document, plan_body
 from delivery_pipeline_tests.support.inbox import knocks, texts
-from delivery_pipeline_tests.support.service_server import APP_SECRET, start_service
 from delivery_pipeline_tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.slow
