@@ -1,4 +1,4 @@
-"""The configured generator (``GENERATOR_BACKEND``): the one place that knows every backend.
+"""The configured generator (``GENERATION_BACKEND``): the one place that knows every backend.
 
 Apart from ``generator.py`` so the interface does not import its
 implementations (they import it): the factory sits above both.
