@@ -44,7 +44,7 @@ def admin_url(own_server: bool = False) -> Iterator[str]:
     if admin:
         yield admin
         return
-    from delivery_pipeline_tests.support.postgres import embedded_admin_url
+    from delivery_pipeline.testing.postgres import embedded_admin_url
 
     with embedded_admin_url("dp-bench-pg-") as url:
         yield url

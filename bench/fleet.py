@@ -48,9 +48,9 @@ from _common import (
 
 from delivery_pipeline.delivery.chunking import delivery_messages
 from delivery_pipeline.store.db import connect
-from delivery_pipeline_tests.support.data import plan_body
-from delivery_pipeline_tests.support.sandbox_server import start_sandbox
-from delivery_pipeline_tests.support.service_server import APP_SECRET, start_service
+from delivery_pipeline.testing.plans import plan_body
+from delivery_pipeline.testing.sandbox import start_sandbox
+from delivery_pipeline.testing.service import APP_SECRET, start_service
 
 _prefixes = iter(range(20, 100))
 
@@ -136,8 +136,8 @@ def fleet_run(
         service = start_service(url, sandbox.url, **extra)
         sandbox.faults(webhook_url=service.webhook_url, app_secret=APP_SECRET)
     try:
-        service_cpu0 = cpu_seconds(service.process.pid) if service else 0.0
-        sandbox_cpu0, pg0, pacer0 = cpu_seconds(sandbox.process.pid), server.seconds(), 0
+        service_cpu0 = cpu_seconds(service.pid) if service else 0.0
+        sandbox_cpu0, pg0, pacer0 = cpu_seconds(sandbox.pid), server.seconds(), 0
         pacer0 = pacer_updates(url)
         started = time.time()
         env = _env(url, sandbox.url, limit)
@@ -156,8 +156,8 @@ def fleet_run(
         if service is not None:
             sandbox.wait_webhooks_idle(10)
         pg_cpu = server.seconds() - pg0
-        sandbox_cpu = cpu_seconds(sandbox.process.pid) - sandbox_cpu0
-        service_cpu = cpu_seconds(service.process.pid) - service_cpu0 if service else 0.0
+        sandbox_cpu = cpu_seconds(sandbox.pid) - sandbox_cpu0
+        service_cpu = cpu_seconds(service.pid) - service_cpu0 if service else 0.0
     finally:
         if service is not None:
             service.stop()

@@ -25,7 +25,7 @@ from _common import (
     write_section,
 )
 
-from delivery_pipeline_tests.support.sandbox_server import start_sandbox
+from delivery_pipeline.testing.sandbox import start_sandbox
 
 _prefixes = iter(range(30, 100))
 

@@ -16,12 +16,9 @@ recovery time (fix → every document delivered).
 from __future__ import annotations
 
 import argparse
-import subprocess
-import sys
 import time
 
 from _common import (
-    REPO,
     child_env,
     figures_comment,
     scratch_database,
@@ -32,20 +29,16 @@ from _common import (
 from delivery_pipeline.settings import DEV_ACCESS_TOKEN
 from delivery_pipeline.store.db import connect
 from delivery_pipeline.store.queries import QUERIES
-from delivery_pipeline_tests.support.data import plan_body
-from delivery_pipeline_tests.support.sandbox_server import start_sandbox, stop_process
-from delivery_pipeline_tests.support.service_server import APP_SECRET, start_service
+from delivery_pipeline.supervisor import Child
+from delivery_pipeline.testing.plans import plan_body
+from delivery_pipeline.testing.sandbox import start_sandbox
+from delivery_pipeline.testing.service import APP_SECRET, start_service
+from delivery_pipeline.testing.sweep_loop import start_sweep_loop
 
 
-def sweep_loop(url: str, api: str) -> subprocess.Popen[bytes]:
+def sweep_loop(url: str, api: str) -> Child:
     env = child_env(DATABASE_URL=url, WHATSAPP_API_BASE_URL=api, WHATSAPP_APP_SECRET=APP_SECRET)
-    return subprocess.Popen(
-        [sys.executable, "-m", "delivery_pipeline_tests.support.sweep_loop", "--every", "0.5"],
-        cwd=REPO,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    return start_sweep_loop(env, every=0.5)
 
 
 def run(services: int, loops: int, bad_seconds: float, docs: int) -> dict[str, float]:
@@ -82,8 +75,8 @@ def run(services: int, loops: int, bad_seconds: float, docs: int) -> dict[str, f
                 "recovery": time.monotonic() - fixed,
             }
         finally:
-            for process in sweeps:
-                stop_process(process)
+            for loop in sweeps:
+                loop.stop()
             for service in fleet:
                 service.stop()
 

@@ -21,8 +21,8 @@ from delivery_pipeline.delivery.sweep import run_sweep
 from delivery_pipeline.settings import Settings
 from delivery_pipeline.store.db import connect
 from delivery_pipeline.store.queries import QUERIES
-from delivery_pipeline_tests.support.sandbox_server import start_sandbox
-from delivery_pipeline_tests.support.service_server import APP_SECRET, start_service
+from delivery_pipeline.testing.sandbox import start_sandbox
+from delivery_pipeline.testing.service import APP_SECRET, start_service
 
 
 def main() -> None:

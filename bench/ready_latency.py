@@ -24,8 +24,8 @@ from _common import (
 )
 
 from delivery_pipeline.store.db import connect
-from delivery_pipeline_tests.support.sandbox_server import start_sandbox
-from delivery_pipeline_tests.support.service_server import start_service
+from delivery_pipeline.testing.sandbox import start_sandbox
+from delivery_pipeline.testing.service import start_service
 
 TARGET_P50_MS, TARGET_P99_MS = 200.0, 1000.0
 

@@ -43,8 +43,8 @@ from _common import (
 from delivery_pipeline.store.db import connect, ensure_database, with_database
 from delivery_pipeline.store.migrations import upgrade
 from delivery_pipeline.store.queries import QUERIES
-from delivery_pipeline_tests.support.data import plan_body
-from delivery_pipeline_tests.support.sandbox_server import start_sandbox
+from delivery_pipeline.testing.plans import plan_body
+from delivery_pipeline.testing.sandbox import start_sandbox
 
 # What pg_stat_statements turns into $n (parameters and constants alike).
 _PLACEHOLDER = re.compile(r"%\(\w+\)s|\$\d+|'(?:[^']|'')*'|(?<![\w.])\d+(?:\.\d+)?(?![\w.])")

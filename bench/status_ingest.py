@@ -17,9 +17,9 @@ import time
 from _common import RawHttpConnection, percentile, scratch_database, write_section
 
 from delivery_pipeline.store.db import connect
+from delivery_pipeline.testing.payloads import envelope, status_item
+from delivery_pipeline.testing.service import APP_SECRET, start_service
 from delivery_pipeline.whatsapp.signature import sign
-from delivery_pipeline_tests.support.payloads import envelope, status_item
-from delivery_pipeline_tests.support.service_server import APP_SECRET, start_service
 
 SEED_CHUNKS = [
     """INSERT INTO people (phone, name) SELECT '+1666' || lpad(g::text, 7, '0'), 'P' || g

@@ -48,9 +48,9 @@ from delivery_pipeline.delivery.chunking import delivery_messages
 from delivery_pipeline.delivery.sweep import DeliveryEngine, pool_size, run_sweep
 from delivery_pipeline.settings import Settings
 from delivery_pipeline.store.db import async_pool
+from delivery_pipeline.testing.plans import plan_body
+from delivery_pipeline.testing.sandbox import start_sandbox
 from delivery_pipeline.whatsapp.client import CloudApiClient
-from delivery_pipeline_tests.support.data import plan_body
-from delivery_pipeline_tests.support.sandbox_server import start_sandbox
 
 _run_counter = iter(range(10, 100))
 
@@ -106,7 +106,7 @@ def deliver_batch(
             stderr=subprocess.DEVNULL,
         )
         time.sleep(1.0)
-    sandbox_cpu0, own_cpu0 = cpu_seconds(sandbox.process.pid), time.process_time()
+    sandbox_cpu0, own_cpu0 = cpu_seconds(sandbox.pid), time.process_time()
     with BackendCpu(url) as backends:
         started = time.perf_counter()
         first = asyncio.run(sweep(settings, url, http_max, pool_max))
@@ -120,7 +120,7 @@ def deliver_batch(
             sweeps += 1
         wall = time.perf_counter() - started
     own_cpu = time.process_time() - own_cpu0
-    sandbox_cpu = cpu_seconds(sandbox.process.pid) - sandbox_cpu0
+    sandbox_cpu = cpu_seconds(sandbox.pid) - sandbox_cpu0
     if spy is not None:
         spy.send_signal(signal.SIGINT)
         spy.wait(timeout=60)

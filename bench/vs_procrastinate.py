@@ -65,9 +65,9 @@ from _common import (
 
 from delivery_pipeline.delivery.chunking import delivery_messages
 from delivery_pipeline.store.db import connect
-from delivery_pipeline_tests.support.data import plan_body
-from delivery_pipeline_tests.support.sandbox_server import start_sandbox
-from delivery_pipeline_tests.support.service_server import APP_SECRET, start_service
+from delivery_pipeline.testing.plans import plan_body
+from delivery_pipeline.testing.sandbox import start_sandbox
+from delivery_pipeline.testing.service import APP_SECRET, start_service
 
 WORKER = str(REPO / "bench" / "_procrastinate_worker.py")
 _prefixes = iter(range(40, 100))

@@ -69,6 +69,20 @@ EXPECTED_ABANDON_REASONS = frozenset(
 )
 
 
+class Severity(enum.StrEnum):
+    """How bad: a check's result and an ops alert (``ops_alerts.severity``) alike.
+
+    One vocabulary for both, so a check's result becomes an alert without a
+    mapping; only Dagster's own ``AssetCheckSeverity`` is translated, at the
+    Dagster boundary (``dagster_defs/asset_checks.py``). A passing check has
+    no severity; ``INFO`` is the "resolved" message's.
+    """
+
+    INFO = "info"
+    WARNING = "warning"
+    ERROR = "error"
+
+
 class ReviewDecision(enum.StrEnum):
     """What a reviewer decided about a document (``documents.review_decision``)."""
 

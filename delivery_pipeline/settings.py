@@ -79,6 +79,12 @@ def env(name: str) -> Any:
     return {"env": name}
 
 
+def formerly(*names: str) -> Any:
+    """Field metadata: the field's older variable names, still read when its own is unset
+    (a rename must not break a deployment's environment)."""
+    return {"formerly": list(names)}
+
+
 class Section(BaseModel):
     """A group of settings sharing a variable prefix."""
 
@@ -99,6 +105,17 @@ class Section(BaseModel):
             explicit = extra.get("env") if isinstance(extra, dict) else None
             names[name] = str(explicit) if explicit else cls.env_prefix + name.upper()
         return names
+
+    @classmethod
+    def env_aliases(cls) -> dict[str, tuple[str, ...]]:
+        """Field name → its older variable names (``formerly``), for the renamed fields."""
+        aliases = {}
+        for name, info in cls.model_fields.items():
+            extra = info.json_schema_extra
+            older = extra.get("formerly") if isinstance(extra, dict) else None
+            if isinstance(older, list):
+                aliases[name] = tuple(str(variable) for variable in older)
+        return aliases
 
     @classmethod
     def secret_fields(cls) -> frozenset[str]:
@@ -124,12 +141,15 @@ class Section(BaseModel):
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str]) -> Self:
-        """The section from ``environ``; an unset or empty variable keeps its default."""
-        values = {
-            field: environ[variable]
-            for field, variable in cls.env_names().items()
-            if environ.get(variable, "").strip()
-        }
+        """The section from ``environ``; an unset or empty variable keeps its default. A
+        renamed field reads its own variable first, then its older names."""
+        aliases = cls.env_aliases()
+        values = {}
+        for field, variable in cls.env_names().items():
+            for name in (variable, *aliases.get(field, ())):
+                if environ.get(name, "").strip():
+                    values[field] = environ[name]
+                    break
         section = cls.model_validate(values)
         section._from_environment = frozenset(values)
         return section
@@ -480,8 +500,9 @@ class ServiceSettings(Section):
 class GenerationSettings(Section):
     env_prefix: ClassVar[str] = "GENERATION_"
 
+    # backend, timeout_seconds and max_retries were GENERATOR_*: those names still work.
     backend: Literal["offline", "openai"] = Field(
-        "offline", json_schema_extra=env("GENERATOR_BACKEND"), description="offline or openai"
+        "offline", json_schema_extra=formerly("GENERATOR_BACKEND"), description="offline or openai"
     )
     openai_base_url: str = Field(
         "https://api.openai.com/v1", json_schema_extra=env("OPENAI_BASE_URL")
@@ -489,10 +510,13 @@ class GenerationSettings(Section):
     openai_model: str = Field("gpt-4o-mini", json_schema_extra=env("OPENAI_MODEL"))
     openai_api_key: SecretStr | None = Field(None, json_schema_extra=env("OPENAI_API_KEY"))
     timeout_seconds: float = Field(
-        60.0, gt=0, json_schema_extra=env("GENERATOR_TIMEOUT_SECONDS"), description="per request"
+        60.0,
+        gt=0,
+        json_schema_extra=formerly("GENERATOR_TIMEOUT_SECONDS"),
+        description="per request",
     )
     max_retries: int = Field(
-        2, ge=0, json_schema_extra=env("GENERATOR_MAX_RETRIES"), description="per document"
+        2, ge=0, json_schema_extra=formerly("GENERATOR_MAX_RETRIES"), description="per document"
     )
     lease_seconds: int = Field(600, ge=1, description="generation claim lease")
     max_attempts: int = Field(3, ge=1, description="generation attempts per document")
@@ -683,18 +707,22 @@ class ScheduleSettings(Section):
 
 
 class SandboxSettings(Section):
-    """The sandbox's start configuration (its identity is ``WhatsAppSettings``')."""
+    """The sandbox's start values (its identity is ``WhatsAppSettings``'): typed here, and
+    validated with every other knob by ``sandbox.config.SandboxConfig``, whose field names
+    these are. Unset: the sandbox's own default."""
 
     env_prefix: ClassVar[str] = "SANDBOX_"
 
     webhook_url: str | None = Field(None, description="where it posts signed webhooks")
-    refusal_mode: Literal["sync", "async"] = Field("sync", description="how 131047 shows")
-    latency_ms: float | None = Field(None, ge=0)
-    throughput_limit: int | None = Field(None, ge=0, description="0: unlimited")
-    read_rate: float | None = Field(None, ge=0, le=1)
-    pair_rate: bool | None = Field(None, description="on or off")
-    status_delay_ms: float | None = Field(None, ge=0)
-    status_batch: int | None = Field(None, ge=1)
+    refusal_mode: str | None = Field(None, description="how 131047 shows: sync or async")
+    latency_ms: float | None = None
+    throughput_limit: int | None = Field(None, description="0: unlimited")
+    read_rate: float | None = None
+    pair_rate_enabled: bool | None = Field(
+        None, json_schema_extra=env("SANDBOX_PAIR_RATE"), description="on or off"
+    )
+    status_delay_ms: float | None = None
+    status_batch: int | None = None
     seed: int | None = None
     service_billable: bool | None = Field(
         None, description="in-window service messages (and templates) billed (on/off)"
@@ -759,9 +787,11 @@ class Settings(BaseModel):
 
     @classmethod
     def env_names(cls) -> Iterator[str]:
-        """Every environment variable the model reads."""
+        """Every environment variable the model reads, older names of renamed fields too."""
         for section in cls.sections().values():
             yield from section.env_names().values()
+            for older in section.env_aliases().values():
+                yield from older
 
     def replace(self, **sections: Any) -> Settings:
         """A copy with some sections' fields changed: ``replace(delivery={"rate_limit": 5})``."""
@@ -776,10 +806,13 @@ class Settings(BaseModel):
 
 def _describe(section: type[Section], exc: ValidationError) -> Iterator[str]:
     names = section.env_names()
+    aliases = section.env_aliases()
     hidden = section.secret_fields()
     for error in exc.errors():
         field = str(error["loc"][0]) if error["loc"] else "?"
         variable = names.get(field, field)
+        if field in aliases:
+            variable += f" (or {' / '.join(aliases[field])})"
         given = error.get("input")
         shown = "" if field in hidden or carries_credentials(given) else f" (got {given!r})"
         yield f"{variable}: {error['msg'].removeprefix('Value error, ')}{shown}"

@@ -26,7 +26,7 @@ from psycopg.rows import DictRow
 from delivery_pipeline.settings import Settings
 from delivery_pipeline.store.db import connect, ensure_database, with_database
 from delivery_pipeline.store.migrations import upgrade
-from delivery_pipeline_tests.support.sandbox_server import SandboxProcess, start_sandbox
+from delivery_pipeline.testing.sandbox import SandboxProcess, start_sandbox
 
 TEST_DB_ENV = "DELIVERY_TEST_DATABASE_URL"
 
@@ -93,7 +93,7 @@ def pg_admin_url() -> Iterator[str]:
     if url:
         yield url
         return
-    from delivery_pipeline_tests.support.postgres import embedded_admin_url
+    from delivery_pipeline.testing.postgres import embedded_admin_url
 
     worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
     with embedded_admin_url(f"dp-test-pg-{worker}-") as admin:

@@ -54,7 +54,7 @@ def test_pending_warns_then_errs_with_the_oldest_ids(db):
     assert evaluate("pending_too_long", db, T).passed
     old = ops.pending(db, 20 * 60)
     result = evaluate("pending_too_long", db, T)
-    assert (result.passed, result.severity) == (False, Severity.WARN)
+    assert (result.passed, result.severity) == (False, Severity.WARNING)
     assert result.metadata["count"] == 2
     assert result.metadata["over_warn"] == 1
     assert result.metadata["oldest_ids"] == [old, young]
@@ -72,7 +72,7 @@ def test_generating_too_long_lists_the_rows(db):
     assert evaluate("generating_too_long", db, T).passed
     dead = ops.generating(db, 20 * 60)
     result = evaluate("generating_too_long", db, T)
-    assert result.severity == Severity.WARN
+    assert result.severity == Severity.WARNING
     assert [row["id"] for row in result.metadata["rows"]] == [dead, fresh]
     assert result.metadata["rows"][0]["attempts"] == 1
 
@@ -82,7 +82,7 @@ def test_undelivered_eligible_is_stranded_warn_then_error(db):
     assert evaluate("undelivered_stranded", db, T).passed
     warn = ops.undelivered(db, 40 * 60)
     result = evaluate("undelivered_stranded", db, T)
-    assert result.severity == Severity.WARN
+    assert result.severity == Severity.WARNING
     assert result.metadata["stranded_over_warn"] == 1
     assert result.metadata["oldest_ids"][0] == warn
     assert "stranded" in result.summary
@@ -97,7 +97,7 @@ def test_window_closed_document_not_yet_knocked_is_still_eligible(db):
     """The sweep would knock for it now: if nothing does, it is stranded."""
     doc = ops.undelivered(db, 40 * 60, inbound_age_seconds=3 * 86400)
     result = evaluate("undelivered_stranded", db, T)
-    assert result.severity == Severity.WARN
+    assert result.severity == Severity.WARNING
     assert result.metadata["rows"][0]["action"] == "knock"
     assert result.metadata["oldest_ids"] == [doc]
 
@@ -109,7 +109,7 @@ def test_backoff_is_not_stranded_but_hours_of_retrying_warn(db):
     assert result.metadata["eligible"] == 0
     slow = ops.undelivered(db, 3 * HOUR, backoff_seconds=600)
     result = evaluate("undelivered_stranded", db, T)
-    assert result.severity == Severity.WARN
+    assert result.severity == Severity.WARNING
     assert result.metadata["stranded_over_warn"] == 0
     assert result.metadata["slow"] == 1
     assert result.metadata["oldest_ids"][0] == slow
@@ -124,7 +124,7 @@ def test_due_since_counts_from_the_end_of_the_backoff(db):
         {"id": doc},
     )
     result = evaluate("undelivered_stranded", db, T)
-    assert result.severity == Severity.WARN
+    assert result.severity == Severity.WARNING
     assert result.metadata["stranded_over_warn"] == 0 and result.metadata["slow"] == 1
 
 
@@ -142,7 +142,7 @@ def test_live_claim_is_not_stranded_but_an_expired_one_is(db):
     )
     result = evaluate("undelivered_stranded", db, T)
     # the lease (10 min) expired 40 minutes ago: due, and nothing took it over
-    assert result.severity == Severity.WARN
+    assert result.severity == Severity.WARNING
     assert result.metadata["longest_stranded_seconds"] == pytest.approx(40 * 60, abs=5)
 
 
@@ -214,7 +214,7 @@ def test_most_knocks_unanswered_warns(db):
         ops.knocked(db, 2 * HOUR, delivered=True)
     ops.knocked(db, 2 * HOUR, delivered=True, answered=True)
     result = evaluate("awaiting_reply", db, T)
-    assert result.severity == Severity.WARN
+    assert result.severity == Severity.WARNING
     assert result.metadata["knocks_unanswered_share"] == pytest.approx(5 / 6, abs=0.001)
 
 
@@ -232,7 +232,7 @@ def test_abandoned_by_reason_expected_reasons_only_counted(db):
     lost = ops.abandoned(db, "max_attempts", age_seconds=2 * HOUR)
     failed = ops.generation_failed(db)
     result = evaluate("abandoned_or_failed", db, T)
-    assert result.severity == Severity.WARN
+    assert result.severity == Severity.WARNING
     assert result.metadata["count"] == 2
     assert result.metadata["by_reason"] == {
         "stale": 1,
@@ -269,7 +269,7 @@ def test_tier_headroom_warns_at_80_percent_and_errs_at_the_limit(db):
     first = ops.knocked_people(db, 1, age_seconds=20 * HOUR)
     ops.knocked_people(db, 24)
     result = evaluate("messaging_tier_headroom", db, t)
-    assert result.severity == Severity.WARN
+    assert result.severity == Severity.WARNING
     assert result.metadata["share"] == 0.8
     assert result.metadata["oldest_ids"][0] == first[0]
     ops.knocked_people(db, 50)
@@ -349,7 +349,7 @@ def test_awaiting_review_warns_then_errs_with_a_link_to_the_review_page(db):
     assert result.passed and result.metadata["count"] == 1
     old = awaiting(db, age_seconds=20 * 60)
     result = evaluate("awaiting_review_too_long", db, custom)
-    assert (result.passed, result.severity, result.owner) == (False, Severity.WARN, "reviewers")
+    assert (result.passed, result.severity, result.owner) == (False, Severity.WARNING, "reviewers")
     assert result.metadata["oldest_ids"] == [old, young]
     assert result.metadata["review_page"] == "https://delivery.internal/review"
     assert result.summary.startswith("1 documents awaiting review for over 10m 0s (of 2)")

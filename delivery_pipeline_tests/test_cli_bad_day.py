@@ -13,9 +13,9 @@ import sys
 import pytest
 
 from delivery_pipeline.store.queries import QUERIES
+from delivery_pipeline.testing.sandbox import free_port
 from delivery_pipeline_tests.support.cli import run
 from delivery_pipeline_tests.support.data import add_document, add_person, document
-from delivery_pipeline_tests.support.sandbox_server import free_port
 
 
 def one_line_error(result: subprocess.CompletedProcess) -> str:

@@ -17,13 +17,13 @@ from delivery_pipeline.dagster_defs.resources import AppDatabase, DeliveryResour
 from delivery_pipeline.delivery.sweep import run_sweep
 from delivery_pipeline.settings import Settings
 from delivery_pipeline.store.queries import QUERIES
+from delivery_pipeline.testing.service import APP_SECRET, start_service
 from delivery_pipeline.watch.costs import (
     RateTableError,
     cost_report,
     load_rate_table,
 )
 from delivery_pipeline_tests.support.data import add_document, add_person, document, plan_body
-from delivery_pipeline_tests.support.service_server import APP_SECRET, start_service
 from delivery_pipeline_tests.support.waiting import wait_for
 
 DAY = dt.date(2026, 3, 10)

@@ -10,14 +10,12 @@ import os
 import re
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import pytest
 import yaml
 from dagster import DagsterInstance
@@ -26,16 +24,19 @@ from delivery_pipeline.dagster_defs.jobs import deliver_documents
 from delivery_pipeline.delivery.chunking import delivery_messages
 from delivery_pipeline.generation.worker import SweepPoke
 from delivery_pipeline.settings import Settings
+from delivery_pipeline.supervisor import NotReady
+from delivery_pipeline.testing.processes import free_port, harness_child
 from delivery_pipeline_tests.support.dagster_support import execute, resources_for
 from delivery_pipeline_tests.support.data import add_document, add_person, plan_body
 from delivery_pipeline_tests.support.inbox import texts
-from delivery_pipeline_tests.support.sandbox_server import free_port
 
 REPO = Path(__file__).resolve().parent.parent
 TOKEN = "test-internal-token"
 
 
 class Service:
+    """A webhook service of the deployment's own environment (not the harness's)."""
+
     def __init__(self, database_url: str, sandbox_url: str) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
@@ -50,43 +51,18 @@ class Service:
                 "WHATSAPP_THROUGHPUT_LIMIT": "1000",
             }
         )
-        self.log = tempfile.TemporaryFile()
-        self.process = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "delivery_pipeline.service",
-                "--host",
-                "127.0.0.1",
-                "--port",
-                str(self.port),
-            ],
-            cwd=REPO,
-            env=env,
-            stdout=self.log,
-            stderr=subprocess.STDOUT,
-        )
+        args = ["-m", "delivery_pipeline.service", "--host", "127.0.0.1", "--port", str(self.port)]
+        self.child = harness_child("service", args, env, f"{self.url}/healthz")
 
     def wait_ready(self) -> None:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and self.process.poll() is None:
-            try:
-                if httpx.get(f"{self.url}/healthz", timeout=1).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.1)
-        self.log.seek(0)
-        raise AssertionError("service did not start:\n" + self.log.read().decode(errors="replace"))
+        try:
+            self.child.wait_ready(60)
+        except NotReady as exc:
+            raise AssertionError(f"service did not start:\n{self.child.output()}") from exc
 
     def stop(self) -> None:
-        self.process.terminate()
-        try:
-            self.process.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
-        self.log.close()
+        self.child.stop(timeout=15)
+        self.child.log_path.unlink(missing_ok=True)
 
 
 @pytest.fixture

@@ -27,8 +27,8 @@ from delivery_pipeline.delivery.sweep import run_sweep
 from delivery_pipeline.store.db import ensure_database, with_database
 from delivery_pipeline.store.migrations import upgrade
 from delivery_pipeline.store.queries import QUERIES
+from delivery_pipeline.testing.service import APP_SECRET, start_service
 from delivery_pipeline_tests.support.data import plan_body
-from delivery_pipeline_tests.support.service_server import APP_SECRET, start_service
 
 pytestmark = pytest.mark.slow
 

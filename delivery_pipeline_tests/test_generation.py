@@ -29,9 +29,9 @@ from delivery_pipeline.generation.worker import (
 from delivery_pipeline.settings import GenerationSettings, Settings
 from delivery_pipeline.store.queries import QUERIES
 from delivery_pipeline.store.records import InputError, request_document
+from delivery_pipeline.testing.sandbox import free_port
 from delivery_pipeline_tests.support.data import add_person, document
 from delivery_pipeline_tests.support.fake_http import Answer, FakeHttpServer, chat_completion
-from delivery_pipeline_tests.support.sandbox_server import free_port
 
 POLICY = GenerationSettings(max_attempts=3, backoff_base_seconds=60, batch_size=2)
 LEASE = dt.timedelta(minutes=10)

@@ -8,12 +8,12 @@ import datetime as dt
 import pytest
 
 from delivery_pipeline.delivery.chunking import delivery_messages
+from delivery_pipeline.generation.backends import build_generator
 from delivery_pipeline.generation.generator import (
     DocumentSpec,
     GeneratorMisconfigured,
     GeneratorRejected,
     GeneratorUnavailable,
-    build_generator,
 )
 from delivery_pipeline.generation.offline import OfflineGenerator, format_date
 from delivery_pipeline.generation.openai import OpenAIGenerator
@@ -220,7 +220,7 @@ def test_openai_timeout_is_unavailable(fake):
 
 
 def test_openai_unreachable_is_unavailable():
-    from delivery_pipeline_tests.support.sandbox_server import free_port
+    from delivery_pipeline.testing.sandbox import free_port
 
     gen = OpenAIGenerator(
         f"http://127.0.0.1:{free_port()}/v1", "m", None, max_retries=1, sleep=lambda s: None

@@ -24,12 +24,12 @@ from delivery_pipeline.service.ingest import apply_payload
 from delivery_pipeline.settings import DeliverySettings
 from delivery_pipeline.store.db import connect_async
 from delivery_pipeline.store.queries import QUERIES
+from delivery_pipeline.testing import payloads
+from delivery_pipeline.testing.service import APP_SECRET, start_service
 from delivery_pipeline.whatsapp.client import addressed
-from delivery_pipeline_tests.support import payloads
 from delivery_pipeline_tests.support.cli import run
 from delivery_pipeline_tests.support.data import add_document, add_person, document, plan_body
 from delivery_pipeline_tests.support.inbox import knocks, texts
-from delivery_pipeline_tests.support.service_server import APP_SECRET, start_service
 from delivery_pipeline_tests.support.waiting import wait_for
 
 FIXTURES = Path(__file__).parent / "fixtures" / "meta-webhooks"

@@ -20,10 +20,10 @@ import pytest
 
 from delivery_pipeline.delivery.sweep import eligible_now, run_sweep
 from delivery_pipeline.settings import Settings
+from delivery_pipeline.testing.service import APP_SECRET, start_service
 from delivery_pipeline.watch.report import delivery_report
 from delivery_pipeline_tests.support.data import add_document, add_person, document, plan_body
 from delivery_pipeline_tests.support.inbox import knocks
-from delivery_pipeline_tests.support.service_server import APP_SECRET, start_service
 from delivery_pipeline_tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.slow

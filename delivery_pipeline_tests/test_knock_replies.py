@@ -24,11 +24,11 @@ from delivery_pipeline.delivery.reply import BUTTON_PAYLOADS, Ask, keyword, read
 from delivery_pipeline.delivery.sweep import run_sweep
 from delivery_pipeline.settings import Settings
 from delivery_pipeline.store.queries import QUERIES
+from delivery_pipeline.testing.service import APP_SECRET, start_service
 from delivery_pipeline.whatsapp.errors import CloudApiError
 from delivery_pipeline_tests.support.cli import run
 from delivery_pipeline_tests.support.data import add_document, add_person, document, plan_body
 from delivery_pipeline_tests.support.inbox import knocks, texts
-from delivery_pipeline_tests.support.service_server import APP_SECRET, start_service
 from delivery_pipeline_tests.support.waiting import wait_for
 from delivery_pipeline_tests.test_sandbox import send_template
 

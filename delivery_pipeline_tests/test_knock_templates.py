@@ -19,11 +19,11 @@ import pytest
 from delivery_pipeline.delivery.chunking import delivery_messages
 from delivery_pipeline.delivery.sweep import run_sweep
 from delivery_pipeline.settings import Settings
-from delivery_pipeline.watch import template_checks
+from delivery_pipeline.testing.service import APP_SECRET, start_service
 from delivery_pipeline.watch.checks import Severity
+from delivery_pipeline.watch.checks import templates as template_checks
 from delivery_pipeline_tests.support.data import add_document, add_person, document, plan_body
 from delivery_pipeline_tests.support.inbox import knocks, texts
-from delivery_pipeline_tests.support.service_server import APP_SECRET, start_service
 from delivery_pipeline_tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.slow
@@ -411,7 +411,7 @@ def test_a_knock_never_delivered_is_reported_apart_from_an_unanswered_one(
     quick = knock_settings.replace(checks={"knock_undelivered_seconds": 1})
     time.sleep(1.2)
     result = template_checks.check_knocks_not_delivered(db, quick)
-    assert result.severity == Severity.WARN and result.count == 1
+    assert result.severity == Severity.WARNING and result.count == 1
     (listed,) = result.metadata["oldest"]
     assert listed["person"] == dropped["id"] and listed["documents"] == [dropped_doc["id"]]
     assert listed["template"] == "document_ready:en"
@@ -422,7 +422,7 @@ def test_a_knock_never_delivered_is_reported_apart_from_an_unanswered_one(
         if (t.name, t.language) == ("document_ready", "en")
     ]
     assert state.not_delivered == 1 and template_checks.template_result(state).severity == (
-        Severity.WARN
+        Severity.WARNING
     )
     (es,) = [
         t
@@ -458,7 +458,7 @@ def test_a_recategorisation_announced_alerts_before_it_takes_effect(
         if (t.name, t.language) == ("document_ready", "en")
     ]
     check = template_checks.template_result(state)
-    assert check.severity == Severity.WARN and "announced" in check.summary
+    assert check.severity == Severity.WARNING and "announced" in check.summary
     person = add_person(db, inbound_age_seconds=None)
     add_document(db, person["id"], plan_body(1))
     sweep(knock_settings)

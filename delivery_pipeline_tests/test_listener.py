@@ -16,9 +16,9 @@ import pytest
 
 from delivery_pipeline.service.listener import APPLICATION_NAME
 from delivery_pipeline.store.queries import QUERIES
+from delivery_pipeline.testing.service import ServiceProcess, start_service
 from delivery_pipeline_tests.support.data import add_person, plan_body
 from delivery_pipeline_tests.support.inbox import texts
-from delivery_pipeline_tests.support.service_server import ServiceProcess, start_service
 
 pytestmark = pytest.mark.slow
 

@@ -12,10 +12,10 @@ from collections.abc import Iterator
 import pytest
 
 from delivery_pipeline.delivery.chunking import delivery_messages
+from delivery_pipeline.testing.service import start_service
 from delivery_pipeline_tests.support.data import add_document, add_person, document, plan_body
 from delivery_pipeline_tests.support.inbox import texts
 from delivery_pipeline_tests.support.review import awaiting
-from delivery_pipeline_tests.support.service_server import start_service
 from delivery_pipeline_tests.support.waiting import wait_for
 from delivery_pipeline_tests.test_review_browser import CHROMIUM, CHROMIUM_ARGS
 

@@ -6,8 +6,6 @@ no manual step."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import time
 
 import pytest
@@ -15,14 +13,15 @@ import pytest
 from delivery_pipeline.delivery.chunking import delivery_messages
 from delivery_pipeline.settings import DEV_ACCESS_TOKEN
 from delivery_pipeline.store.queries import QUERIES
-from delivery_pipeline_tests.support.data import add_document, add_person, plan_body
-from delivery_pipeline_tests.support.inbox import texts
-from delivery_pipeline_tests.support.sandbox_server import REPO_ROOT, stop_process
-from delivery_pipeline_tests.support.service_server import (
+from delivery_pipeline.supervisor import Child
+from delivery_pipeline.testing.service import (
     APP_SECRET,
     service_env,
     start_service,
 )
+from delivery_pipeline.testing.sweep_loop import start_sweep_loop
+from delivery_pipeline_tests.support.data import add_document, add_person, plan_body
+from delivery_pipeline_tests.support.inbox import texts
 
 pytestmark = [pytest.mark.slow, pytest.mark.solo]
 
@@ -33,15 +32,8 @@ BAD_SECONDS = 8.0
 PEOPLE = 12
 
 
-def sweep_loop(database_url: str, api_base_url: str) -> subprocess.Popen[bytes]:
-    env = service_env(database_url, api_base_url, **PROBE)
-    return subprocess.Popen(
-        [sys.executable, "-m", "delivery_pipeline_tests.support.sweep_loop", "--every", "0.3"],
-        cwd=REPO_ROOT,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+def sweep_loop(database_url: str, api_base_url: str) -> Child:
+    return start_sweep_loop(service_env(database_url, api_base_url, **PROBE), every=0.3)
 
 
 def test_a_bad_token_stops_the_whole_fleet_and_a_fixed_one_delivers_everything(
@@ -104,7 +96,7 @@ def test_a_bad_token_stops_the_whole_fleet_and_a_fixed_one_delivers_everything(
         assert kinds[0] == "alert" and kinds[-1] == "resolved"
         assert kinds.count("alert") == 1, "alerted once"
     finally:
-        for process in loops:
-            stop_process(process)
+        for loop in loops:
+            loop.stop()
         first.stop()
         second.stop()

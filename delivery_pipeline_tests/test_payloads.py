@@ -7,6 +7,7 @@ import json
 
 import pytest
 
+from delivery_pipeline.testing import payloads
 from delivery_pipeline.whatsapp.payloads import (
     CUT_MAX_BYTES,
     CUT_MAX_TOKENS,
@@ -15,7 +16,6 @@ from delivery_pipeline.whatsapp.payloads import (
     cut_deeper_than,
     read_body,
 )
-from delivery_pipeline_tests.support import payloads
 
 MAX_BODY = 4 * 1024 * 1024  # WEBHOOK_MAX_BODY_BYTES' default
 

@@ -15,11 +15,11 @@ from dagster import DagsterInstance
 from delivery_pipeline.dagster_defs.jobs import prune_history_job
 from delivery_pipeline.settings import RetentionSettings
 from delivery_pipeline.store.migrations import upgrade
+from delivery_pipeline.testing.postgres import upgrade_before
 from delivery_pipeline.watch.alerts import Alert, AlertKind, AlertSeverity, note_check
 from delivery_pipeline.watch.retention import TABLES, prune_history, prune_table
 from delivery_pipeline_tests.support.dagster_support import execute, resources_for
 from delivery_pipeline_tests.support.data import add_document, add_person
-from delivery_pipeline_tests.support.postgres import upgrade_before
 
 pytestmark = pytest.mark.engine
 

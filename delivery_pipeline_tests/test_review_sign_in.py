@@ -19,7 +19,7 @@ import httpx
 import pytest
 
 from delivery_pipeline.service.sessions import COOKIE_NAME
-from delivery_pipeline_tests.support.service_server import ServiceProcess, start_service
+from delivery_pipeline.testing.service import ServiceProcess, start_service
 
 pytestmark = pytest.mark.slow
 

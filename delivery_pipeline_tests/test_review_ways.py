@@ -21,11 +21,11 @@ from delivery_pipeline.dagster_defs.jobs import review_document_job
 from delivery_pipeline.delivery.chunking import delivery_messages
 from delivery_pipeline.delivery.sweep import sweep_sync
 from delivery_pipeline.service.sessions import COOKIE_NAME
+from delivery_pipeline.testing.service import INTERNAL_TOKEN, start_service
 from delivery_pipeline_tests.support.dagster_support import resources_for
 from delivery_pipeline_tests.support.data import add_person, document
 from delivery_pipeline_tests.support.inbox import texts
 from delivery_pipeline_tests.support.review import awaiting
-from delivery_pipeline_tests.support.service_server import INTERNAL_TOKEN, start_service
 from delivery_pipeline_tests.support.waiting import wait_for
 
 REVIEW_TOKEN = "reviewers-only-" + "x" * 24

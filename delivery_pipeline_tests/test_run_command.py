@@ -25,9 +25,9 @@ from delivery_pipeline.cli.up import DEMO_PEOPLE
 from delivery_pipeline.delivery.chunking import delivery_messages
 from delivery_pipeline.store.db import connect, ensure_database, with_database
 from delivery_pipeline.store.queries import QUERIES
+from delivery_pipeline.testing.sandbox import free_port
 from delivery_pipeline_tests.support.dagster_deployment import eventually, graphql
 from delivery_pipeline_tests.support.inbox import knocks, texts
-from delivery_pipeline_tests.support.sandbox_server import free_port
 
 pytestmark = [pytest.mark.slow, pytest.mark.filterwarnings("ignore::DeprecationWarning")]
 

@@ -11,6 +11,12 @@ from typing import Any, TypeVar
 import httpx
 import pytest
 
+from delivery_pipeline.testing.sandbox import (
+    ReceivedWebhook,
+    SandboxProcess,
+    WebhookReceiver,
+    start_sandbox,
+)
 from delivery_pipeline.whatsapp.client import CloudApiClient
 from delivery_pipeline.whatsapp.errors import (
     GlobalSendError,
@@ -21,12 +27,6 @@ from delivery_pipeline.whatsapp.errors import (
     Throttled,
     TransientError,
     from_error_object,
-)
-from delivery_pipeline_tests.support.sandbox_server import (
-    ReceivedWebhook,
-    SandboxProcess,
-    WebhookReceiver,
-    start_sandbox,
 )
 
 SECRET = "test-app-secret"

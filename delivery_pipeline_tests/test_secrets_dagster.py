@@ -28,12 +28,13 @@ import psycopg
 import pytest
 import yaml
 
-from delivery_pipeline.cli.up import Child, prepare_dagster_home
+from delivery_pipeline.cli.up import prepare_dagster_home
 from delivery_pipeline.settings import Settings
 from delivery_pipeline.store.db import connect, ensure_database, with_database
+from delivery_pipeline.supervisor import Child
+from delivery_pipeline.testing.sandbox import REPO_ROOT, WebhookReceiver, free_port
 from delivery_pipeline.watch.alerts import Alert, AlertChannel, AlertSeverity, record_once
 from delivery_pipeline_tests.support.graphql_walk import INTROSPECTION, Walker
-from delivery_pipeline_tests.support.sandbox_server import REPO_ROOT, WebhookReceiver, free_port
 from delivery_pipeline_tests.support.secret_values import (
     SECRET_VARIABLES,
     every_secret_variable_covered,

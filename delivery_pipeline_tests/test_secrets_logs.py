@@ -19,20 +19,19 @@ import pytest
 from delivery_pipeline import logs
 from delivery_pipeline.settings import Settings
 from delivery_pipeline.store.db import connect
-from delivery_pipeline.watch.alerts import Alert, AlertChannel, AlertSeverity, record_once
-from delivery_pipeline.whatsapp.signature import sign
-from delivery_pipeline_tests.support.sandbox_server import (
+from delivery_pipeline.testing.sandbox import (
     WebhookReceiver,
     start_sandbox,
-    stop_process,
 )
+from delivery_pipeline.testing.service import start_service
+from delivery_pipeline.watch.alerts import Alert, AlertChannel, AlertSeverity, record_once
+from delivery_pipeline.whatsapp.signature import sign
 from delivery_pipeline_tests.support.secret_values import (
     needles,
     role_with_password,
     secret_environment,
     url_as,
 )
-from delivery_pipeline_tests.support.service_server import start_service
 
 
 @pytest.mark.slow
@@ -80,7 +79,7 @@ def test_the_service_log_holds_no_secret(pg_admin_url: str, database_url: str) -
                 wrong = {"name": "Eve", "token": env["REVIEW_TOKEN"][:-1]}
                 assert http.post("/review/sign-in", data=wrong).status_code == 401
             finally:
-                stop_process(service.process)
+                service.child.stop()
                 written = service.log()
                 service.stop()
             sandbox_log = sandbox.log()

@@ -78,7 +78,7 @@ def test_values_are_parsed_and_empty_means_default() -> None:
     )
     assert settings.delivery.rate_limit == 12.5
     assert settings.checks.tier_limit == 10_000
-    assert settings.sandbox.pair_rate is False
+    assert settings.sandbox.pair_rate_enabled is False
     assert settings.whatsapp.api_base_url == "https://graph.facebook.com"
     assert settings.delivery.concurrency == Settings().delivery.concurrency
     assert settings.generation.backend == "openai"

@@ -10,9 +10,9 @@ import pytest
 
 from delivery_pipeline.store.migrations import upgrade
 from delivery_pipeline.store.queries import QUERIES
+from delivery_pipeline.testing.postgres import upgrade_before
 from delivery_pipeline_tests.support.cli import run
 from delivery_pipeline_tests.support.data import new_phone
-from delivery_pipeline_tests.support.postgres import upgrade_before
 
 pytestmark = pytest.mark.engine
 

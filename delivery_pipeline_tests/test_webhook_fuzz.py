@@ -10,10 +10,10 @@ from concurrent.futures import ThreadPoolExecutor
 import httpx
 import pytest
 
-from delivery_pipeline_tests.support import payloads
+from delivery_pipeline.testing import payloads
+from delivery_pipeline.testing.service import start_service
 from delivery_pipeline_tests.support.data import add_person
 from delivery_pipeline_tests.support.mutations import mutate
-from delivery_pipeline_tests.support.service_server import start_service
 
 pytestmark = pytest.mark.slow
 

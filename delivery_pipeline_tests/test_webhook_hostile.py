@@ -21,11 +21,11 @@ from hypothesis import strategies as st
 from starlette.testclient import TestClient
 
 from delivery_pipeline.service.app import create_app
+from delivery_pipeline.testing import payloads
+from delivery_pipeline.testing.service import APP_SECRET
 from delivery_pipeline.whatsapp.signature import sign
-from delivery_pipeline_tests.support import payloads
 from delivery_pipeline_tests.support.data import add_person
 from delivery_pipeline_tests.support.mutations import CORPUS, good_entry, mutate
-from delivery_pipeline_tests.support.service_server import APP_SECRET
 
 SERVICE_LOG = "delivery_pipeline.service.app"
 

@@ -25,7 +25,7 @@ from delivery_pipeline.store.db import connect, resolve_database_url
 from delivery_pipeline.store.queries import QUERIES
 from delivery_pipeline.store.rows import OldestWaiting, SenderState, StateCount, TemplateState
 from delivery_pipeline.watch.ages import format_age
-from delivery_pipeline.watch.template_checks import describe, template_states
+from delivery_pipeline.watch.checks.templates import describe, template_states
 from delivery_pipeline.whatsapp.errors import remedy
 
 ERROR_SHOWN = 60

@@ -20,13 +20,11 @@ import os
 import secrets
 import shutil
 import signal
-import subprocess
 import sys
 import threading
-import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 from delivery_pipeline.cli.failures import require_free_port
 from delivery_pipeline.model import Kind
@@ -51,12 +49,12 @@ from delivery_pipeline.store.migrations import upgrade
 from delivery_pipeline.store.queries import QUERIES
 from delivery_pipeline.store.records import add_person, request_document
 from delivery_pipeline.store.rows import Person
+from delivery_pipeline.supervisor import Child, Stopping
 
 log = logging.getLogger(__name__)
 
 DAGSTER_DEFAULT_PORT = 3000
 READY_TIMEOUT_SECONDS = 120.0
-STOP_TIMEOUT_SECONDS = 20.0
 
 # Variables that could point a child at the real platform or a real channel:
 # never inherited, always set explicitly below.
@@ -183,93 +181,6 @@ def seed_demo(database_url: str) -> list[Person]:
 # ── child processes ─────────────────────────────────────────────────────
 
 
-@dataclass
-class Child:
-    name: str
-    argv: list[str]
-    env: dict[str, str]
-    ready_url: str | None
-    log_path: Path
-    process: subprocess.Popen[bytes] | None = None
-    _log: IO[bytes] | None = field(default=None, repr=False)
-    _pump: threading.Thread | None = field(default=None, repr=False)
-
-    def start(self, cwd: Path, stream: bool) -> None:
-        self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        self._log = open(self.log_path, "ab")  # noqa: SIM115 - closed in stop()
-        # Its own process group: Ctrl-C reaches only us, and we stop the
-        # children in order (dagster dev first, then the service, the sandbox).
-        self.process = subprocess.Popen(
-            self.argv,
-            cwd=cwd,
-            env=self.env,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-        self._pump = threading.Thread(target=self._copy_output, args=(stream,), daemon=True)
-        self._pump.start()
-
-    def _copy_output(self, stream: bool) -> None:
-        assert self.process is not None and self.process.stdout is not None
-        for line in self.process.stdout:
-            if self._log is not None:
-                self._log.write(line)
-                self._log.flush()
-            if stream:
-                sys.stdout.write(f"[{self.name}] {line.decode(errors='replace')}")
-                sys.stdout.flush()
-
-    def alive(self) -> bool:
-        return self.process is not None and self.process.poll() is None
-
-    def ready(self) -> bool:
-        if self.ready_url is None:
-            return True
-        # Imported here: every CLI command builds this module's parser, and
-        # only `up` probes readiness.
-        import httpx
-
-        try:
-            return httpx.get(self.ready_url, timeout=1.0).status_code < 500
-        except httpx.HTTPError:
-            return False
-
-    def stop(self, first_signal: int = signal.SIGTERM) -> None:
-        if self.alive():
-            assert self.process is not None
-            for sig, wait in ((first_signal, STOP_TIMEOUT_SECONDS), (signal.SIGKILL, 5.0)):
-                try:
-                    os.killpg(self.process.pid, sig)
-                except ProcessLookupError:
-                    break
-                try:
-                    self.process.wait(timeout=wait)
-                    break
-                except subprocess.TimeoutExpired:
-                    log.warning("%s did not stop after %s; escalating", self.name, sig)
-        if self.process is not None and self.process.poll() is None:
-            self.process.wait(timeout=5)
-        # Anything the group left behind (a dagster run worker, a code server).
-        if self.process is not None:
-            try:
-                os.killpg(self.process.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
-        if self._pump is not None:
-            self._pump.join(timeout=2)
-        if self._log is not None:
-            self._log.close()
-            self._log = None
-
-    def tail(self, lines: int = 30) -> str:
-        try:
-            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
-        except OSError:
-            return ""
-
-
 def _python() -> str:
     return sys.executable
 
@@ -383,10 +294,6 @@ def build_children(env: dict[str, str], ports: Ports, logs: Path) -> list[Child]
 # ── the command ─────────────────────────────────────────────────────────
 
 
-class _Stop(Exception):
-    pass
-
-
 def _banner(ports: Ports, databases: Databases, people: list[Person], logs: Path) -> str:
     lines = [
         "",
@@ -460,7 +367,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         for child in children:
             print(f"starting {child.name}...", file=sys.stderr)
             child.start(PROJECT_ROOT, args.follow)
-            _wait_ready(child, stopping)
+            child.wait_ready(READY_TIMEOUT_SECONDS, stopping, every=0.25)
         print(_banner(ports, databases, people, logs), flush=True)
         while not stopping.is_set():
             for child in children:
@@ -470,7 +377,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
                         f"{child.name} exited with status {child.process.returncode}"
                     )
             stopping.wait(0.5)
-    except _Stop:
+    except Stopping:
         pass
     except RuntimeError as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -488,18 +395,6 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
             signal.signal(sig, handler)
     print("stopped.", file=sys.stderr)
     return status
-
-
-def _wait_ready(child: Child, stopping: threading.Event) -> None:
-    deadline = time.monotonic() + READY_TIMEOUT_SECONDS
-    while not child.ready():
-        if stopping.is_set():
-            raise _Stop
-        if not child.alive():
-            raise RuntimeError(f"{child.name} exited while starting")
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"{child.name} not ready after {READY_TIMEOUT_SECONDS:.0f}s")
-        stopping.wait(0.25)
 
 
 def add_up_parser(

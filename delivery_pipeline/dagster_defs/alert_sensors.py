@@ -21,21 +21,17 @@ import dataclasses
 
 import dagster as dg
 
+from delivery_pipeline.dagster_defs.asset_checks import FROM_DAGSTER
 from delivery_pipeline.dagster_defs.resources import (
     AppDatabase,
     OpsChannelResource,
     ReviewResource,
 )
+from delivery_pipeline.model import Severity
 from delivery_pipeline.settings import OpsSettings
 from delivery_pipeline.store.rows import OpsAlert
-from delivery_pipeline.watch.alerts import (
-    Alert,
-    AlertChannel,
-    AlertSeverity,
-    note_check,
-    record_once,
-)
-from delivery_pipeline.watch.checks import SPECS
+from delivery_pipeline.watch.alerts import Alert, AlertChannel, note_check, record_once
+from delivery_pipeline.watch.checks.registry import lookup
 from delivery_pipeline.watch.ops_channel import send_pending
 
 
@@ -57,21 +53,20 @@ def _text(evaluation: dg.AssetCheckEvaluation, name: str, default: str = "") -> 
 
 
 def check_alert(key: dg.AssetCheckKey, evaluation: dg.AssetCheckEvaluation) -> Alert:
-    """The alert an evaluation stands for (sent or not is ``note_check``'s call)."""
-    owner = _text(evaluation, "owner", "?")
+    """The alert an evaluation stands for (sent or not is ``note_check``'s call).
+
+    Owner, runbook and channel are the registry's (``watch/checks/registry.py``);
+    only what the evaluation found (summary, count, ids) comes from Dagster.
+    """
+    check = lookup(key.name)
+    owner = check.owner.value if check is not None else "ops"
+    runbook = check.runbook if check is not None else ""
     summary = evaluation.description or _text(evaluation, "summary")
     if evaluation.passed:
         message = f"Check `{key.name}` (owner: {owner}) passes again. {summary}"
     else:
-        message = (
-            f"Check `{key.name}` (owner: {owner}): {summary} "
-            f"What to do: {_text(evaluation, 'runbook')}"
-        )
-    severity = (
-        AlertSeverity.ERROR
-        if evaluation.severity == dg.AssetCheckSeverity.ERROR
-        else AlertSeverity.WARNING
-    )
+        message = f"Check `{key.name}` (owner: {owner}): {summary} What to do: {runbook}"
+    severity = FROM_DAGSTER.get(evaluation.severity, Severity.WARNING)
     details = {
         "check": key.name,
         "asset": key.asset_key.to_user_string(),
@@ -81,7 +76,8 @@ def check_alert(key: dg.AssetCheckKey, evaluation: dg.AssetCheckEvaluation) -> A
         "count": _text(evaluation, "count"),
         "oldest_ids": _text(evaluation, "oldest_ids"),
     }
-    return Alert(f"check:{key.name}", severity, message, details)
+    channel = check.channel if check is not None else AlertChannel.OPS
+    return Alert(f"check:{key.name}", severity, message, details, channel)
 
 
 def escalation(alert: Alert, *, failing: bool) -> Alert:
@@ -117,22 +113,12 @@ def alert_on_checks(
                 continue
             alert = check_alert(key, evaluation)
             failing = not evaluation.passed
-            spec = SPECS.get(key.name)  # the freshness and service checks are ops'
-            channel = spec.channel if spec is not None else AlertChannel.OPS
             episodes = [(alert, failing, reminder_seconds)]
-            if channel is not AlertChannel.OPS:
-                at_error = failing and alert.severity is AlertSeverity.ERROR
+            if alert.channel is not AlertChannel.OPS:
+                at_error = failing and alert.severity is Severity.ERROR
                 episodes = [
-                    (
-                        dataclasses.replace(alert, channel=channel),
-                        failing,
-                        reviewer_reminder_seconds or reminder_seconds,
-                    ),
-                    (
-                        escalation(dataclasses.replace(alert, channel=channel), failing=at_error),
-                        at_error,
-                        reminder_seconds,
-                    ),
+                    (alert, failing, reviewer_reminder_seconds or reminder_seconds),
+                    (escalation(alert, failing=at_error), at_error, reminder_seconds),
                 ]
             for episode, episode_failing, reminder in episodes:
                 row = note_check(conn, episode, failing=episode_failing, reminder_seconds=reminder)
@@ -199,7 +185,7 @@ def build_alert_sensors(
         message += f": {errors[0][:300]}" if errors else f": {context.failure_event.message}"
         alert = Alert(
             f"run_failure:{run.run_id}",
-            AlertSeverity.ERROR,
+            Severity.ERROR,
             message,
             {"run_id": run.run_id, "job": run.job_name, "steps": steps},
         )

@@ -1,4 +1,4 @@
-"""Asset checks, each on the asset it judges (``watch/checks.py`` holds the checks).
+"""Asset checks, each on the asset it judges (``watch/checks/`` holds the checks).
 
 * ``generated_documents``: pending too long, generating too long (owner: generator),
   awaiting review too long (owner: the reviewers);
@@ -41,107 +41,53 @@ from delivery_pipeline.dagster_defs.resources import (
     ReviewResource,
     check_settings,
 )
+from delivery_pipeline.model import Severity
 from delivery_pipeline.settings import (
     DEFAULT_KNOCK_TEMPLATES,
     CheckSettings,
     Settings,
     knock_template_list,
 )
-from delivery_pipeline.watch import template_checks
-from delivery_pipeline.watch.checks import (
-    SERVICE_CHECK,
-    SERVICE_RUNBOOK,
-    SPECS,
-    CheckResult,
-    CheckSpec,
-    Severity,
-    check_service_reachable,
-)
+from delivery_pipeline.watch.checks import registry, templates
+from delivery_pipeline.watch.checks.evaluators import EVALUATORS
+from delivery_pipeline.watch.checks.probe import check_service_reachable
+from delivery_pipeline.watch.checks.registry import Check, CheckResult, Judged
 from delivery_pipeline.watch.watchdog import CHECKS, beat
 
-_SEVERITY = {Severity.WARN: dg.AssetCheckSeverity.WARN, Severity.ERROR: dg.AssetCheckSeverity.ERROR}
-
-# Which asset each check judges; every check of watch/checks.py is placed once.
-JUDGES: dict[str, dg.AssetsDefinition] = {
-    "pending_too_long": generated_documents,
-    "generating_too_long": generated_documents,
-    "awaiting_review_too_long": generated_documents,
-    "undelivered_stranded": delivered_documents,
-    "awaiting_reply": delivered_documents,
-    "messaging_tier_headroom": delivered_documents,
-    "sender_paused": delivered_documents,
-    "delivery_events_unrecorded": delivered_documents,
-    "abandoned_or_failed": delivery_backlog,
+# The one severity and Dagster's: translated here, both ways, and nowhere else.
+TO_DAGSTER = {
+    Severity.WARNING: dg.AssetCheckSeverity.WARN,
+    Severity.ERROR: dg.AssetCheckSeverity.ERROR,
 }
-if set(JUDGES) != set(SPECS):
-    raise ImportError(f"checks without an asset to judge: {sorted(set(SPECS) ^ set(JUDGES))}")
+FROM_DAGSTER = {dagster: ours for ours, dagster in TO_DAGSTER.items()}
+
+_ASSETS: dict[Judged, dg.AssetsDefinition] = {
+    Judged.GENERATED: generated_documents,
+    Judged.DELIVERED: delivered_documents,
+    Judged.BACKLOG: delivery_backlog,
+}
 
 
 def as_check_result(result: CheckResult) -> dg.AssetCheckResult:
     return dg.AssetCheckResult(
         passed=result.passed,
-        severity=_SEVERITY[result.severity] if result.severity else dg.AssetCheckSeverity.WARN,
+        severity=TO_DAGSTER[result.severity] if result.severity else dg.AssetCheckSeverity.WARN,
         description=result.summary,
         metadata=as_metadata({"summary": result.summary, **result.metadata}),
     )
 
 
-def _build(spec: CheckSpec) -> dg.AssetChecksDefinition:
-    @dg.asset_check(
-        asset=JUDGES[spec.name],
-        name=spec.name,
-        blocking=False,
-        description=f"{spec.description} Owner: {spec.owner}.",
-        metadata={"owner": spec.owner, "runbook": spec.runbook},
-    )
-    def _check(
-        app_db: AppDatabase,
-        checks: ChecksResource,
-        delivery: DeliveryResource,
-        review: ReviewResource,
-        delivery_service: DeliveryServiceResource,
-    ) -> dg.AssetCheckResult:
-        settings = check_settings(checks, delivery, review, delivery_service)
-        with app_db.connect() as conn:
-            beat(conn, CHECKS)
-            return as_check_result(spec.evaluate(conn, settings))
-
-    return _check
-
-
-@dg.asset_check(
-    asset=delivered_documents,
-    name=SERVICE_CHECK,
-    blocking=False,
-    description=(
-        "The webhook service answers GET /healthz and reaches its database: without it, "
-        "replies and generation pokes deliver nothing. Owner: ops."
-    ),
-    metadata={"owner": "ops", "runbook": SERVICE_RUNBOOK},
-)
-def webhook_service_reachable(
-    app_db: AppDatabase, delivery_service: DeliveryServiceResource
-) -> dg.AssetCheckResult:
-    with app_db.connect() as conn:
-        beat(conn, CHECKS)
-    return as_check_result(check_service_reachable(delivery_service.service_url))
-
-
-# One per waiting state (and the outbox), from watch/checks.py.
-STATE_CHECKS: list[dg.AssetChecksDefinition] = [_build(spec) for spec in SPECS.values()]
-
-
-def _template_check(
-    name: str,
-    description: str,
-    evaluate: Callable[[psycopg.Connection[Any], Settings], CheckResult],
+def _on_asset(
+    check: Check, evaluate: Callable[[psycopg.Connection[Any], Settings], CheckResult]
 ) -> dg.AssetChecksDefinition:
+    """The asset check of a registry entry: its name, asset, owner and runbook."""
+
     @dg.asset_check(
-        asset=delivered_documents,
-        name=name,
+        asset=_ASSETS[check.judges],
+        name=check.name,
         blocking=False,
-        description=f"{description} Owner: {template_checks.OWNER}.",
-        metadata={"owner": template_checks.OWNER, "runbook": template_checks.TEMPLATE_RUNBOOK},
+        description=f"{check.description} Owner: {check.owner}.",
+        metadata={"owner": check.owner.value, "runbook": check.runbook},
     )
     def _check(
         app_db: AppDatabase,
@@ -158,32 +104,30 @@ def _template_check(
     return _check
 
 
+def _probe_service(conn: psycopg.Connection[Any], settings: Settings) -> CheckResult:
+    # the heartbeat is left by _on_asset; the probe itself needs only the URL
+    return check_service_reachable(settings.service.service_url)
+
+
+# One per waiting state (and the outbox), and the reverse watch.
+STATE_CHECKS: list[dg.AssetChecksDefinition] = [
+    _on_asset(check, evaluate) for check, evaluate in EVALUATORS.items()
+]
+webhook_service_reachable = _on_asset(registry.SERVICE, _probe_service)
+
+
 def build_template_checks(knock_templates: str) -> list[dg.AssetChecksDefinition]:
     """One check per knock template and language of ``DELIVERY_KNOCK_TEMPLATES``, and
     the knocks' own two (held for a template; accepted and never delivered)."""
     built = [
-        _template_check(
-            template_checks.KNOCK_HELD,
-            "Documents whose knock waits because no template of their locale can be used: "
-            "ERROR while any waits.",
-            template_checks.check_knock_held,
-        ),
-        _template_check(
-            template_checks.KNOCK_NOT_DELIVERED,
-            "Knocks the platform accepted and never reported delivered, read or failed after "
-            "CHECK_KNOCK_UNDELIVERED_SECONDS (template pacing drops sends that way): WARN, "
-            "listed apart from delivered knocks nobody answered.",
-            template_checks.check_knocks_not_delivered,
-        ),
+        _on_asset(registry.KNOCK_HELD, templates.check_knock_held),
+        _on_asset(registry.KNOCK_NOT_DELIVERED, templates.check_knocks_not_delivered),
     ]
     for name, language in knock_template_list(knock_templates):
         built.append(
-            _template_check(
-                template_checks.check_name(name, language),
-                f"Knock template {name} ({language}): ERROR when paused, disabled, flagged, "
-                "refused, RED or no longer UTILITY; WARN on YELLOW quality, an announced "
-                "re-categorisation or knocks never delivered.",
-                partial(template_checks.check_knock_template, name=name, language=language),
+            _on_asset(
+                registry.template_check(name, language),
+                partial(templates.check_knock_template, name=name, language=language),
             )
         )
     return built

@@ -22,7 +22,8 @@ import psycopg
 from psycopg.rows import DictRow
 from pydantic import SecretStr, field_validator
 
-from delivery_pipeline.generation.generator import Generator, build_generator
+from delivery_pipeline.generation.backends import build_generator
+from delivery_pipeline.generation.generator import Generator
 from delivery_pipeline.generation.worker import SweepPoke
 from delivery_pipeline.settings import (
     CheckSettings,

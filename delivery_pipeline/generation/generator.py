@@ -4,7 +4,7 @@ Two implementations: ``offline.OfflineGenerator`` (the default: a real
 six-week plan and a short daily brief in the person's language,
 deterministic) and ``openai.OpenAIGenerator`` (any OpenAI-compatible
 chat-completions endpoint). A generator holds no messaging credentials:
-``build_generator`` reads only the generation section of the settings. No
+``backends.build_generator`` reads only the generation section of the settings. No
 Dagster here.
 """
 
@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from delivery_pipeline.model import Kind
-from delivery_pipeline.settings import GenerationSettings, secret
 
 # ── what to write, and how it can fail ──────────────────────────────────
 
@@ -65,20 +64,3 @@ class Generator(Protocol):
     name: str
 
     def generate(self, spec: DocumentSpec) -> str: ...
-
-
-def build_generator(settings: GenerationSettings) -> Generator:
-    """The configured generator (``GENERATOR_BACKEND``)."""
-    if settings.backend == "openai":
-        from delivery_pipeline.generation.openai import OpenAIGenerator
-
-        return OpenAIGenerator(
-            settings.openai_base_url,
-            settings.openai_model,
-            secret(settings.openai_api_key),
-            timeout_seconds=settings.timeout_seconds,
-            max_retries=settings.max_retries,
-        )
-    from delivery_pipeline.generation.offline import OfflineGenerator
-
-    return OfflineGenerator()

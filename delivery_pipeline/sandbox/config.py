@@ -1,20 +1,33 @@
 """The sandbox's configuration: what it starts with, and what may change at runtime.
 
-``SandboxConfig`` is immutable; a runtime change (``POST /_sandbox/faults``)
-builds a new one with ``with_faults``, which validates every key and value so
-a typo in a test fails loudly instead of silently doing nothing.
+``SandboxConfig`` is immutable and holds every knob's type, default and
+bounds, once: a runtime change (``POST /_sandbox/faults``) builds a new one
+with ``with_faults`` and the startup values (``SANDBOX_*``, read as typed
+values by ``settings.SandboxSettings`` under the same field names) go
+through ``config_from_settings``; both are validated here, so a typo in a
+test or a deployment fails loudly instead of silently doing nothing.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field, replace
-from typing import Any
+from dataclasses import dataclass
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from delivery_pipeline.sandbox.knock_templates import KNOCK_BUTTON_SPECS
-from delivery_pipeline.settings import DEV_ACCESS_TOKEN, DEV_PHONE_NUMBER_ID, Settings, secret
+from delivery_pipeline.settings import (
+    DEV_ACCESS_TOKEN,
+    DEV_PHONE_NUMBER_ID,
+    SandboxSettings,
+    Settings,
+    secret,
+)
 
-REFUSAL_MODES = ("sync", "async")
+MESSAGE_TYPES = ("text", "template")
+Rate = Annotated[float, Field(ge=0, le=1)]
+Duration = Annotated[float, Field(ge=0)]
 
 
 @dataclass(frozen=True)
@@ -79,45 +92,46 @@ DEFAULT_TEMPLATES: tuple[Template, ...] = (
 )
 
 
-@dataclass(frozen=True)
-class SandboxConfig:
+class SandboxConfig(BaseModel):
     """Everything the sandbox does differently from one run to the next."""
 
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
+
     phone_number_id: str = DEV_PHONE_NUMBER_ID
-    access_token: str = field(default=DEV_ACCESS_TOKEN, repr=False)
+    access_token: str = Field(DEV_ACCESS_TOKEN, min_length=1, repr=False)
     display_phone_number: str = "15550000000"
     waba_id: str = "100000000000002"
     templates: tuple[Template, ...] = DEFAULT_TEMPLATES
     window_seconds: int = 24 * 3600
 
     # Refusals and limits
-    refusal_mode: str = "sync"
-    throughput_limit: int | None = 80
+    refusal_mode: Literal["sync", "async"] = "sync"
+    throughput_limit: int | None = Field(80, ge=0)  # 0 or None: unlimited
     pair_rate_enabled: bool = True
-    pair_burst: int = 45
-    pair_refill_seconds: float = 6.0
+    pair_burst: int = Field(45, ge=1)
+    pair_refill_seconds: float = Field(6.0, gt=0)
 
     # Fault injection
-    latency_ms: float = 0.0
-    latency_spike_rate: float = 0.0
-    latency_spike_ms: float = 0.0
-    error_5xx_rate: float = 0.0
-    drop_after_accept_rate: float = 0.0
+    latency_ms: Duration = 0.0
+    latency_spike_rate: Rate = 0.0
+    latency_spike_ms: Duration = 0.0
+    error_5xx_rate: Rate = 0.0
+    drop_after_accept_rate: Rate = 0.0
     # accepted, then the answer trickles a byte at a time for stall_ms: every read
     # gets data, so only a client's total timeout ends the wait
-    stall_after_accept_rate: float = 0.0
-    stall_ms: float = 30_000.0
+    stall_after_accept_rate: Rate = 0.0
+    stall_ms: Duration = 30_000.0
     seed: int | None = None
 
     # Webhooks out
     webhook_url: str | None = None
-    app_secret: str | None = field(default=None, repr=False)
+    app_secret: str | None = Field(None, repr=False)
     statuses_enabled: bool = True
-    status_delay_ms: float = 50.0
-    read_rate: float = 0.0
-    status_batch: int = 1
-    webhook_retries: int = 3
-    webhook_backoff_ms: float = 100.0
+    status_delay_ms: Duration = 50.0
+    read_rate: Rate = 0.0
+    status_batch: int = Field(1, ge=1)
+    webhook_retries: int = Field(3, ge=0)
+    webhook_backoff_ms: Duration = 100.0
     webhook_timeout_seconds: float = 5.0
 
     # Pricing and identity (2025-26)
@@ -126,12 +140,7 @@ class SandboxConfig:
     service_billable: bool = False
     # message types ("text", "template") refused with 131062 when addressed to a
     # business-scoped user id (``recipient``)
-    bsuid_refused_types: tuple[str, ...] = ()
-
-    def __post_init__(self) -> None:
-        problems = _problems(asdict(self))
-        if problems:
-            raise ValueError("; ".join(problems))
+    bsuid_refused_types: tuple[Literal["text", "template"], ...] = ()
 
     def template(self, name: str, language: str) -> Template | None:
         for template in self.templates:
@@ -144,13 +153,10 @@ class SandboxConfig:
         unknown = sorted(set(changes) - set(RUNTIME_KEYS))
         if unknown:
             raise ValueError(f"unknown keys: {', '.join(unknown)}")
-        problems = _problems(changes)
-        if problems:
-            raise ValueError("; ".join(problems))
         values = dict(changes)
-        if "bsuid_refused_types" in values:
+        if isinstance(values.get("bsuid_refused_types"), list):
             values["bsuid_refused_types"] = tuple(values["bsuid_refused_types"])
-        return replace(self, **values)
+        return _validated({**dict(self), **values})
 
     def public(self) -> dict[str, Any]:
         """The runtime view, without secrets (whether they are set is shown instead)."""
@@ -166,116 +172,50 @@ class SandboxConfig:
 
 
 SECRET_KEYS = frozenset({"access_token", "app_secret"})
-
-RUNTIME_KEYS: tuple[str, ...] = (
-    "latency_ms",
-    "latency_spike_rate",
-    "latency_spike_ms",
-    "error_5xx_rate",
-    "drop_after_accept_rate",
-    "stall_after_accept_rate",
-    "stall_ms",
-    "throughput_limit",
-    "pair_burst",
-    "pair_refill_seconds",
-    "pair_rate_enabled",
-    "refusal_mode",
-    "access_token",
-    "webhook_url",
-    "app_secret",
-    "status_delay_ms",
-    "read_rate",
-    "statuses_enabled",
-    "status_batch",
-    "webhook_retries",
-    "webhook_backoff_ms",
-    "seed",
-    "service_billable",
-    "bsuid_refused_types",
+# What is fixed for a run (identity, templates, the window, timeouts); every other knob
+# may change at runtime.
+_STARTUP_ONLY = frozenset(
+    {
+        "phone_number_id",
+        "display_phone_number",
+        "waba_id",
+        "templates",
+        "window_seconds",
+        "webhook_timeout_seconds",
+    }
+)
+RUNTIME_KEYS: tuple[str, ...] = tuple(
+    name for name in SandboxConfig.model_fields if name not in _STARTUP_ONLY
 )
 
 
-def _is_number(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool)
-
-
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-_RATES = (
-    "latency_spike_rate",
-    "error_5xx_rate",
-    "drop_after_accept_rate",
-    "stall_after_accept_rate",
-    "read_rate",
-)
-_DURATIONS = ("latency_ms", "latency_spike_ms", "stall_ms", "status_delay_ms", "webhook_backoff_ms")
-_FLAGS = ("pair_rate_enabled", "statuses_enabled", "service_billable")
-MESSAGE_TYPES = ("text", "template")
-_OPTIONAL_STRINGS = ("webhook_url", "app_secret")
-
-
-def _problems(values: Mapping[str, Any]) -> list[str]:
-    """What is wrong with the given config values (only the keys present are checked)."""
-    problems: list[str] = []
-    for key, value in values.items():
-        if key in _RATES and not (_is_number(value) and 0 <= value <= 1):
-            problems.append(f"{key} must be a number between 0 and 1")
-        elif key in _DURATIONS and not (_is_number(value) and value >= 0):
-            problems.append(f"{key} must be a number >= 0")
-        elif key in _FLAGS and not isinstance(value, bool):
-            problems.append(f"{key} must be true or false")
-        elif key in _OPTIONAL_STRINGS and not (value is None or isinstance(value, str)):
-            problems.append(f"{key} must be a string or null")
-        elif key == "throughput_limit" and not (value is None or (_is_int(value) and value >= 0)):
-            problems.append("throughput_limit must be an integer >= 0 or null (0/null: unlimited)")
-        elif key in ("pair_burst", "status_batch") and not (_is_int(value) and value >= 1):
-            problems.append(f"{key} must be an integer >= 1")
-        elif key == "pair_refill_seconds" and not (_is_number(value) and value > 0):
-            problems.append("pair_refill_seconds must be a number > 0")
-        elif key == "refusal_mode" and value not in REFUSAL_MODES:
-            problems.append(f"refusal_mode must be one of {', '.join(REFUSAL_MODES)}")
-        elif key == "access_token" and not (isinstance(value, str) and value):
-            problems.append("access_token must be a non-empty string")
-        elif key == "seed" and not (value is None or _is_int(value)):
-            problems.append("seed must be an integer or null")
-        elif key == "webhook_retries" and not (_is_int(value) and value >= 0):
-            problems.append("webhook_retries must be an integer >= 0")
-        elif key == "bsuid_refused_types" and not (
-            isinstance(value, list | tuple) and all(v in MESSAGE_TYPES for v in value)
-        ):
-            problems.append(f"bsuid_refused_types must be a list of {', '.join(MESSAGE_TYPES)}")
-    return problems
+def _validated(values: Mapping[str, Any], names: Mapping[str, str] | None = None) -> SandboxConfig:
+    """``SandboxConfig`` of ``values``; ValueError names each bad one (by ``names``, if given:
+    the environment variables it came from)."""
+    try:
+        return SandboxConfig.model_validate(values)
+    except ValidationError as exc:
+        problems = []
+        for error in exc.errors():
+            field = str(error["loc"][0]) if error["loc"] else "?"
+            shown = (names or {}).get(field, field)
+            got = "" if field in SECRET_KEYS else f" (got {error.get('input')!r})"
+            problems.append(f"{shown}: {error['msg']}{got}")
+        raise ValueError("; ".join(problems)) from None
 
 
 def config_from_settings(settings: Settings) -> SandboxConfig:
     """The startup config: the configured identity (``WHATSAPP_ACCESS_TOKEN``,
     ``WHATSAPP_PHONE_NUMBER_ID``, ``WHATSAPP_APP_SECRET``; the development identity
-    when unset) and the ``SANDBOX_*`` start values."""
-    start = settings.sandbox
-    changes: dict[str, Any] = {
-        key: value
-        for key, value in {
-            "webhook_url": start.webhook_url,
-            "refusal_mode": start.refusal_mode,
-            "latency_ms": start.latency_ms,
-            "throughput_limit": start.throughput_limit,
-            "read_rate": start.read_rate,
-            "pair_rate_enabled": start.pair_rate,
-            "status_delay_ms": start.status_delay_ms,
-            "status_batch": start.status_batch,
-            "seed": start.seed,
-            "service_billable": start.service_billable,
-            "app_secret": secret(settings.whatsapp.app_secret),
-        }.items()
-        if value is not None
+    when unset) and the ``SANDBOX_*`` start values (unset: the sandbox's own default)."""
+    start = {name: value for name, value in settings.sandbox if value is not None}
+    app_secret = secret(settings.whatsapp.app_secret)
+    identity = {
+        "phone_number_id": settings.whatsapp.phone_number_id,
+        "access_token": settings.whatsapp.access_token.get_secret_value(),
+        **({"app_secret": app_secret} if app_secret is not None else {}),
     }
-    return replace(
-        SandboxConfig().with_faults(changes),
-        phone_number_id=settings.whatsapp.phone_number_id,
-        access_token=settings.whatsapp.access_token.get_secret_value(),
-    )
+    return _validated({**start, **identity}, SandboxSettings.env_names())
 
 
 def config_from_env(env: Mapping[str, str] | None = None) -> SandboxConfig:

@@ -27,15 +27,11 @@ import json
 import logging
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
 from typing import Any
 
 import psycopg
 import uvicorn
-from psycopg.rows import DictRow
-from psycopg_pool import AsyncConnectionPool
 from starlette.applications import Starlette
-from starlette.background import BackgroundTask
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
@@ -45,10 +41,10 @@ from delivery_pipeline.delivery.sweep import DeliveryEngine, pool_size
 from delivery_pipeline.service.bodies import TooLarge, read_limited
 from delivery_pipeline.service.ingest import WebhookOutcome, apply_payload
 from delivery_pipeline.service.listener import ReadyListener
-from delivery_pipeline.service.log_limit import RateLimitedLog
 from delivery_pipeline.service.recorder import Recorder
 from delivery_pipeline.service.review_page import REVIEW_ROUTES
 from delivery_pipeline.service.sessions import Sessions
+from delivery_pipeline.service.state import Service, one_line, service_of
 from delivery_pipeline.service.watchdog import watch_forever
 from delivery_pipeline.settings import SERVICE_DEFAULT_PORT, Settings, secret, without_password
 from delivery_pipeline.store.db import (
@@ -66,7 +62,6 @@ from delivery_pipeline.whatsapp.signature import signature_valid, tokens_match
 
 log = logging.getLogger(__name__)
 
-TARGETED_SWEEP_CONCURRENCY = 2
 # The API may start a moment after us (``up`` starts the sandbox first, a
 # deployment may not): ask a few times before saying it does not answer.
 IDENTITY_CHECK_ATTEMPTS = 5
@@ -74,88 +69,12 @@ POKE_MAX_BODY_BYTES = 64 * 1024
 HEALTH_DATABASE_DOWN = "unreachable, or not migrated: see the service's log"
 
 
-@dataclass
-class Service:
-    """What the app holds for its lifetime (``request.app.state.service``)."""
-
-    settings: Settings
-    pool: AsyncConnectionPool[psycopg.AsyncConnection[DictRow]]
-    engine: DeliveryEngine
-    # the review page's sessions; None when REVIEW_TOKEN is unset (the page is off)
-    review_sessions: Sessions | None = None
-    sweeps: set[asyncio.Task[None]] = field(default_factory=set)
-    listener: ReadyListener | None = None
-    # A replayed bad body must not fill the disk: a few lines per kind, then a count.
-    quiet_log: RateLimitedLog = field(default_factory=lambda: RateLimitedLog(log))
-    # pushes what the service delivered to Dagster's timeline (None: no DAGSTER_WEBSERVER_URL)
-    recorder: Recorder | None = None
-
-    def recorded(self) -> None:
-        """Something may have changed a document: have it on Dagster's timeline soon."""
-        if self.recorder is not None:
-            self.recorder.kick()
-
-    async def sweep_and_record(self) -> Any:
-        """A sweep after a ready notification, and what it did onto Dagster's timeline."""
-        try:
-            return await self.engine.sweep()
-        finally:
-            self.recorded()
-
-    def sweep_later(
-        self, person_ids: Sequence[int], document_ids: Sequence[int]
-    ) -> BackgroundTask | None:
-        """A targeted sweep detached from the response, so a slow one never holds the
-        connection; tracked so shutdown can cancel it."""
-        if not person_ids and not document_ids:
-            return None
-
-        async def start() -> None:
-            task = asyncio.create_task(self._sweep(person_ids, document_ids))
-            self.sweeps.add(task)
-            task.add_done_callback(self.sweeps.discard)
-
-        return BackgroundTask(start)
-
-    async def _sweep(self, person_ids: Sequence[int], document_ids: Sequence[int]) -> None:
-        targets: list[dict[str, int | None]] = [
-            {"person_id": p, "document_id": None} for p in person_ids
-        ] + [{"person_id": None, "document_id": d} for d in document_ids]
-        for target in targets:
-            named = {k: v for k, v in target.items() if v is not None}
-            try:
-                result = await self.engine.sweep(
-                    concurrency=TARGETED_SWEEP_CONCURRENCY,
-                    person_id=target["person_id"],
-                    document_id=target["document_id"],
-                )
-                if result.claimed:
-                    log.info("targeted sweep %s: %s", named, result.as_dict())
-            except Exception as exc:
-                if not database_unavailable(exc):
-                    log.exception("targeted sweep %s failed; the heartbeat will retry", named)
-                    continue
-                self.quiet_log.log(
-                    logging.WARNING,
-                    "sweep-database-unavailable",
-                    "targeted sweep %s: database unavailable (%s); the heartbeat will retry",
-                    named,
-                    _one_line(str(exc)),
-                )
-        self.recorded()
-
-
-def _service(request: Request) -> Service:
-    service: Service = request.app.state.service
-    return service
-
-
 # ── endpoints ───────────────────────────────────────────────────────────
 
 
 async def verify(request: Request) -> Response:
     """Meta's verification handshake."""
-    expected = secret(_service(request).settings.whatsapp.verify_token)
+    expected = secret(service_of(request).settings.whatsapp.verify_token)
     params = request.query_params
     if (
         params.get("hub.mode") == "subscribe"
@@ -168,7 +87,7 @@ async def verify(request: Request) -> Response:
 
 async def receive(request: Request) -> Response:
     """A signed webhook body: inbound messages and statuses."""
-    service = _service(request)
+    service = service_of(request)
     limit = service.settings.service.webhook_max_body_bytes
     try:
         body = await read_limited(request, limit)
@@ -202,7 +121,7 @@ async def receive(request: Request) -> Response:
             what,
             "%s, asking Meta to redeliver (503): %s",
             what,
-            _one_line(str(exc)),
+            one_line(str(exc)),
         )
         return PlainTextResponse("database unavailable", status_code=503)
     if outcome.documents_changed:
@@ -217,7 +136,7 @@ async def receive(request: Request) -> Response:
 
 async def poke(request: Request) -> Response:
     """The generator's poke: sweep one document or one person now."""
-    service = _service(request)
+    service = service_of(request)
     expected = secret(service.settings.service.internal_token)
     scheme, _, token = request.headers.get("authorization", "").partition(" ")
     if not expected or scheme.lower() != "bearer" or not tokens_match(token.strip(), expected):
@@ -249,7 +168,7 @@ async def poke(request: Request) -> Response:
 
 async def healthz(request: Request) -> Response:
     """Database reachable, schema version, service version, ready notifications heard."""
-    service = _service(request)
+    service = service_of(request)
     try:
         async with service.pool.connection(timeout=2) as conn:
             schema_version = await QUERIES.health.one(conn, {})
@@ -261,7 +180,7 @@ async def healthz(request: Request) -> Response:
             "healthz-database",
             "health check: the database is not usable (%s): %s",
             type(exc).__name__,
-            _one_line(str(exc)),
+            one_line(str(exc)),
         )
         return JSONResponse(
             {"status": "unavailable", "database": HEALTH_DATABASE_DOWN, "version": __version__},
@@ -402,7 +321,7 @@ async def _keep_raw(
     conn: psycopg.AsyncConnection[Any], body: bytes, service: Service, reasons: list[str]
 ) -> None:
     """Keep the exact bytes with why, and say so in one line (a few per kind, then a count)."""
-    reason = _one_line("; ".join(reasons))[:500]
+    reason = one_line("; ".join(reasons))[:500]
     kept = await QUERIES.insert_raw_webhook.one(conn, {"reason": reason, "body": body})
     raw_id = kept.id if kept else None
     # Fields of the platform we do not subscribe to use are normal; anything
@@ -416,11 +335,6 @@ async def _keep_raw(
         raw_id,
         reason,
     )
-
-
-def _one_line(text: str) -> str:
-    """Text from outside as one printable line (a body must not forge log lines)."""
-    return "".join(c if c.isprintable() else " " for c in text)
 
 
 async def _apply_retrying(

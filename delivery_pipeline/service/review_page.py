@@ -29,7 +29,7 @@ import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import psycopg
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
@@ -41,6 +41,7 @@ from delivery_pipeline.delivery.chunking import delivery_messages
 from delivery_pipeline.model import OperatorAction, ReviewDecision
 from delivery_pipeline.service.bodies import TooLarge, read_form
 from delivery_pipeline.service.sessions import COOKIE_NAME, Session, Sessions, client_key
+from delivery_pipeline.service.state import service_of
 from delivery_pipeline.settings import REVIEW_PAGE_PATH
 from delivery_pipeline.store.db import database_unavailable
 from delivery_pipeline.store.operator import NotApplicable, act_async
@@ -58,9 +59,6 @@ from delivery_pipeline.store.review import (
     explain,
 )
 from delivery_pipeline.watch.ages import format_age
-
-if TYPE_CHECKING:
-    from delivery_pipeline.service.app import Service
 
 log = logging.getLogger(__name__)
 
@@ -94,11 +92,6 @@ _HEADERS = {
 class Notice:
     kind: str  # "done" | "conflict" | "error"
     text: str
-
-
-def _service(request: Request) -> Service:
-    service: Service = request.app.state.service
-    return service
 
 
 def _html(
@@ -145,7 +138,7 @@ def _page(handler: Handler) -> Handler:
 
 
 async def _signed_in(request: Request) -> tuple[Sessions | None, Session | None]:
-    service = _service(request)
+    service = service_of(request)
     sessions = service.review_sessions
     if sessions is None:
         return None, None
@@ -179,7 +172,7 @@ async def sign_in_form(request: Request) -> Response:
 
 @_page
 async def sign_in(request: Request) -> Response:
-    service = _service(request)
+    service = service_of(request)
     sessions = service.review_sessions
     if sessions is None:
         return _off()
@@ -251,7 +244,7 @@ async def sign_out(request: Request) -> Response:
         form = await _form(request, SIGN_IN_MAX_BYTES, session)
         if isinstance(form, Response):
             return form
-        async with _service(request).pool.connection() as conn:
+        async with service_of(request).pool.connection() as conn:
             await sessions.end(conn, request.cookies.get(COOKIE_NAME))
         log.info("review page: %s signed out", session.name)
     response = _to_sign_in()
@@ -307,7 +300,7 @@ async def _render_list(
     notice: Notice | None = None,
     status_code: int = 200,
 ) -> Response:
-    service = _service(request)
+    service = service_of(request)
     async with service.pool.connection() as conn:
         waiting = await awaiting_review_async(conn, LIST_LIMIT)
         if asked is not None:
@@ -376,7 +369,7 @@ async def decide(request: Request) -> Response:
         return await _render_list(
             request, session, notice=Notice("error", str(exc)), status_code=400
         )
-    service = _service(request)
+    service = service_of(request)
     async with service.pool.connection() as conn:
         outcome = await decide_async(conn, decision)
     if isinstance(outcome, Decided):
@@ -415,7 +408,7 @@ async def operate(request: Request) -> Response:
     if not _DOCUMENT_ID.fullmatch(raw_id) or action not in ("cancel", "resend"):
         notice = Notice("error", "Give a document id (digits) and choose cancel or resend.")
         return await _render_list(request, session, notice=notice, status_code=400)
-    service = _service(request)
+    service = service_of(request)
     document_id = int(raw_id)
     try:
         async with service.pool.connection() as conn:

@@ -23,6 +23,7 @@ from typing import Any
 import psycopg
 from psycopg.types.json import Jsonb
 
+from delivery_pipeline.model import Severity
 from delivery_pipeline.store.queries import QUERIES
 from delivery_pipeline.store.rows import NewAlert, OpsAlert
 
@@ -32,10 +33,8 @@ DEFAULT_QUIET_SECONDS = 3600.0
 DEFAULT_REMINDER_SECONDS = 4 * 3600
 
 
-class AlertSeverity(enum.StrEnum):
-    INFO = "info"
-    WARNING = "warning"
-    ERROR = "error"
+# The one severity (``model.Severity``), under the name the engine's modules import.
+AlertSeverity = Severity
 
 
 class AlertKind(enum.StrEnum):

@@ -23,10 +23,11 @@ from typing import Any
 
 import psycopg
 
+from delivery_pipeline.model import Severity
 from delivery_pipeline.store.queries import QUERIES
 from delivery_pipeline.store.rows import OpsAlert
 from delivery_pipeline.watch.ages import format_age
-from delivery_pipeline.watch.alerts import Alert, AlertSeverity, note_check
+from delivery_pipeline.watch.alerts import Alert, note_check
 
 ALERT_KEY = "watchdog:dagster_daemon"
 HEARTBEAT_SENSOR = "delivery_heartbeat"
@@ -59,14 +60,14 @@ def daemon_alert(ages: dict[str, float], *, stale_seconds: float, since_start: f
     if newest <= stale_seconds:
         return Alert(
             ALERT_KEY,
-            AlertSeverity.INFO,
+            Severity.INFO,
             f"Dagster's daemon is alive again ({seen}).",
             details,
         )
     silence = seen or f"no heartbeat at all in {format_age(since_start, precise=True)}"
     return Alert(
         ALERT_KEY,
-        AlertSeverity.ERROR,
+        Severity.ERROR,
         "Dagster's daemon looks stopped: no delivery_heartbeat tick and no check evaluation "
         f"for over {format_age(stale_seconds, precise=True)} ({silence}). Until it is back no "
         "heartbeat delivery run, generation run, check or check alert happens; the webhook "
@@ -87,7 +88,7 @@ def watch_daemon(
     ages = _ages(conn)
     since_start = (dt.datetime.now(dt.UTC) - watching_since).total_seconds()
     alert = daemon_alert(ages, stale_seconds=stale_seconds, since_start=since_start)
-    if not ages and alert.severity is not AlertSeverity.ERROR:
+    if not ages and alert.severity is not Severity.ERROR:
         # No heartbeat yet and this watcher started recently: nothing is known,
         # so nothing is resolved. Another replica (or this one before a restart)
         # may be rightly alerting on the same silence.
@@ -95,6 +96,6 @@ def watch_daemon(
     return note_check(
         conn,
         alert,
-        failing=alert.severity is AlertSeverity.ERROR,
+        failing=alert.severity is Severity.ERROR,
         reminder_seconds=reminder_seconds,
     )

@@ -26,15 +26,16 @@ import httpx
 import psycopg
 from dagster import DagsterInstance
 
-from delivery_pipeline.cli.up import Child, prepare_dagster_home
+from delivery_pipeline.cli.up import prepare_dagster_home
 from delivery_pipeline.store.db import ensure_database, sqlalchemy_url, with_database
-from delivery_pipeline_tests.support.sandbox_server import (
+from delivery_pipeline.supervisor import Child
+from delivery_pipeline.testing.sandbox import (
     REPO_ROOT,
     SandboxProcess,
     free_port,
     start_sandbox,
 )
-from delivery_pipeline_tests.support.service_server import (
+from delivery_pipeline.testing.service import (
     APP_SECRET,
     ServiceProcess,
     start_service,

@@ -14,7 +14,8 @@ from delivery_pipeline.service.ingest import apply_payload
 from delivery_pipeline.settings import DeliverySettings
 from delivery_pipeline.store.db import connect_async
 from delivery_pipeline.store.queries import QUERIES
-from delivery_pipeline_tests.support import payloads
+from delivery_pipeline.testing import payloads
+from delivery_pipeline.testing.plans import plan_body as plan_body  # where the tests import it
 
 _numbers = itertools.count(1)
 
@@ -80,18 +81,6 @@ def add_document(
             "needs_review": needs_review,
         },
     ).fetchone()
-
-
-def plan_body(chunks: int, chunk_limit: int = 4096, tag: str = "") -> str:
-    """A plan that cuts into exactly ``chunks`` messages of ``chunk_limit``, a paragraph each."""
-    paragraphs = []
-    for i in range(chunks):
-        head = f"{tag}Part {i + 1} of {chunks}. "
-        filler = ("Keep going, one small step at a time. " * 200)[
-            : max(chunk_limit - len(head) - 10, 1)
-        ]
-        paragraphs.append((head + filler).strip())
-    return "\n\n".join(paragraphs)
 
 
 def document(conn: psycopg.Connection, document_id: int) -> dict[str, Any]:

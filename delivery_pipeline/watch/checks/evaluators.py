@@ -1,60 +1,30 @@
-"""The ops checks: one per waiting state, each with an owner, thresholds and a runbook line.
+"""The waiting states' evaluators: one per check of ``registry.STATE_CHECKS``.
 
-Each check reads one query of ``sql/queries_checks.sql`` and returns a
-``CheckResult``: passed or not, WARN or ERROR, a one-line summary, and
+Each reads one query of ``sql/queries_checks.sql`` and returns a
+``CheckResult``: passed or not, WARNING or ERROR, a one-line summary, and
 metadata (count, oldest age, the ids of the oldest few rows, what to do). The
-outbox of delivery events (``sql/008``) is a waiting state too. One more
-check is not a state but the reverse watch: whether the webhook service
-answers (``check_service_reachable``). No Dagster here:
-``delivery_pipeline.dagster_defs.asset_checks`` hangs each on the asset it
-judges, and the alert sensor turns results into ops alerts.
-
-Thresholds are the ``checks`` section of the settings (``CHECK_*``); the
-eligibility parameters and the messaging tier come from their own sections.
+outbox of delivery events (``sql/008``) is a waiting state too. Names,
+owners and runbooks are the registry's; thresholds are the ``checks`` section
+of the settings (``CHECK_*``), the eligibility parameters and the messaging
+tier come from their own sections.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import datetime as dt
-import enum
-import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
-import httpx
 import psycopg
 
-from delivery_pipeline.model import EXPECTED_ABANDON_REASONS
-from delivery_pipeline.settings import Settings, without_password
+from delivery_pipeline.model import EXPECTED_ABANDON_REASONS, Severity
+from delivery_pipeline.settings import Settings
 from delivery_pipeline.store.queries import QUERIES, Query
 from delivery_pipeline.store.rows import AgedCheck
 from delivery_pipeline.watch.ages import format_age
-from delivery_pipeline.watch.alerts import AlertChannel
-
-
-class Severity(enum.StrEnum):
-    WARN = "warn"
-    ERROR = "error"
-
-
-RUNBOOK = "README.md, 'What an alert means'"
-
-
-@dataclass(frozen=True)
-class CheckResult:
-    name: str
-    owner: str
-    passed: bool
-    severity: Severity | None
-    summary: str
-    metadata: dict[str, Any]
-
-    @property
-    def count(self) -> int:
-        return int(self.metadata.get("count", 0))
-
+from delivery_pipeline.watch.checks import registry
+from delivery_pipeline.watch.checks.registry import Check, CheckResult, result
 
 # Abandoned and failed documents are judged over the last day.
 PERIOD_SECONDS = 24 * 3600
@@ -71,7 +41,7 @@ def _severity(errs: bool, warns: bool) -> Severity | None:
     if errs:
         return Severity.ERROR
     if warns:
-        return Severity.WARN
+        return Severity.WARNING
     return None
 
 
@@ -97,35 +67,9 @@ Aged = TypeVar("Aged", bound=AgedRow)
 # ── the checks ──────────────────────────────────────────────────────────
 
 
-@dataclass(frozen=True)
-class CheckSpec:
-    name: str
-    owner: str
-    description: str
-    runbook: str
-    evaluate: Callable[[psycopg.Connection[Any], Settings], CheckResult]
-    # whose channel hears of it; a check owned by the reviewers is escalated to
-    # ops as well when it reaches ERROR (dagster_defs/alert_sensors.py)
-    channel: AlertChannel = AlertChannel.OPS
-
-
-def _result(
-    spec_name: str, severity: Severity | None, summary: str, metadata: dict[str, Any]
-) -> CheckResult:
-    spec = SPECS[spec_name]
-    return CheckResult(
-        name=spec.name,
-        owner=spec.owner,
-        passed=severity is None,
-        severity=severity,
-        summary=summary,
-        metadata={"owner": spec.owner, **metadata, "runbook": spec.runbook},
-    )
-
-
 def _aged_state(
     query: Query[AgedCheck, Aged],
-    name: str,
+    check: Check,
     noun: str,
     warn: float,
     error: float,
@@ -166,13 +110,13 @@ def _aged_state(
     }
     if listed is not None:
         metadata["rows"] = [listed(row) for row in rows]
-    return _result(name, severity, summary, metadata)
+    return result(check, severity, summary, metadata)
 
 
 def check_pending(conn: psycopg.Connection[Any], s: Settings) -> CheckResult:
     return _aged_state(
         QUERIES.check_pending,
-        "pending_too_long",
+        registry.PENDING,
         "documents pending generation",
         s.checks.pending_warn_seconds,
         s.checks.pending_error_seconds,
@@ -184,9 +128,9 @@ def check_pending(conn: psycopg.Connection[Any], s: Settings) -> CheckResult:
 def check_awaiting_review(conn: psycopg.Connection[Any], s: Settings) -> CheckResult:
     """Documents waiting for a reviewer: the reviewers are told (with a link to their
     page) at WARN, reminded while it lasts, and ops too at ERROR."""
-    result = _aged_state(
+    aged = _aged_state(
         QUERIES.check_awaiting_review,
-        "awaiting_review_too_long",
+        registry.AWAITING_REVIEW,
         "documents awaiting review",
         s.review.warn_seconds,
         s.review.error_seconds,
@@ -195,16 +139,16 @@ def check_awaiting_review(conn: psycopg.Connection[Any], s: Settings) -> CheckRe
     )
     page = s.service.review_page_url
     return dataclasses.replace(
-        result,
-        summary=f"{result.summary} Review them at {page}" if result.count else result.summary,
-        metadata={**result.metadata, "review_page": page},
+        aged,
+        summary=f"{aged.summary} Review them at {page}" if aged.count else aged.summary,
+        metadata={**aged.metadata, "review_page": page},
     )
 
 
 def check_generating(conn: psycopg.Connection[Any], s: Settings) -> CheckResult:
     return _aged_state(
         QUERIES.check_generating,
-        "generating_too_long",
+        registry.GENERATING,
         "documents generating",
         s.checks.generating_warn_seconds,
         s.checks.generating_error_seconds,
@@ -275,8 +219,8 @@ def check_undelivered(conn: psycopg.Connection[Any], s: Settings) -> CheckResult
             f"{total} documents undelivered ({eligible} eligible now), oldest "
             f"{format_age(oldest, precise=True)}: none stranded."
         )
-    return _result(
-        "undelivered_stranded",
+    return result(
+        registry.UNDELIVERED,
         severity,
         summary,
         {
@@ -353,8 +297,8 @@ def check_awaiting_reply(conn: psycopg.Connection[Any], s: Settings) -> CheckRes
             f"{total} documents wait on a knock reply, oldest {format_age(oldest, precise=True)}; "
             f"knocks of the last day: {health.knocked}, {unanswered} unanswered."
         )
-    return _result(
-        "awaiting_reply",
+    return result(
+        registry.AWAITING_REPLY,
         severity,
         summary,
         {
@@ -403,8 +347,8 @@ def check_abandoned(conn: psycopg.Connection[Any], s: Settings) -> CheckResult:
             f"{problem_count} documents abandoned or failed in the last day ({reasons}): "
             f"ids {', '.join(map(str, ids))}."
         )
-    return _result(
-        "abandoned_or_failed",
+    return result(
+        registry.ABANDONED,
         severity,
         summary,
         {
@@ -430,8 +374,8 @@ def check_tier(conn: psycopg.Connection[Any], s: Settings) -> CheckResult:
         "oldest_ids": [row.person_id for row in rows],
     }
     if s.checks.tier_limit is None:
-        return _result(
-            "messaging_tier_headroom",
+        return result(
+            registry.TIER,
             None,
             f"{reached} people reached outside the window in 24 h; tier unlimited.",
             {**metadata, "share": 0.0},
@@ -447,8 +391,8 @@ def check_tier(conn: psycopg.Connection[Any], s: Settings) -> CheckResult:
             f"; the oldest knock leaves the 24 h in "
             f"{format_age(max(24 * 3600 - oldest, 0), precise=True)}."
         )
-    return _result(
-        "messaging_tier_headroom",
+    return result(
+        registry.TIER,
         severity,
         summary + ("" if severity else "."),
         {**metadata, "share": share, "warn_at_share": s.checks.tier_warn_share},
@@ -461,15 +405,15 @@ def check_sender_paused(conn: psycopg.Connection[Any], s: Settings) -> CheckResu
     waiting = row.waiting
     ids = row.waiting_ids
     if row.paused_at is None or row.age_seconds is None:
-        return _result(
-            "sender_paused",
+        return result(
+            registry.SENDER_PAUSED,
             None,
             "Sending is not paused.",
             {"count": waiting, "oldest_age_seconds": 0.0, "oldest_ids": [], "paused": False},
         )
     age = row.age_seconds
-    return _result(
-        "sender_paused",
+    return result(
+        registry.SENDER_PAUSED,
         Severity.ERROR,
         f"Sending is paused by a global error since {format_age(age, precise=True)} ago "
         f"(code {row.pause_code}: {row.pause_reason}); {waiting} documents "
@@ -489,7 +433,7 @@ def check_delivery_events(conn: psycopg.Connection[Any], s: Settings) -> CheckRe
     """The outbox is a queue too: deliveries Dagster's timeline does not show yet."""
     return _aged_state(
         QUERIES.check_delivery_events,
-        "delivery_events_unrecorded",
+        registry.DELIVERY_EVENTS,
         "deliveries not yet on the delivered_documents timeline",
         s.checks.events_warn_seconds,
         s.checks.events_error_seconds,
@@ -505,149 +449,27 @@ def check_delivery_events(conn: psycopg.Connection[Any], s: Settings) -> CheckRe
     )
 
 
-SERVICE_CHECK = "webhook_service_reachable"
-SERVICE_RUNBOOK = (
-    "Is the webhook service running (`delivery-pipeline service`, its log)? `curl "
-    "DELIVERY_SERVICE_URL/healthz` says whether it answers and reaches the database. Meanwhile "
-    "Meta retries webhooks for days and the heartbeat still delivers; replies wake nothing "
-    "until it is back; " + RUNBOOK
-)
+Evaluate = Callable[[psycopg.Connection[Any], Settings], CheckResult]
 
-
-def check_service_reachable(service_url: str, *, timeout: float = 5.0) -> CheckResult:
-    """The reverse watch: Dagster asks the webhook service's ``/healthz``."""
-    url = f"{service_url}/healthz"
-    shown = without_password(url)  # the check's metadata and summary are on the UI
-    started = time.monotonic()
-    try:
-        response = httpx.get(url, timeout=timeout)
-        answer = response.json() if response.is_success else {}
-        problem = None if answer.get("status") == "ok" else f"HTTP {response.status_code}"
-        if problem and response.content:
-            problem += f": {response.text[:200]}"
-    except (httpx.HTTPError, ValueError) as exc:
-        answer, problem = {}, f"{type(exc).__name__}: {exc}"
-    elapsed = round(time.monotonic() - started, 3)
-    metadata: dict[str, Any] = {
-        "owner": "ops",
-        "url": shown,
-        "answered_in_seconds": elapsed,
-        "count": 0 if problem is None else 1,
-        "schema_version": answer.get("schema_version"),
-        "version": answer.get("version"),
-        "runbook": SERVICE_RUNBOOK,
-    }
-    if problem is None:
-        summary = f"The webhook service answers at {shown} and reaches its database."
-    else:
-        summary = f"The webhook service at {shown} is unreachable or unhealthy ({problem})."
-        metadata["error"] = problem
-    return CheckResult(
-        name=SERVICE_CHECK,
-        owner="ops",
-        passed=problem is None,
-        severity=None if problem is None else Severity.ERROR,
-        summary=summary,
-        metadata=metadata,
-    )
-
-
-SPECS: dict[str, CheckSpec] = {
-    spec.name: spec
-    for spec in (
-        CheckSpec(
-            "pending_too_long",
-            "generator",
-            "Documents waiting for generation longer than the threshold.",
-            "Is the pending_generation sensor running, and the generator reachable? "
-            "See the generate_documents runs; " + RUNBOOK,
-            check_pending,
-        ),
-        CheckSpec(
-            "generating_too_long",
-            "generator",
-            "Documents whose generation claim is older than the threshold: a dead or "
-            "stuck worker (the rows are listed).",
-            "A generator died or hangs: its claim expires after GENERATION_LEASE_SECONDS "
-            "and another takes over; if not, check generate_documents runs; " + RUNBOOK,
-            check_generating,
-        ),
-        CheckSpec(
-            "awaiting_review_too_long",
-            "reviewers",
-            "Documents of a reviewed kind (DELIVERY_REVIEW_KINDS) waiting for a reviewer's "
-            "decision longer than REVIEW_WARN_SECONDS / REVIEW_ERROR_SECONDS; the reviewers' "
-            "channel is told, and ops at ERROR.",
-            "Reviewers: approve or reject them on the review page (linked), or "
-            "`delivery-pipeline documents approve|reject ID`; " + RUNBOOK,
-            check_awaiting_review,
-            channel=AlertChannel.REVIEWERS,
-        ),
-        CheckSpec(
-            "undelivered_stranded",
-            "delivery",
-            "Generated documents a sweep would deliver now (eligible_documents) that "
-            "nothing has taken for longer than the threshold; also WARNs on documents "
-            "undelivered for hours while retrying.",
-            "Is the delivery_heartbeat sensor running and deliver_documents succeeding? "
-            "`delivery-pipeline sweep` delivers by hand; " + RUNBOOK,
-            check_undelivered,
-        ),
-        CheckSpec(
-            "awaiting_reply",
-            "the person",
-            "Documents knocked for and waiting on the person's reply: counted; alerts "
-            "only when most knocks go undelivered (template broken) or unanswered.",
-            "Check the knock template's status in WhatsApp Manager and the knocks' "
-            "status events; " + RUNBOOK,
-            check_awaiting_reply,
-        ),
-        CheckSpec(
-            "abandoned_or_failed",
-            "ops",
-            "Documents abandoned (by reason) or whose generation failed in the last day; "
-            "stale, opted_out and operator are expected and only counted.",
-            "`delivery-pipeline documents show ID` for the reason and the last error; " + RUNBOOK,
-            check_abandoned,
-        ),
-        CheckSpec(
-            "messaging_tier_headroom",
-            "ops",
-            "Unique people reached outside the window (knocked) in the rolling 24 h "
-            "versus the messaging tier limit (WHATSAPP_MESSAGING_TIER).",
-            "Near the limit further knocks are refused: raise the tier in WhatsApp "
-            "Manager or set WHATSAPP_MESSAGING_TIER; " + RUNBOOK,
-            check_tier,
-        ),
-        CheckSpec(
-            "sender_paused",
-            "ops",
-            "Sending is paused by a global error (expired token, unknown phone number "
-            "id, missing template, restricted account): ERROR at once.",
-            "Fix the credential/template/account named in the reason; the next "
-            "successful send resumes by itself; " + RUNBOOK,
-            check_sender_paused,
-        ),
-        CheckSpec(
-            "delivery_events_unrecorded",
-            "ops",
-            "Deliveries, knocks and abandonments not yet on Dagster's delivered_documents "
-            "timeline (the delivery_events outbox): recording is late, not delivery.",
-            "Is the record_delivery_events sensor running, and can the webhook service reach "
-            "DAGSTER_WEBSERVER_URL? The rows wait in delivery_events and are recorded once "
-            "either works again; " + RUNBOOK,
-            check_delivery_events,
-        ),
-    )
+EVALUATORS: dict[Check, Evaluate] = {
+    registry.PENDING: check_pending,
+    registry.GENERATING: check_generating,
+    registry.AWAITING_REVIEW: check_awaiting_review,
+    registry.UNDELIVERED: check_undelivered,
+    registry.AWAITING_REPLY: check_awaiting_reply,
+    registry.ABANDONED: check_abandoned,
+    registry.TIER: check_tier,
+    registry.SENDER_PAUSED: check_sender_paused,
+    registry.DELIVERY_EVENTS: check_delivery_events,
 }
-
-CHECK_NAMES = tuple(SPECS)
+if tuple(EVALUATORS) != registry.STATE_CHECKS:
+    raise ImportError("every waiting state's check needs one evaluator, in the registry's order")
 
 
 def evaluate(name: str, conn: psycopg.Connection[Any], settings: Settings) -> CheckResult:
-    """Run one check by name."""
-    return SPECS[name].evaluate(conn, settings)
+    """Run one waiting state's check by name."""
+    return next(run for check, run in EVALUATORS.items() if check.name == name)(conn, settings)
 
 
 def evaluate_all(conn: psycopg.Connection[Any], settings: Settings) -> list[CheckResult]:
-    return [spec.evaluate(conn, settings) for spec in SPECS.values()]
+    return [run(conn, settings) for run in EVALUATORS.values()]

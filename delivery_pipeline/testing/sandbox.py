@@ -1,78 +1,49 @@
-"""Run the WhatsApp sandbox as a real subprocess, and receive its webhooks, for tests.
+"""Run the WhatsApp sandbox as a real subprocess, and receive its webhooks, for tests
+and benchmarks.
 
 ``start_sandbox(**env)`` launches ``python -m delivery_pipeline.sandbox`` on a
-free loopback port and returns a ``SandboxProcess`` whose methods wrap the
-``/_sandbox`` control endpoints. ``WebhookReceiver`` is a tiny threaded HTTP
-server that records every webhook the sandbox posts (raw bytes and headers)
-and can be told to answer with errors, to exercise redelivery.
+free loopback port (through ``supervisor.Child``) and returns a
+``SandboxProcess`` whose methods wrap the ``/_sandbox`` control endpoints.
+``WebhookReceiver`` is a tiny threaded HTTP server that records every
+webhook the sandbox posts (raw bytes and headers) and can be told to answer
+with errors, to exercise redelivery.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import socket
-import subprocess
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-import httpx
-
 from delivery_pipeline.settings import DEV_ACCESS_TOKEN, DEV_PHONE_NUMBER_ID
+from delivery_pipeline.supervisor import Child, NotReady
+from delivery_pipeline.testing.processes import REPO_ROOT, HarnessProcess, free_port, harness_child
 from delivery_pipeline.whatsapp.signature import signature_valid
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+__all__ = ["REPO_ROOT", "free_port"]  # re-exported: the tests' historical import path
 # The sandbox reads its identity and start config from these: a test's own
 # environment must not change them behind its back.
 _INHERITED_CONFIG_PREFIXES = ("SANDBOX_", "WHATSAPP_")
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def stop_process(process: subprocess.Popen, timeout: float = 10.0) -> None:
-    """SIGTERM, then SIGKILL if it does not exit within ``timeout``."""
-    if process.poll() is None:
-        process.terminate()
-        try:
-            process.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(timeout=timeout)
 
 
 def _path_number(number: str) -> str:
     return quote(number, safe="")
 
 
-class SandboxProcess:
+class SandboxProcess(HarnessProcess):
     """A running sandbox subprocess and a sync client for its control endpoints."""
 
-    def __init__(self, process: subprocess.Popen[bytes], port: int, log_path: Path) -> None:
-        self.process = process
-        self.port = port
-        self.url = f"http://127.0.0.1:{port}"
+    def __init__(self, child: Child, port: int) -> None:
+        super().__init__(child, port)
         self.phone_number_id = DEV_PHONE_NUMBER_ID
         self.access_token = DEV_ACCESS_TOKEN
-        self.log_path = log_path
-        self.http = httpx.Client(base_url=self.url, timeout=10.0)
-
-    def __enter__(self) -> SandboxProcess:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
 
     @property
     def messages_url(self) -> str:
@@ -193,14 +164,6 @@ class SandboxProcess:
                 return stats
             time.sleep(0.02)
 
-    def log(self) -> str:
-        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
-
-    def stop(self) -> None:
-        self.http.close()
-        stop_process(self.process)
-        self.log_path.unlink(missing_ok=True)
-
 
 def _environment(overrides: dict[str, Any]) -> dict[str, str]:
     env = {
@@ -231,46 +194,22 @@ def start_sandbox(*, timeout: float = 60.0, **env_overrides: Any) -> SandboxProc
     last_log = ""
     for _ in range(3):  # a free port can be taken between choosing it and binding it
         port = free_port()
-        log_fd, log_name = tempfile.mkstemp(prefix="sandbox-", suffix=".log")
-        log_path = Path(log_name)
-        with os.fdopen(log_fd, "wb") as log_file:
-            process = subprocess.Popen(
-                [
-                    sys.executable,
-                    "-m",
-                    "delivery_pipeline.sandbox",
-                    "--host",
-                    "127.0.0.1",
-                    "--port",
-                    str(port),
-                ],
-                cwd=REPO_ROOT,
-                env=env,
-                stdout=log_file,
-                stderr=subprocess.STDOUT,
-            )
-        sandbox = SandboxProcess(process, port, log_path)
-        if _wait_ready(sandbox, timeout):
+        child = harness_child(
+            "sandbox",
+            ["-m", "delivery_pipeline.sandbox", "--host", "127.0.0.1", "--port", str(port)],
+            env,
+            f"http://127.0.0.1:{port}/_sandbox/stats",
+        )
+        sandbox = SandboxProcess(child, port)
+        try:
+            child.wait_ready(timeout)
             return sandbox
-        last_log = sandbox.log()
-        sandbox.stop()
+        except NotReady:
+            last_log = sandbox.log()
+            sandbox.stop()
         if "address already in use" not in last_log.lower():
             break
     raise RuntimeError(f"the sandbox did not start:\n{last_log}")
-
-
-def _wait_ready(sandbox: SandboxProcess, timeout: float) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if sandbox.process.poll() is not None:
-            return False
-        try:
-            if sandbox.http.get("/_sandbox/stats", timeout=1.0).status_code == 200:
-                return True
-        except httpx.TransportError:
-            pass
-        time.sleep(0.05)
-    return False
 
 
 # --- a webhook receiver ------------------------------------------------------------

@@ -14,34 +14,31 @@
   (template pacing drops sends that way): WARN, listed; not to be confused
   with a delivered knock nobody answered (``awaiting_reply``).
 
-No Dagster here: ``dagster_defs.asset_checks`` hangs them on
-``delivered_documents``.
+Names, owner and runbook are ``registry``'s; no Dagster here:
+``dagster_defs.asset_checks`` hangs them on ``delivered_documents``.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import re
 from typing import Any
 
 import psycopg
 
+from delivery_pipeline.model import Severity
 from delivery_pipeline.settings import Settings, knock_template_list
 from delivery_pipeline.store.queries import QUERIES
 from delivery_pipeline.store.rows import TemplateState
 from delivery_pipeline.watch.ages import format_age
-from delivery_pipeline.watch.checks import RUNBOOK, CheckResult, Severity
-
-OWNER = "the template"
-PERIOD = dt.timedelta(hours=24)
-KNOCK_HELD = "knock_held"
-KNOCK_NOT_DELIVERED = "knock_not_delivered"
-TEMPLATE_RUNBOOK = (
-    "Open the template in WhatsApp Manager (status, quality, category). Knocks fail over "
-    "to the next template of the locale in DELIVERY_KNOCK_TEMPLATES (name:lang|fallback:lang); "
-    "a paused template comes back by itself after 3 h (6 h the second time). A template "
-    "re-categorised MARKETING cannot knock reliably: submit a UTILITY one; " + RUNBOOK
+from delivery_pipeline.watch.checks.registry import (
+    KNOCK_HELD,
+    KNOCK_NOT_DELIVERED,
+    CheckResult,
+    result,
+    template_check,
 )
+
+PERIOD = dt.timedelta(hours=24)
 _ERRORS = {
     "paused",
     "disabled",
@@ -53,11 +50,6 @@ _ERRORS = {
     "flagged",
     "quality_red",
 }
-
-
-def check_name(name: str, language: str) -> str:
-    """A Dagster-safe check name for a template and language."""
-    return "knock_template_" + re.sub(r"[^A-Za-z0-9_]", "_", f"{name}_{language}").lower()
 
 
 def template_states(conn: psycopg.Connection[Any], s: Settings) -> list[TemplateState]:
@@ -125,15 +117,12 @@ def template_result(t: TemplateState) -> CheckResult:
         or bool(t.announced_category and t.announced_category != "UTILITY")
         or t.not_delivered > 0
     )
-    severity = Severity.ERROR if errs else Severity.WARN if warns else None
-    return CheckResult(
-        name=check_name(t.name, t.language),
-        owner=OWNER,
-        passed=severity is None,
-        severity=severity,
-        summary=describe(t),
-        metadata={
-            "owner": OWNER,
+    severity = Severity.ERROR if errs else Severity.WARNING if warns else None
+    return result(
+        template_check(t.name, t.language),
+        severity,
+        describe(t),
+        {
             "count": 1 if severity else 0,
             "template": t.name,
             "language": t.language,
@@ -150,7 +139,6 @@ def template_result(t: TemplateState) -> CheckResult:
             "knocks_delivered": t.delivered,
             "knocks_failed": t.failed,
             "knocks_not_delivered": t.not_delivered,
-            "runbook": TEMPLATE_RUNBOOK,
         },
     )
 
@@ -166,18 +154,11 @@ def check_knock_held(conn: psycopg.Connection[Any], s: Settings) -> CheckResult:
         if held.count
         else "No knock waits for a template."
     )
-    return CheckResult(
-        name=KNOCK_HELD,
-        owner=OWNER,
-        passed=severity is None,
-        severity=severity,
-        summary=summary,
-        metadata={
-            "owner": OWNER,
-            "count": held.count,
-            "oldest_age_seconds": round(held.oldest_age_seconds, 1),
-            "runbook": TEMPLATE_RUNBOOK,
-        },
+    return result(
+        KNOCK_HELD,
+        severity,
+        summary,
+        {"count": held.count, "oldest_age_seconds": round(held.oldest_age_seconds, 1)},
     )
 
 
@@ -192,7 +173,7 @@ def check_knocks_not_delivered(conn: psycopg.Connection[Any], s: Settings) -> Ch
         },
     )
     total = rows[0].total if rows else 0
-    severity = Severity.WARN if total else None
+    severity = Severity.WARNING if total else None
     if total:
         oldest = rows[0]
         summary = (
@@ -203,14 +184,11 @@ def check_knocks_not_delivered(conn: psycopg.Connection[Any], s: Settings) -> Ch
         )
     else:
         summary = f"Every knock accepted more than {format_age(after)} ago was delivered or failed."
-    return CheckResult(
-        name=KNOCK_NOT_DELIVERED,
-        owner=OWNER,
-        passed=severity is None,
-        severity=severity,
-        summary=summary,
-        metadata={
-            "owner": OWNER,
+    return result(
+        KNOCK_NOT_DELIVERED,
+        severity,
+        summary,
+        {
             "count": total,
             "oldest_age_seconds": round(rows[0].age_seconds, 1) if rows else 0.0,
             "oldest_ids": [r.id for r in rows],
@@ -225,6 +203,5 @@ def check_knocks_not_delivered(conn: psycopg.Connection[Any], s: Settings) -> Ch
                 for r in rows
             ],
             "undelivered_after_seconds": after,
-            "runbook": TEMPLATE_RUNBOOK,
         },
     )

@@ -1,33 +1,27 @@
-"""Run the webhook service as a real subprocess for end-to-end tests."""
+"""Run the webhook service as a real subprocess, for end-to-end tests and benchmarks."""
 
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
-import tempfile
-import time
-from pathlib import Path
 from typing import Any
 
 import httpx
 
+from delivery_pipeline.supervisor import Child, NotReady
+from delivery_pipeline.testing.processes import REPO_ROOT, HarnessProcess, free_port, harness_child
 from delivery_pipeline.whatsapp.signature import sign
-from delivery_pipeline_tests.support.sandbox_server import REPO_ROOT, free_port, stop_process
 
 APP_SECRET = "test-app-secret"
 VERIFY_TOKEN = "test-verify-token"
 INTERNAL_TOKEN = "test-internal-token"
 
 
-class ServiceProcess:
-    def __init__(self, process: subprocess.Popen[bytes], port: int, log_path: Path) -> None:
-        self.process = process
-        self.port = port
-        self.url = f"http://127.0.0.1:{port}"
+class ServiceProcess(HarnessProcess):
+    """A running webhook service and a client for its endpoints."""
+
+    def __init__(self, child: Child, port: int) -> None:
+        super().__init__(child, port)
         self.webhook_url = f"{self.url}/webhooks/whatsapp"
-        self.log_path = log_path
-        self.http = httpx.Client(base_url=self.url, timeout=10.0)
         self.env: dict[str, str] = {}
 
     def post_webhook(self, body: bytes, http: httpx.Client | None = None) -> httpx.Response:
@@ -45,20 +39,6 @@ class ServiceProcess:
         return self.http.post(
             "/internal/sweep", json=target, headers={"Authorization": f"Bearer {INTERNAL_TOKEN}"}
         )
-
-    def log(self) -> str:
-        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
-
-    def stop(self) -> None:
-        self.http.close()
-        stop_process(self.process)
-        self.log_path.unlink(missing_ok=True)
-
-    def __enter__(self) -> ServiceProcess:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
 
 
 def service_env(database_url: str, api_base_url: str, **extra: Any) -> dict[str, str]:
@@ -96,36 +76,18 @@ def start_service(
     with ``args`` added to its command line; wait for /healthz."""
     env = service_env(database_url, api_base_url, **extra_env)
     port = port or free_port()
-    log_fd, log_name = tempfile.mkstemp(prefix="service-", suffix=".log")
-    with os.fdopen(log_fd, "wb") as log_file:
-        process = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "delivery_pipeline.service",
-                "--host",
-                "127.0.0.1",
-                "--port",
-                str(port),
-                *args,
-            ],
-            cwd=REPO_ROOT,
-            env=env,
-            stdout=log_file,
-            stderr=subprocess.STDOUT,
-        )
-    service = ServiceProcess(process, port, Path(log_name))
+    child = harness_child(
+        "service",
+        ["-m", "delivery_pipeline.service", "--host", "127.0.0.1", "--port", str(port), *args],
+        env,
+        f"http://127.0.0.1:{port}/healthz",
+    )
+    service = ServiceProcess(child, port)
     service.env = env
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            break
-        try:
-            if service.http.get("/healthz", timeout=1.0).status_code == 200:
-                return service
-        except httpx.TransportError:
-            pass
-        time.sleep(0.05)
-    log = service.log()
-    service.stop()
-    raise RuntimeError(f"the webhook service did not start:\n{log}")
+    try:
+        child.wait_ready(timeout)
+    except NotReady:
+        log = service.log()
+        service.stop()
+        raise RuntimeError(f"the webhook service did not start:\n{log}") from None
+    return service
