@@ -20,7 +20,7 @@ import pytest
 
 from delivery_pipeline.delivery.chunking import delivery_messages
 from delivery_pipeline.delivery.knock import waiting_phrase
-from delivery_pipeline.delivery.reply import BUTTON_PAYLOADS, Ask, keyword, read_reply
+from delivery_pipeline.delivery.reply import BUTTON_PAYLOADS
 from delivery_pipeline.delivery.sweep import run_sweep
 from delivery_pipeline.settings import Settings
 from delivery_pipeline.store.queries import QUERIES
@@ -372,39 +372,6 @@ def test_one_knock_for_three_documents_and_one_reply_delivers_all_three_in_order
     assert texts(sandbox.inbox(person["phone"])) == expected
     [reply] = replies(db, person["id"])
     assert (reply["action"], reply["documents"]) == ("send", 3)
-
-
-# ── the rules, fast ─────────────────────────────────────────────────────
-
-
-def test_keywords_are_whole_messages_in_three_languages():
-    assert keyword("STOP") == keyword("Parar") == keyword("  baja! ") == Ask.STOP
-    assert keyword("SAIR") == keyword("cancelar") == Ask.STOP
-    assert keyword("Más tarde") == keyword("DEPOIS") == keyword("later") == Ask.LATER
-    assert keyword("start") == keyword("Volver") == keyword("VOLTAR") == Ask.START
-    assert keyword("Send it") == keyword("ENVIAR") == keyword("manda") == Ask.SEND
-    assert keyword("please don't stop") is None
-    assert keyword("") is None and keyword(None) is None
-
-
-def test_a_reply_is_read_from_each_shape_meta_sends():
-    button = {
-        "type": "button",
-        "button": {"payload": "knock:later", "text": "Later"},
-        "context": {"id": "wamid.K"},
-    }
-    assert read_reply(button).ask == Ask.LATER and read_reply(button).context_id == "wamid.K"
-    # A template approved without our payloads: the button's text comes back.
-    own = {"type": "button", "button": {"payload": "Parar", "text": "Parar"}}
-    assert read_reply(own).ask == Ask.STOP
-    interactive = {
-        "type": "interactive",
-        "interactive": {"type": "button_reply", "button_reply": {"id": "knock:stop", "title": "x"}},
-    }
-    assert read_reply(interactive).ask == Ask.STOP
-    assert read_reply(interactive).via == "button"
-    assert read_reply({"type": "text", "text": {"body": "hi"}}).ask is None
-    assert read_reply({"type": "image"}).ask is None
 
 
 def test_the_cli_presses_a_button_in_the_sandbox(db, sandbox, knock_settings, service):
