@@ -172,8 +172,11 @@ def test_supersede_racing_a_sender_in_flight(db, sandbox, settings):
             newer(member, "racing")
             time.sleep(0.05)
         for member in groups["after"]:
+            # Three sweep processes start up first: on a loaded machine that
+            # alone can take longer than wait_for's default.
             wait_for(
                 lambda m=member: any(c["state"] == "sent" for c in chunks(db, m["old"])),
+                timeout=90,
                 what="the older plan's first part sent",
             )
             newer(member, "after")
