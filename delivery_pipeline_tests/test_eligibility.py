@@ -409,3 +409,60 @@ def test_a_fresh_claim_fences_without_touching_the_document(db):
     assert (row["ours"], row["fenced"]) == (True, True)
     after = db.execute("SELECT claimed_at FROM documents WHERE id = %s", (doc["id"],)).fetchone()
     assert after == before
+
+
+def test_a_failure_being_applied_holds_back_the_finish(db, database_url):
+    """The service is applying a failed status to chunk 0 (its transaction holds
+    the chunk and the document) when the sender finishes the document with
+    chunk 1: the finish waits for it and sees the failure, instead of marking
+    the document delivered from a snapshot taken before the failure committed."""
+    person = add_person(db)
+    doc = add_document(db, person["id"], "Body.")
+    token = uuid.uuid4()
+    db.execute(
+        "UPDATE documents SET claim_token = %s, claimed_at = now() WHERE id = %s",
+        (token, doc["id"]),
+    )
+    db.execute(
+        "INSERT INTO delivery_chunks (document_id, chunk_index, state, callback_data, "
+        "send_attempts, wa_message_id, sent_at) VALUES "
+        "(%(d)s, 0, 'sent', 'dp:x:0:1', 1, 'wamid.0', now()), "
+        "(%(d)s, 1, 'sending', 'dp:x:1:1', 1, NULL, NULL)",
+        {"d": doc["id"]},
+    )
+    finish = {
+        "document_id": doc["id"],
+        "token": token,
+        "sent_index": 1,
+        "sent_callback": "dp:x:1:1",
+        "wa_message_id": "wamid.1",
+        "next_index": None,
+        "next_callback": None,
+        "resend_ambiguous": False,
+        "finish": True,
+        "renew_after": LEASE / 4,
+    }
+    answer: dict = {}
+
+    def advance() -> None:
+        with connect(database_url) as conn:
+            answer.update(conn.execute(QUERIES.advance_delivery.sql, finish).fetchone())
+
+    with connect(database_url, autocommit=False) as service:
+        service.execute(
+            "UPDATE delivery_chunks SET state = 'failed' WHERE document_id = %s AND chunk_index = 0",
+            (doc["id"],),
+        )
+        service.execute(
+            "UPDATE documents SET next_attempt_at = now() + interval '1 hour' WHERE id = %s",
+            (doc["id"],),
+        )
+        racer = threading.Thread(target=advance)
+        racer.start()
+        time.sleep(0.5)
+        assert racer.is_alive(), "the finish must wait for the chunk the service holds"
+        service.commit()
+    racer.join(timeout=10)
+    assert answer["ours"] is True and answer["delivered"] is False
+    row = db.execute("SELECT delivered_at FROM documents WHERE id = %s", (doc["id"],)).fetchone()
+    assert row["delivered_at"] is None

@@ -291,11 +291,22 @@ fenced AS (
            OR (c.state IN ('sending', 'unknown') AND %(resend_ambiguous)s))
     RETURNING c.chunk_index
 ),
+settled AS (
+    -- The finish reads the earlier chunks under lock: a failed status being
+    -- applied to one of them (the service's transaction holds its row) is
+    -- waited for and seen, never overwritten by a delivered_at from a
+    -- snapshot taken before it committed.
+    SELECT c.state FROM delivery_chunks c
+    WHERE %(finish)s AND c.document_id = %(document_id)s
+      AND c.chunk_index IS DISTINCT FROM %(sent_index)s::integer
+    FOR SHARE
+),
 delivered AS (
     UPDATE documents d
     SET delivered_at = now(), claim_token = NULL, claimed_at = NULL, last_delivery_error = NULL
     FROM ours
     WHERE %(finish)s AND d.id = ours.id AND d.claim_token = %(token)s
+      AND NOT EXISTS (SELECT 1 FROM settled WHERE settled.state <> 'sent')
       AND NOT EXISTS (SELECT 1 FROM delivery_chunks c
                       WHERE c.document_id = d.id AND c.state <> 'sent'
                         AND c.chunk_index NOT IN (SELECT chunk_index FROM sent))
