@@ -45,9 +45,9 @@ from delivery_pipeline.store.db import (
     sqlalchemy_url,
     with_database,
 )
+from delivery_pipeline.store.intake import add_person, request_document
 from delivery_pipeline.store.migrations import upgrade
 from delivery_pipeline.store.queries import QUERIES
-from delivery_pipeline.store.records import add_person, request_document
 from delivery_pipeline.store.rows import Person
 from delivery_pipeline.supervisor import Child, Stopping
 

@@ -37,7 +37,7 @@ from delivery_pipeline.delivery.outcomes import (
 from delivery_pipeline.delivery.pacer import Pacer
 from delivery_pipeline.delivery.progress import Event
 from delivery_pipeline.delivery.result import SweepState
-from delivery_pipeline.delivery.store import Claim, DeliveryStore, KnockReservation, LedgerRow
+from delivery_pipeline.delivery.statements import Claim, DeliveryStore, KnockReservation, LedgerRow
 from delivery_pipeline.model import AbandonReason, Action, ChunkState, Kind
 from delivery_pipeline.settings import DeliverySettings
 from delivery_pipeline.store.rows import TemplateHealth
@@ -166,17 +166,17 @@ class DocumentDelivery:
                     await self.store.release(claim)
                     self.sweep.note(Event.RELEASED, claim.document_id)
                     return
-                step = await self.store.advance(
+                advanced = await self.store.advance(
                     claim, sent=accepted, fence=(index, callback), resend_ambiguous=ambiguous
                 )
                 accepted = None
-                if step.paused and not step.fenced:
+                if advanced.paused and not advanced.fenced:
                     # Another sender hit a sender-wide error: nothing more goes out.
                     await self.store.release(claim)
                     self.sweep.note(Event.RELEASED, claim.document_id)
                     self.sweep.maybe_paused = True
                     raise GlobalStop("sending is paused for every sender")
-                if not step.ours:
+                if not advanced.ours:
                     self.sweep.note(Event.LOST_CLAIM, claim.document_id)
                     log.info(
                         "document %s: claim lost before chunk %s; stopping",
@@ -184,7 +184,7 @@ class DocumentDelivery:
                         index,
                     )
                     return
-                if not step.fenced:
+                if not advanced.fenced:
                     # Settled or failed by a status webhook since we read the
                     # ledger: give it back as the status left it (a failure's
                     # consequence has set when it is due; a settled chunk is
@@ -232,10 +232,10 @@ class DocumentDelivery:
             accepted = (index, callback, wamid)
             self.sweep.note(Event.CHUNK_SENT, claim.document_id)
             await self._sent_ok(started_at)
-        step = await self.store.advance(claim, sent=accepted, finish=True)
-        if step.delivered:
+        advanced = await self.store.advance(claim, sent=accepted, finish=True)
+        if advanced.delivered:
             self.sweep.note(Event.DELIVERED, claim.document_id)
-        elif not step.ours:
+        elif not advanced.ours:
             self.sweep.note(Event.LOST_CLAIM, claim.document_id)
         else:
             # A status webhook failed one of the chunks meanwhile (async

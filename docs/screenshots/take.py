@@ -29,7 +29,7 @@ REPO = HERE.parent.parent
 sys.path.insert(0, str(REPO))
 
 from delivery_pipeline.store.db import connect  # noqa: E402
-from delivery_pipeline.store.records import add_person, request_document  # noqa: E402
+from delivery_pipeline.store.intake import add_person, request_document  # noqa: E402
 from delivery_pipeline_tests.support.dagster_deployment import (  # noqa: E402
     dagster_deployment,
     eventually,
