@@ -26,7 +26,7 @@ import httpx
 import psycopg
 from dagster import DagsterInstance
 
-from delivery_pipeline.cli.up import prepare_dagster_home
+from delivery_pipeline.cli.children import prepare_dagster_home
 from delivery_pipeline.store.db import ensure_database, sqlalchemy_url, with_database
 from delivery_pipeline.supervisor import Child
 from delivery_pipeline.testing.sandbox import (
