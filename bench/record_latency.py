@@ -1,9 +1,9 @@
 """Record latency: a document delivered by the webhook service → its event stored on
 Dagster's ``delivered_documents`` timeline.
 
-Real processes (``delivery_pipeline_tests/support/dagster_deployment.py``): the
-sandbox, the webhook service, ``dagster-webserver`` and ``dagster-daemon run``,
-Dagster's storage on Postgres. People knocked for reply one at a time, at
+Real processes (``delivery_pipeline/testing/deployment.py``): the sandbox, the
+webhook service, ``dagster-webserver`` and ``dagster-daemon run``, Dagster's
+storage on Postgres. People knocked for reply one at a time, at
 random moments (so replies fall anywhere in the sensor daemon's 5-second
 loop); the service delivers each; the latency is the event's storage time in
 Dagster's event log minus ``documents.delivered_at`` (same machine, same clock).
@@ -20,22 +20,22 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import time
 
 from _common import admin_url, figures_comment, percentile, write_section
 
 from delivery_pipeline.store.db import connect
+from delivery_pipeline.testing.deployment import dagster_deployment, eventually
+from delivery_pipeline.testing.knocks import knocked_document
 from delivery_pipeline.watch.delivery_events import DELIVERED_DOCUMENTS
-from delivery_pipeline_tests.support import ops
-from delivery_pipeline_tests.support.dagster_deployment import dagster_deployment, eventually
-from delivery_pipeline_tests.support.dagster_support import materializations
 
 TARGET_SECONDS = 5.0
 
 
 def measure(admin: str, mode: str, replies: int, seed: int) -> list[float]:
-    from dagster import AssetKey
+    from dagster import AssetKey, DagsterInstance
 
     settings = {"DELIVERY_HEARTBEAT_SECONDS": "1"}
     if mode == "sensor":
@@ -51,9 +51,13 @@ def measure(admin: str, mode: str, replies: int, seed: int) -> list[float]:
             "the daemon",
             timeout=180,
         )
+        # Dagster's storage opened here, as the tests open it: its event log's own times.
+        os.environ["DAGSTER_PG_URL"] = deployment.env["DAGSTER_PG_URL"]
+        instance = DagsterInstance.from_config(deployment.env["DAGSTER_HOME"])
         key = AssetKey(DELIVERED_DOCUMENTS)
-        for _ in range(replies):
-            doc, phone = ops.knocked_phone(db, 600)
+        for i in range(replies):
+            phone = f"+1555{seed:03d}{i:04d}"
+            doc = knocked_document(db, phone, 600)
             time.sleep(rng.uniform(0.0, 5.0))  # anywhere in the sensor daemon's loop
             deployment.sandbox.say(phone, "yes")
             row = eventually(
@@ -66,7 +70,8 @@ def measure(admin: str, mode: str, replies: int, seed: int) -> list[float]:
             )
 
             def event(doc: int = doc) -> float | None:
-                for record in reversed(materializations(deployment.instance, key)):
+                events = instance.fetch_materializations(key, limit=10_000, ascending=True)
+                for record in reversed(events.records):
                     listed = record.asset_materialization.metadata["documents"].value
                     if any(d["document"] == doc and d["event"] == "delivered" for d in listed):
                         return record.timestamp
@@ -74,6 +79,7 @@ def measure(admin: str, mode: str, replies: int, seed: int) -> list[float]:
 
             stored = eventually(event, "its event", timeout=60)
             latencies.append(stored - row["delivered_at"].timestamp())
+        instance.dispose()
     return latencies
 
 

@@ -213,8 +213,10 @@ def summarise_profile(path: Path, top: int = 12) -> str:
     markers = [  # first match, innermost engine frame wins
         ("client.py", "send_text", "HTTP send (client.send_text → aiohttp)"),
         ("client.py", "send_template", "HTTP send (client.send_text → aiohttp)"),
-        ("store.py", "_run", "SQL round trips (store._run → psycopg)"),
-        ("store.py", "_one", "SQL round trips (store._run → psycopg)"),
+        # Every engine statement is a named query (delivery/statements.py → store/queries.py).
+        ("queries.py", "_one_async", "SQL round trips (a named query → psycopg)"),
+        ("queries.py", "_all_async", "SQL round trips (a named query → psycopg)"),
+        ("queries.py", "_run_async", "SQL round trips (a named query → psycopg)"),
         ("pacer.py", "acquire", "pacer"),
         ("chunking.py", "delivery_messages", "chunking the body"),
         ("document.py", "_deliver", "engine bookkeeping (_deliver itself)"),

@@ -23,8 +23,8 @@ from typing import Any
 import pytest
 
 from delivery_pipeline.store.db import connect
+from delivery_pipeline.watch.daemon_heartbeats import ALERT_KEY
 from delivery_pipeline.watch.delivery_events import DELIVERED_DOCUMENTS, OUTBOX_IDS, expand_ids
-from delivery_pipeline.watch.watchdog import ALERT_KEY
 from delivery_pipeline_tests.support import ops
 from delivery_pipeline_tests.support.dagster_deployment import (
     Deployment,

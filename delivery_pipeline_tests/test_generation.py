@@ -27,8 +27,8 @@ from delivery_pipeline.generation.worker import (
     outcomes_by_kind_and_locale,
 )
 from delivery_pipeline.settings import GenerationSettings, Settings
+from delivery_pipeline.store.intake import InputError, request_document
 from delivery_pipeline.store.queries import QUERIES
-from delivery_pipeline.store.records import InputError, request_document
 from delivery_pipeline.testing.sandbox import free_port
 from delivery_pipeline_tests.support.data import add_person, document
 from delivery_pipeline_tests.support.fake_http import Answer, FakeHttpServer, chat_completion

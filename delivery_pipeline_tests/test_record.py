@@ -18,11 +18,11 @@ from dagster import DagsterInstance, DagsterRunStatus, SensorResult, build_senso
 from hypothesis import given
 from hypothesis import strategies as st
 
-from delivery_pipeline.dagster_defs.record import DELIVERED_KEY, record_delivery_events
-from delivery_pipeline.service.recorder import Recorder
+from delivery_pipeline.dagster_defs.outbox_sensor import DELIVERED_KEY, record_delivery_events
+from delivery_pipeline.service.timeline_push import TimelinePush
 from delivery_pipeline.store.db import async_pool, connect, with_application_name
 from delivery_pipeline.store.queries import QUERIES
-from delivery_pipeline.watch import watchdog
+from delivery_pipeline.watch import daemon_heartbeats
 from delivery_pipeline.watch.alerts import AlertKind
 from delivery_pipeline.watch.delivery_events import (
     CLI_SOURCE,
@@ -211,7 +211,7 @@ def test_a_push_whose_answer_was_lost_is_not_recorded_twice(db, database_url, in
     transitions(database_url, SERVICE_SOURCE, 2)
     pushed = claim_source(db, SERVICE_SOURCE, "push:lost-answer")
     # the webserver stored the event; the service never heard back
-    from delivery_pipeline.dagster_defs.record import to_event
+    from delivery_pipeline.dagster_defs.outbox_sensor import to_event
     from delivery_pipeline.watch.delivery_events import record_for
 
     record = record_for(pushed)
@@ -311,7 +311,7 @@ def test_the_service_pushes_its_rows_to_the_webserver_and_marks_them(db, databas
 
     async def push(fake_url: str) -> int:
         async with async_pool(database_url, max_size=2) as pool:
-            return await Recorder(pool, fake_url).push()
+            return await TimelinePush(pool, fake_url).push()
 
     with FakeHttpServer(Answer(200, {})) as webserver:
         assert asyncio.run(push(webserver.url)) == 2
@@ -329,8 +329,8 @@ def test_the_service_pushes_its_rows_to_the_webserver_and_marks_them(db, databas
 def push_twice(database_url: str, url: str, timeout: float = 5.0) -> tuple[int, int]:
     async def push() -> tuple[int, int]:
         async with async_pool(database_url, max_size=2) as pool:
-            recorder = Recorder(pool, url, timeout_seconds=timeout)
-            return await recorder.push(), await recorder.push()
+            push = TimelinePush(pool, url, timeout_seconds=timeout)
+            return await push.push(), await push.push()
 
     return asyncio.run(push())
 
@@ -361,7 +361,7 @@ def test_a_push_without_an_answer_keeps_its_claim(db, database_url):
 
 
 def look(db, started_ago: float = 0.0, stale: float = 600, reminder: float = 3600):
-    return watchdog.watch_daemon(
+    return daemon_heartbeats.watch_daemon(
         db,
         stale_seconds=stale,
         reminder_seconds=reminder,
@@ -377,8 +377,8 @@ def age_heartbeats(db, seconds: float) -> None:
 
 
 def test_the_dead_mans_switch_alerts_once_reminds_and_resolves(db):
-    watchdog.beat(db, watchdog.HEARTBEAT_SENSOR)
-    watchdog.beat(db, watchdog.CHECKS)
+    daemon_heartbeats.beat(db, daemon_heartbeats.HEARTBEAT_SENSOR)
+    daemon_heartbeats.beat(db, daemon_heartbeats.CHECKS)
     assert look(db) is None, "alive: nothing to say"
 
     age_heartbeats(db, 700)
@@ -389,7 +389,7 @@ def test_the_dead_mans_switch_alerts_once_reminds_and_resolves(db):
     db.execute("UPDATE ops_alerts SET created_at = created_at - interval '2 hours'")
     assert look(db).kind == AlertKind.REMINDER
 
-    watchdog.beat(db, watchdog.CHECKS)  # a check ran: the daemon is back
+    daemon_heartbeats.beat(db, daemon_heartbeats.CHECKS)  # a check ran: the daemon is back
     resolved = look(db)
     assert resolved.kind == AlertKind.RESOLVED and "alive again" in resolved.message
     assert look(db) is None
@@ -404,7 +404,7 @@ def test_a_replica_that_just_started_does_not_resolve_a_silence_it_cannot_judge(
     assert "no heartbeat at all" in look(db, started_ago=700).message
     assert look(db, started_ago=60) is None  # a young replica, or the same one restarted
     assert look(db, started_ago=760) is None  # still the same episode: no second alert
-    watchdog.beat(db, watchdog.HEARTBEAT_SENSOR)
+    daemon_heartbeats.beat(db, daemon_heartbeats.HEARTBEAT_SENSOR)
     assert "alive again" in look(db, started_ago=60).message
 
 

@@ -17,8 +17,8 @@ from delivery_pipeline.generation.offline import OfflineGenerator
 from delivery_pipeline.generation.worker import generate_pending
 from delivery_pipeline.model import AbandonReason, ReviewDecision
 from delivery_pipeline.settings import Settings
+from delivery_pipeline.store.intake import InputError, add_ready_document, request_document
 from delivery_pipeline.store.queries import QUERIES
-from delivery_pipeline.store.records import InputError, add_ready_document, request_document
 from delivery_pipeline.store.review import (
     AlreadyDecided,
     Decided,

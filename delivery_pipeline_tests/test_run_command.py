@@ -21,7 +21,7 @@ import psycopg
 import pytest
 from dagster_graphql import DagsterGraphQLClient, DagsterGraphQLClientError
 
-from delivery_pipeline.cli.up import DEMO_PEOPLE
+from delivery_pipeline.cli.demo import DEMO_PEOPLE
 from delivery_pipeline.delivery.chunking import delivery_messages
 from delivery_pipeline.store.db import connect, ensure_database, with_database
 from delivery_pipeline.store.queries import QUERIES

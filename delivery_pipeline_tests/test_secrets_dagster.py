@@ -28,7 +28,7 @@ import psycopg
 import pytest
 import yaml
 
-from delivery_pipeline.cli.up import prepare_dagster_home
+from delivery_pipeline.cli.children import prepare_dagster_home
 from delivery_pipeline.settings import Settings
 from delivery_pipeline.store.db import connect, ensure_database, with_database
 from delivery_pipeline.supervisor import Child

@@ -23,7 +23,7 @@ import psycopg
 
 from delivery_pipeline.settings import Settings, SettingsError
 from delivery_pipeline.store.db import public_url
-from delivery_pipeline.store.records import InputError
+from delivery_pipeline.store.intake import InputError
 
 
 class ExitCode(enum.IntEnum):

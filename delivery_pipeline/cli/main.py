@@ -23,8 +23,7 @@ from delivery_pipeline.cli.table import print_rows
 from delivery_pipeline.model import ReviewDecision, bsuid
 from delivery_pipeline.settings import Settings
 from delivery_pipeline.store.db import connect, resolve_database_url
-from delivery_pipeline.store.queries import QUERIES
-from delivery_pipeline.store.records import (
+from delivery_pipeline.store.intake import (
     add_person,
     add_ready_document,
     parse_kind,
@@ -32,6 +31,7 @@ from delivery_pipeline.store.records import (
     parse_user_id,
     request_document,
 )
+from delivery_pipeline.store.queries import QUERIES
 from delivery_pipeline.store.review import (
     Decided,
     Decision,

@@ -15,7 +15,7 @@ schedule (``CHECKS_CRON``, every 5 minutes); the backlog's also run with each
 materialisation of the backlog. A failed check does not fail its run and
 Dagster OSS does not alert on it: the ``ops_check_alerts`` sensor does. Each
 evaluation leaves a heartbeat in our database for the webhook service's
-dead-man's switch (``watch/watchdog.py``).
+dead-man's switch (``watch/daemon_heartbeats.py``).
 """
 
 import datetime as dt
@@ -52,7 +52,7 @@ from delivery_pipeline.watch.checks import registry, templates
 from delivery_pipeline.watch.checks.evaluators import EVALUATORS
 from delivery_pipeline.watch.checks.probe import check_service_reachable
 from delivery_pipeline.watch.checks.registry import Check, CheckResult, Judged
-from delivery_pipeline.watch.watchdog import CHECKS, beat
+from delivery_pipeline.watch.daemon_heartbeats import CHECKS, beat
 
 # The one severity and Dagster's: translated here, both ways, and nowhere else.
 TO_DAGSTER = {

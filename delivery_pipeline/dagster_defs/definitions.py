@@ -17,7 +17,7 @@ from delivery_pipeline.dagster_defs.assets import (
     generated_documents,
 )
 from delivery_pipeline.dagster_defs.jobs import JOBS
-from delivery_pipeline.dagster_defs.record import record_delivery_events
+from delivery_pipeline.dagster_defs.outbox_sensor import record_delivery_events
 from delivery_pipeline.dagster_defs.resources import build_resources
 from delivery_pipeline.dagster_defs.schedules import build_schedules
 from delivery_pipeline.dagster_defs.sensors import build_sensors

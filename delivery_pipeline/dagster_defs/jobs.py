@@ -32,7 +32,7 @@ from delivery_pipeline.dagster_defs.resources import (
 from delivery_pipeline.generation.briefs import run_briefs
 from delivery_pipeline.model import ReviewDecision
 from delivery_pipeline.settings import MAX_SWEEPERS
-from delivery_pipeline.store.records import InputError, request_document
+from delivery_pipeline.store.intake import InputError, request_document
 from delivery_pipeline.store.review import Decided, Decision, decide
 from delivery_pipeline.watch.delivery_events import run_source
 from delivery_pipeline.watch.retention import prune_history

@@ -18,7 +18,7 @@ from delivery_pipeline.dagster_defs.resources import (
 )
 from delivery_pipeline.model import OperatorAction
 from delivery_pipeline.store import operator
-from delivery_pipeline.store.records import InputError
+from delivery_pipeline.store.intake import InputError
 from delivery_pipeline.watch.delivery_events import run_source
 
 

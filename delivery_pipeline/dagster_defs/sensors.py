@@ -19,7 +19,7 @@ from delivery_pipeline.dagster_defs.resources import AppDatabase, DeliveryResour
 from delivery_pipeline.delivery.sweep import eligible_now
 from delivery_pipeline.generation.worker import generation_due
 from delivery_pipeline.settings import Settings
-from delivery_pipeline.watch.watchdog import HEARTBEAT_SENSOR, beat
+from delivery_pipeline.watch.daemon_heartbeats import HEARTBEAT_SENSOR, beat
 
 IN_FLIGHT = [
     dg.DagsterRunStatus.NOT_STARTED,

@@ -16,7 +16,6 @@ import datetime as dt
 import logging
 from dataclasses import dataclass
 
-from delivery_pipeline.backoff import backoff_seconds
 from delivery_pipeline.delivery.callback import chunk_callback, knock_callback
 from delivery_pipeline.delivery.chunking import delivery_messages
 from delivery_pipeline.delivery.identity import address, bsuid_alert, refused_for_bsuid
@@ -29,15 +28,15 @@ from delivery_pipeline.delivery.knock import (
     template_scoped,
 )
 from delivery_pipeline.delivery.outcomes import (
-    ECOSYSTEM_RETRY_SECONDS,
     THROUGHPUT_PAUSE_SECONDS,
     Step,
     consequence_of,
+    retry_delay,
 )
 from delivery_pipeline.delivery.pacer import Pacer
 from delivery_pipeline.delivery.progress import Event
 from delivery_pipeline.delivery.result import SweepState
-from delivery_pipeline.delivery.store import Claim, DeliveryStore, KnockReservation, LedgerRow
+from delivery_pipeline.delivery.statements import Claim, DeliveryStore, KnockReservation, LedgerRow
 from delivery_pipeline.model import AbandonReason, Action, ChunkState, Kind
 from delivery_pipeline.settings import DeliverySettings
 from delivery_pipeline.store.rows import TemplateHealth
@@ -45,8 +44,6 @@ from delivery_pipeline.watch.alerts import Alert, AlertSeverity
 from delivery_pipeline.whatsapp.client import CloudApiClient
 from delivery_pipeline.whatsapp.errors import (
     CloudApiError,
-    EcosystemHold,
-    ReEngagementRequired,
     SendNotAttempted,
     SendOutcomeUnknown,
     remedy,
@@ -102,13 +99,7 @@ class DocumentDelivery:
             await self._abandon(claim, AbandonReason.OPTED_OUT, "the person pressed Stop")
         elif claim.action == Action.HOLD_QUIET:
             # Night for the person: nothing unasked-for, not even a knock.
-            held = await self.store.hold_quiet(claim)
-            if held is None:
-                self.sweep.note(Event.LOST_CLAIM, claim.document_id)
-            elif held:
-                self.sweep.note(Event.HELD_QUIET, claim.document_id)
-            else:
-                self.sweep.note(Event.DUE_AGAIN, claim.document_id)
+            self._given_back(claim, await self.store.hold_quiet(claim), Event.HELD_QUIET)
         elif claim.action == Action.KNOCK:
             await self._knock(claim)
         else:
@@ -166,17 +157,17 @@ class DocumentDelivery:
                     await self.store.release(claim)
                     self.sweep.note(Event.RELEASED, claim.document_id)
                     return
-                step = await self.store.advance(
+                advanced = await self.store.advance(
                     claim, sent=accepted, fence=(index, callback), resend_ambiguous=ambiguous
                 )
                 accepted = None
-                if step.paused and not step.fenced:
+                if advanced.paused and not advanced.fenced:
                     # Another sender hit a sender-wide error: nothing more goes out.
                     await self.store.release(claim)
                     self.sweep.note(Event.RELEASED, claim.document_id)
                     self.sweep.maybe_paused = True
                     raise GlobalStop("sending is paused for every sender")
-                if not step.ours:
+                if not advanced.ours:
                     self.sweep.note(Event.LOST_CLAIM, claim.document_id)
                     log.info(
                         "document %s: claim lost before chunk %s; stopping",
@@ -184,7 +175,7 @@ class DocumentDelivery:
                         index,
                     )
                     return
-                if not step.fenced:
+                if not advanced.fenced:
                     # Settled or failed by a status webhook since we read the
                     # ledger: give it back as the status left it (a failure's
                     # consequence has set when it is due; a settled chunk is
@@ -218,10 +209,7 @@ class DocumentDelivery:
             except CloudApiError as exc:
                 self._send_failed(claim, exc)
                 await self.store.chunk_failed(claim, index, callback, exc.code)
-                if isinstance(exc, ReEngagementRequired):
-                    await self.store.refuse_window(claim.person_id)
-                    await self._knock(claim)
-                elif refused_for_bsuid(exc):
+                if refused_for_bsuid(exc):
                     await self.store.record_alert(
                         bsuid_alert(claim.person_id, claim.document_id, exc, knock=False)
                     )
@@ -232,10 +220,10 @@ class DocumentDelivery:
             accepted = (index, callback, wamid)
             self.sweep.note(Event.CHUNK_SENT, claim.document_id)
             await self._sent_ok(started_at)
-        step = await self.store.advance(claim, sent=accepted, finish=True)
-        if step.delivered:
+        advanced = await self.store.advance(claim, sent=accepted, finish=True)
+        if advanced.delivered:
             self.sweep.note(Event.DELIVERED, claim.document_id)
-        elif not step.ours:
+        elif not advanced.ours:
             self.sweep.note(Event.LOST_CLAIM, claim.document_id)
         else:
             # A status webhook failed one of the chunks meanwhile (async
@@ -299,12 +287,7 @@ class DocumentDelivery:
             knocked = sent is not _NOT_KNOCKED
             wamid = sent if isinstance(sent, str) else None
         waiting = await self.store.await_reply(claim, knocked=knocked, knock_message_id=wamid)
-        if waiting is None:
-            self.sweep.note(Event.LOST_CLAIM, claim.document_id)
-        elif waiting:
-            self.sweep.note(Event.AWAITING_REPLY, claim.document_id)
-        else:
-            self.sweep.note(Event.DUE_AGAIN, claim.document_id)
+        self._given_back(claim, waiting, Event.AWAITING_REPLY)
 
     async def _send_knock(
         self, claim: Claim, to: str, reservation: KnockReservation
@@ -389,16 +372,7 @@ class DocumentDelivery:
                         return _NOT_KNOCKED
                     reservation = again
                     continue
-                if isinstance(exc, EcosystemHold):
-                    # 131049: the platform asks for a day; it counts.
-                    await self._retry(
-                        claim,
-                        delay=ECOSYSTEM_RETRY_SECONDS,
-                        reason=f"knock withheld: {exc}",
-                        counts_attempt=True,
-                    )
-                    return _HANDLED
-                await self._failed(claim, exc)
+                await self._failed(claim, exc, knock=True)
                 return _HANDLED
             await self.store.knock_accepted(knock_id, wamid)
             self.sweep.note(Event.KNOCK_SENT, claim.document_id)
@@ -466,8 +440,9 @@ class DocumentDelivery:
 
     # ── outcomes ───────────────────────────────────────────────────────
 
-    async def _failed(self, claim: Claim, exc: CloudApiError) -> None:
-        """The platform refused a send: carry out what the error means."""
+    async def _failed(self, claim: Claim, exc: CloudApiError, *, knock: bool = False) -> None:
+        """The platform refused a send (a chunk, or with ``knock`` the knock): carry
+        out what the error means."""
         attempts = claim.delivery_attempts + 1
         consequence = consequence_of(
             exc,
@@ -476,6 +451,7 @@ class DocumentDelivery:
             attempts=attempts,
             settings=self.settings,
             synchronous=True,
+            knock=knock,
         )
         if consequence.alert is not None and consequence.step != Step.PAUSE:
             await self.store.record_alert(consequence.alert)
@@ -497,17 +473,21 @@ class DocumentDelivery:
                 error = f"{attempts} attempts, last: {exc}"
             await self._abandon(claim, consequence.abandon_reason, error)
             return
+        if consequence.step == Step.KNOCK:
+            # The window closed: the platform's word is the person's new state.
+            await self.store.refuse_window(claim.person_id)
+            await self._knock(claim)
+            return
         if consequence.slows_sender:
             await self.pacer.back_off(THROUGHPUT_PAUSE_SECONDS)
-        if consequence.step == Step.HOLD_TEMPLATE:
-            # Template-scoped: this knock waits, nothing else does (the sweep
-            # goes on). The hold is the document's next attempt and last error.
-            await self._retry(claim, delay=consequence.retry_after, reason=str(exc))
-            return
-        # A knock refused with 131047 is never a window question: retry it.
-        counts = consequence.counts_attempt or consequence.step == Step.KNOCK
-        delay = consequence.retry_after if consequence.step == Step.RETRY else self._backoff(claim)
-        await self._retry(claim, delay=delay, reason=str(exc), counts_attempt=counts)
+        # RETRY, or HOLD_TEMPLATE: this knock waits, nothing else does (the sweep
+        # goes on); the hold is the document's next attempt and last error.
+        await self._retry(
+            claim,
+            delay=consequence.retry_after,
+            reason=str(exc),
+            counts_attempt=consequence.counts_attempt,
+        )
 
     async def _retry(
         self, claim: Claim, *, delay: float, reason: str, counts_attempt: bool = False
@@ -537,8 +517,14 @@ class DocumentDelivery:
             self.sweep.maybe_paused = False
 
     def _backoff(self, claim: Claim) -> float:
-        return backoff_seconds(
-            claim.delivery_attempts + 1,
-            self.settings.backoff_base_seconds,
-            self.settings.backoff_max_seconds,
-        )
+        """A send that never left (``SendNotAttempted``) waits as a failure would."""
+        return retry_delay(claim.delivery_attempts + 1, self.settings)
+
+    def _given_back(self, claim: Claim, answer: bool | None, kept: Event) -> None:
+        """The store's answer to giving the document back to wait (quiet hours, the
+        person's reply): True it waits (``kept``), False it is due again now (the
+        person wrote meanwhile), None our claim was lost."""
+        if answer is None:
+            self.sweep.note(Event.LOST_CLAIM, claim.document_id)
+        else:
+            self.sweep.note(kept if answer else Event.DUE_AGAIN, claim.document_id)

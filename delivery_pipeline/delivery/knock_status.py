@@ -145,6 +145,7 @@ async def _carry_out(
         attempts=0,
         settings=settings,
         synchronous=False,
+        knock=True,
     )
     if consequence.alert is not None:
         await record_alert(conn, consequence.alert)

@@ -72,17 +72,25 @@ def consequence_of(
     attempts: int,
     settings: DeliverySettings,
     synchronous: bool,
+    knock: bool = False,
 ) -> Consequence:
     """What to do with a document whose send failed with ``error``.
 
     ``attempts``: the document's failed attempts including this one.
     ``synchronous``: the send call failed (the engine holds the claim), as
     opposed to a ``failed`` status arriving later (``error`` may then be None).
+    ``knock``: the send that failed was the knock itself, not a chunk.
     The error's ``scope`` says whose sends it stops, its ``effect`` what happens.
     """
     effect = error.effect if error is not None else Effect.RETRY
     scope = error.scope if error is not None else Scope.MESSAGE
     if effect == Effect.KNOCK:
+        if knock:
+            # A knock refused with 131047 is never a window question (a template
+            # needs no window): retried after the backoff, and it counts.
+            return Consequence(
+                Step.RETRY, scope, counts_attempt=True, retry_after=retry_delay(attempts, settings)
+            )
         return Consequence(Step.KNOCK, scope)
     if effect == Effect.PAUSE:
         # The alert is the pause's own episode (delivery/pause.py), not one per refusal.
@@ -122,7 +130,11 @@ def consequence_of(
         )
     if effect == Effect.HOLD:
         if isinstance(error, EcosystemHold):
-            return Consequence(Step.RETRY, scope, retry_after=ECOSYSTEM_RETRY_SECONDS)
+            # 131049: the platform asks for a day. A withheld knock counts (the
+            # person's knock is spent); a withheld chunk does not.
+            return Consequence(
+                Step.RETRY, scope, retry_after=ECOSYSTEM_RETRY_SECONDS, counts_attempt=knock
+            )
         if isinstance(error, PairRateLimited):
             return Consequence(Step.RETRY, scope, retry_after=_jitter(PAIR_RATE_RETRY_SECONDS))
     if effect == Effect.SLOW:
@@ -150,10 +162,13 @@ def consequence_of(
         Step.RETRY,
         scope,
         counts_attempt=True,
-        retry_after=backoff_seconds(
-            attempts, settings.backoff_base_seconds, settings.backoff_max_seconds
-        ),
+        retry_after=retry_delay(attempts, settings),
     )
+
+
+def retry_delay(attempts: int, settings: DeliverySettings) -> float:
+    """The backoff before a document's next try, after ``attempts`` failed tries."""
+    return backoff_seconds(attempts, settings.backoff_base_seconds, settings.backoff_max_seconds)
 
 
 def _jitter(seconds: float) -> float:

@@ -1,6 +1,6 @@
 """What a sweep does, as it happens: the events an observer hears.
 
-The engine reports every step as a ``SweepEvent``; ``SweepResult`` is the
+The engine reports everything it does as a ``SweepEvent``; ``SweepResult`` is the
 sum of them (``SweepResult.add``), and a ``SweepObserver`` (any callable
 taking an event) hears each one as it happens. No UI here: the command line
 draws progress from these events, a Dagster run could log them, a test can
@@ -35,7 +35,7 @@ class Event(enum.StrEnum):
     STOPPED = "stopped"  # detail: why the whole sweep stopped
 
 
-# The steps that end one claimed document's part in the sweep.
+# The events that end one claimed document's part in the sweep.
 FINISHED = frozenset(
     {
         Event.DELIVERED,

@@ -26,7 +26,7 @@ from delivery_pipeline.delivery.document import DocumentDelivery, GlobalStop
 from delivery_pipeline.delivery.pacer import Pacer, SharedPacer
 from delivery_pipeline.delivery.progress import Event, SweepObserver
 from delivery_pipeline.delivery.result import SweepResult, SweepState
-from delivery_pipeline.delivery.store import Claim, DeliveryStore
+from delivery_pipeline.delivery.statements import Claim, DeliveryStore
 from delivery_pipeline.settings import Settings
 from delivery_pipeline.store.db import async_pool
 from delivery_pipeline.store.queries import QUERIES
@@ -84,7 +84,7 @@ class DeliveryEngine:
         observer: SweepObserver | None = None,
     ) -> SweepResult:
         """One delivery pass over what is eligible now (optionally one document/person);
-        ``observer`` hears every step as it happens."""
+        ``observer`` hears every event as it happens."""
         sweep = Sweep(
             self,
             document_id=document_id,

@@ -5,9 +5,9 @@ A small Starlette app with no Dagster imports. It answers Meta fast and runs
 the targeted sweep (that person's or that document's delivery) in the
 background after the response, in this process, with the same engine the
 Dagster runs use. Any number of replicas may run: the claim keeps delivery
-exclusive. Beside the requests it runs two companions: the recorder (what it
-delivered, onto Dagster's timeline: ``recorder.py``) and the watchdog (is
-Dagster's daemon alive; ops alerts posted: ``watchdog.py``).
+exclusive. Beside the requests it runs two companions: the timeline push (what it
+delivered, onto Dagster's timeline: ``timeline_push.py``) and the daemon watch
+(is Dagster's daemon alive; ops alerts posted: ``daemon_watch.py``).
 
 Status codes, and why:
   401/403  missing/wrong signature or token: nothing is stored
@@ -39,13 +39,13 @@ from starlette.routing import Route
 from delivery_pipeline import __version__, logs
 from delivery_pipeline.delivery.sweep import DeliveryEngine, pool_size
 from delivery_pipeline.service.bodies import TooLarge, read_limited
+from delivery_pipeline.service.daemon_watch import watch_forever
 from delivery_pipeline.service.ingest import WebhookOutcome, apply_payload
 from delivery_pipeline.service.listener import ReadyListener
-from delivery_pipeline.service.recorder import Recorder
 from delivery_pipeline.service.review_page import REVIEW_ROUTES
 from delivery_pipeline.service.sessions import Sessions
 from delivery_pipeline.service.state import Service, one_line, service_of
-from delivery_pipeline.service.watchdog import watch_forever
+from delivery_pipeline.service.timeline_push import TimelinePush
 from delivery_pipeline.settings import SERVICE_DEFAULT_PORT, Settings, secret, without_password
 from delivery_pipeline.store.db import (
     async_pool,
@@ -225,7 +225,7 @@ def create_app(settings: Settings, database_url: str) -> Starlette:
             pool,
             engine,
             review_sessions=Sessions.from_settings(settings.review),
-            recorder=Recorder(pool, webserver) if webserver else None,
+            timeline_push=TimelinePush(pool, webserver) if webserver else None,
         )
         app.state.service = service
         if settings.whatsapp.app_secret is None:
@@ -240,8 +240,8 @@ def create_app(settings: Settings, database_url: str) -> Starlette:
         # the API (a sandbox started alongside) may come up a moment later.
         identity = asyncio.create_task(_say_whether_identity_works(client, settings))
         companions = [asyncio.create_task(watch_forever(database_url, settings))]
-        if service.recorder is not None:
-            companions.append(asyncio.create_task(service.recorder.run()))
+        if service.timeline_push is not None:
+            companions.append(asyncio.create_task(service.timeline_push.run()))
         try:
             yield
         finally:

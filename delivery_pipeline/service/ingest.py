@@ -20,12 +20,11 @@ import psycopg
 from psycopg import AsyncConnection
 from psycopg.types.json import Jsonb
 
-from delivery_pipeline.backoff import backoff_seconds
 from delivery_pipeline.delivery.callback import parse_chunk, parse_knock, parse_knock_id
 from delivery_pipeline.delivery.identity import bsuid_alert, refused_for_bsuid
 from delivery_pipeline.delivery.inbound import answer_inbound
 from delivery_pipeline.delivery.knock_status import find_knock, knock_failed, knock_status
-from delivery_pipeline.delivery.outcomes import Step, consequence_of
+from delivery_pipeline.delivery.outcomes import Step, consequence_of, retry_delay
 from delivery_pipeline.delivery.pause import pause_sender
 from delivery_pipeline.delivery.template_events import FIELDS as TEMPLATE_FIELDS
 from delivery_pipeline.delivery.template_events import apply_template_change
@@ -406,11 +405,7 @@ async def _apply_failure(
             "error": reason,
             "delay_seconds": consequence.retry_after
             if consequence.step != Step.ABANDON
-            else backoff_seconds(
-                chunk.delivery_attempts + 1,
-                settings.backoff_base_seconds,
-                settings.backoff_max_seconds,
-            ),
+            else retry_delay(chunk.delivery_attempts + 1, settings),
             "attempt": int(consequence.counts_attempt),
             "chunk_index": chunk.chunk_index,
         },

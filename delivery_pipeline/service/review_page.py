@@ -44,9 +44,9 @@ from delivery_pipeline.service.sessions import COOKIE_NAME, Session, Sessions, c
 from delivery_pipeline.service.state import service_of
 from delivery_pipeline.settings import REVIEW_PAGE_PATH
 from delivery_pipeline.store.db import database_unavailable
+from delivery_pipeline.store.intake import InputError
 from delivery_pipeline.store.operator import NotApplicable, act_async
 from delivery_pipeline.store.queries import QUERIES
-from delivery_pipeline.store.records import InputError
 from delivery_pipeline.store.review import (
     AlreadyDecided,
     Decided,

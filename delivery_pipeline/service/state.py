@@ -21,8 +21,8 @@ from starlette.requests import Request
 from delivery_pipeline.delivery.sweep import DeliveryEngine
 from delivery_pipeline.service.listener import ReadyListener
 from delivery_pipeline.service.log_limit import RateLimitedLog
-from delivery_pipeline.service.recorder import Recorder
 from delivery_pipeline.service.sessions import Sessions
+from delivery_pipeline.service.timeline_push import TimelinePush
 from delivery_pipeline.settings import Settings
 from delivery_pipeline.store.db import database_unavailable
 
@@ -46,12 +46,12 @@ class Service:
     # A replayed bad body must not fill the disk: a few lines per kind, then a count.
     quiet_log: RateLimitedLog = field(default_factory=lambda: RateLimitedLog(log))
     # pushes what the service delivered to Dagster's timeline (None: no DAGSTER_WEBSERVER_URL)
-    recorder: Recorder | None = None
+    timeline_push: TimelinePush | None = None
 
     def recorded(self) -> None:
         """Something may have changed a document: have it on Dagster's timeline soon."""
-        if self.recorder is not None:
-            self.recorder.kick()
+        if self.timeline_push is not None:
+            self.timeline_push.kick()
 
     async def sweep_and_record(self) -> Any:
         """A sweep after a ready notification, and what it did onto Dagster's timeline."""

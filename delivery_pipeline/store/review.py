@@ -31,8 +31,8 @@ from typing import Any
 import psycopg
 
 from delivery_pipeline.model import ReviewDecision
+from delivery_pipeline.store.intake import InputError
 from delivery_pipeline.store.queries import QUERIES
-from delivery_pipeline.store.records import InputError
 from delivery_pipeline.store.rows import (
     DecideReview,
     DocumentReview,

@@ -10,7 +10,10 @@ one copy, and neither imports the other:
 * ``service``: the webhook service as a process, wired to a sandbox;
 * ``sweep_loop``: a sweep every few seconds as a process (a sender without Dagster);
 * ``payloads``: Meta-shaped webhook bodies; ``plans``: document bodies of a known shape;
-* ``postgres``: a throwaway embedded Postgres.
+* ``postgres``: a throwaway embedded Postgres;
+* ``deployment``: the sandbox, the service, Dagster's webserver and daemon as
+  processes (Dagster's instance is the caller's: the harness imports no Dagster);
+* ``knocks``: a document knocked for and waiting on its person's reply.
 
 Nothing in the product imports it (``lint-imports``).
 """

@@ -28,7 +28,7 @@ whose answer was lost, a run that materialized, its own previous tick) and
 only marks it. So every row reaches the timeline once, whoever crashed where.
 A reported row is kept ``OUTBOX_KEEP`` and then deleted by the sensor: the
 outbox stays the size of a week, however long the system runs.
-No Dagster here: ``dagster_defs.record`` asks the log, ``service.recorder``
+No Dagster here: ``dagster_defs.outbox_sensor`` asks the log, ``service.timeline_push``
 pushes.
 """
 

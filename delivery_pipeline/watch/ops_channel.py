@@ -10,7 +10,7 @@ recorded. The URLs are secrets: never logged, and error texts are scrubbed
 of them.
 
 No Dagster here: the alert sensors in ``dagster_defs/alert_sensors.py`` call these, and
-the webhook service's watchdog does too (it must reach ops when Dagster is the thing that died).
+the webhook service's daemon watch does too (it must reach ops when Dagster is the thing that died).
 """
 
 from __future__ import annotations
@@ -176,7 +176,7 @@ def send_pending(
     }
     if not notifier.configured:
         report.unconfigured = True
-    # Two processes post (the alert sensor, the webhook service's watchdog): one at a time,
+    # Two processes post (the alert sensor, the webhook service's daemon watch): one at a time,
     # or both would post the same unsent row.
     if not QUERIES.alert_sender_try_lock.one(conn, {}):
         report.busy = True

@@ -15,6 +15,7 @@ import psycopg
 
 from delivery_pipeline.settings import CheckSettings, Settings
 from delivery_pipeline.store.review import Decision, decide
+from delivery_pipeline.testing.knocks import mark_knocked
 from delivery_pipeline_tests.support.data import add_document, add_person
 from delivery_pipeline_tests.support.review import awaiting
 
@@ -87,17 +88,7 @@ def knocked(
     person = add_person(conn, inbound_age_seconds=None)
     doc = add_document(conn, person["id"], "Your plan.")
     wamid = wamid or f"wamid.knock.{doc['id']}"
-    conn.execute(
-        "UPDATE documents SET knock_sent_at = now() - make_interval(secs => %(a)s::float8), "
-        "knock_message_id = %(w)s, "
-        "awaiting_reply_since = now() - make_interval(secs => %(a)s::float8) WHERE id = %(id)s",
-        {"a": knock_age_seconds, "w": wamid, "id": doc["id"]},
-    )
-    conn.execute(
-        "UPDATE people SET last_knock_at = now() - make_interval(secs => %(a)s::float8) "
-        "WHERE id = %(p)s",
-        {"a": knock_age_seconds, "p": person["id"]},
-    )
+    mark_knocked(conn, doc["id"], person["id"], knock_age_seconds, wamid)
     if delivered or read:
         add_status(conn, wamid, "delivered", knock_age_seconds - 5)
     if read:

@@ -26,7 +26,12 @@ SETTINGS = DeliverySettings(max_attempts=3, backoff_base_seconds=10, backoff_max
 
 
 def of(
-    code: int | None, *, attempts: int = 1, synchronous: bool = True, subcode: int | None = None
+    code: int | None,
+    *,
+    attempts: int = 1,
+    synchronous: bool = True,
+    subcode: int | None = None,
+    knock: bool = False,
 ) -> Consequence:
     error: CloudApiError | None = classify(code, subcode=subcode) if code is not None else None
     return consequence_of(
@@ -36,6 +41,7 @@ def of(
         attempts=attempts,
         settings=SETTINGS,
         synchronous=synchronous,
+        knock=knock,
     )
 
 
@@ -44,6 +50,13 @@ def test_a_closed_window_knocks_and_burns_no_attempt(synchronous: bool) -> None:
     consequence = of(131047, synchronous=synchronous)
     assert consequence.step is Step.KNOCK
     assert not consequence.counts_attempt and consequence.alert is None
+
+
+def test_a_knock_refused_for_the_window_is_retried_after_the_backoff_and_counts() -> None:
+    consequence = of(131047, attempts=2, knock=True)
+    assert (consequence.step, consequence.counts_attempt) == (Step.RETRY, True)
+    assert 0.75 * 20 <= consequence.retry_after <= 1.25 * 20
+    assert consequence.alert is None
 
 
 @pytest.mark.parametrize("code", [190, 133010, 368, 4])
@@ -84,6 +97,13 @@ def test_a_refused_template_holds_knocks_only() -> None:
 def test_platform_holds_wait_what_the_platform_asks_without_an_attempt() -> None:
     ecosystem = of(131049, synchronous=False)
     assert (ecosystem.step, ecosystem.retry_after) == (Step.RETRY, ECOSYSTEM_RETRY_SECONDS)
+    assert not ecosystem.counts_attempt
+    withheld_knock = of(131049, knock=True)
+    assert (withheld_knock.step, withheld_knock.retry_after) == (
+        Step.RETRY,
+        ECOSYSTEM_RETRY_SECONDS,
+    )
+    assert withheld_knock.counts_attempt, "a withheld knock is spent: it counts"
     pair = of(131056)
     assert pair.step is Step.RETRY and not pair.counts_attempt
     assert PAIR_RATE_RETRY_SECONDS <= pair.retry_after <= 1.5 * PAIR_RATE_RETRY_SECONDS

@@ -1,8 +1,8 @@
 """The screenshots of README's "In the Dagster UI", from a real run.
 
 Starts the whole deployment as processes (sandbox, webhook service,
-dagster-webserver, dagster-daemon; ``delivery_pipeline_tests/support/
-dagster_deployment.py``), makes a morning happen (plans requested in three
+dagster-webserver, dagster-daemon; ``delivery_pipeline/testing/
+deployment.py``), makes a morning happen (plans requested in three
 languages, generated, knocked for, people replying, a CLI sweep, a stale brief,
 the backlog and the checks run), then photographs the UI with Debian's
 chromium driven by Playwright, from a separate Python that has it:
@@ -29,8 +29,8 @@ REPO = HERE.parent.parent
 sys.path.insert(0, str(REPO))
 
 from delivery_pipeline.store.db import connect  # noqa: E402
-from delivery_pipeline.store.records import add_person, request_document  # noqa: E402
-from delivery_pipeline_tests.support.dagster_deployment import (  # noqa: E402
+from delivery_pipeline.store.intake import add_person, request_document  # noqa: E402
+from delivery_pipeline.testing.deployment import (  # noqa: E402
     dagster_deployment,
     eventually,
 )

@@ -1,8 +1,8 @@
 """The webhook service watches Dagster's daemon, and posts what ops must hear.
 
-Every ``watchdog.interval_seconds(WATCHDOG_STALE_SECONDS)`` (a minute by
+Every ``daemon_heartbeats.interval_seconds(WATCHDOG_STALE_SECONDS)`` (a minute by
 default) the service reads the daemon's heartbeats in our database and
-records an alert, a reminder or "resolved" (``watch/watchdog.py``), then
+records an alert, a reminder or "resolved" (``watch/daemon_heartbeats.py``), then
 posts every unsent ops alert. Posting here matters: the only other poster is
 a Dagster sensor, which is exactly what is silent when the daemon is down.
 The two posters take turns (``ops_channel.send_pending`` holds a lock), so no
@@ -18,8 +18,8 @@ import logging
 
 from delivery_pipeline.settings import Settings, secret
 from delivery_pipeline.store.db import connect
+from delivery_pipeline.watch.daemon_heartbeats import interval_seconds, watch_daemon
 from delivery_pipeline.watch.ops_channel import OpsNotifier, send_pending
-from delivery_pipeline.watch.watchdog import interval_seconds, watch_daemon
 
 log = logging.getLogger(__name__)
 
@@ -46,5 +46,5 @@ async def watch_forever(database_url: str, settings: Settings) -> None:
         try:
             await asyncio.to_thread(look_once, database_url, settings, watching_since)
         except Exception:
-            log.exception("the Dagster watchdog could not look; trying again in %ss", every)
+            log.exception("the Dagster daemon watch could not look; trying again in %ss", every)
         await asyncio.sleep(every)

@@ -2,7 +2,7 @@
 
 Every transition the service makes leaves an outbox row (``sql/008``; the
 service's sessions are named ``SERVICE_SOURCE``). After each sweep and each
-webhook the recorder claims the service's own unreported rows and posts them
+webhook the push claims the service's own unreported rows and posts them
 to the Dagster webserver's ``/report_asset_materialization/`` endpoint (no
 Dagster import: plain HTTP), one event per batch, and marks them reported on
 a 200. It never blocks or fails a delivery: it runs beside the requests.
@@ -10,7 +10,7 @@ When the webserver refuses the event (its storage is down) or cannot be
 reached, the rows are freed at once for the ``record_delivery_events``
 sensor; when the answer never came, the event may still land, so the claim
 is left to lapse and the sensor first asks Dagster's event log. After a
-failure the recorder pauses and leaves new rows to the sensor.
+failure the push pauses and leaves new rows to the sensor.
 
 ``watch/delivery_events.py`` has the rules; this is the service's reporter.
 """
@@ -49,7 +49,7 @@ PAUSE_AFTER_FAILURE_SECONDS = 10.0
 IDLE_SECONDS = 10.0
 
 
-class Recorder:
+class TimelinePush:
     """Pushes the service's delivery events to the Dagster webserver."""
 
     def __init__(

@@ -1,0 +1,152 @@
+"""The children ``up`` runs: the sandbox, the webhook service and ``dagster dev``.
+
+What each is started with and what it sees; starting, readiness and stopping
+are the supervisor's (``delivery_pipeline.supervisor``).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from delivery_pipeline.cli.provision import Databases
+from delivery_pipeline.settings import (
+    DEV_ACCESS_TOKEN,
+    DEV_PHONE_NUMBER_ID,
+    PROJECT_ROOT,
+    SANDBOX_DEFAULT_PORT,
+    SERVICE_DEFAULT_PORT,
+)
+from delivery_pipeline.store.db import sqlalchemy_url
+from delivery_pipeline.supervisor import Child
+
+DAGSTER_DEFAULT_PORT = 3000
+
+# Variables that could point a child at the real platform or a real channel:
+# never inherited, always set explicitly below.
+_NOT_INHERITED = (
+    "WHATSAPP_",
+    "SANDBOX_",
+    "DATABASE_URL",
+    "DELIVERY_INTERNAL_TOKEN",
+    "DELIVERY_SERVICE_URL",
+    "OPS_WEBHOOK_URL",
+    "REVIEW_TOKEN",
+    "REVIEW_WEBHOOK_URL",
+    "DAGSTER_HOME",
+    "DAGSTER_PG_URL",
+    "DAGSTER_WEBSERVER_URL",
+)
+
+
+def _python() -> str:
+    return sys.executable
+
+
+def _dagster_executable() -> str:
+    local = Path(sys.executable).parent / "dagster"
+    return str(local) if local.exists() else (shutil.which("dagster") or "dagster")
+
+
+def prepare_dagster_home(home: Path, root: Path = PROJECT_ROOT) -> Path:
+    """``DAGSTER_HOME`` with the project's ``dagster.yaml`` (refreshed every start)."""
+    home.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(root / "dagster.yaml", home / "dagster.yaml")
+    return home
+
+
+@dataclass(frozen=True)
+class Ports:
+    host: str = "127.0.0.1"
+    sandbox: int = SANDBOX_DEFAULT_PORT
+    service: int = SERVICE_DEFAULT_PORT
+    dagster: int = DAGSTER_DEFAULT_PORT
+
+    def url(self, port: int) -> str:
+        return f"http://{self.host}:{port}"
+
+
+def child_environment(
+    base: dict[str, str],
+    databases: Databases,
+    secrets_: dict[str, str],
+    ports: Ports,
+    data_dir: Path,
+    dagster_home: Path,
+) -> dict[str, str]:
+    """What every child sees: the sandbox as the channel, dev secrets, both databases."""
+    env = {k: v for k, v in base.items() if not k.startswith(_NOT_INHERITED)}
+    env.update(secrets_)
+    env.update(
+        {
+            "PYTHONUNBUFFERED": "1",
+            "DATABASE_URL": databases.app_url,
+            "DELIVERY_DATA_DIR": str(data_dir),
+            "WHATSAPP_API_BASE_URL": ports.url(ports.sandbox),
+            "WHATSAPP_PHONE_NUMBER_ID": DEV_PHONE_NUMBER_ID,
+            "WHATSAPP_ACCESS_TOKEN": DEV_ACCESS_TOKEN,
+            "DELIVERY_SERVICE_URL": ports.url(ports.service),
+            "DAGSTER_WEBSERVER_URL": ports.url(ports.dagster),
+            "OPS_WEBHOOK_URL": ports.url(ports.sandbox) + "/_sandbox/ops",
+            "SANDBOX_WEBHOOK_URL": ports.url(ports.service) + "/webhooks/whatsapp",
+            "DAGSTER_HOME": str(dagster_home),
+            "DAGSTER_PG_URL": sqlalchemy_url(databases.dagster_url),
+        }
+    )
+    project_path = str(PROJECT_ROOT)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [project_path, base.get("PYTHONPATH")]))
+    return env
+
+
+def build_children(env: dict[str, str], ports: Ports, logs: Path) -> list[Child]:
+    return [
+        Child(
+            "sandbox",
+            [
+                _python(),
+                "-m",
+                "delivery_pipeline.sandbox",
+                "--host",
+                ports.host,
+                "--port",
+                str(ports.sandbox),
+            ],
+            env,
+            ports.url(ports.sandbox) + "/_sandbox/stats",
+            logs / "sandbox.log",
+        ),
+        Child(
+            "service",
+            [
+                _python(),
+                "-m",
+                "delivery_pipeline.service",
+                "--host",
+                ports.host,
+                "--port",
+                str(ports.service),
+            ],
+            env,
+            ports.url(ports.service) + "/healthz",
+            logs / "service.log",
+        ),
+        Child(
+            "dagster",
+            [
+                _dagster_executable(),
+                "dev",
+                "-w",
+                str(PROJECT_ROOT / "workspace.yaml"),
+                "-h",
+                ports.host,
+                "-p",
+                str(ports.dagster),
+            ],
+            env,
+            ports.url(ports.dagster) + "/server_info",
+            logs / "dagster.log",
+        ),
+    ]
