@@ -450,7 +450,8 @@ def test_a_failure_being_applied_holds_back_the_finish(db, database_url):
 
     with connect(database_url, autocommit=False) as service:
         service.execute(
-            "UPDATE delivery_chunks SET state = 'failed' WHERE document_id = %s AND chunk_index = 0",
+            "UPDATE delivery_chunks SET state = 'failed' "
+            "WHERE document_id = %s AND chunk_index = 0",
             (doc["id"],),
         )
         service.execute(
