@@ -22,7 +22,14 @@ from delivery_pipeline.delivery.sweep import eligible_now, run_sweep
 from delivery_pipeline.settings import Settings
 from delivery_pipeline.testing.service import APP_SECRET, start_service
 from delivery_pipeline.watch.report import delivery_report
-from delivery_pipeline_tests.support.data import add_document, add_person, document, plan_body
+from delivery_pipeline_tests.support.data import (
+    add_document,
+    add_person,
+    document,
+    knock_rows,
+    plan_body,
+    state_of,
+)
 from delivery_pipeline_tests.support.inbox import knocks
 from delivery_pipeline_tests.support.waiting import wait_for
 
@@ -50,17 +57,6 @@ def service(sandbox, knock_settings) -> Iterator[Any]:
 
 def sweep(settings: Settings) -> None:
     asyncio.run(run_sweep(settings, settings.database.database_url))
-
-
-def state_of(db: psycopg.Connection, document_id: int) -> str:
-    row = db.execute("SELECT state FROM document_states WHERE id = %s", (document_id,)).fetchone()
-    return row["state"]
-
-
-def knock_rows(db: psycopg.Connection, person_id: int) -> list[dict[str, Any]]:
-    return db.execute(
-        "SELECT * FROM knocks WHERE person_id = %s ORDER BY id", (person_id,)
-    ).fetchall()
 
 
 def a_day_passes(db: psycopg.Connection, person_id: int) -> None:

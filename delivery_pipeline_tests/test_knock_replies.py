@@ -27,7 +27,13 @@ from delivery_pipeline.store.queries import QUERIES
 from delivery_pipeline.testing.service import APP_SECRET, start_service
 from delivery_pipeline.whatsapp.errors import CloudApiError
 from delivery_pipeline_tests.support.cli import run
-from delivery_pipeline_tests.support.data import add_document, add_person, document, plan_body
+from delivery_pipeline_tests.support.data import (
+    add_document,
+    add_person,
+    document,
+    plan_body,
+    state_of,
+)
 from delivery_pipeline_tests.support.inbox import knocks, texts
 from delivery_pipeline_tests.support.waiting import wait_for
 from delivery_pipeline_tests.test_sandbox import send_template
@@ -67,11 +73,6 @@ def service(sandbox, knock_settings) -> Iterator[Any]:
 
 def sweep(settings: Settings) -> None:
     asyncio.run(run_sweep(settings, settings.database.database_url))
-
-
-def state_of(db: psycopg.Connection, document_id: int) -> str:
-    row = db.execute("SELECT state FROM document_states WHERE id = %s", (document_id,)).fetchone()
-    return row["state"]
 
 
 def replies(db: psycopg.Connection, person_id: int) -> list[dict[str, Any]]:

@@ -22,7 +22,14 @@ from delivery_pipeline.settings import Settings
 from delivery_pipeline.testing.service import APP_SECRET, start_service
 from delivery_pipeline.watch.checks import Severity
 from delivery_pipeline.watch.checks import templates as template_checks
-from delivery_pipeline_tests.support.data import add_document, add_person, document, plan_body
+from delivery_pipeline_tests.support.data import (
+    add_document,
+    add_person,
+    document,
+    knock_rows,
+    plan_body,
+    state_of,
+)
 from delivery_pipeline_tests.support.inbox import knocks, texts
 from delivery_pipeline_tests.support.waiting import wait_for
 
@@ -54,15 +61,6 @@ def sweep(settings: Settings) -> None:
     asyncio.run(run_sweep(settings, settings.database.database_url))
 
 
-def knock_rows(db, person_id: int) -> list[dict[str, Any]]:
-    return db.execute(
-        "SELECT k.*, array_agg(kd.document_id) AS document_ids FROM knocks k "
-        "JOIN knock_documents kd ON kd.knock_id = k.id WHERE k.person_id = %s "
-        "GROUP BY k.id ORDER BY k.id",
-        (person_id,),
-    ).fetchall()
-
-
 def template_row(db, name: str, language: str = "en") -> dict[str, Any] | None:
     return db.execute(
         "SELECT *, template_problem(t) AS problem FROM message_templates t "
@@ -75,12 +73,6 @@ def alerts(db, prefix: str) -> list[dict[str, Any]]:
     return db.execute(
         "SELECT * FROM ops_alerts WHERE dedup_key LIKE %s ORDER BY id", (prefix + "%",)
     ).fetchall()
-
-
-def state_of(db, document_id: int) -> str:
-    return db.execute("SELECT state FROM document_states WHERE id = %s", (document_id,)).fetchone()[
-        "state"
-    ]
 
 
 # ── the lifecycle webhooks ──────────────────────────────────────────────

@@ -109,3 +109,20 @@ def inbound_arrives(database_url: str, person: dict[str, Any], text: str = "hi!"
 async def _ingest(database_url: str, payload: dict[str, Any]) -> None:
     async with await connect_async(database_url) as conn:
         await apply_payload(conn, payload, DeliverySettings())
+
+
+def state_of(conn: psycopg.Connection, document_id: int) -> str:
+    """The document's state as the Dagster UI and the checks name it (document_states)."""
+    row = conn.execute("SELECT state FROM document_states WHERE id = %s", (document_id,)).fetchone()
+    assert row is not None, f"no document {document_id}"
+    return str(row["state"])
+
+
+def knock_rows(conn: psycopg.Connection, person_id: int) -> list[dict[str, Any]]:
+    """The person's knocks, oldest first, each with the documents it knocked for."""
+    return conn.execute(
+        "SELECT k.*, array_agg(kd.document_id) AS document_ids FROM knocks k "
+        "JOIN knock_documents kd ON kd.knock_id = k.id WHERE k.person_id = %s "
+        "GROUP BY k.id ORDER BY k.id",
+        (person_id,),
+    ).fetchall()
