@@ -16,6 +16,7 @@ import logging
 import sys
 import traceback
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from delivery_pipeline import logs
 from delivery_pipeline.cli.failures import CommandFailed, UsageError, explain, require_free_port
@@ -260,36 +261,20 @@ def cmd_service(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_sandbox_say(args: argparse.Namespace, settings: Settings) -> int:
-    import httpx
-
     # A username user is addressed by their BSUID.
     phone = parse_user_id(args.number) if bsuid(args.number) else parse_phone(args.number)
-    sandbox = args.sandbox_url.rstrip("/")
-    try:
-        response = httpx.post(
-            f"{sandbox}/_sandbox/people/{phone}/messages", json={"text": args.text}, timeout=10
-        )
-    except httpx.TransportError as exc:
-        raise CommandFailed(
-            f"no sandbox answers at {sandbox} ({type(exc).__name__}): start it with "
-            "`delivery-pipeline sandbox` or `./dev up`, or give its address with --sandbox-url"
-        ) from exc
-    if response.status_code != 200:
-        raise UsageError(f"sandbox answered {response.status_code}: {response.text[:200]}")
-    print(f"{phone} wrote {args.text!r} ({response.json().get('id')})")
+    answer = _sandbox_post(args.sandbox_url, f"people/{phone}/messages", {"text": args.text})
+    print(f"{phone} wrote {args.text!r} ({answer.get('id')})")
     return 0
 
 
-def cmd_sandbox_press(args: argparse.Namespace, settings: Settings) -> int:
+def _sandbox_post(sandbox_url: str, path: str, body: dict[str, Any]) -> dict[str, Any]:
+    """POST one of the sandbox's controls; its JSON answer, or a one-line failure."""
     import httpx
 
-    phone = parse_user_id(args.number) if bsuid(args.number) else parse_phone(args.number)
-    sandbox = args.sandbox_url.rstrip("/")
-    button: str | int = int(args.button) if args.button.isdigit() else args.button
+    sandbox = sandbox_url.rstrip("/")
     try:
-        response = httpx.post(
-            f"{sandbox}/_sandbox/people/{phone}/press", json={"button": button}, timeout=10
-        )
+        response = httpx.post(f"{sandbox}/_sandbox/{path}", json=body, timeout=10)
     except httpx.TransportError as exc:
         raise CommandFailed(
             f"no sandbox answers at {sandbox} ({type(exc).__name__}): start it with "
@@ -297,7 +282,15 @@ def cmd_sandbox_press(args: argparse.Namespace, settings: Settings) -> int:
         ) from exc
     if response.status_code != 200:
         raise UsageError(f"sandbox answered {response.status_code}: {response.text[:200]}")
-    print(f"{phone} pressed {args.button!r} ({response.json().get('id')})")
+    answer: dict[str, Any] = response.json()
+    return answer
+
+
+def cmd_sandbox_press(args: argparse.Namespace, settings: Settings) -> int:
+    phone = parse_user_id(args.number) if bsuid(args.number) else parse_phone(args.number)
+    button: str | int = int(args.button) if args.button.isdigit() else args.button
+    answer = _sandbox_post(args.sandbox_url, f"people/{phone}/press", {"button": button})
+    print(f"{phone} pressed {args.button!r} ({answer.get('id')})")
     return 0
 
 
