@@ -63,6 +63,7 @@ def main() -> None:
                         "time_zone": "UTC",
                         "brief_opt_in": False,
                         "brief_local_time": dt.time(7),
+                        "phone_number_id": None,
                     },
                 ).fetchone()
                 conn.execute(

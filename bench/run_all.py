@@ -34,6 +34,10 @@ BENCHMARKS: dict[str, list[str]] = {
     "deep_json": ["--repeats", "3"],
     "pause": ["--bad-seconds", "40", "--docs", "40"],
     "statements": ["--docs", "600"],
+    # bench/several_numbers.py (a script named numbers.py would shadow the standard
+    # library's numbers module for every import of it in its process)
+    "several_numbers": ["--numbers", "1,2,4", "--docs-per-number", "100"],
+    "claim_depth": ["--depths", "1000,10000,100000", "--claims", "10"],
 }
 
 
@@ -127,16 +131,24 @@ def summary_rows() -> list[tuple[str, str, str, bool | None]]:
             "{:.2f}",
             None,
         )
+    claims = (read_figures("claim_depth") or {}).get("claims") or {}
+    deepest = claims.get("100000") or {}
+    add(
+        "one claim of 32 with 100,000 documents due (median)",
+        "report",
+        deepest.get("median_ms"),
+        "{:.1f} ms",
+    )
     f = read_figures("fleet") or {}
     add(
-        "fleet (4 sweeps + service) at an 80 msg/s number: throttling refusals (130429)",
+        "fleet (4 sweeps + service) at an 80 msg/s number: throttling refusals (130429), all runs",
         "0",
         f.get("fleet_throttled_80"),
         "{:.0f}",
         at_most(0),
     )
     add(
-        "fleet at an 80 msg/s number: aggregate steady rate, share of the limit",
+        "fleet at an 80 msg/s number: aggregate steady rate, share of the limit, lowest run",
         "≥ 95 %",
         f.get("fleet_share_80"),
         "{:.1f} %",
@@ -169,6 +181,28 @@ def summary_rows() -> list[tuple[str, str, str, bool | None]]:
         "report",
         f.get("pacer_per_msg_1000"),
         "{:.2f}",
+    )
+    n = read_figures("numbers") or {}
+    add(
+        "several numbers (1, 2, 4 at 80 msg/s, per-number and shared senders): 130429, all runs",
+        "0",
+        n.get("numbers_throttled"),
+        "{:.0f}",
+        at_most(0),
+    )
+    add(
+        "several numbers: duplicated + missing parts, all runs",
+        "0",
+        None if not n else int(n["numbers_duplicates"]) + int(n["numbers_missing"]),
+        "{:.0f}",
+        at_most(0),
+    )
+    add(
+        "several numbers: lowest number's share of its limit, any run",
+        "report",
+        n.get("numbers_min_share"),
+        "{:.0f} %",
+        scale=100,
     )
     p = read_figures("vs_procrastinate") or {}
     for chunks in (2, 9):

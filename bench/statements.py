@@ -99,10 +99,15 @@ def sweep_cmd(
     return cmd, env
 
 
+Row = tuple[str, int, float, int]  # statement, calls, ms, WAL bytes
+
+
 def measure(
     args: argparse.Namespace, limit: int | None
-) -> tuple[list[tuple[str, int, float]], int, float]:
-    """(statement, calls, ms) rows, delivered messages, and the sweeps' wall time."""
+) -> tuple[list[Row], int, float, dict[str, float]]:
+    """(statement, calls, ms, WAL bytes) rows, delivered messages, the sweeps'
+    wall time, and the server's whole WAL (commit records and full-page images
+    included, which no statement is charged with)."""
     with statements_server() as admin, start_sandbox() as sandbox:
         ensure_database(admin, "bench")
         url = with_database(admin, "bench")
@@ -120,6 +125,7 @@ def measure(
             conn.execute("VACUUM ANALYZE")
             conn.execute("CHECKPOINT")
             conn.execute("SELECT pg_stat_statements_reset()")
+            conn.execute("SELECT pg_stat_reset_shared('wal')")
         started = time.perf_counter()
         deadline = time.monotonic() + 600
         while undelivered(url, prefix) and time.monotonic() < deadline:
@@ -130,8 +136,13 @@ def measure(
             messages = conn.execute(
                 "SELECT count(*) AS n FROM delivery_chunks WHERE state = 'sent'"
             ).fetchone()["n"]
+            wal = conn.execute(
+                "SELECT wal_records::float8 AS records, wal_bytes::float8 AS bytes, "
+                "wal_fpi::float8 AS fpi FROM pg_stat_wal"
+            ).fetchone()
             rows = conn.execute(
-                "SELECT s.query, s.calls, s.total_exec_time + s.total_plan_time AS ms "
+                "SELECT s.query, s.calls, s.total_exec_time + s.total_plan_time AS ms, "
+                "s.wal_bytes::bigint AS wal_bytes "
                 "FROM pg_stat_statements s JOIN pg_database d ON d.oid = s.dbid "
                 "WHERE d.datname = 'bench' AND s.query NOT ILIKE '%%pg_stat_statements%%'"
             ).fetchall()
@@ -140,11 +151,14 @@ def measure(
     for row in rows:
         key = normalized(row["query"])
         name = names.get(key) or _internal(key) or _closest(key, names) or _short(row["query"])
-        entry = merged.setdefault(name, [0, 0.0])
+        entry = merged.setdefault(name, [0, 0.0, 0])
         entry[0] += row["calls"]
         entry[1] += row["ms"]
-    table = sorted(((n, int(c), ms) for n, (c, ms) in merged.items()), key=lambda r: -r[2])
-    return table, messages, wall
+        entry[2] += row["wal_bytes"]
+    table = sorted(
+        ((n, int(c), ms, int(w)) for n, (c, ms, w) in merged.items()), key=lambda r: -r[2]
+    )
+    return table, messages, wall, dict(wal)
 
 
 # Statements no named query runs: run by a trigger, a function or Postgres itself.
@@ -176,36 +190,53 @@ def _short(sql: str) -> str:
 def render(
     args: argparse.Namespace,
     label: str,
-    table: list[tuple[str, int, float]],
+    table: list[Row],
     messages: int,
     wall: float,
+    wal: dict[str, float],
 ) -> tuple[str, dict[str, float]]:
-    total_calls = sum(c for _, c, _ in table)
-    total_ms = sum(ms for _, _, ms in table)
+    total_calls = sum(c for _, c, _, _ in table)
+    total_ms = sum(ms for _, _, ms, _ in table)
+    total_wal = sum(w for _, _, _, w in table)
     per = max(messages, 1)
     lines = [
         f"**{label}**: {args.docs} plans of {args.chunks} chunks, concurrency "
         f"{args.concurrency}, sandbox {args.latency_ms:.0f} ms per send: {messages} messages "
         f"delivered in {wall:.1f} s.",
         "",
-        "| statement | calls / message | ms / message | share of time |",
-        "|---|---:|---:|---:|",
+        "| statement | calls / message | ms / message | share of time | WAL bytes / message |",
+        "|---|---:|---:|---:|---:|",
     ]
-    for name, calls, ms in table[: args.top]:
+    for name, calls, ms, wal_bytes in table[: args.top]:
         share = 100 * ms / total_ms if total_ms else 0.0
-        lines.append(f"| {name} | {calls / per:.2f} | {ms / per:.3f} | {share:.1f} % |")
+        lines.append(
+            f"| {name} | {calls / per:.2f} | {ms / per:.3f} | {share:.1f} % | "
+            f"{wal_bytes / per:.0f} |"
+        )
     rest = table[args.top :]
     if rest:
-        rest_ms = sum(ms for _, _, ms in rest)
+        rest_ms = sum(ms for _, _, ms, _ in rest)
         lines.append(
-            f"| {len(rest)} others | {sum(c for _, c, _ in rest) / per:.2f} | "
-            f"{rest_ms / per:.3f} | {100 * rest_ms / total_ms if total_ms else 0:.1f} % |"
+            f"| {len(rest)} others | {sum(c for _, c, _, _ in rest) / per:.2f} | "
+            f"{rest_ms / per:.3f} | {100 * rest_ms / total_ms if total_ms else 0:.1f} % | "
+            f"{sum(w for _, _, _, w in rest) / per:.0f} |"
         )
-    lines.append(f"| **all** | **{total_calls / per:.2f}** | **{total_ms / per:.3f}** | 100 % |")
+    lines.append(
+        f"| **all** | **{total_calls / per:.2f}** | **{total_ms / per:.3f}** | 100 % | "
+        f"**{total_wal / per:.0f}** |"
+    )
+    lines.append("")
+    lines.append(
+        f"The server's whole WAL per message (commit records and full-page images "
+        f"included): {wal['records'] / per:.1f} records, {wal['bytes'] / per:.0f} bytes "
+        f"({wal['fpi'] / per:.2f} full-page images)."
+    )
     totals = {
         "messages": float(messages),
         "calls_per_message": round(total_calls / per, 2),
         "ms_per_message": round(total_ms / per, 4),
+        "wal_records_per_message": round(wal["records"] / per, 2),
+        "wal_bytes_per_message": round(wal["bytes"] / per, 1),
     }
     return "\n".join(lines), totals
 
@@ -213,9 +244,9 @@ def render(
 INTRO = (
     "Postgres's own count of its work per delivered message (pg_stat_statements, "
     "track = all: a statement run inside a trigger or function is counted again inside "
-    "the statement that fired it, so the totals over-count those). Not in it: commits, "
-    "WAL, connections and the server's own processes; bench/vs_procrastinate.py "
-    "measures the whole server's CPU."
+    "the statement that fired it, so the totals over-count those). Not in it: commits "
+    "(the line on the whole WAL under each table counts their records), connections and "
+    "the server's own processes; bench/vs_procrastinate.py measures the whole server's CPU."
 )
 
 
@@ -235,8 +266,8 @@ def main() -> None:
         ("no throughput limit", None),
         (f"paced at {args.limit} msg/s", args.limit),
     ):
-        table, messages, wall = measure(args, limit)
-        text, totals = render(args, label, table, messages, wall)
+        table, messages, wall, wal = measure(args, limit)
+        text, totals = render(args, label, table, messages, wall, wal)
         sections.append(text)
         figures["paced" if limit else "unbound"] = totals
     body = INTRO + "\n\n" + "\n\n".join(sections) + "\n\n" + figures_comment(figures)

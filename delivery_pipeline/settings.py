@@ -33,6 +33,7 @@ from pydantic import (
     PrivateAttr,
     SecretStr,
     ValidationError,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
@@ -48,6 +49,13 @@ class Eligibility(TypedDict):
     lease: dt.timedelta
     service_window: dt.timedelta
     quiet_hours: str | None
+
+
+class Guard(Eligibility):
+    """The guard's and the claim's: ``eligible_documents()``'s, and the number of a
+    person bound to none (sql/027)."""
+
+    default_number: str
 
 
 SANDBOX_DEFAULT_PORT = 8765
@@ -281,6 +289,87 @@ class DatabaseSettings(Section):
         return Path(self.data_dir)
 
 
+class BusinessNumber(BaseModel):
+    """One business phone number: its id, its throughput limit, the calling codes whose
+    people it serves, its own knock templates (unset: ``DELIVERY_KNOCK_TEMPLATES``)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    id: str = Field(min_length=1, pattern=r"^[0-9]+$")
+    limit: float = Field(80.0, gt=0)
+    countries: tuple[str, ...] = ()
+    knock_templates: str | None = None
+
+    @field_validator("countries")
+    @classmethod
+    def _countries(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for prefix in value:
+            if not re.fullmatch(r"\+[1-9][0-9]{0,5}", prefix):
+                raise ValueError(f"country {prefix!r} is not a calling code like +55 or +1787")
+        return value
+
+    @field_validator("knock_templates")
+    @classmethod
+    def _templates(cls, value: str | None) -> str | None:
+        if value is not None:
+            parse_templates(value)
+        return value
+
+    def knock_template_choices(self, default: str) -> dict[str, list[tuple[str, str]]]:
+        """Each locale's knock templates on this number, the preferred first."""
+        return parse_template_choices(self.knock_templates or default)
+
+
+def parse_numbers(raw: str, default_id: str) -> tuple[BusinessNumber, ...]:
+    """``WHATSAPP_NUMBERS``: a JSON list of numbers besides the default one."""
+    import json
+
+    if not raw.strip():
+        return ()
+    try:
+        items = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"not JSON ({exc.msg} at {exc.pos})") from None
+    if not isinstance(items, list):
+        raise ValueError('must be a JSON list of {"id": …, "limit": …, "countries": […]}')
+    numbers: list[BusinessNumber] = []
+    for item in items:
+        if not isinstance(item, dict):
+            raise ValueError(f"item {item!r} is not an object")
+        try:
+            number = BusinessNumber.model_validate(item)
+        except ValidationError as exc:
+            error = exc.errors()[0]
+            where = ".".join(str(part) for part in error["loc"])
+            raise ValueError(
+                f"number {item.get('id')!r}: {where}: {error['msg'].removeprefix('Value error, ')}"
+            ) from None
+        if number.id == default_id:
+            raise ValueError(
+                f"number {number.id} is WHATSAPP_PHONE_NUMBER_ID, the default: its limit is "
+                "WHATSAPP_THROUGHPUT_LIMIT and it serves everybody no other number does"
+            )
+        if any(n.id == number.id for n in numbers):
+            raise ValueError(f"number {number.id} is listed twice")
+        numbers.append(number)
+    prefixes = [p for n in numbers for p in n.countries]
+    twice = sorted({p for p in prefixes if prefixes.count(p) > 1})
+    if twice:
+        raise ValueError(f"calling code {', '.join(twice)} is bound to two numbers")
+    return tuple(numbers)
+
+
+def bind_number(numbers: tuple[BusinessNumber, ...], phone: str | None) -> str:
+    """The calling-code rule: the number whose prefix is the longest match of ``phone``;
+    no match (or no phone: a BSUID-only person) is the first number, the default."""
+    best, length = numbers[0].id, 0
+    for number in numbers:
+        for prefix in number.countries:
+            if phone is not None and phone.startswith(prefix) and len(prefix) > length:
+                best, length = number.id, len(prefix)
+    return best
+
+
 class WhatsAppSettings(Section):
     env_prefix: ClassVar[str] = "WHATSAPP_"
 
@@ -296,11 +385,38 @@ class WhatsAppSettings(Section):
     )
     app_secret: SecretStr | None = Field(None, description="webhook signature key")
     verify_token: SecretStr | None = Field(None, description="verification handshake token")
+    numbers: str = Field(
+        "",
+        description="the business numbers besides WHATSAPP_PHONE_NUMBER_ID, a JSON list of "
+        '{"id", "limit", "countries", "knock_templates"} (README: Several business numbers)',
+    )
 
     @field_validator("api_base_url")
     @classmethod
     def _no_trailing_slash(cls, value: str) -> str:
         return value.rstrip("/")
+
+    @field_validator("numbers")
+    @classmethod
+    def _numbers(cls, value: str, info: ValidationInfo) -> str:
+        parse_numbers(value, str(info.data.get("phone_number_id", DEV_PHONE_NUMBER_ID)))
+        return value
+
+    @property
+    def business_numbers(self) -> tuple[BusinessNumber, ...]:
+        """Every number we send from, the default (``WHATSAPP_PHONE_NUMBER_ID``) first."""
+        default = BusinessNumber(id=self.phone_number_id, limit=self.throughput_limit)
+        return (default, *parse_numbers(self.numbers, self.phone_number_id))
+
+    def business_number(self, phone_number_id: str | None) -> BusinessNumber | None:
+        """The configured number of this id (None: the default); None when not configured."""
+        wanted = phone_number_id or self.phone_number_id
+        return next((n for n in self.business_numbers if n.id == wanted), None)
+
+    def number_for(self, phone: str | None) -> str:
+        """The number a person is bound to when added without one: the number whose
+        calling-code prefix is the longest match of their phone, else the default."""
+        return bind_number(self.business_numbers, phone)
 
     @property
     def uses_dev_identity(self) -> bool:
@@ -792,6 +908,11 @@ class Settings(BaseModel):
             yield from section.env_names().values()
             for older in section.env_aliases().values():
                 yield from older
+
+    @property
+    def guard(self) -> Guard:
+        """The heartbeat guard's parameters: the eligibility's, and the default number."""
+        return {**self.delivery.eligibility, "default_number": self.whatsapp.phone_number_id}
 
     def replace(self, **sections: Any) -> Settings:
         """A copy with some sections' fields changed: ``replace(delivery={"rate_limit": 5})``."""

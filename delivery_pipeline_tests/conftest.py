@@ -32,7 +32,7 @@ TEST_DB_ENV = "DELIVERY_TEST_DATABASE_URL"
 
 # Quiet hours (21:00-08:00 by default) would make a test's outcome depend on
 # the hour it runs at: off for every process the tests start, unless a test
-# turns them on (test_quiet_hours.py).
+# turns them on (store/test_quiet_hours.py).
 os.environ.setdefault("DELIVERY_QUIET_HOURS", "off")
 
 

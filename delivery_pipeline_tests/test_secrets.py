@@ -1,8 +1,8 @@
 """Secrets in the settings model: which values are secret, stripped of stray whitespace,
 never shown, and handed to Dagster as the name of their variable.
 
-The processes themselves are tested in ``test_secrets_dagster.py`` (the UI)
-and ``test_secrets_logs.py`` (the logs).
+The processes themselves are tested in ``dagster_defs/test_secrets_dagster.py``
+(the UI) and ``system/test_secrets_logs.py`` (the logs).
 """
 
 from __future__ import annotations

@@ -35,9 +35,11 @@ INSERT INTO schema_migrations (version, name) VALUES (%(version)s, %(name)s)
 -- ───────────────────────────── people ────────────────────────────────────
 
 -- name: insert_person
--- Add a person; returns the row.
-INSERT INTO people (phone, name, locale, time_zone, brief_opt_in, brief_local_time)
-VALUES (%(phone)s, %(name)s, %(locale)s, %(time_zone)s, %(brief_opt_in)s, %(brief_local_time)s)
+-- Add a person, bound to business number %(phone_number_id)s (NULL: the default); returns the row.
+INSERT INTO people (phone, name, locale, time_zone, brief_opt_in, brief_local_time,
+                    phone_number_id)
+VALUES (%(phone)s, %(name)s, %(locale)s, %(time_zone)s, %(brief_opt_in)s, %(brief_local_time)s,
+        %(phone_number_id)s)
 RETURNING *
 
 -- name: set_quiet_hours
@@ -127,13 +129,25 @@ ORDER BY s.state, s.since, s.id
 
 -- ───────────────────────── eligibility and claim ─────────────────────────
 
+-- name: anything_due
+-- The guard's first question, whose plan is one probe of the queue index and
+-- costs nothing to make: is any queued document due at all (claimed or not)?
+-- No: nothing is eligible, and the guard (a plan that costs a few tenths of a
+-- millisecond whenever Postgres chooses to make it again) is not asked.
+SELECT EXISTS (SELECT 1 FROM documents WHERE in_queue AND next_attempt_at <= now()) AS due
+
 -- name: guard_exists
 -- The heartbeat guard: would a sweep act on anything now? One indexed probe.
--- While sending is paused, only once the next probe is due (sql/018).
+-- While sending is paused (every number, or the document's: sql/027), only
+-- once the next probe is due (sql/018); the document's number (%(default_number)s
+-- for a person bound to none) is looked up only while some pause waits on a probe.
 SELECT EXISTS (
-    SELECT 1 FROM eligible_documents(%(lease)s, %(service_window)s, %(quiet_hours)s)
-) AND NOT EXISTS (
-    SELECT 1 FROM sender_state WHERE paused_at IS NOT NULL AND next_probe_at > now()
+    SELECT 1 FROM eligible_documents(%(lease)s, %(service_window)s, %(quiet_hours)s) e
+    WHERE NOT EXISTS (
+        SELECT 1 FROM sender_state s
+        WHERE s.paused_at IS NOT NULL AND s.next_probe_at > now()
+          AND (s.phone_number_id = '*' OR s.phone_number_id = (SELECT coalesce(d.phone_number_id, p.phone_number_id, %(default_number)s)
+                       FROM documents d JOIN people p ON p.id = d.person_id WHERE d.id = e.id)))
 ) AS eligible
 
 -- name: eligible_ids
@@ -144,18 +158,44 @@ FROM eligible_documents(%(lease)s, %(service_window)s, %(quiet_hours)s) ORDER BY
 -- name: claim_batch
 -- Claim up to %(limit)s eligible documents (optionally one document or one
 -- person's) and return what delivering each needs, so no second read follows.
+-- The queue is read in due order (the documents_queue index) and the reading
+-- stops once the batch is full, whatever the queue's depth (sql/032).
 -- Candidates are read eight times over so that concurrent sweepers, which all
 -- see the same oldest rows, skip each other's locks and still fill their
 -- batch; the outer UPDATE re-checks the claim on the newest row version, so a
 -- row claimed meanwhile is not taken. The body comes back only while the
 -- ledger holds no chunk text (the first claim: the engine cuts it once).
+-- The document's number is the one its first claim wrote, else its person's,
+-- else %(default_number)s; the claim writes it, so a document never changes number.
+-- %(number)s (`sweep --number`): only that number's documents (the default's
+-- takes those of the people bound to none). Not given, the test is a NULL
+-- parameter, decided before the number's lookup (docs/design.md §17).
 WITH candidates AS (
     SELECT e.id, e.action, e.next_attempt_at, e.quiet_until
     FROM eligible_documents(%(lease)s, %(service_window)s, %(quiet_hours)s) e
     WHERE (%(document_id)s::bigint IS NULL OR e.id = %(document_id)s::bigint)
       AND (%(person_id)s::bigint IS NULL OR e.person_id = %(person_id)s::bigint)
-      -- Nothing while sending is paused, but the probe's one document (sql/018).
-      AND (%(probe)s OR NOT EXISTS (SELECT 1 FROM sender_state WHERE paused_at IS NOT NULL))
+      -- Nothing of a paused number (or of any, while every number is paused), but
+      -- the probe's one document: %(probe_number)s names the pause it probes
+      -- (sql/018, sql/027). The number is looked up only while a pause exists:
+      -- the first test is uncorrelated, run once per claim. Written as one
+      -- correlated NOT EXISTS, the planner made it an anti join it expected to
+      -- keep one row of, and read every person again for each due document.
+      AND (NOT EXISTS (SELECT 1 FROM sender_state s
+                       WHERE s.paused_at IS NOT NULL
+                         AND s.phone_number_id IS DISTINCT FROM %(probe_number)s::text)
+           OR NOT EXISTS (
+          SELECT 1 FROM sender_state s
+          WHERE s.paused_at IS NOT NULL
+            AND s.phone_number_id IS DISTINCT FROM %(probe_number)s::text
+            AND (s.phone_number_id = '*' OR s.phone_number_id = (SELECT coalesce(d.phone_number_id, p.phone_number_id, %(default_number)s)
+                       FROM documents d JOIN people p ON p.id = d.person_id WHERE d.id = e.id))))
+      AND (%(probe_number)s::text IS NULL OR %(probe_number)s::text = '*'
+           OR %(probe_number)s::text = (SELECT coalesce(d.phone_number_id, p.phone_number_id, %(default_number)s)
+                       FROM documents d JOIN people p ON p.id = d.person_id WHERE d.id = e.id))
+      AND (%(number)s::text IS NULL
+           OR %(number)s::text = (SELECT coalesce(d.phone_number_id, p.phone_number_id, %(default_number)s)
+                       FROM documents d JOIN people p ON p.id = d.person_id WHERE d.id = e.id))
     ORDER BY e.next_attempt_at, e.id
     LIMIT %(limit)s * 8
 ),
@@ -168,7 +208,8 @@ locked AS (
 )
 UPDATE documents d
 SET claim_token = %(token)s, claimed_at = now(),
-    chunk_limit = coalesce(d.chunk_limit, %(chunk_limit)s)
+    chunk_limit = coalesce(d.chunk_limit, %(chunk_limit)s),
+    phone_number_id = coalesce(d.phone_number_id, p.phone_number_id, %(default_number)s)
 FROM locked, people p
 WHERE d.id = locked.id AND p.id = d.person_id
   AND d.status = 'succeeded' AND d.delivered_at IS NULL AND d.abandoned_at IS NULL
@@ -182,22 +223,22 @@ RETURNING d.id AS document_id, locked.action, locked.quiet_until, d.chunk_limit,
                THEN delivery_body(d) END AS body,
           d.claim_token AS token,
           d.kind, p.knocks_stopped_at IS NOT NULL AS knocks_stopped,
-          d.remind_at IS NOT NULL AND d.reminded_at IS NULL AS remind
+          d.remind_at IS NOT NULL AND d.reminded_at IS NULL AS remind,
+          d.phone_number_id
 
 -- name: begin_delivery
 -- Start or resume delivering a claimed document. If our claim holds and no
 -- other document of the person is being sent: when %(chunks)s is given (the
 -- first claim), store every chunk as 'pending' with its text and the tag of its
 -- first attempt (%(tags)s), chunk 0 already fenced as 'sending' unless sending
--- is paused for everybody but a probe of another document (a ledger from
+-- from its number %(phone_number_id)s is paused but for a probe of another document (a ledger from
 -- before the text was kept only gets its text filled in); then return the
 -- ledger in order.
 -- No row back: the claim is lost. person_busy: another of the person's
 -- documents is under a live claim; give this one back, it waits its turn.
 WITH gate AS (
-    SELECT paused_at IS NOT NULL AND probe_document_id IS DISTINCT FROM %(document_id)s
-               AS paused
-    FROM sender_state
+    -- Paused for this document: its number's or every number's (sql/031).
+    SELECT paused, every FROM sending_gate(%(phone_number_id)s, %(document_id)s)
 ),
 doc AS (
     SELECT d.id,
@@ -250,8 +291,9 @@ ORDER BY l.chunk_index
 -- cannot have been taken (nobody claims inside the lease); an older one is
 -- proved on the locked row by the renewal, so a sweeper whose lease lapsed
 -- never fences a chunk its successor owns. ours = false: the claim is lost,
--- send nothing more (the record stands). paused: sending is paused for every
--- document but a probe's (sql/018), nothing is fenced; give the claim back.
+-- send nothing more (the record stands). paused: sending from the document's
+-- number %(phone_number_id)s is paused for every document but a probe's (sql/018,
+-- sql/027), nothing is fenced; give the claim back; every: for every number.
 WITH sent AS (
     UPDATE delivery_chunks
     SET state = 'sent', wa_message_id = %(wa_message_id)s, sent_at = coalesce(sent_at, now()),
@@ -261,7 +303,7 @@ WITH sent AS (
     RETURNING chunk_index
 ),
 ours AS (
-    SELECT id, claimed_at >= now() - %(renew_after)s AS fresh
+    SELECT id, claimed_at >= now() - %(renew_after)s AS fresh, chunk_failures
     FROM documents WHERE id = %(document_id)s AND claim_token = %(token)s
 ),
 renewed AS (
@@ -275,9 +317,8 @@ held AS (
     SELECT id FROM ours WHERE fresh OR EXISTS (SELECT 1 FROM renewed)
 ),
 gate AS (
-    SELECT paused_at IS NOT NULL AND probe_document_id IS DISTINCT FROM %(document_id)s
-               AS paused
-    FROM sender_state
+    -- Paused for this document: its number's or every number's (sql/031).
+    SELECT paused, every FROM sending_gate(%(phone_number_id)s, %(document_id)s)
 ),
 fenced AS (
     UPDATE delivery_chunks c
@@ -291,22 +332,15 @@ fenced AS (
            OR (c.state IN ('sending', 'unknown') AND %(resend_ambiguous)s))
     RETURNING c.chunk_index
 ),
-settled AS (
-    -- The finish reads the earlier chunks under lock: a failed status being
-    -- applied to one of them (the service's transaction holds its row) is
-    -- waited for and seen, never overwritten by a delivered_at from a
-    -- snapshot taken before it committed.
-    SELECT c.state FROM delivery_chunks c
-    WHERE %(finish)s AND c.document_id = %(document_id)s
-      AND c.chunk_index IS DISTINCT FROM %(sent_index)s::integer
-    FOR SHARE
-),
 delivered AS (
     UPDATE documents d
     SET delivered_at = now(), claim_token = NULL, claimed_at = NULL, last_delivery_error = NULL
     FROM ours
     WHERE %(finish)s AND d.id = ours.id AND d.claim_token = %(token)s
-      AND NOT EXISTS (SELECT 1 FROM settled WHERE settled.state <> 'sent')
+      -- A failed status being applied to an earlier chunk holds this row and
+      -- moves the counter (sql/028): having waited for it, the update re-checks
+      -- this on the row's new version and does not finish.
+      AND d.chunk_failures = ours.chunk_failures
       AND NOT EXISTS (SELECT 1 FROM delivery_chunks c
                       WHERE c.document_id = d.id AND c.state <> 'sent'
                         AND c.chunk_index NOT IN (SELECT chunk_index FROM sent))
@@ -316,7 +350,8 @@ SELECT EXISTS (SELECT 1 FROM ours)
            AND (%(next_index)s::integer IS NULL OR EXISTS (SELECT 1 FROM held)) AS ours,
        EXISTS (SELECT 1 FROM fenced) AS fenced,
        EXISTS (SELECT 1 FROM delivered) AS delivered,
-       (SELECT paused FROM gate) AS paused
+       (SELECT paused FROM gate) AS paused,
+       (SELECT every FROM gate) AS every
 
 -- name: chunk_failed
 -- The platform did not accept the chunk.
@@ -325,12 +360,30 @@ SET state = 'failed', failed_at = now(), error_code = %(error_code)s
 WHERE document_id = %(document_id)s AND chunk_index = %(chunk_index)s
   AND callback_data = %(callback_data)s AND state = 'sending'
 
--- name: chunk_unknown
--- The request left and no answer came: outcome unknown until a status settles it.
-UPDATE delivery_chunks
-SET state = 'unknown', unknown_since = now()
-WHERE document_id = %(document_id)s AND chunk_index = %(chunk_index)s
-  AND callback_data = %(callback_data)s AND state = 'sending'
+-- name: release_unknown
+-- The request left and no answer came: the chunk's outcome is unknown until a
+-- status settles it, and the document goes back due after the grace period.
+-- One statement, because the status may come first: a chunk a status settled
+-- or failed while we held the claim is no longer 'sending', and the document
+-- keeps the due time the status left (settled: due now, as resume_documents
+-- skipped it while claimed; failed: its consequence's). Returns whether the
+-- chunk was left unknown.
+WITH chunk AS (
+    UPDATE delivery_chunks
+    SET state = 'unknown', unknown_since = now()
+    WHERE document_id = %(document_id)s AND chunk_index = %(chunk_index)s
+      AND callback_data = %(callback_data)s AND state = 'sending'
+    RETURNING document_id
+)
+UPDATE documents d
+SET claim_token = NULL, claimed_at = NULL,
+    next_attempt_at = CASE WHEN EXISTS (SELECT 1 FROM chunk)
+                           THEN now() + make_interval(secs => %(delay_seconds)s)
+                           ELSE d.next_attempt_at END,
+    last_delivery_error = CASE WHEN EXISTS (SELECT 1 FROM chunk) THEN %(error)s
+                               ELSE d.last_delivery_error END
+WHERE d.id = %(document_id)s AND d.claim_token = %(token)s
+RETURNING EXISTS (SELECT 1 FROM chunk) AS unknown
 
 -- name: release_for_retry
 -- Give the document back with a backoff; %(attempt)s is 1 when the failure
@@ -467,8 +520,13 @@ RETURNING id
 
 -- ───────────────────────────── sender state ──────────────────────────────
 
+-- name: sender_row
+-- The pause row of %(phone_number_id)s ('*': every number), made the first time it pauses.
+INSERT INTO sender_state (phone_number_id) VALUES (%(phone_number_id)s) ON CONFLICT DO NOTHING
+
 -- name: pause_sender
--- A sender-wide error: every sender stops (claims and fences read the pause).
+-- A sender-wide error: every sender of %(phone_number_id)s ('*': of every
+-- number) stops (claims and fences read the pause; its row exists: sender_row).
 -- The first refusal starts the pause with the first probe %(first_seconds)s
 -- away; a refused probe (the probe's own document, %(document_id)s) grows the
 -- interval (× 2, at most %(max_seconds)s); refusals of sends already in
@@ -492,33 +550,39 @@ SET paused_at = coalesce(s.paused_at, now()), pause_code = %(code)s, pause_reaso
         ELSE s.next_probe_at END,
     probe_token = CASE WHEN is_probe THEN NULL ELSE s.probe_token END,
     probe_document_id = CASE WHEN is_probe THEN NULL ELSE s.probe_document_id END
-FROM (SELECT paused_at IS NULL AS fresh,
+FROM (SELECT phone_number_id, paused_at IS NULL AS fresh,
              probe_document_id IS NOT NULL AND probe_document_id = %(document_id)s AS is_probe
-      FROM sender_state FOR UPDATE) old
+      FROM sender_state WHERE phone_number_id = %(phone_number_id)s FOR UPDATE) old
+WHERE s.phone_number_id = old.phone_number_id
 RETURNING old.fresh, s.paused_at, s.next_probe_at, s.probes, s.refused_sends
 
 -- name: resume_sender
--- A send that started after the pause succeeded: the pause is over for
--- everybody, and every listener sweeps at once (one notification).
+-- A send from %(phone_number_id)s that started after the pause succeeded: the
+-- pause of that number and of every number ('*') is over for everybody, and
+-- every listener sweeps at once (one notification). Returns the pauses ended.
 WITH resumed AS (
     UPDATE sender_state
     SET paused_at = NULL, pause_code = NULL, pause_reason = NULL, resumed_at = now(),
         next_probe_at = NULL, probe_interval_seconds = NULL, probe_token = NULL,
         probe_document_id = NULL, probe_started_at = NULL, resumed_by = %(by)s
     WHERE paused_at IS NOT NULL AND paused_at < %(send_started_at)s
-    RETURNING resumed_at
+      AND phone_number_id IN ('*', %(phone_number_id)s)
+    RETURNING phone_number_id
 )
-SELECT resumed_at FROM resumed
+SELECT phone_number_id FROM resumed
 CROSS JOIN LATERAL (
     SELECT pg_notify('delivery_ready', '0:' || extract(epoch FROM now())::text)
 ) AS notified
 
 -- name: sender_state
--- Is sending paused, why, since when, and when is the next probe?
+-- Is sending paused, why, since when, and when is the next probe? One row per
+-- pause scope ('*': every number; else one number), the paused ones first.
 SELECT paused_at, pause_code, pause_reason, resumed_at, next_probe_at, probe_interval_seconds,
        probes, refused_sends, resumed_by,
-       extract(epoch FROM next_probe_at - now())::float8 AS next_probe_in_seconds
+       extract(epoch FROM next_probe_at - now())::float8 AS next_probe_in_seconds,
+       phone_number_id
 FROM sender_state
+ORDER BY paused_at IS NULL, phone_number_id <> '*', phone_number_id
 
 -- ─────────────────────── the number's shared pacer ───────────────────────
 
@@ -592,9 +656,12 @@ LISTEN delivery_ready
 
 -- name: next_due
 -- When the earliest unclaimed document in the queue that is not due yet becomes
--- due (one index probe); while sending is paused, the next probe.
+-- due (one index probe); while every number is paused, the next probe; while
+-- some numbers are, their next probe if it comes first.
 SELECT coalesce(
-    (SELECT next_probe_at FROM sender_state WHERE paused_at IS NOT NULL),
-    (SELECT min(next_attempt_at) FROM documents
-     WHERE in_queue AND next_attempt_at > now() AND claim_token IS NULL)
+    (SELECT next_probe_at FROM sender_state WHERE paused_at IS NOT NULL AND phone_number_id = '*'),
+    least(
+        (SELECT min(next_probe_at) FROM sender_state WHERE paused_at IS NOT NULL),
+        (SELECT min(next_attempt_at) FROM documents
+         WHERE in_queue AND next_attempt_at > now() AND claim_token IS NULL))
 ) AS next_due

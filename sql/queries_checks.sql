@@ -154,7 +154,7 @@ ORDER BY last_knock_at, id
 LIMIT %(sample)s
 
 -- name: check_sender_paused
--- Is sending paused by a global error, since when, and how many documents wait behind it?
+-- Is sending paused by a global error for every number, since when, and how many documents wait behind it? And which numbers are paused on their own (sql/027; each is the engine's own alert, number_paused:<id>).
 SELECT s.paused_at, s.pause_code, s.pause_reason,
        extract(epoch FROM now() - s.paused_at)::float8 AS age_seconds,
        (SELECT count(*) FROM documents d
@@ -164,8 +164,13 @@ SELECT s.paused_at, s.pause_code, s.pause_reason,
             SELECT d.id FROM documents d
             WHERE d.status = 'succeeded' AND d.delivered_at IS NULL AND d.abandoned_at IS NULL
               AND d.awaiting_reply_since IS NULL AND d.awaiting_review_since IS NULL
-            ORDER BY d.next_attempt_at, d.id LIMIT %(sample)s) oldest), '{}') AS waiting_ids
+            ORDER BY d.next_attempt_at, d.id LIMIT %(sample)s) oldest), '{}') AS waiting_ids,
+       coalesce((SELECT array_agg(n.phone_number_id ORDER BY n.phone_number_id)
+                 FROM sender_state n
+                 WHERE n.paused_at IS NOT NULL AND n.phone_number_id <> '*'), '{}')
+           AS paused_numbers
 FROM sender_state s
+WHERE s.phone_number_id = '*'
 
 -- ─────────────────────────── the ops outbox ──────────────────────────────
 

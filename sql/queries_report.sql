@@ -2,21 +2,23 @@
 -- day [%(start)s, %(end)s); pandas does the counting and the percentiles.
 
 -- name: report_documents
--- Documents generated or delivered in the day: when each was generated and delivered.
+-- Documents generated or delivered in the day: when each was generated and delivered, and the business number it went out from (sql/027; '' before it was claimed).
 SELECT id, kind, coalesce(generated_at, created_at) AS generated_at, delivered_at,
        generated_at >= %(start)s AND generated_at < %(end)s AS generated_in_day,
-       delivered_at >= %(start)s AND delivered_at < %(end)s AS delivered_in_day
+       delivered_at >= %(start)s AND delivered_at < %(end)s AS delivered_in_day,
+       coalesce(phone_number_id, '') AS phone_number_id
 FROM documents
 WHERE (generated_at >= %(start)s AND generated_at < %(end)s)
    OR (delivered_at >= %(start)s AND delivered_at < %(end)s)
 
 -- name: report_chunks
--- Chunks accepted by the platform in the day, and whether status webhooks have since reported them delivered and read.
-SELECT document_id, chunk_index, state,
-       delivered_at IS NOT NULL OR read_at IS NOT NULL AS delivered,
-       read_at IS NOT NULL AS read
-FROM delivery_chunks
-WHERE sent_at >= %(start)s AND sent_at < %(end)s
+-- Chunks accepted by the platform in the day, and whether status webhooks have since reported them delivered and read; the business number they went from.
+SELECT c.document_id, c.chunk_index, c.state,
+       c.delivered_at IS NOT NULL OR c.read_at IS NOT NULL AS delivered,
+       c.read_at IS NOT NULL AS read,
+       coalesce(d.phone_number_id, '') AS phone_number_id
+FROM delivery_chunks c JOIN documents d ON d.id = c.document_id
+WHERE c.sent_at >= %(start)s AND c.sent_at < %(end)s
 
 -- name: report_knocks
 -- Knocks sent in the day: reported delivered, seen (a `read` status on the knock's message), answered (the person wrote after it).
@@ -41,8 +43,8 @@ FROM documents
 WHERE status = 'failed' AND generation_failed_at >= %(start)s AND generation_failed_at < %(end)s
 
 -- name: report_knock_outcomes
--- Every knock that left in the day (not refused at the send) and what came of it, one outcome each: 'answered' (the person wrote after it, a Send it included), 'later' / 'stop' (a press or its word answered it), else unanswered: 'not_wanted' (read, no answer), 'not_seen' (delivered, never read), 'never_delivered' (the platform never delivered it, or failed it). `reminder`: it was the one reminder.
-SELECT k.id, k.reminder,
+-- Every knock that left in the day (not refused at the send), the business number it left from, and what came of it, one outcome each: 'answered' (the person wrote after it, a Send it included), 'later' / 'stop' (a press or its word answered it), else unanswered: 'not_wanted' (read, no answer), 'not_seen' (delivered, never read), 'never_delivered' (the platform never delivered it, or failed it). `reminder`: it was the one reminder.
+SELECT k.id, k.reminder, coalesce(k.phone_number_id, '') AS phone_number_id,
        CASE
            WHEN r.action IN ('later', 'stop') THEN r.action
            WHEN r.action IS NOT NULL OR answered.yes THEN 'answered'

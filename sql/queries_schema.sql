@@ -1,5 +1,5 @@
 -- The schema as the catalog states it (delivery_pipeline/store/schema.py): what
--- delivery_pipeline_tests/test_schema.py compares between a migrated database
+-- delivery_pipeline_tests/store/test_schema.py compares between a migrated database
 -- and one loaded from sql/schema.sql, on the same server.
 
 -- name: schema_catalog
@@ -59,8 +59,11 @@ WHERE n.nspname = 'public' AND t.typtype IN ('e', 'd', 'r', 'm')
 UNION ALL
 SELECT 'extension ' || extname FROM pg_extension
 UNION ALL
-SELECT 'comment ' || c.relname || ' ' || d.objsubid || ' ' || d.description
+-- A column's comment by the column's name: its number depends on the columns
+-- dropped before it, which the migrations replay and the schema file does not.
+SELECT 'comment ' || c.relname || ' ' || coalesce(a.attname, '') || ' ' || d.description
 FROM pg_description d JOIN rel c ON c.oid = d.objoid AND d.classoid = 'pg_class'::regclass
+LEFT JOIN pg_attribute a ON a.attrelid = d.objoid AND a.attnum = d.objsubid AND d.objsubid > 0
 
 -- name: defer_function_checks
 -- Create functions without checking their bodies until they run, in this transaction (pg_dump puts functions before the tables they read).

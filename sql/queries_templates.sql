@@ -146,11 +146,12 @@ WHERE knock_held_since IS NOT NULL AND in_queue
 -- ───────────────────────────────── knocks ────────────────────────────────
 
 -- name: open_knock
--- Record a knock about to be sent (state 'sending'; %(reminder)s: the one reminder, which marks its documents reminded) if our claim on %(document_id)s still holds, linked to it and to every other document of the person waiting to be delivered (one knock for all of them: the reply delivers them in turn); no row back: the claim is lost. Returns the knock and how many documents it asks about.
+-- Record a knock about to be sent from %(phone_number_id)s (state 'sending'; %(reminder)s: the one reminder, which marks its documents reminded) if our claim on %(document_id)s still holds, linked to it and to every other document of the person waiting to be delivered (one knock for all of them: the reply delivers them in turn); no row back: the claim is lost. Returns the knock and how many documents it asks about.
 WITH knock AS (
-    INSERT INTO knocks (person_id, template, language, reserved_at, previous_knock_at, reminder)
+    INSERT INTO knocks (person_id, template, language, reserved_at, previous_knock_at, reminder,
+                        phone_number_id)
     SELECT %(person_id)s, %(template)s, %(language)s, %(reserved_at)s, %(previous_knock_at)s,
-           %(reminder)s
+           %(reminder)s, %(phone_number_id)s
     WHERE EXISTS (SELECT 1 FROM documents
                   WHERE id = %(document_id)s AND claim_token = %(token)s)
     RETURNING id
@@ -203,7 +204,7 @@ WHERE p.id = refused.person_id AND p.last_knock_at = refused.reserved_at
 
 -- name: knock_by_status
 -- The knock a status names: by the knock id of its tag (dp:knock:<id>) or by its message id.
-SELECT k.id, k.person_id, k.template, k.language, k.state, k.wa_message_id
+SELECT k.id, k.person_id, k.template, k.language, k.state, k.wa_message_id, k.phone_number_id
 FROM knocks k
 WHERE k.id = %(knock_id)s OR k.wa_message_id = %(wa_message_id)s
 ORDER BY k.id = %(knock_id)s DESC

@@ -74,13 +74,15 @@ WHERE id = ANY(%(document_ids)s) AND delivered_at IS NULL AND abandoned_at IS NU
 
 -- name: chunk_by_wamid
 -- The chunk a message id belongs to.
-SELECT c.document_id, c.chunk_index, c.state, c.callback_data, d.person_id, d.delivery_attempts
+SELECT c.document_id, c.chunk_index, c.state, c.callback_data, d.person_id, d.delivery_attempts,
+       d.phone_number_id
 FROM delivery_chunks c JOIN documents d ON d.id = c.document_id
 WHERE c.wa_message_id = %(wa_message_id)s
 
 -- name: chunk_by_callback
 -- The chunk a callback tag names, only if the tag is its current send attempt's.
-SELECT c.document_id, c.chunk_index, c.state, c.callback_data, d.person_id, d.delivery_attempts
+SELECT c.document_id, c.chunk_index, c.state, c.callback_data, d.person_id, d.delivery_attempts,
+       d.phone_number_id
 FROM delivery_chunks c JOIN documents d ON d.id = c.document_id
 WHERE c.document_id = %(document_id)s AND c.chunk_index = %(chunk_index)s
   AND c.callback_data = %(callback_data)s
@@ -99,9 +101,10 @@ RETURNING document_id
 -- DELIVERY_MAX_ATTEMPTS (as the same error on the send call would), else 0.
 -- An attempt is one pass over the document's unsent chunks: the first chunk of
 -- a pass to fail counts, others of the same pass (still 'failed', not resent
--- since) do not. Returns the attempts counted so far.
+-- since) do not. Returns the attempts counted so far. chunk_failures moves so
+-- that a sender finishing the document meanwhile sees this (sql/028).
 UPDATE documents d
-SET delivered_at = NULL, last_delivery_error = %(error)s,
+SET delivered_at = NULL, last_delivery_error = %(error)s, chunk_failures = d.chunk_failures + 1,
     next_attempt_at = now() + make_interval(secs => %(delay_seconds)s),
     delivery_attempts = d.delivery_attempts + CASE
         WHEN %(attempt)s = 1 AND NOT EXISTS (

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from delivery_pipeline.model import Kind
+from delivery_pipeline.settings import WhatsAppSettings
 from delivery_pipeline.store.db import connect
 from delivery_pipeline.store.intake import add_person, request_document
 from delivery_pipeline.store.queries import QUERIES
@@ -27,7 +28,7 @@ DEMO_PEOPLE = (
 )
 
 
-def seed_demo(database_url: str) -> list[Person]:
+def seed_demo(database_url: str, whatsapp: WhatsAppSettings | None = None) -> list[Person]:
     """Demo people (one per language and zone), each with a plan requested; idempotent."""
     people = []
     with connect(database_url) as conn:
@@ -42,6 +43,7 @@ def seed_demo(database_url: str) -> list[Person]:
                     time_zone=demo.time_zone,
                     brief_opt_in=True,
                     brief_local_time=demo.brief_local_time,
+                    whatsapp=whatsapp,
                 )
                 request_document(conn, person.id, Kind.PLAN)
             people.append(person)

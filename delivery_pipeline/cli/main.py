@@ -77,8 +77,14 @@ def cmd_people_add(args: argparse.Namespace, settings: Settings) -> int:
             brief_opt_in=args.brief_opt_in,
             brief_local_time=args.brief_time,
             quiet_hours=args.quiet_hours,
+            whatsapp=settings.whatsapp,
+            phone_number_id=args.number,
         )
-    print(f"person {person.id}: {person.name or '(no name)'} {person.phone or person.user_id}")
+    number = person.phone_number_id or settings.whatsapp.phone_number_id
+    print(
+        f"person {person.id}: {person.name or '(no name)'} {person.phone or person.user_id}, "
+        f"from business number {number}"
+    )
     return 0
 
 
@@ -95,6 +101,7 @@ def cmd_people_list(args: argparse.Namespace, settings: Settings) -> int:
             "locale",
             "time_zone",
             "brief_opt_in",
+            "phone_number_id",
             "last_inbound_at",
         ],
     )
@@ -349,6 +356,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="their own quiet hours, local HH:MM-HH:MM (default: DELIVERY_QUIET_HOURS; "
         "00:00-00:00 for none)",
     )
+    p.add_argument(
+        "--number",
+        help="the business phone number id they are sent from (WHATSAPP_PHONE_NUMBER_ID or "
+        "one of WHATSAPP_NUMBERS; default: by their calling code, else the default number)",
+    )
     add(people_sub, "list", cmd_people_list, "list people")
 
     docs = sub.add_parser("documents", help="documents to deliver", description="Documents.")
@@ -405,6 +417,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--document", type=int, help="only this document")
     p.add_argument("--person", type=int, help="only this person's documents")
+    p.add_argument(
+        "--number",
+        help="only the documents sent from this business number (the people bound to it; "
+        "the default number's also takes those bound to none): one sender per number",
+    )
     p.add_argument("--limit", type=int, help="claim at most N documents")
     p.add_argument("--concurrency", type=int, help="documents in flight at once")
     p.add_argument(
@@ -430,6 +447,11 @@ def build_parser() -> argparse.ArgumentParser:
         "the next successful probe resumes by itself",
     )
     p.add_argument("--by", help="who resumes (kept with the pause's resolved alert)")
+    p.add_argument(
+        "--number",
+        help="end only this business number's own pause (default: every pause, of every "
+        "number and of each)",
+    )
 
     p = add(
         sub, "service", cmd_service, "run the webhook service (Meta webhooks, the generator's poke)"

@@ -11,7 +11,7 @@ import argparse
 import getpass
 
 from delivery_pipeline.cli.failures import ExitCode
-from delivery_pipeline.delivery.pause import resumed_alert
+from delivery_pipeline.delivery.pause import EVERY_NUMBER, resumed_alert
 from delivery_pipeline.settings import Settings
 from delivery_pipeline.store.db import connect, resolve_database_url
 from delivery_pipeline.store.queries import QUERIES
@@ -29,14 +29,24 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     by = f"resumed by {args.by or _operator()} (delivery-pipeline resume)"
     with connect(resolve_database_url(settings.database)) as conn:
         with conn.transaction():
-            resumed = QUERIES.resume_sending.one(conn, {"by": by[:200]})
-        if resumed is None:
-            print("sending was not paused: nothing to resume")
+            ended = QUERIES.resume_sending.all(
+                conn, {"by": by[:200], "phone_number_id": args.number}
+            )
+        if not ended:
+            what = f" from business number {args.number}" if args.number else ""
+            print(f"sending{what} was not paused: nothing to resume")
             return ExitCode.DONE
-        note_check(conn, resumed_alert(by), failing=False)
-    print(
-        f"sending resumed for every sender (paused since {resumed.paused_at:%Y-%m-%d %H:%M:%S %Z}"
-        f", code {resumed.pause_code}: {resumed.pause_reason}); if the cause is not fixed, the "
-        "next send pauses it again"
-    )
+        for resumed in ended:
+            note_check(conn, resumed_alert(by, resumed.phone_number_id), failing=False)
+    for resumed in ended:
+        who = (
+            "every sender"
+            if resumed.phone_number_id == EVERY_NUMBER
+            else f"business number {resumed.phone_number_id}"
+        )
+        print(
+            f"sending resumed for {who} (paused since {resumed.paused_at:%Y-%m-%d %H:%M:%S %Z}"
+            f", code {resumed.pause_code}: {resumed.pause_reason}); if the cause is not fixed, "
+            "the next send pauses it again"
+        )
     return ExitCode.DONE

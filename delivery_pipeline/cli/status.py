@@ -20,7 +20,8 @@ import psycopg
 
 from delivery_pipeline.cli.failures import ExitCode
 from delivery_pipeline.cli.table import print_rows
-from delivery_pipeline.settings import Settings
+from delivery_pipeline.delivery.pause import EVERY_NUMBER
+from delivery_pipeline.settings import BusinessNumber, Settings
 from delivery_pipeline.store.db import connect, resolve_database_url
 from delivery_pipeline.store.queries import QUERIES
 from delivery_pipeline.store.rows import OldestWaiting, SenderState, StateCount, TemplateState
@@ -62,13 +63,17 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     with connect(resolve_database_url(settings.database)) as conn:
         counts = QUERIES.state_summary.all(conn, {})
         oldest = {row.state: row for row in QUERIES.oldest_waiting.all(conn, {})}
-        sender = QUERIES.sender_state.one(conn, {})
-        pacer = pacer_state(conn, settings)
+        # The paused first: the first row is what "sender" always showed.
+        senders = QUERIES.sender_state.all(conn, {})
+        pacers = [
+            pacer_state(conn, settings, number) for number in settings.whatsapp.business_numbers
+        ]
         templates = template_states(conn, settings)
     lines = [StateLine.of(row, None if row.reason else oldest.get(row.state)) for row in counts]
-    paused = bool(sender and sender.paused_at)
+    pauses = [sender for sender in senders if sender.paused_at]
+    paused = bool(pauses)
     if args.json:
-        shown = dataclasses.asdict(sender) if sender else None
+        shown = dataclasses.asdict(senders[0]) if senders else None
         states = [dataclasses.asdict(line) for line in lines]
         knock_templates = [dataclasses.asdict(t) for t in templates]
         print(
@@ -76,7 +81,9 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
                 {
                     "states": states,
                     "sender": shown,
-                    "pacer": pacer,
+                    "pauses": [dataclasses.asdict(sender) for sender in pauses],
+                    "pacer": pacers[0],
+                    "pacers": pacers,
                     "knock_templates": knock_templates,
                 },
                 default=str,
@@ -85,20 +92,28 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     else:
         _print_table(lines)
         print()
-        if paused and sender:
+        for sender in pauses:
+            assert sender.paused_at is not None
             hint = remedy(sender.pause_code)
+            who = (
+                "every sender"
+                if sender.phone_number_id == EVERY_NUMBER
+                else f"business number {sender.phone_number_id} (the others send)"
+            )
             print(
-                f"sending: PAUSED for every sender since {sender.paused_at:%Y-%m-%d %H:%M:%S %Z}:"
+                f"sending: PAUSED for {who} since {sender.paused_at:%Y-%m-%d %H:%M:%S %Z}:"
                 f" {sender.pause_reason}" + (f"; {hint}" if hint else "")
             )
             print(
                 f"  next probe: {_next_probe(sender)}; probes failed: {sender.probes}; "
                 f"sends refused: {sender.refused_sends}"
             )
+        if pauses:
             print("  fixed it? `delivery-pipeline resume` resumes every sender at once")
         else:
             print("sending: not paused")
-        print(f"pacer: {pacer['description']}")
+        for pacer in pacers:
+            print(f"pacer: {pacer['description']}")
         _print_templates(templates)
     return ExitCode.ATTENTION if paused else ExitCode.DONE
 
@@ -111,10 +126,14 @@ def _next_probe(sender: SenderState) -> str:
     return f"{when} (in {seconds:.0f}s)" if seconds > 0 else f"{when} (due)"
 
 
-def pacer_state(conn: psycopg.Connection[Any], settings: Settings) -> dict[str, Any]:
-    """The number's shared send timeline (every sender of the fleet paces on it)."""
-    number = settings.whatsapp.phone_number_id
-    limit = settings.whatsapp.throughput_limit
+def pacer_state(
+    conn: psycopg.Connection[Any], settings: Settings, business: BusinessNumber | None = None
+) -> dict[str, Any]:
+    """A number's shared send timeline (every sender of the fleet paces on it; the
+    default number's when none is given)."""
+    business = business or settings.whatsapp.business_numbers[0]
+    number = business.id
+    limit = business.limit
     row = QUERIES.pacer_state.one(conn, {"phone_number_id": number})
     cap = settings.delivery.rate_limit
     state: dict[str, Any] = {

@@ -35,6 +35,12 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         value = getattr(args, name)
         if value is not None and value < 1:
             raise UsageError(f"--{name} must be at least 1")
+    if args.number is not None and settings.whatsapp.business_number(args.number) is None:
+        configured = ", ".join(n.id for n in settings.whatsapp.business_numbers)
+        raise UsageError(
+            f"--number {args.number} is not one of our business numbers ({configured}: "
+            "WHATSAPP_PHONE_NUMBER_ID and WHATSAPP_NUMBERS)"
+        )
     database_url = resolve_database_url(settings.database)
     _check_target(database_url, args)
     mode: Mode = "json" if args.json else "live" if sys.stderr.isatty() else "lines"
@@ -46,6 +52,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
                 with_application_name(database_url, CLI_SOURCE),
                 document_id=args.document,
                 person_id=args.person,
+                number=args.number,
                 limit=args.limit,
                 concurrency=args.concurrency,
                 observer=tally,

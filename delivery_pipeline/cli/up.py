@@ -121,7 +121,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         if applied:
             print("applied migrations: " + ", ".join(applied), file=sys.stderr)
         seed = args.demo if args.demo is not None else not settings.database.database_url
-        people = seed_demo(databases.app_url) if seed else []
+        people = seed_demo(databases.app_url, settings.whatsapp) if seed else []
         env = child_environment(
             dict(os.environ), databases, dev_secrets(data_dir), ports, data_dir, dagster_home
         )

@@ -81,6 +81,12 @@ REPORT_SCHEMA = schema(
     ("generated", "int", "documents generated that day"),
     ("delivered", "int", "documents delivered that day"),
 )
+NUMBER_SCHEMA = schema(
+    ("phone_number_id", "string", "the business number it went out from"),
+    ("delivered", "int", "documents delivered that day from it"),
+    ("chunks_sent", "int", "parts accepted that day from it"),
+    ("knocks_left", "int", "knocks that left that day from it"),
+)
 COSTS_SCHEMA = schema(
     ("category", "string", "the platform's pricing category (utility, service, …)"),
     ("messages", "int", "messages priced that day"),
@@ -288,6 +294,7 @@ def build_report_asset(start_date: dt.date) -> dg.AssetsDefinition:
                 "report": dg.MetadataValue.md(report.markdown() + "\n" + costs.markdown()),
                 "by_kind": table(records(report.by_kind), REPORT_SCHEMA),
                 ROW_COUNT: len(report.by_kind),
+                "by_number": table(records(report.by_number), NUMBER_SCHEMA),
                 **as_metadata(report.numbers),
                 "abandoned_by_reason": dg.MetadataValue.json(report.abandoned_by_reason),
                 # One materialization per day: each number below is plotted per partition.

@@ -14,7 +14,9 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import logging
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import NoReturn
 
 from delivery_pipeline.delivery.callback import chunk_callback, knock_callback
 from delivery_pipeline.delivery.chunking import delivery_messages
@@ -33,7 +35,8 @@ from delivery_pipeline.delivery.outcomes import (
     consequence_of,
     retry_delay,
 )
-from delivery_pipeline.delivery.pacer import Pacer
+from delivery_pipeline.delivery.pacer import Pacers
+from delivery_pipeline.delivery.pause import EVERY_NUMBER, pause_scope
 from delivery_pipeline.delivery.progress import Event
 from delivery_pipeline.delivery.result import SweepState
 from delivery_pipeline.delivery.statements import Claim, DeliveryStore, KnockReservation, LedgerRow
@@ -59,7 +62,7 @@ _HANDLED = object()
 
 
 class GlobalStop(Exception):
-    """A global error: nobody can be sent to; the sweep stops."""
+    """A global error: nobody can be sent to from any number; the sweep stops."""
 
 
 @dataclass
@@ -75,11 +78,25 @@ class DocumentDelivery:
     settings: DeliverySettings
     store: DeliveryStore
     client: CloudApiClient
-    pacer: Pacer
+    pacers: Pacers
     sweep: SweepState
+    # Each configured business number's knock templates, by locale (empty: every
+    # number is configured and knocks with DELIVERY_KNOCK_TEMPLATES).
+    numbers: Mapping[str, dict[str, list[tuple[str, str]]]] = field(default_factory=dict)
 
     async def run(self, claim: Claim) -> None:
         """Carry out the claim's action; raises ``GlobalStop`` when nobody can be sent to."""
+        if self.numbers and claim.phone_number_id not in self.numbers:
+            # Bound to a number this process does not send from (removed from
+            # WHATSAPP_NUMBERS, or a fleet configured apart): never from another
+            # number; it waits, its last error says why, the checks see it wait.
+            await self._retry(
+                claim,
+                delay=self.settings.template_recheck_seconds,
+                reason=f"business number {claim.phone_number_id} is not configured "
+                "(WHATSAPP_PHONE_NUMBER_ID, WHATSAPP_NUMBERS)",
+            )
+            return
         if claim.action == Action.ABANDON_UNREACHABLE:
             await self._abandon(
                 claim, AbandonReason.UNREACHABLE, "no WhatsApp number, or opted out"
@@ -162,11 +179,14 @@ class DocumentDelivery:
                 )
                 accepted = None
                 if advanced.paused and not advanced.fenced:
-                    # Another sender hit a sender-wide error: nothing more goes out.
+                    # Another sender hit a sender-wide error: nothing more goes out
+                    # (from this number; from any, when every number is paused).
                     await self.store.release(claim)
                     self.sweep.note(Event.RELEASED, claim.document_id)
                     self.sweep.maybe_paused = True
-                    raise GlobalStop("sending is paused for every sender")
+                    if advanced.every:
+                        await self._stop_paused()
+                    return
                 if not advanced.ours:
                     self.sweep.note(Event.LOST_CLAIM, claim.document_id)
                     log.info(
@@ -187,18 +207,28 @@ class DocumentDelivery:
                         detail=f"chunk {index} changed meanwhile",
                     )
                     return
-            await self.pacer.acquire()
+            await self.pacers.of(claim.phone_number_id).acquire()
             started_at = dt.datetime.now(dt.UTC)
             try:
-                wamid = await self.client.send_text(to, text, callback_data=callback)
+                wamid = await self.client.send_text(
+                    to, text, callback_data=callback, number=claim.phone_number_id
+                )
             except SendOutcomeUnknown as exc:
                 self._send_failed(claim, exc)
-                await self.store.chunk_unknown(claim, index, callback)
                 self.sweep.note(Event.UNKNOWN_OUTCOME, claim.document_id)
-                await self._retry(
-                    claim,
-                    delay=self.settings.unknown_grace_seconds,
-                    reason=f"chunk {index}: outcome unknown ({exc.reason})",
+                delay = self.settings.unknown_grace_seconds
+                reason = f"chunk {index}: outcome unknown ({exc.reason})"
+                unknown = await self.store.release_unknown(
+                    claim, index, callback, delay=delay, error=reason
+                )
+                if unknown is None:
+                    self.sweep.note(Event.LOST_CLAIM, claim.document_id)
+                    return
+                if not unknown:
+                    # A status came first: the document is due as it left it.
+                    delay, reason = 0, f"chunk {index}: changed by a status meanwhile"
+                self.sweep.note(
+                    Event.RETRY_SCHEDULED, claim.document_id, detail=reason, after_seconds=delay
                 )
                 return
             except SendNotAttempted as exc:
@@ -219,7 +249,7 @@ class DocumentDelivery:
                 return
             accepted = (index, callback, wamid)
             self.sweep.note(Event.CHUNK_SENT, claim.document_id)
-            await self._sent_ok(started_at)
+            await self._sent_ok(claim, started_at)
         advanced = await self.store.advance(claim, sent=accepted, finish=True)
         if advanced.delivered:
             self.sweep.note(Event.DELIVERED, claim.document_id)
@@ -272,13 +302,17 @@ class DocumentDelivery:
         if claim.knock_sent_at is None or claim.remind:
             reservation = await self.store.reserve_knock(claim.person_id)
         wamid: str | None = None
-        if reservation is not None and not await self.store.may_send(claim.document_id):
-            # A knock has no fence: the pause is read before it instead.
-            await self.store.unreserve_knock(claim.person_id, reservation)
-            await self.store.release(claim)
-            self.sweep.note(Event.RELEASED, claim.document_id)
-            self.sweep.maybe_paused = True
-            raise GlobalStop("sending is paused for every sender")
+        if reservation is not None:
+            allowed = await self.store.may_send(claim)
+            if not allowed.allowed:
+                # A knock has no fence: the pause is read before it instead.
+                await self.store.unreserve_knock(claim.person_id, reservation)
+                await self.store.release(claim)
+                self.sweep.note(Event.RELEASED, claim.document_id)
+                self.sweep.maybe_paused = True
+                if allowed.every:
+                    await self._stop_paused()
+                return
         knocked = False
         if reservation is not None:
             sent = await self._send_knock(claim, to, reservation)
@@ -297,7 +331,10 @@ class DocumentDelivery:
         ``_UNKNOWN_OUTCOME`` (counted as sent), ``_NOT_KNOCKED`` (someone else took
         the person's knock meanwhile), or ``_HANDLED`` (held, retried or abandoned:
         the claim is released)."""
-        choices = knock_choices(claim.locale, self.settings.knock_template_choices)
+        choices = knock_choices(
+            claim.locale,
+            self.numbers.get(claim.phone_number_id) or self.settings.knock_template_choices,
+        )
         tried: set[tuple[str, str]] = set()
         while True:
             health = await self.store.template_health(choices)
@@ -329,7 +366,7 @@ class DocumentDelivery:
                 with_buttons=choice.name in self.settings.knock_button_template_set,
                 waiting=opened.documents,
             )
-            await self.pacer.acquire()
+            await self.pacers.of(claim.phone_number_id).acquire()
             started_at = dt.datetime.now(dt.UTC)
             try:
                 wamid = await self.client.send_template(
@@ -339,6 +376,7 @@ class DocumentDelivery:
                     knock.parameters,
                     callback_data=knock_callback(knock_id),
                     button_payloads=knock.buttons,
+                    number=claim.phone_number_id,
                 )
             except SendOutcomeUnknown as exc:
                 # It may have reached the person: count it as sent rather
@@ -376,7 +414,7 @@ class DocumentDelivery:
                 return _HANDLED
             await self.store.knock_accepted(knock_id, wamid)
             self.sweep.note(Event.KNOCK_SENT, claim.document_id)
-            await self._sent_ok(started_at)
+            await self._sent_ok(claim, started_at)
             return wamid
 
     async def _template_refused(self, claim: Claim, knock: Knock, exc: CloudApiError) -> None:
@@ -458,10 +496,15 @@ class DocumentDelivery:
         if consequence.step == Step.PAUSE:
             # Paused first: the release's ready notification then says "at the
             # next probe", and no listener sweeps the document again at once.
-            await self.store.pause_sender(exc, str(exc), claim.document_id)
+            await self.store.pause_sender(exc, str(exc), claim)
             await self.store.release(claim)
             self.sweep.note(Event.RELEASED, claim.document_id)
             self.sweep.maybe_paused = True
+            if pause_scope(exc, claim.phone_number_id) != EVERY_NUMBER:
+                # This number's trouble: its documents wait, the sweep goes on
+                # with the other numbers' (the claim skips a paused number's).
+                log.warning("business number %s paused: %s", claim.phone_number_id, exc)
+                return
             hint = remedy(exc.code)
             raise GlobalStop(f"{exc}: {hint}" if hint else str(exc))
         if consequence.step == Step.ABANDON:
@@ -479,7 +522,7 @@ class DocumentDelivery:
             await self._knock(claim)
             return
         if consequence.slows_sender:
-            await self.pacer.back_off(THROUGHPUT_PAUSE_SECONDS)
+            await self.pacers.of(claim.phone_number_id).back_off(THROUGHPUT_PAUSE_SECONDS)
         # RETRY, or HOLD_TEMPLATE: this knock waits, nothing else does (the sweep
         # goes on); the hold is the document's next attempt and last error.
         await self._retry(
@@ -488,6 +531,12 @@ class DocumentDelivery:
             reason=str(exc),
             counts_attempt=consequence.counts_attempt,
         )
+
+    async def _stop_paused(self) -> NoReturn:
+        """Another sender's refusal paused every number: stop, saying what it was (the
+        sweep reports its first stop, and this one may come before that sender's)."""
+        reason = await self.store.every_number_pause()
+        raise GlobalStop(f"sending is paused for every sender: {reason or 'resumed since'}")
 
     async def _retry(
         self, claim: Claim, *, delay: float, reason: str, counts_attempt: bool = False
@@ -509,10 +558,13 @@ class DocumentDelivery:
     def _send_failed(self, claim: Claim, exc: Exception) -> None:
         self.sweep.note(Event.SEND_FAILED, claim.document_id, detail=type(exc).__name__)
 
-    async def _sent_ok(self, started_at: dt.datetime) -> None:
-        """A send accepted: a pause recorded before it started is over. (One that was
-        already in flight when another worker hit the global error proves nothing.)"""
-        if self.sweep.maybe_paused and await self.store.resume_sender(started_at):
+    async def _sent_ok(self, claim: Claim, started_at: dt.datetime) -> None:
+        """A send accepted: a pause of its number, or of every number, recorded before
+        it started is over. (One that was already in flight when another worker hit
+        the error proves nothing.)"""
+        if self.sweep.maybe_paused and await self.store.resume_sender(
+            started_at, claim.phone_number_id
+        ):
             log.warning("sending resumed after a global pause")
             self.sweep.maybe_paused = False
 

@@ -165,7 +165,9 @@ async def _carry_out(
         return []
     await QUERIES.give_back_knock.run(conn, {"knock_id": knock.id})
     if consequence.step == Step.PAUSE:
-        await pause_sender(conn, error, reason, document_id=None, settings=settings)
+        await pause_sender(
+            conn, error, reason, document_id=None, settings=settings, number=knock.phone_number_id
+        )
         await _unwait(conn, documents, ASYNC_RETRY_SECONDS, counted=False, error=error_text)
         return []
     # A passing failure after acceptance: the knock never arrived. It counts,

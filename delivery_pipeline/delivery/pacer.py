@@ -6,17 +6,19 @@ replicas, Dagster runs, an operator's sweep). So the limit lives in Postgres:
 ``SharedPacer`` takes send slots from the number's one timeline
 (``send_pacer``, sql/007), a few consecutive slots per round trip, spaced for
 the limit less a headroom, on the database's clock, and sends on each slot
-by its own monotonic clock. However many senders there are, slots never
-overlap, so their sum never exceeds the limit; a sender that dies loses at
-most the few slots it held (at most ``BATCH_SECONDS`` of the timeline); a
-throttling answer pushes the timeline forward for everybody.
+by its own monotonic clock (mapped through the fastest recent answer,
+``DatabaseClock``, so that slow answers do not crowd slots together).
+However many senders there are, slots never overlap, so their sum never
+exceeds the limit; a sender that dies loses at most the few slots it held
+(at most ``BATCH_SECONDS`` of the timeline); a throttling answer pushes the
+timeline forward for everybody.
 
 Two local rules keep the count under the limit on the platform's clock, not
 only on the timeline: a slot is never used early, and a slot woken up more
 than ``tolerance`` late is given up (a late send would crowd the next
 second; with slots spaced for ``limit × HEADROOM``, up to ``1/HEADROOM − 1``
 seconds of lateness still fits in the limit, and the tolerance keeps a
-margin of that for the clock mapping).
+margin of that for the way to the platform and its own jitter).
 
 ``RateLimiter`` is an optional cap for one process (``DELIVERY_RATE_LIMIT``).
 """
@@ -27,7 +29,7 @@ import asyncio
 import contextlib
 import time
 from collections import deque
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any, Protocol
 
 import psycopg
@@ -45,6 +47,47 @@ BATCH_SECONDS = 0.05
 # through on a loaded machine, a smaller one forfeits slots and the rate.
 LATE_SHARE = 0.4
 WINDOW_SECONDS = 1.0
+# How long an answer's reading of the database's clock is trusted to map slots
+# (DatabaseClock): long enough to have a fast answer among a busy fleet's many,
+# short enough that two clocks drifting apart (tens of ppm) move it < 1 ms.
+CLOCK_SECONDS = 5.0
+
+
+class DatabaseClock:
+    """The database's clock on this process's monotonic one, as tight as the
+    fastest answer of the last ``CLOCK_SECONDS`` makes it.
+
+    An answer carries the database's clock as read somewhere between our asking
+    and our hearing back. Mapping it as read when heard makes a slot late,
+    never early, by up to the answer's trip back: under load anything from a
+    fraction of a millisecond to tens, different for every answer. Slots
+    mapped through different answers then come closer together than the
+    timeline spaced them (a fleet measured 81 slots in a sliding second of a
+    timeline spaced for 77.6). The fastest recent answer bounds the offset
+    most tightly, still from the late side, and maps every slot through the
+    same offset, so a sender's slots keep the timeline's spacing; a slot heard
+    of only after it was due shows as late, and ``tolerance`` decides.
+    """
+
+    def __init__(self, seconds: float = CLOCK_SECONDS) -> None:
+        self.seconds = seconds
+        # (heard at, offset), offsets decreasing: the first is the window's largest.
+        self._offsets: deque[tuple[float, float]] = deque()
+
+    def observe(self, database_now: float, heard: float) -> None:
+        """The database's clock read ``database_now`` (epoch seconds) at the latest
+        when we heard it, at ``heard`` (monotonic)."""
+        offset = database_now - heard  # ≤ the true offset: the reading came first
+        offsets = self._offsets
+        while offsets and offsets[-1][1] <= offset:
+            offsets.pop()
+        offsets.append((heard, offset))
+        while offsets[0][0] < heard - self.seconds:
+            offsets.popleft()
+
+    def local(self, database_time: float) -> float:
+        """The monotonic time of a moment on the database's clock (after ``observe``)."""
+        return database_time - self._offsets[0][1]
 
 
 class Pacer(Protocol):
@@ -79,6 +122,7 @@ class SharedPacer:
         self._waiting = 0
         self._asked: deque[float] = deque(maxlen=64)  # when slots were asked for, lately
         self._reserving = asyncio.Lock()
+        self._clock = DatabaseClock()
         self._conn: psycopg.AsyncConnection[Any] | None = None
 
     @property
@@ -154,9 +198,9 @@ class SharedPacer:
                     prepare=True,
                 )
             assert reserved is not None
-            # The database's "now" came before our "now": mapping its slots to
-            # our clock here can only make them late, never early.
-            first = time.monotonic() + max(0.0, reserved.first_slot_in)
+            first_slot = reserved.first_slot.timestamp()
+            self._clock.observe(first_slot - reserved.first_slot_in, time.monotonic())
+            first = self._clock.local(first_slot)
             slots = [first + i * self.spacing for i in range(count)]
             self._free.extend(slots)
             self._held.extend(slots)
@@ -186,6 +230,26 @@ class SharedPacer:
         except psycopg.OperationalError:
             await self.aclose()
             raise
+
+
+class Pacers:
+    """Each business number's pacer (each its own timeline and connection), made
+    the first time the number sends: a number's sends never wait on another's."""
+
+    def __init__(self, make: Callable[[str], Pacer]) -> None:
+        self._make = make
+        self._pacers: dict[str, Pacer] = {}
+
+    def of(self, phone_number_id: str) -> Pacer:
+        pacer = self._pacers.get(phone_number_id)
+        if pacer is None:
+            pacer = self._pacers[phone_number_id] = self._make(phone_number_id)
+        return pacer
+
+    async def aclose(self) -> None:
+        pacers, self._pacers = list(self._pacers.values()), {}
+        for pacer in pacers:
+            await pacer.aclose()
 
 
 class RateLimiter:

@@ -19,7 +19,7 @@ from psycopg_pool import AsyncConnectionPool
 from delivery_pipeline.delivery.knock_status import failed_before_waiting
 from delivery_pipeline.delivery.pause import DEFAULT_REMINDER_SECONDS, pause_sender, resume_sender
 from delivery_pipeline.model import AbandonReason, ChunkState
-from delivery_pipeline.settings import DeliverySettings
+from delivery_pipeline.settings import DEV_PHONE_NUMBER_ID, DeliverySettings, Guard
 from delivery_pipeline.store.queries import QUERIES
 from delivery_pipeline.store.rows import (
     Advance,
@@ -29,6 +29,7 @@ from delivery_pipeline.store.rows import (
     LedgerEntry,
     OpenedKnock,
     Paused,
+    SendAllowed,
     SenderGate,
     TemplateHealth,
 )
@@ -84,12 +85,17 @@ class DeliveryStore:
     """The engine's statements over one connection pool."""
 
     def __init__(
-        self, pool: AsyncConnectionPool[AsyncConnection[Any]], settings: DeliverySettings
+        self,
+        pool: AsyncConnectionPool[AsyncConnection[Any]],
+        settings: DeliverySettings,
+        default_number: str = DEV_PHONE_NUMBER_ID,
     ) -> None:
         self.pool = pool
         self._settings = settings
         self.reminder_seconds = DEFAULT_REMINDER_SECONDS
         self._eligibility = settings.eligibility
+        # The number of a person bound to none (WHATSAPP_PHONE_NUMBER_ID).
+        self._guard: Guard = {**settings.eligibility, "default_number": default_number}
         self._chunk_limit = settings.chunk_limit
         # A chunk renews the lease only once a quarter of it has gone: most
         # documents take seconds, so most chunks write nothing to their document.
@@ -100,22 +106,34 @@ class DeliveryStore:
     async def eligible_exists(self) -> bool:
         """The heartbeat guard: one probe of the queue index."""
         async with self.pool.connection() as conn:
-            return bool(await QUERIES.guard_exists.one(conn, self._eligibility))
+            if not await QUERIES.anything_due.one(conn, {}):
+                return False
+            return bool(await QUERIES.guard_exists.one(conn, self._guard))
 
     async def claim(
-        self, limit: int, *, document_id: int | None, person_id: int | None, probe: bool = False
+        self,
+        limit: int,
+        *,
+        document_id: int | None,
+        person_id: int | None,
+        probe: str | None = None,
+        number: str | None = None,
     ) -> list[Claim]:
+        """Claim up to ``limit`` documents of numbers not paused; with ``probe`` (a
+        pause this sweep probes: '*' or a number) one of that pause's; with
+        ``number`` only that number's."""
         async with self.pool.connection() as conn:
             return await QUERIES.claim_batch.all(
                 conn,
                 {
-                    **self._eligibility,
+                    **self._guard,
                     "document_id": document_id,
                     "person_id": person_id,
                     "limit": limit,
                     "token": uuid.uuid4(),
                     "chunk_limit": self._chunk_limit,
-                    "probe": probe,
+                    "probe_number": probe,
+                    "number": number,
                 },
             )
 
@@ -179,6 +197,7 @@ class DeliveryStore:
                 {
                     "document_id": claim.document_id,
                     "token": claim.token,
+                    "phone_number_id": claim.phone_number_id,
                     "chunks": chunks,
                     "tags": tags,
                     "lease": self._eligibility["lease"],
@@ -203,6 +222,7 @@ class DeliveryStore:
                 {
                     "document_id": claim.document_id,
                     "token": claim.token,
+                    "phone_number_id": claim.phone_number_id,
                     "sent_index": sent[0] if sent else None,
                     "sent_callback": sent[1] if sent else None,
                     "wa_message_id": sent[2] if sent else None,
@@ -224,9 +244,22 @@ class DeliveryStore:
                 conn, {**_chunk(claim, index, callback), "error_code": error_code}
             )
 
-    async def chunk_unknown(self, claim: Claim, index: int, callback: str) -> None:
+    async def release_unknown(
+        self, claim: Claim, index: int, callback: str, *, delay: float, error: str
+    ) -> bool | None:
+        """The chunk's outcome unknown, the document given back after ``delay``;
+        as a status left it if one settled or failed the chunk first. True: left
+        unknown; None: the claim was lost."""
         async with self.pool.connection() as conn:
-            await QUERIES.chunk_unknown.run(conn, _chunk(claim, index, callback))
+            return await QUERIES.release_unknown.one(
+                conn,
+                {
+                    **_chunk(claim, index, callback),
+                    "token": claim.token,
+                    "delay_seconds": delay,
+                    "error": error[:1000],
+                },
+            )
 
     # ── the person ─────────────────────────────────────────────────────
 
@@ -281,50 +314,69 @@ class DeliveryStore:
     # ── the sender ─────────────────────────────────────────────────────
 
     async def sender_paused(self) -> bool:
+        """Is any sending paused (of every number, or of one)?"""
         async with self.pool.connection() as conn:
-            state = await QUERIES.sender_state.one(conn, {})
-        return bool(state and state.paused_at)
+            states = await QUERIES.sender_state.all(conn, {})
+        return any(state.paused_at for state in states)
 
-    async def gate(self, token: uuid.UUID) -> SenderGate:
-        """May this sweep claim: open, or it takes the probe, or paused."""
+    async def every_number_pause(self) -> str | None:
+        """Why sending is paused for every number (the refusal that paused it), if it is."""
         async with self.pool.connection() as conn:
-            gate = await QUERIES.sender_gate.one(
-                conn, {"token": token, "first_seconds": self._settings.pause_probe_seconds}
+            states = await QUERIES.sender_state.all(conn, {})
+        return next(
+            (s.pause_reason for s in states if s.phone_number_id == "*" and s.paused_at), None
+        )
+
+    async def gate(self, token: uuid.UUID, number: str | None = None) -> list[SenderGate]:
+        """Each pause row ('*' first): open, or this sweep takes its probe, or paused.
+        A sweep of one ``number`` takes only its number's probe and every number's."""
+        async with self.pool.connection() as conn:
+            return await QUERIES.sender_gate.all(
+                conn,
+                {
+                    "token": token,
+                    "first_seconds": self._settings.pause_probe_seconds,
+                    "number": number,
+                },
             )
-        assert gate is not None  # sender_state always has its one row
-        return gate
 
-    async def probe_document(self, token: uuid.UUID, document_id: int) -> bool:
+    async def probe_document(self, token: uuid.UUID, document_id: int, scope: str) -> bool:
         async with self.pool.connection() as conn:
             row = await QUERIES.probe_document.one(
-                conn, {"token": token, "document_id": document_id}
+                conn, {"token": token, "document_id": document_id, "phone_number_id": scope}
             )
         return row is not None
 
-    async def end_probe(self, token: uuid.UUID, *, again: bool) -> None:
+    async def end_probe(self, token: uuid.UUID, scope: str, *, again: bool) -> None:
         async with self.pool.connection() as conn:
-            await QUERIES.end_probe.one(conn, {"token": token, "again": again})
+            await QUERIES.end_probe.one(
+                conn, {"token": token, "again": again, "phone_number_id": scope}
+            )
 
-    async def may_send(self, document_id: int) -> bool:
+    async def may_send(self, claim: Claim) -> SendAllowed:
         async with self.pool.connection() as conn:
-            return bool(await QUERIES.may_send.one(conn, {"document_id": document_id}))
+            allowed = await QUERIES.may_send.one(
+                conn,
+                {"document_id": claim.document_id, "phone_number_id": claim.phone_number_id},
+            )
+        assert allowed is not None  # an aggregate: one row
+        return allowed
 
-    async def pause_sender(
-        self, error: CloudApiError, reason: str, document_id: int | None
-    ) -> Paused:
+    async def pause_sender(self, error: CloudApiError, reason: str, claim: Claim) -> Paused:
         async with self.pool.connection() as conn:
             return await pause_sender(
                 conn,
                 error,
                 reason,
-                document_id=document_id,
+                document_id=claim.document_id,
                 settings=self._settings,
+                number=claim.phone_number_id,
                 reminder_seconds=self.reminder_seconds,
             )
 
-    async def resume_sender(self, send_started_at: dt.datetime) -> bool:
+    async def resume_sender(self, send_started_at: dt.datetime, number: str) -> bool:
         async with self.pool.connection() as conn:
-            return await resume_sender(conn, send_started_at, by="a send succeeded")
+            return await resume_sender(conn, send_started_at, number, by="a send succeeded")
 
     async def record_alert(self, alert: Alert) -> None:
         async with self.pool.connection() as conn:
@@ -375,6 +427,7 @@ class DeliveryStore:
                     "reserved_at": reservation.reserved,
                     "previous_knock_at": reservation.previous,
                     "reminder": reminder,
+                    "phone_number_id": claim.phone_number_id,
                 },
             )
 

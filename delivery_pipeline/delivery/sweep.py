@@ -23,7 +23,8 @@ import psycopg
 from psycopg_pool import AsyncConnectionPool
 
 from delivery_pipeline.delivery.document import DocumentDelivery, GlobalStop
-from delivery_pipeline.delivery.pacer import Pacer, SharedPacer
+from delivery_pipeline.delivery.pacer import Pacer, Pacers, SharedPacer
+from delivery_pipeline.delivery.pause import EVERY_NUMBER
 from delivery_pipeline.delivery.progress import Event, SweepObserver
 from delivery_pipeline.delivery.result import SweepResult, SweepState
 from delivery_pipeline.delivery.statements import Claim, DeliveryStore
@@ -56,19 +57,27 @@ class DeliveryEngine:
         pacer: Pacer | None = None,
     ) -> None:
         self.settings = settings.delivery
-        self.store = DeliveryStore(pool, settings.delivery)
+        self.store = DeliveryStore(pool, settings.delivery, settings.whatsapp.phone_number_id)
         self.store.reminder_seconds = float(settings.ops.alert_reminder_seconds)
         self.client = client
-        self.pacer: Pacer = pacer or SharedPacer(
-            str(pool.conninfo),
-            settings.whatsapp.phone_number_id,
-            settings.whatsapp.throughput_limit,
-            cap=settings.delivery.rate_limit,
-        )
+        numbers = settings.whatsapp.business_numbers
+        limits = {n.id: n.limit for n in numbers}
+        # Each number's knock templates by locale; its keys are the numbers we send from.
+        self.numbers = {
+            n.id: n.knock_template_choices(settings.delivery.knock_templates) for n in numbers
+        }
+
+        def shared(number: str) -> Pacer:
+            # The number's own timeline: its limit, whoever sends from it.
+            return SharedPacer(
+                str(pool.conninfo), number, limits[number], cap=settings.delivery.rate_limit
+            )
+
+        self.pacers = Pacers((lambda _number: pacer) if pacer is not None else shared)
 
     async def aclose(self) -> None:
-        """Close what the engine opened itself (the pacer's connection)."""
-        await self.pacer.aclose()
+        """Close what the engine opened itself (the pacers' connections)."""
+        await self.pacers.aclose()
 
     async def eligible_exists(self) -> bool:
         """The heartbeat guard."""
@@ -79,16 +88,18 @@ class DeliveryEngine:
         *,
         document_id: int | None = None,
         person_id: int | None = None,
+        number: str | None = None,
         limit: int | None = None,
         concurrency: int | None = None,
         observer: SweepObserver | None = None,
     ) -> SweepResult:
-        """One delivery pass over what is eligible now (optionally one document/person);
-        ``observer`` hears every event as it happens."""
+        """One delivery pass over what is eligible now (optionally one document/person,
+        or one business number's documents); ``observer`` hears every event as it happens."""
         sweep = Sweep(
             self,
             document_id=document_id,
             person_id=person_id,
+            number=number,
             limit=limit,
             concurrency=concurrency or self.settings.concurrency,
             observer=observer,
@@ -108,10 +119,13 @@ class Sweep:
         limit: int | None,
         concurrency: int,
         observer: SweepObserver | None = None,
+        number: str | None = None,
     ) -> None:
         self.engine = engine
         self.document_id = document_id
         self.person_id = person_id
+        # Only this business number's documents (a sender per number); None: all.
+        self.number = number
         self.limit = limit
         self.concurrency = concurrency
         self.state = SweepState(observer=observer)
@@ -123,8 +137,9 @@ class Sweep:
             engine.settings,
             engine.store,
             engine.client,
-            engine.pacer,
+            engine.pacers,
             self.state,
+            engine.numbers,
         )
 
     @property
@@ -154,53 +169,68 @@ class Sweep:
         return result
 
     async def _may_send(self) -> bool:
-        """Read the pause before claiming anything. Paused: this sweep sends nothing,
-        unless it takes the fleet's one probe (one document), whose success resumes
-        everybody (and this sweep goes on)."""
+        """Read the pauses before claiming anything. Every number paused: this sweep
+        sends nothing, unless it takes that pause's one probe (one document), whose
+        success resumes everybody (and this sweep goes on). A number paused on its
+        own: the claim skips its documents, and this sweep probes it when its probe
+        is due; the other numbers deliver."""
         store = self.engine.store
         token = uuid.uuid4()
         try:
             for _ in range(PROBE_TRIES):
-                gate = await store.gate(token)
-                if gate.open:
-                    self.state.maybe_paused = False
-                    return True
-                self.state.maybe_paused = True
-                if not gate.probe:
-                    when = f"{gate.next_probe_at:%H:%M:%S %Z}" if gate.next_probe_at else "soon"
+                gates = await store.gate(token, self.number)
+                every = next((g for g in gates if g.phone_number_id == EVERY_NUMBER), None)
+                self.state.maybe_paused = any(not g.open for g in gates)
+                if every is None or every.open:
+                    for gate in gates:
+                        if gate.probe and not self.state.stop.is_set():
+                            await self._probe(token, gate.phone_number_id)
+                    return not self.state.stop.is_set()
+                if not every.probe:
+                    when = f"{every.next_probe_at:%H:%M:%S %Z}" if every.next_probe_at else "soon"
                     self.state.note(
                         Event.STOPPED,
-                        detail=f"sending is paused (code {gate.pause_code}); next probe at "
+                        detail=f"sending is paused (code {every.pause_code}); next probe at "
                         f"{when}; `delivery-pipeline resume` once the cause is fixed",
                     )
                     self.state.stop.set()
                     return False
-                if not await self._probe(token) or self.state.stop.is_set():
+                if not await self._probe(token, EVERY_NUMBER) or self.state.stop.is_set():
                     return False
         except psycopg.OperationalError as exc:
             self._database_lost(exc)
             return False
         return False
 
-    async def _probe(self, token: uuid.UUID) -> bool:
-        """Deliver one document while paused: the fleet's probe. False: nothing to
-        probe with (the next probe stays an interval away)."""
+    async def _probe(self, token: uuid.UUID, scope: str) -> bool:
+        """Deliver one document while ``scope`` is paused (every number, or one):
+        that pause's probe. False: nothing to probe with (the next probe stays an
+        interval away)."""
         store = self.engine.store
         claims = await store.claim(
-            1, document_id=self.document_id, person_id=self.person_id, probe=True
+            1,
+            document_id=self.document_id,
+            person_id=self.person_id,
+            probe=scope,
+            number=self.number,
         )
         probed = False
         try:
-            if claims and await store.probe_document(token, claims[0].document_id):
+            if claims and await store.probe_document(token, claims[0].document_id, scope):
                 probed = True
-                log.info("sending is paused: probing with document %s", claims[0].document_id)
+                log.info(
+                    "sending is paused (%s): probing with document %s",
+                    "every number" if scope == EVERY_NUMBER else f"number {scope}",
+                    claims[0].document_id,
+                )
                 self.state.note(Event.CLAIMED, count=1)
+                self.state.maybe_paused = True
                 await self._deliver(claims[0])
             elif claims:
                 await store.release(claims[0])
         finally:
             # A probe whose document sent nothing proved nothing: the next is due now.
-            await store.end_probe(token, again=probed)
+            await store.end_probe(token, scope, again=probed)
         return probed
 
     def _database_lost(self, exc: Exception) -> None:
@@ -226,7 +256,10 @@ class Sweep:
                 if batch <= 0:
                     break
                 claims = await self.engine.store.claim(
-                    batch, document_id=self.document_id, person_id=self.person_id
+                    batch,
+                    document_id=self.document_id,
+                    person_id=self.person_id,
+                    number=self.number,
                 )
                 if not claims:
                     if self.in_flight:
@@ -322,6 +355,7 @@ async def run_sweep(
     *,
     document_id: int | None = None,
     person_id: int | None = None,
+    number: str | None = None,
     limit: int | None = None,
     concurrency: int | None = None,
     observer: SweepObserver | None = None,
@@ -330,7 +364,8 @@ async def run_sweep(
     """Open a pool and a client, sweep once, close them.
 
     ``check_identity_first``: ask the API whether it accepts our token and
-    phone number id before claiming anything (``SweepNotStarted`` if not). For
+    every number this sweep sends from before claiming anything
+    (``SweepNotStarted`` if not). For
     an operator's sweep, whose shell may hold other credentials than the
     fleet's: a refusal there must not pause sending for everybody.
     """
@@ -340,7 +375,7 @@ async def run_sweep(
         CloudApiClient.from_settings(settings, max_connections=concurrency) as client,
     ):
         if check_identity_first:
-            problem = await check_identity(client, settings.whatsapp)
+            problem = await check_identity(client, settings.whatsapp, number)
             if problem is not None:
                 raise SweepNotStarted(problem.message)
         engine = DeliveryEngine(settings, pool, client)
@@ -348,6 +383,7 @@ async def run_sweep(
             return await engine.sweep(
                 document_id=document_id,
                 person_id=person_id,
+                number=number,
                 limit=limit,
                 concurrency=concurrency,
                 observer=observer,
@@ -373,4 +409,6 @@ def eligible_now(conn: psycopg.Connection[Any], settings: Settings) -> bool:
     document that waits on a person who does not answer."""
     QUERIES.wake_for_reminders.all(conn, {})
     QUERIES.abandon_no_reply.all(conn, {"after_seconds": settings.delivery.no_reply_seconds})
-    return bool(QUERIES.guard_exists.one(conn, settings.delivery.eligibility))
+    if not QUERIES.anything_due.one(conn, {}):
+        return False
+    return bool(QUERIES.guard_exists.one(conn, settings.guard))

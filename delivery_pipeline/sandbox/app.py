@@ -1,9 +1,10 @@
 """The sandbox's HTTP surface: the Cloud API send endpoint and the ``/_sandbox`` controls.
 
 A send goes: token → phone number id → latency → payload → injected 5xx →
-throughput → pair rate → reachability → window → accept (record, schedule
-statuses) → answer, or break the connection mid-answer (``drop_after_accept_rate``),
-or trickle the answer for ``stall_ms`` (``stall_after_accept_rate``).
+throughput (counted at the request's arrival, before the latency) → pair rate →
+reachability → window → accept (record, schedule statuses) → answer, or break
+the connection mid-answer (``drop_after_accept_rate``), or trickle the answer
+for ``stall_ms`` (``stall_after_accept_rate``).
 There is no ``await`` between the limit checks and the recording, so on the
 single event loop nothing can interleave with them.
 """
@@ -11,6 +12,7 @@ single event loop nothing can interleave with them.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import logging
 import random
@@ -102,15 +104,27 @@ class Sandbox:
             latency += config.latency_spike_ms
         return latency / 1000
 
-    def accept(self, message: Outgoing) -> str:
-        """Apply the limits and the window; record the message. Returns its wamid."""
+    def accept(self, message: Outgoing, arrived: float) -> str:
+        """Apply the limits and the window; record the message. Returns its wamid.
+        The throughput limit counts it at ``arrived`` (monotonic, when its request
+        reached the sandbox, before the simulated latency)."""
         config, state = self.config, self.state
         monotonic, now = time.monotonic(), time.time()
-        forced = state.forced_refusal(message.to, message.type)
+        forced = state.forced_refusal(
+            message.to, message.type, message.phone_number_id or config.phone_number_id
+        )
         if forced is not None and forced.mode == "sync":
             raise Refusal(forced.code, details(forced.code), http_status=_http_status(forced.code))
-        recent = state.accepted_recently.count(monotonic)
-        if config.throughput_limit and recent >= config.throughput_limit:
+        # Each business number has its own limit, counted on its own window.
+        number = message.phone_number_id or config.phone_number_id
+        window = state.number_window(number)
+        limit = config.limit_of(number)
+        # Held at most this long between arrival and decision (the latency, a
+        # spike, reading the body): older arrivals are out of every window to come.
+        waited = (config.latency_ms + config.latency_spike_ms) / 1000 + 1.0
+        for counter in (window, state.accepted_recently):
+            counter.forget_before(monotonic - waited - counter.span)
+        if limit and window.count(arrived) >= limit:
             state.stats.throttled += 1
             raise Refusal(130429, THROUGHPUT_DETAILS)
         pair = (message.to, monotonic, config.pair_burst, config.pair_refill_seconds)
@@ -144,10 +158,12 @@ class Sandbox:
                 raise Refusal(131047, REENGAGEMENT_DETAILS)
             failure = 131047
 
-        state.accepted_recently.add(monotonic)
+        state.accepted_recently.add(arrived)
+        window.add(arrived)
         if config.pair_rate_enabled:
             state.pair_limiter.take(*pair)
         state.stats.accepted += 1
+        state.stats.accepted_by_number[number] += 1
         wamid = new_wamid()
         if failure is None and life is not None and self._template_fate(message, wamid, life):
             return wamid
@@ -320,7 +336,12 @@ def _http_status(code: int) -> int:
 
 
 def _inbox_record(message: Outgoing, wamid: str, now: float) -> dict[str, Any]:
-    record: dict[str, Any] = {"id": wamid, "to": message.to, "type": message.type}
+    record: dict[str, Any] = {
+        "id": wamid,
+        "to": message.to,
+        "type": message.type,
+        "from_phone_number_id": message.phone_number_id,
+    }
     if message.template is not None:
         record["template"] = {
             "name": message.template.name,
@@ -440,7 +461,7 @@ def _identity_refusal(request: Request, method: str) -> Refusal | None:
             190, "Error validating access token: the token is invalid or missing.", http_status=401
         )
     phone_number_id = request.path_params["phone_number_id"]
-    if phone_number_id != config.phone_number_id:
+    if not config.serves(phone_number_id):
         sandbox.state.stats.rejected[100] += 1
         return Refusal(
             100,
@@ -468,12 +489,13 @@ async def phone_number(request: Request) -> Response:
             "quality_rating": "GREEN",
             "platform_type": "CLOUD_API",
             "throughput": {"level": "STANDARD"},
-            "id": config.phone_number_id,
+            "id": request.path_params["phone_number_id"],
         }
     )
 
 
 async def send_message(request: Request) -> Response:
+    arrived = time.monotonic()  # where the throughput window counts it
     sandbox = _sandbox(request)
     refused = _identity_refusal(request, "post")
     if refused is not None:
@@ -487,11 +509,14 @@ async def send_message(request: Request) -> Response:
     if delay > 0:
         await asyncio.sleep(delay)
     try:
-        message = validate_send(payload, sandbox.config)
+        message = dataclasses.replace(
+            validate_send(payload, sandbox.config),
+            phone_number_id=request.path_params["phone_number_id"],
+        )
         if sandbox.chance(sandbox.config.error_5xx_rate):
             sandbox.state.stats.injected_5xx += 1
             return _error(_injected_5xx(sandbox.rng))
-        wamid = sandbox.accept(message)
+        wamid = sandbox.accept(message, arrived)
     except Refusal as refusal:
         sandbox.state.stats.rejected[refusal.code] += 1
         sandbox.state.stats.sends_refused += 1
@@ -682,7 +707,7 @@ async def templates(request: Request) -> Response:
 
 _REFUSAL_BODY = (
     'body must be {"code": <int>, "mode"?: "sync"|"async", "to"?: "+E164", '
-    '"type"?: "text"|"template", "count"?: <int >= 1> | null}'
+    '"type"?: "text"|"template", "count"?: <int >= 1> | null, "phone_number_id"?: "<id>"}'
 )
 
 
@@ -694,10 +719,11 @@ async def refusals(request: Request) -> Response:
         state.refusals.clear()
     elif request.method == "POST":
         data = await _json_object(request)
-        if data is None or set(data) - {"code", "mode", "to", "type", "count"}:
+        if data is None or set(data) - {"code", "mode", "to", "type", "count", "phone_number_id"}:
             return _control_error(_REFUSAL_BODY)
         code, mode, to = data.get("code"), data.get("mode", "sync"), data.get("to")
         kind, count = data.get("type"), data.get("count")
+        sender = data.get("phone_number_id")
         if (
             not isinstance(code, int)
             or isinstance(code, bool)
@@ -705,9 +731,10 @@ async def refusals(request: Request) -> Response:
             or (to is not None and (not isinstance(to, str) or e164(to) != to))
             or kind not in (None, "text", "template")
             or (count is not None and (not isinstance(count, int) or count < 1))
+            or (sender is not None and not isinstance(sender, str))
         ):
             return _control_error(_REFUSAL_BODY)
-        state.refusals.append(ForcedRefusal(code, mode, to, kind, count))
+        state.refusals.append(ForcedRefusal(code, mode, to, kind, count, sender=sender))
     return JSONResponse([r.describe() for r in state.refusals])
 
 

@@ -107,6 +107,10 @@ class SandboxConfig(BaseModel):
     # Refusals and limits
     refusal_mode: Literal["sync", "async"] = "sync"
     throughput_limit: int | None = Field(80, ge=0)  # 0 or None: unlimited
+    # The token's other business numbers, each with its own throughput limit
+    # (messages/s; 0 or None: unlimited): sends from them are accepted and paced
+    # apart from phone_number_id's.
+    numbers: dict[str, int | None] = Field(default_factory=dict)
     pair_rate_enabled: bool = True
     pair_burst: int = Field(45, ge=1)
     pair_refill_seconds: float = Field(6.0, gt=0)
@@ -141,6 +145,16 @@ class SandboxConfig(BaseModel):
     # message types ("text", "template") refused with 131062 when addressed to a
     # business-scoped user id (``recipient``)
     bsuid_refused_types: tuple[Literal["text", "template"], ...] = ()
+
+    def serves(self, phone_number_id: str) -> bool:
+        """Is this a number the token may send from?"""
+        return phone_number_id == self.phone_number_id or phone_number_id in self.numbers
+
+    def limit_of(self, phone_number_id: str) -> int | None:
+        """The number's throughput limit (None: unlimited)."""
+        if phone_number_id == self.phone_number_id:
+            return self.throughput_limit
+        return self.numbers.get(phone_number_id)
 
     def template(self, name: str, language: str) -> Template | None:
         for template in self.templates:
@@ -210,7 +224,9 @@ def config_from_settings(settings: Settings) -> SandboxConfig:
     when unset) and the ``SANDBOX_*`` start values (unset: the sandbox's own default)."""
     start = {name: value for name, value in settings.sandbox if value is not None}
     app_secret = secret(settings.whatsapp.app_secret)
+    numbers = {n.id: int(n.limit) for n in settings.whatsapp.business_numbers[1:]}
     identity = {
+        **({"numbers": numbers} if numbers else {}),
         "phone_number_id": settings.whatsapp.phone_number_id,
         "access_token": settings.whatsapp.access_token.get_secret_value(),
         **({"app_secret": app_secret} if app_secret is not None else {}),

@@ -6,26 +6,42 @@ bottleneck it is imitating.
 
 from __future__ import annotations
 
-from collections import deque
+from bisect import bisect_right, insort
 from dataclasses import dataclass
 
 
 class SlidingWindowCounter:
-    """Events in the last ``span`` seconds (a deque of timestamps, oldest first)."""
+    """Events in the ``span`` seconds up to a moment, each at the moment it happened.
+
+    A message is counted at its arrival, not when the sandbox decides on it after
+    its simulated latency: the platform counts what reaches it, and the sandbox's
+    own lateness (its timers firing late on a busy event loop, then several at
+    once) must not bunch up evenly spaced arrivals into a burst the sender never
+    sent. So an event may be added after later ones (a latency spike held it
+    longer): times are kept sorted, and ``forget_before`` drops what no window
+    can reach any more.
+    """
 
     def __init__(self, span: float = 1.0) -> None:
         self.span = span
-        self._times: deque[float] = deque()
+        self._times: list[float] = []
 
-    def count(self, now: float) -> int:
-        horizon = now - self.span
+    def count(self, at: float) -> int:
+        """Events in ``(at - span, at]``."""
         times = self._times
-        while times and times[0] <= horizon:
-            times.popleft()
-        return len(times)
+        return bisect_right(times, at) - bisect_right(times, at - self.span)
 
-    def add(self, now: float) -> None:
-        self._times.append(now)
+    def add(self, at: float) -> None:
+        times = self._times
+        if not times or at >= times[-1]:
+            times.append(at)
+        else:
+            insort(times, at)
+
+    def forget_before(self, horizon: float) -> None:
+        times = self._times
+        if times and times[0] <= horizon:
+            del times[: bisect_right(times, horizon)]
 
     def clear(self) -> None:
         self._times.clear()

@@ -85,7 +85,8 @@ class Person:
 class ForcedRefusal:
     """A code the sandbox answers on demand: on the send call (``sync``) or in a
     ``failed`` status after accepting (``async``), to one number or everybody,
-    to one message type or all, ``remaining`` times or until cleared (None)."""
+    to one message type or all, from one business number or any, ``remaining``
+    times or until cleared (None)."""
 
     code: int
     mode: str = "sync"
@@ -93,12 +94,14 @@ class ForcedRefusal:
     message_type: str | None = None
     remaining: int | None = None
     used: int = 0
+    sender: str | None = None  # the business phone number id it refuses sends from
 
-    def matches(self, to: str, message_type: str) -> bool:
+    def matches(self, to: str, message_type: str, sender: str = "") -> bool:
         return (
             (self.remaining is None or self.remaining > 0)
             and (self.to is None or self.to == to)
             and (self.message_type is None or self.message_type == message_type)
+            and (self.sender is None or self.sender == sender)
         )
 
     def take(self) -> None:
@@ -113,6 +116,7 @@ class ForcedRefusal:
             "to": self.to,
             "type": self.message_type,
             "remaining": self.remaining,
+            "phone_number_id": self.sender,
             "used": self.used,
         }
 
@@ -122,6 +126,7 @@ class Stats:
     """Counters behind ``GET /_sandbox/stats``."""
 
     accepted: int = 0
+    accepted_by_number: Counter[str] = field(default_factory=Counter)
     rejected: Counter[int] = field(default_factory=Counter)
     refused_async: int = 0
     sends_refused: int = 0  # message sends answered with an error (any code, 190 included)
@@ -153,8 +158,16 @@ class SandboxState:
         self.ops_alerts: list[Any] = []
         self.refusals: list[ForcedRefusal] = []
         self.accepted_recently = SlidingWindowCounter(1.0)
+        # Per business number: what its throughput limit counts.
+        self.accepted_by_number: dict[str, SlidingWindowCounter] = {}
         self.pair_limiter = PairRateLimiter()
         self.started_at = time.monotonic()
+
+    def number_window(self, phone_number_id: str) -> SlidingWindowCounter:
+        window = self.accepted_by_number.get(phone_number_id)
+        if window is None:
+            window = self.accepted_by_number[phone_number_id] = SlidingWindowCounter(1.0)
+        return window
 
     def person(self, number: str) -> Person:
         """The person at an address: a number, a username user's BSUID, or the BSUID
@@ -176,10 +189,10 @@ class SandboxState:
         self.by_user_id[person.user_id] = new_number
         return person
 
-    def forced_refusal(self, to: str, message_type: str) -> ForcedRefusal | None:
+    def forced_refusal(self, to: str, message_type: str, sender: str = "") -> ForcedRefusal | None:
         """The first forced refusal that applies to this send, taken (counted)."""
         for refusal in self.refusals:
-            if refusal.matches(to, message_type):
+            if refusal.matches(to, message_type, sender):
                 refusal.take()
                 return refusal
         return None
@@ -192,6 +205,7 @@ class SandboxState:
         self.ops_alerts.clear()
         self.refusals.clear()
         self.accepted_recently.clear()
+        self.accepted_by_number.clear()
         self.pair_limiter.clear()
 
     def stats_view(self, now: float, webhook_queue: int) -> dict[str, Any]:
@@ -210,6 +224,7 @@ class SandboxState:
             "inbound": s.inbound,
             "people": len(self.people),
             "messages_per_second": self.accepted_recently.count(now),
+            "accepted_by_number": dict(s.accepted_by_number),
             "webhooks_posted": s.webhooks_posted,
             "webhooks_failed": s.webhooks_failed,
             "webhooks_retried": s.webhooks_retried,

@@ -98,6 +98,8 @@ class Outgoing:
     callback_data: str | None = None
     # A quick reply's payload by button index, as the send gave it (else its text comes back).
     button_payloads: dict[int, str] = field(default_factory=dict)
+    # The business number it was sent from (the path's; "" before it is known).
+    phone_number_id: str = ""
 
     @property
     def by_user_id(self) -> bool:

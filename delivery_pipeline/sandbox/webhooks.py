@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import httpx
+import aiohttp
 
 from delivery_pipeline.sandbox.config import SandboxConfig
 from delivery_pipeline.sandbox.state import Person, Stats
@@ -31,6 +31,10 @@ from delivery_pipeline.sandbox.validation import Outgoing, details, title
 from delivery_pipeline.whatsapp.signature import sign
 
 log = logging.getLogger("delivery_pipeline.sandbox")
+
+# Idle connections are dropped before the receiver's keep-alive timeout
+# (uvicorn's is 5 s): a post on one it is closing fails for nothing.
+KEEPALIVE_SECONDS = 2.0
 
 
 def encode(payload: dict[str, Any]) -> bytes:
@@ -267,14 +271,20 @@ class WebhookOutbox:
         self._worker_count = workers
         self._queue: asyncio.Queue[_Delivery] = asyncio.Queue()
         self._workers: list[asyncio.Task[None]] = []
-        self._http: httpx.AsyncClient | None = None
+        self._http: aiohttp.ClientSession | None = None
         self._generation = 0
         self.pending = 0
         """Chains not yet finished (scheduled, queued, in flight or waiting to retry)."""
 
     async def start(self) -> None:
-        self._http = httpx.AsyncClient(
-            limits=httpx.Limits(max_connections=self._worker_count * 2),
+        # aiohttp rather than httpx: the outbox posts two or three webhooks per
+        # message on the event loop that also takes the sends, and httpcore's
+        # pool cost most of the sandbox's CPU there; a loop that busy answers
+        # late and stamps arrivals late (see the throughput window).
+        self._http = aiohttp.ClientSession(
+            connector=aiohttp.TCPConnector(
+                limit=self._worker_count * 2, keepalive_timeout=KEEPALIVE_SECONDS
+            ),
             headers={"User-Agent": "facebookexternalua"},
         )
         self._workers = [asyncio.create_task(self._work()) for _ in range(self._worker_count)]
@@ -286,7 +296,7 @@ class WebhookOutbox:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         if self._http is not None:
-            await self._http.aclose()
+            await self._http.close()
 
     def forget(self) -> None:
         """Drop everything scheduled or queued (on reset)."""
@@ -355,15 +365,14 @@ class WebhookOutbox:
         if config.app_secret:
             headers["X-Hub-Signature-256"] = sign(config.app_secret, delivery.body)
         assert self._http is not None
+        timeout = aiohttp.ClientTimeout(total=config.webhook_timeout_seconds)
         try:
-            response = await self._http.post(
-                config.webhook_url,
-                content=delivery.body,
-                headers=headers,
-                timeout=config.webhook_timeout_seconds,
-            )
-            ok = response.status_code == 200
-        except httpx.HTTPError:
+            async with self._http.post(
+                config.webhook_url, data=delivery.body, headers=headers, timeout=timeout
+            ) as response:
+                await response.read()
+                ok = response.status == 200
+        except (aiohttp.ClientError, TimeoutError):
             ok = False
         if delivery.generation != self._generation:
             return

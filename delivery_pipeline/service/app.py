@@ -270,7 +270,7 @@ async def _say_whether_identity_works(client: CloudApiClient, settings: Settings
             log.info(
                 "WhatsApp at %s accepts our identity (phone number id %s)",
                 without_password(settings.whatsapp.api_base_url),
-                settings.whatsapp.phone_number_id,
+                ", ".join(n.id for n in settings.whatsapp.business_numbers),
             )
             return
         if problem.refused or attempt == IDENTITY_CHECK_ATTEMPTS - 1:

@@ -381,7 +381,14 @@ async def _apply_failure(
     if consequence.step == Step.KNOCK:
         await QUERIES.refuse_window.run(conn, {"person_id": person_id, "at": at})
     if consequence.step == Step.PAUSE:
-        await pause_sender(conn, error, reason, document_id=document_id, settings=settings)
+        await pause_sender(
+            conn,
+            error,
+            reason,
+            document_id=document_id,
+            settings=settings,
+            number=chunk.phone_number_id,
+        )
     if (
         consequence.step == Step.ABANDON
         and consequence.abandon_reason != AbandonReason.MAX_ATTEMPTS

@@ -116,6 +116,14 @@ async def connect_async(url: str, *, autocommit: bool = True) -> psycopg.AsyncCo
     return await psycopg.AsyncConnection.connect(url, autocommit=autocommit, row_factory=dict_row)
 
 
+async def _without_jit(conn: psycopg.AsyncConnection[DictRow]) -> None:
+    # The engine's statements are short, and the claim's plan costs enough to be
+    # JIT-compiled: measured, the compiling took longer than the claim's work
+    # (docs/deploy.md, "Sizing a morning brief"). A SET, not a connection option,
+    # so options in DATABASE_URL stay as they are.
+    await conn.execute("SET jit = off")
+
+
 def async_pool(url: str, *, max_size: int) -> AsyncConnectionPool[psycopg.AsyncConnection[DictRow]]:
     """A pool for the engine; open it with ``async with`` (or ``await pool.open()``)."""
     return AsyncConnectionPool(
@@ -123,6 +131,7 @@ def async_pool(url: str, *, max_size: int) -> AsyncConnectionPool[psycopg.AsyncC
         min_size=1,
         max_size=max_size,
         kwargs={"autocommit": True, "row_factory": dict_row},
+        configure=_without_jit,
         open=False,
     )
 

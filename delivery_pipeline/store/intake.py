@@ -14,7 +14,7 @@ from typing import Any
 import psycopg
 
 from delivery_pipeline.model import Kind, Locale, bsuid, e164
-from delivery_pipeline.settings import QUIET_HOURS
+from delivery_pipeline.settings import QUIET_HOURS, WhatsAppSettings
 from delivery_pipeline.store.queries import QUERIES
 from delivery_pipeline.store.rows import Document, Person
 
@@ -76,7 +76,13 @@ def add_person(
     brief_opt_in: bool = False,
     brief_local_time: str = "07:00",
     quiet_hours: str | None = None,
+    whatsapp: WhatsAppSettings | None = None,
+    phone_number_id: str | None = None,
 ) -> Person:
+    """Add a person, bound to business number ``phone_number_id`` (one of
+    ``whatsapp``'s), else to the
+    number the calling-code rule gives their phone (WHATSAPP_NUMBERS); bound to the
+    default number, the row says none (NULL), so it follows WHATSAPP_PHONE_NUMBER_ID."""
     if phone is None and user_id is None:
         raise InputError("give the person's --phone, their --user-id (BSUID), or both")
     number = parse_phone(phone) if phone is not None else None
@@ -86,6 +92,7 @@ def add_person(
             f"quiet hours {quiet_hours!r} are not local HH:MM-HH:MM (like 22:00-07:30; "
             "00:00-00:00 for none)"
         )
+    bound = _bound_number(whatsapp, phone_number_id, phone)
     if locale not in frozenset(Locale):
         raise InputError(f"locale must be one of {', '.join(Locale)}, got {locale!r}")
     try:
@@ -110,6 +117,7 @@ def add_person(
             "time_zone": time_zone,
             "brief_opt_in": brief_opt_in,
             "brief_local_time": brief_time,
+            "phone_number_id": bound,
         },
     )
     assert person is not None
@@ -122,6 +130,27 @@ def add_person(
         )
         assert person is not None
     return person
+
+
+def _bound_number(
+    whatsapp: WhatsAppSettings | None, number: str | None, phone: str | None
+) -> str | None:
+    """The number a new person is bound to; None: the default number."""
+    if whatsapp is None:
+        if number is not None:
+            raise InputError("no business numbers configured to bind the person to")
+        return None
+    if number is not None:
+        if whatsapp.business_number(number) is None:
+            known = ", ".join(n.id for n in whatsapp.business_numbers)
+            raise InputError(
+                f"business number {number} is not configured (WHATSAPP_PHONE_NUMBER_ID, "
+                f"WHATSAPP_NUMBERS): one of {known}"
+            )
+        bound = number
+    else:
+        bound = whatsapp.number_for(parse_phone(phone) if phone is not None else None)
+    return None if bound == whatsapp.phone_number_id else bound
 
 
 def _brief_date(conn: Conn, person: Person, for_date: dt.date | None) -> dt.date:

@@ -14,7 +14,7 @@ connection alike::
 So a misspelt name, a missing or mistyped parameter and a misread column are
 type errors, not runtime surprises. Loading fails at import when a file holds
 a query not declared here or lacks one that is;
-``delivery_pipeline_tests/test_queries.py`` checks every declaration against
+``delivery_pipeline_tests/store/test_queries.py`` checks every declaration against
 the database (parameter names and types, result columns and types).
 """
 
@@ -35,7 +35,7 @@ from typing import Any, Generic, TypeVar, cast, overload
 import psycopg
 from psycopg.rows import BaseRowFactory, class_row, kwargs_row, scalar_row
 
-from delivery_pipeline.settings import PROJECT_ROOT, Eligibility
+from delivery_pipeline.settings import PROJECT_ROOT, Eligibility, Guard
 from delivery_pipeline.store.rows import (
     AbandonClaimed,
     AbandonDocument,
@@ -132,6 +132,7 @@ from delivery_pipeline.store.rows import (
     LedgerEntry,
     Limit,
     MaxAttempts,
+    MaySend,
     MigrationRecord,
     NewAlert,
     NewDocumentAction,
@@ -170,6 +171,7 @@ from delivery_pipeline.store.rows import (
     RecordPricing,
     RefuseWindow,
     ReleaseForRetry,
+    ReleaseUnknown,
     ReopenForResend,
     ReportAbandoned,
     ReportChunk,
@@ -181,8 +183,10 @@ from delivery_pipeline.store.rows import (
     ResumeSending,
     ReviewDecided,
     Sample,
+    SendAllowed,
     SenderGate,
     SenderPausedCheck,
+    SenderRow,
     SenderState,
     SendSlots,
     SettleKnock,
@@ -410,13 +414,14 @@ class Queries:
     state_summary = Query(NoParams, StateCount)
     oldest_waiting = Query(NoParams, OldestWaiting)
     # eligibility and claim
-    guard_exists = Query(Eligibility, bool)
+    anything_due = Query(NoParams, bool)
+    guard_exists = Query(Guard, bool)
     eligible_ids = Query(Eligibility, Eligible)
     claim_batch = Query(ClaimBatch, Claim)
     begin_delivery = Query(BeginDelivery, LedgerEntry)
     advance_delivery = Query(AdvanceDelivery, Advance)
     chunk_failed = Statement(ChunkFailed)
-    chunk_unknown = Statement(ChunkRef)
+    release_unknown = Query(ReleaseUnknown, bool)
     release_for_retry = Query(ReleaseForRetry, int)
     hold_quiet = Query(HoldQuiet, bool)
     release_claim = Statement(ClaimRef)
@@ -431,7 +436,8 @@ class Queries:
     wake_awaiting_documents = Query(ByPerson, int)
     # sender state
     pause_sender = Query(PauseSender, Paused)
-    resume_sender = Query(ResumeSender, dt.datetime)
+    sender_row = Statement(SenderRow)
+    resume_sender = Query(ResumeSender, str)
     sender_state = Query(NoParams, SenderState)
     # the number's shared pacer
     pacer_row = Statement(ByPhoneNumber)
@@ -536,7 +542,7 @@ class Queries:
     sender_gate = Query(GateParams, SenderGate)
     probe_document = Query(ProbeRef, int)
     end_probe = Query(EndProbe, dt.datetime)
-    may_send = Query(ByDocument, bool)
+    may_send = Query(MaySend, SendAllowed)
     resume_sending = Query(ResumeSending, Resumed)
     # knocks and templates: sql/queries_templates.sql
     template_health = Query(TemplateKeys, TemplateHealth)

@@ -5,7 +5,7 @@ and types (a ``NotRequired`` key is one that some queries of a shared shape
 do not read); a row is a frozen dataclass whose fields are the query's result
 columns, in order and by name (a query of one column returns the value
 itself). ``store.queries`` pairs each query with its two types;
-``delivery_pipeline_tests/test_queries.py`` describes every query on a
+``delivery_pipeline_tests/store/test_queries.py`` describes every query on a
 migrated database and fails when a type and its SQL disagree. Shapes shared
 by several queries are declared once, first; the rest follow the order of
 ``sql/queries*.sql``. A field typed with one of ``model``'s enums is loaded as
@@ -22,7 +22,7 @@ from typing import Any, NotRequired, TypedDict
 from psycopg.types.json import Jsonb
 
 from delivery_pipeline.model import Action, ChunkState, Kind, ReviewDecision
-from delivery_pipeline.settings import Eligibility
+from delivery_pipeline.settings import Eligibility, Guard
 
 # ── parameters shared by several queries ────────────────────────────────
 
@@ -113,6 +113,8 @@ class Person:
     username: str | None
     # sql/026: the person pressed Stop (no knocks, no briefs) until they write Start
     knocks_stopped_at: dt.datetime | None
+    # sql/027: the business number they are bound to (None: the default number)
+    phone_number_id: str | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,6 +159,10 @@ class Document:
     # sql/026: the one reminder of an unanswered knock: when it is due, when it went
     remind_at: dt.datetime | None
     reminded_at: dt.datetime | None
+    # sql/027: the business number its first claim sent it from
+    phone_number_id: str | None
+    # sql/028: failed statuses applied to its chunks (the finish compares it)
+    chunk_failures: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -179,6 +185,7 @@ class ChunkOwner:
     callback_data: str
     person_id: int
     delivery_attempts: int  # the document's attempts counted so far
+    phone_number_id: str | None  # the number it was sent from (sql/027)
 
 
 @dataclass(frozen=True, slots=True)
@@ -220,6 +227,7 @@ class NewPerson(TypedDict):
     time_zone: str
     brief_opt_in: bool
     brief_local_time: dt.time
+    phone_number_id: str | None  # the number they are bound to (None: the default)
 
 
 class QuietHours(ByPerson):
@@ -289,13 +297,17 @@ class Eligible:
     quiet_until: dt.datetime | None
 
 
-class ClaimBatch(Eligibility):
+class ClaimBatch(Guard):
     document_id: int | None
     person_id: int | None
     limit: int
     token: uuid.UUID
     chunk_limit: int
-    probe: bool  # this sweep holds the pause's probe: it may claim while paused
+    # this sweep holds the probe of this pause ('*' or a number): it may claim one
+    # document while it lasts
+    probe_number: str | None
+    # only this number's documents (``sweep --number``); None: every number's
+    number: str | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -325,9 +337,12 @@ class Claim:
     knocks_stopped: bool
     # Woken for the one reminder of a delivered, unanswered knock (sql/026).
     remind: bool
+    # The business number it goes out from (sql/027), written by its first claim.
+    phone_number_id: str
 
 
 class BeginDelivery(ClaimRef):
+    phone_number_id: str
     chunks: list[str] | None
     tags: list[str] | None
     lease: dt.timedelta
@@ -348,6 +363,7 @@ class LedgerEntry:
 
 
 class AdvanceDelivery(ClaimRef):
+    phone_number_id: str
     sent_index: int | None
     sent_callback: str | None
     wa_message_id: str | None
@@ -367,6 +383,7 @@ class Advance:
     fenced: bool
     delivered: bool
     paused: bool  # sending is paused for this document: nothing fenced
+    every: bool  # ...by the pause of every number, not only its own
 
 
 class ChunkFailed(ChunkRef):
@@ -376,6 +393,12 @@ class ChunkFailed(ChunkRef):
 class ReleaseForRetry(ClaimRef):
     delay_seconds: float
     attempt: int
+    error: str
+
+
+class ReleaseUnknown(ChunkRef):
+    token: uuid.UUID
+    delay_seconds: float
     error: str
 
 
@@ -429,6 +452,7 @@ class RaiseLastInbound(ByPerson):
 
 
 class PauseSender(TypedDict):
+    phone_number_id: str  # '*': every number
     code: int | None
     reason: str
     document_id: int | None  # the refused send's document (a probe's grows the interval)
@@ -448,8 +472,13 @@ class Paused:
 
 
 class ResumeSender(TypedDict):
+    phone_number_id: str  # the number the accepted send went from
     send_started_at: dt.datetime
     by: str
+
+
+class SenderRow(TypedDict):
+    phone_number_id: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -464,6 +493,7 @@ class SenderState:
     refused_sends: int
     resumed_by: str | None
     next_probe_in_seconds: float | None
+    phone_number_id: str  # '*': every number
 
 
 # ── sql/queries.sql: the number's shared pacer ──────────────────────────
@@ -649,6 +679,7 @@ class SenderPausedCheck:
     age_seconds: float | None
     waiting: int
     waiting_ids: list[int]
+    paused_numbers: list[str]  # numbers paused on their own (sql/027)
 
 
 class AlertsToSend(TypedDict):
@@ -832,6 +863,7 @@ class ReportDocument:
     delivered_at: dt.datetime | None
     generated_in_day: bool | None
     delivered_in_day: bool | None
+    phone_number_id: str  # '' before its first claim (sql/027)
 
 
 @dataclass(frozen=True, slots=True)
@@ -841,6 +873,7 @@ class ReportChunk:
     state: str
     delivered: bool
     read: bool
+    phone_number_id: str  # '' for a document claimed before sql/027
 
 
 @dataclass(frozen=True, slots=True)
@@ -1099,12 +1132,17 @@ class KeptRaw:
 class GateParams(TypedDict):
     token: uuid.UUID
     first_seconds: float  # a pause recorded without a probe time: probe again this soon
+    # a sweep of one number (``sweep --number``) takes only its number's probe and
+    # every number's ('*'); None: every due probe
+    number: str | None
 
 
 @dataclass(frozen=True, slots=True)
 class SenderGate:
-    """May a sweep claim: ``open``, or it holds the ``probe``, or neither (paused)."""
+    """One pause row ('*' or a number): ``open``, or this sweep holds its ``probe``,
+    or neither (paused)."""
 
+    phone_number_id: str
     open: bool
     probe: bool
     pause_code: int | None
@@ -1114,21 +1152,36 @@ class SenderGate:
 class EndProbe(TypedDict):
     token: uuid.UUID
     again: bool
+    phone_number_id: str
 
 
 class ProbeRef(TypedDict):
     token: uuid.UUID
     document_id: int
+    phone_number_id: str
+
+
+class MaySend(TypedDict):
+    document_id: int
+    phone_number_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class SendAllowed:
+    allowed: bool
+    every: bool  # what stops it is the pause of every number
 
 
 class ResumeSending(TypedDict):
     by: str
+    phone_number_id: str | None  # None: every pause
 
 
 @dataclass(frozen=True, slots=True)
 class Resumed:
-    """The pause an operator ended."""
+    """A pause an operator ended."""
 
+    phone_number_id: str
     paused_at: dt.datetime
     pause_code: int | None
     pause_reason: str | None
@@ -1252,6 +1305,7 @@ class OpenKnock(ClaimRef):
     reserved_at: dt.datetime | None
     previous_knock_at: dt.datetime | None
     reminder: bool  # the one reminder of an unanswered knock (026): this document alone
+    phone_number_id: str  # the number it is sent from
 
 
 @dataclass(frozen=True, slots=True)
@@ -1288,6 +1342,7 @@ class KnockRow:
     language: str
     state: str
     wa_message_id: str | None
+    phone_number_id: str | None  # the number it was sent from (sql/027)
 
 
 class KnockStatus(ByKnock):
@@ -1533,6 +1588,7 @@ class KnockOutcome:
 
     id: int
     reminder: bool
+    phone_number_id: str  # '' for a knock sent before sql/027
     outcome: str  # answered, later, stop, not_wanted, not_seen, never_delivered
 
 

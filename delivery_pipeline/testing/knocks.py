@@ -48,6 +48,7 @@ def knocked_document(conn: psycopg.Connection[Any], phone: str, knock_age_second
             "time_zone": "UTC",
             "brief_opt_in": False,
             "brief_local_time": dt.time(7),
+            "phone_number_id": None,
         },
     )
     assert person is not None

@@ -131,10 +131,14 @@ class SandboxProcess(HarnessProcess):
         to: str | None = None,
         message_type: str | None = None,
         count: int | None = None,
+        phone_number_id: str | None = None,
     ) -> list[dict[str, Any]]:
         """Sends answer ``code`` (sync) or fail with it in a status (async), to ``to``
-        or everybody, ``count`` times or until ``clear_refusals``."""
+        or everybody, from business number ``phone_number_id`` or any, ``count`` times
+        or until ``clear_refusals``."""
         body: dict[str, Any] = {"code": code, "mode": mode}
+        if phone_number_id is not None:
+            body["phone_number_id"] = phone_number_id
         if to is not None:
             body["to"] = to
         if message_type is not None:

@@ -89,15 +89,17 @@ def backlog_numbers(frame: pd.DataFrame) -> dict[str, float | int]:
 
 
 def sending_pause(conn: psycopg.Connection[Any]) -> dict[str, Any]:
-    """Whether sending is paused fleet-wide, its cause, since when and the next probe:
-    beside the backlog, since a pause is why ``undelivered`` grows."""
-    state = QUERIES.sender_state.one(conn, {})
-    paused = state is not None and state.paused_at is not None
-    if not paused or state is None:
+    """Whether sending is paused (for every number, or for some), its cause, since
+    when and the next probe: beside the backlog, since a pause is why
+    ``undelivered`` grows. The first pause is shown (every number's, if it is)."""
+    pauses = [state for state in QUERIES.sender_state.all(conn, {}) if state.paused_at]
+    if not pauses:
         return {"sending_paused": False, "sending_paused_count": 0}
+    state = pauses[0]
     return {
         "sending_paused": True,
-        "sending_paused_count": 1,
+        "sending_paused_count": len(pauses),
+        "paused_numbers": ", ".join(s.phone_number_id for s in pauses),
         "pause_cause": f"({state.pause_code}) {state.pause_reason}",
         "paused_since": state.paused_at.isoformat() if state.paused_at else "",
         "next_probe_at": state.next_probe_at.isoformat() if state.next_probe_at else "due now",

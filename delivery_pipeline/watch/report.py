@@ -38,6 +38,8 @@ class DeliveryReport:
     numbers: dict[str, Any]
     abandoned_by_reason: dict[str, int]
     by_kind: pd.DataFrame
+    # Per business number (sql/027): documents delivered, chunks sent, knocks that left.
+    by_number: pd.DataFrame = dataclasses.field(default_factory=pd.DataFrame)
 
     def markdown(self) -> str:
         n = self.numbers
@@ -65,6 +67,11 @@ class DeliveryReport:
         ]
         for reason, count in self.abandoned_by_reason.items():
             lines.append(f"| — {reason} | {count} |")
+        for row in self.by_number.to_dict("records"):
+            lines.append(
+                f"| from number {str(row['phone_number_id']) or '(none)'}: delivered / chunks "
+                f"/ knocks | {row['delivered']} / {row['chunks_sent']} / {row['knocks_left']} |"
+            )
         return "\n".join(lines)
 
 
@@ -127,6 +134,21 @@ def delivery_report(conn: psycopg.Connection[Any], day: dt.date) -> DeliveryRepo
         columns=["kind", "generated", "delivered"],
     )
 
+    senders = sorted(
+        set(delivered["phone_number_id"])
+        | set(chunks["phone_number_id"])
+        | set(outcomes["phone_number_id"])
+    )
+    by_number = pd.DataFrame(
+        {
+            "phone_number_id": senders,
+            "delivered": [int((delivered["phone_number_id"] == n).sum()) for n in senders],
+            "chunks_sent": [int((chunks["phone_number_id"] == n).sum()) for n in senders],
+            "knocks_left": [int((outcomes["phone_number_id"] == n).sum()) for n in senders],
+        },
+        columns=["phone_number_id", "delivered", "chunks_sent", "knocks_left"],
+    )
+
     numbers: dict[str, Any] = {
         "documents_generated": len(generated),
         "documents_delivered": len(delivered),
@@ -144,7 +166,13 @@ def delivery_report(conn: psycopg.Connection[Any], day: dt.date) -> DeliveryRepo
     }
     for reason, count in by_reason.items():
         numbers[f"abandoned_{reason}"] = count
-    return DeliveryReport(day=day, numbers=numbers, abandoned_by_reason=by_reason, by_kind=by_kind)
+    return DeliveryReport(
+        day=day,
+        numbers=numbers,
+        abandoned_by_reason=by_reason,
+        by_kind=by_kind,
+        by_number=by_number,
+    )
 
 
 KNOCK_OUTCOMES = ("answered", "later", "stop", "not_wanted", "not_seen", "never_delivered")

@@ -46,7 +46,8 @@ def addressed(to: str) -> dict[str, str]:
 
 
 class CloudApiClient:
-    """One business phone number's messages endpoint."""
+    """The messages endpoint of the business phone numbers one token may use: the
+    configured number's, or any other's a send names (``number``)."""
 
     def __init__(
         self,
@@ -58,7 +59,8 @@ class CloudApiClient:
         timeout: float = 10.0,
         max_connections: int = 100,
     ) -> None:
-        self._number_url = f"{base_url.rstrip('/')}/{api_version}/{phone_number_id}"
+        self._base = f"{base_url.rstrip('/')}/{api_version}"
+        self._number_url = f"{self._base}/{phone_number_id}"
         self._url = f"{self._number_url}/messages"
         self._headers = {
             "Authorization": f"Bearer {access_token}",
@@ -117,8 +119,11 @@ class CloudApiClient:
             )
         return self._session
 
-    async def send_text(self, to: str, body: str, *, callback_data: str | None = None) -> str:
-        """Send a free-form text to a number or a BSUID (``addressed``); returns the wamid."""
+    async def send_text(
+        self, to: str, body: str, *, callback_data: str | None = None, number: str | None = None
+    ) -> str:
+        """Send a free-form text to a number or a BSUID (``addressed``) from business
+        number ``number`` (None: the configured one); returns the wamid."""
         payload: dict[str, Any] = {
             "messaging_product": "whatsapp",
             "recipient_type": "individual",
@@ -128,7 +133,7 @@ class CloudApiClient:
         }
         if callback_data:
             payload["biz_opaque_callback_data"] = callback_data
-        return await self._post(payload)
+        return await self._post(payload, number)
 
     async def send_template(
         self,
@@ -139,10 +144,12 @@ class CloudApiClient:
         *,
         callback_data: str | None = None,
         button_payloads: tuple[str, ...] = (),
+        number: str | None = None,
     ) -> str:
         """Send an approved template with positional body parameters and, for a
         template with quick-reply buttons, each button's payload (in button order:
-        the press comes back with it); returns the wamid."""
+        the press comes back with it), from business number ``number`` (None: the
+        configured one); returns the wamid."""
         template: dict[str, Any] = {"name": name, "language": {"code": language}}
         components: list[dict[str, Any]] = []
         if parameters:
@@ -169,17 +176,19 @@ class CloudApiClient:
         }
         if callback_data:
             payload["biz_opaque_callback_data"] = callback_data
-        return await self._post(payload)
+        return await self._post(payload, number)
 
-    async def phone_number(self) -> dict[str, Any]:
-        """``GET /{version}/{phone_number_id}``: the number's record. An answer at all
-        proves the token may use this number; sends nothing to anyone.
+    async def phone_number(self, number: str | None = None) -> dict[str, Any]:
+        """``GET /{version}/{phone_number_id}``: the record of ``number`` (None: the
+        default number). An answer at all proves the token may use this number;
+        sends nothing to anyone.
 
         Raises the classified ``CloudApiError`` (190: the token, 100: the
         number id), or ``ApiUnreachable``."""
         params = {"fields": "id,display_phone_number,verified_name"}
         try:
-            async with self._http().get(self._number_url, params=params) as response:
+            url = self._number_url if number is None else f"{self._base}/{number}"
+            async with self._http().get(url, params=params) as response:
                 status, raw = response.status, await response.read()
         except (aiohttp.ClientError, TimeoutError) as exc:
             raise ApiUnreachable(
@@ -190,10 +199,11 @@ class CloudApiClient:
             return body
         raise _error_of(status, raw, body)
 
-    async def _post(self, payload: dict[str, Any]) -> str:
+    async def _post(self, payload: dict[str, Any], number: str | None = None) -> str:
         body = json.dumps(payload).encode()
+        url = self._url if number is None else f"{self._base}/{number}/messages"
         try:
-            async with self._slots, self._http().post(self._url, data=body) as response:
+            async with self._slots, self._http().post(url, data=body) as response:
                 return _parse_response(response.status, await response.read())
         except (aiohttp.ClientConnectorError, aiohttp.ConnectionTimeoutError) as exc:
             raise SendNotAttempted(f"{type(exc).__name__}: {exc}") from exc

@@ -24,7 +24,8 @@ class Scope(enum.StrEnum):
 
     PERSON = "person"  # this recipient: their documents, nobody else's
     TEMPLATE = "template"  # this template (name, language): knocks that use it
-    SENDER = "sender"  # every send from our number and app: the fleet-wide pause
+    SENDER = "sender"  # every send of our app, token and account: every number pauses
+    NUMBER = "number"  # one business number: its sends pause, the other numbers go on
     MESSAGE = "message"  # this request only: this document, bounded retries
 
 
@@ -35,7 +36,7 @@ class Effect(enum.StrEnum):
     ABANDON = "abandon"  # never sent again; alerted (opted out: the person too)
     HOLD = "hold"  # wait a fixed time the platform asks for; no attempt burned
     SLOW = "slow"  # the number's shared timeline moves forward; no attempt burned
-    PAUSE = "pause"  # every sender of the fleet stops; one probes; no attempt burned
+    PAUSE = "pause"  # every sender stops (of the number, or of every number); one probes
     HOLD_TEMPLATE = "hold_template"  # knocks with this template wait; in-window sends go on
     RETRY = "retry"  # backoff, counted against DELIVERY_MAX_ATTEMPTS, then abandoned
 
@@ -127,6 +128,13 @@ class GlobalSendError(CloudApiError):
     effect = Effect.PAUSE
 
 
+class NumberSendError(GlobalSendError):
+    """Nobody can be sent to from this business number (not registered, not one the
+    token may use, its display name): its sends pause, every other number goes on."""
+
+    scope = Scope.NUMBER
+
+
 class AppRateLimited(GlobalSendError):
     """4, 80007: the app or the account made too many API calls; every call counts,
     so the whole fleet stops and one sender probes."""
@@ -216,12 +224,12 @@ RULES: dict[int, Rule] = {
     190: Rule("access token expired, revoked or invalid", GlobalSendError, S),
     10: Rule("the token lacks the messaging permission", GlobalSendError, S),
     200: Rule("the token lacks the messaging permission", GlobalSendError, S),
-    133010: Rule("phone number not registered on the Cloud API", GlobalSendError, S),
+    133010: Rule("phone number not registered on the Cloud API", NumberSendError, S),
     368: Rule("account restricted for policy violations", GlobalSendError, B),
     131031: Rule("business account locked", GlobalSendError, B),
     131005: Rule("access denied", GlobalSendError, S),
     131064: Rule("messaging limit cut for misclassified templates", GlobalSendError, B),
-    131037: Rule("display name not approved", GlobalSendError, B),
+    131037: Rule("display name not approved", NumberSendError, B),
     4: Rule("app-level API rate limit", AppRateLimited, S),
     80007: Rule("account (WABA) API rate limit", AppRateLimited, S),
     130429: Rule("throughput limit of the number (messages per second)", Throttled, S),
@@ -243,11 +251,11 @@ RULES: dict[int, Rule] = {
 
 # 100 with this subcode is the Graph API's "object with ID … does not exist,
 # cannot be loaded due to missing permissions": our WHATSAPP_PHONE_NUMBER_ID,
-# wrong for every send. Any other 100 is one malformed request.
+# wrong for every send from that number. Any other 100 is one malformed request.
 PHONE_NUMBER_ID_SUBCODE = 33
 PHONE_NUMBER_ID_RULE = Rule(
     "phone number id unknown, or not one this token may use (100, subcode 33)",
-    GlobalSendError,
+    NumberSendError,
     S,
 )
 
@@ -314,7 +322,8 @@ def from_error_object(obj: dict[str, Any], http_status: int | None = None) -> Cl
 # variable to look at. (Only the codes where one setting is the usual cause.)
 _REMEDIES = {
     190: "check WHATSAPP_ACCESS_TOKEN (expired, revoked, or not this app's)",
-    100: "check WHATSAPP_PHONE_NUMBER_ID (unknown, or not a number this token may use)",
+    100: "check WHATSAPP_PHONE_NUMBER_ID or WHATSAPP_NUMBERS (unknown, or not a number "
+    "this token may use)",
     10: "check that WHATSAPP_ACCESS_TOKEN has the whatsapp_business_messaging permission",
     200: "check that WHATSAPP_ACCESS_TOKEN has the whatsapp_business_messaging permission",
     132001: "check DELIVERY_KNOCK_TEMPLATES against the templates approved in WhatsApp Manager",

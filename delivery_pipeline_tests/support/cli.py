@@ -5,6 +5,10 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 def run(database_url: str, *args: str, stdin: str = "", **env: str) -> subprocess.CompletedProcess:
@@ -16,4 +20,25 @@ def run(database_url: str, *args: str, stdin: str = "", **env: str) -> subproces
         text=True,
         timeout=60,
         env={**os.environ, "DATABASE_URL": database_url, **env},
+    )
+
+
+def sweep_process(settings: Any, *args: str, **env: str) -> subprocess.Popen[str]:
+    """``delivery-pipeline sweep --json ARGS`` started (not awaited) against the test's
+    database and sandbox: a number far above what the tests send, no backoff, ``env``
+    on top. Its stdout is the sweep's JSON result, its stderr the progress."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "delivery_pipeline.cli", "sweep", "--json", *args],
+        env={
+            **os.environ,
+            "DATABASE_URL": settings.database.database_url,
+            "WHATSAPP_API_BASE_URL": settings.whatsapp.api_base_url,
+            "WHATSAPP_THROUGHPUT_LIMIT": "2000",
+            "DELIVERY_BACKOFF_BASE_SECONDS": "0",
+            **env,
+        },
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )

@@ -35,8 +35,10 @@ def add_person(
     inbound_age_seconds: float | None = 60,
     brief_opt_in: bool = False,
     brief_local_time: str = "07:00",
+    phone_number_id: str | None = None,
 ) -> dict[str, Any]:
-    """A person; ``inbound_age_seconds`` None means they never wrote (window closed)."""
+    """A person; ``inbound_age_seconds`` None means they never wrote (window closed);
+    ``phone_number_id`` the business number they are bound to (None: the default)."""
     person = conn.execute(
         QUERIES.insert_person.sql,
         {
@@ -46,6 +48,7 @@ def add_person(
             "time_zone": time_zone,
             "brief_opt_in": brief_opt_in,
             "brief_local_time": brief_local_time,
+            "phone_number_id": phone_number_id,
         },
     ).fetchone()
     if inbound_age_seconds is not None:

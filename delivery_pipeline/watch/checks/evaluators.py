@@ -401,15 +401,25 @@ def check_tier(conn: psycopg.Connection[Any], s: Settings) -> CheckResult:
 
 def check_sender_paused(conn: psycopg.Connection[Any], s: Settings) -> CheckResult:
     row = QUERIES.check_sender_paused.one(conn, {"sample": s.checks.sample_size})
-    assert row is not None  # sender_state holds its one row from the first migration on
+    assert row is not None  # sender_state holds the '*' row from the first migration on
     waiting = row.waiting
     ids = row.waiting_ids
+    # A number paused on its own is the engine's own alert (number_paused:<id>), one
+    # episode per number; the check stays about every sender, and names them.
+    numbers = ", ".join(row.paused_numbers)
     if row.paused_at is None or row.age_seconds is None:
         return result(
             registry.SENDER_PAUSED,
             None,
-            "Sending is not paused.",
-            {"count": waiting, "oldest_age_seconds": 0.0, "oldest_ids": [], "paused": False},
+            "Sending is not paused"
+            + (f" for every sender (paused on their own: numbers {numbers})." if numbers else "."),
+            {
+                "count": waiting,
+                "oldest_age_seconds": 0.0,
+                "oldest_ids": [],
+                "paused": False,
+                "paused_numbers": numbers,
+            },
         )
     age = row.age_seconds
     return result(
@@ -425,6 +435,7 @@ def check_sender_paused(conn: psycopg.Connection[Any], s: Settings) -> CheckResu
             "paused": True,
             "pause_code": row.pause_code,
             "pause_reason": row.pause_reason,
+            "paused_numbers": numbers,
         },
     )
 

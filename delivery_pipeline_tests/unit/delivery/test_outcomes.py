@@ -1,0 +1,133 @@
+"""``consequence_of``: what a platform error means for a document, sync or async."""
+
+from __future__ import annotations
+
+import pytest
+
+from delivery_pipeline.delivery.outcomes import (
+    ASYNC_RETRY_SECONDS,
+    ECOSYSTEM_RETRY_SECONDS,
+    TEMPLATE_HOLD_SECONDS,
+    THROUGHPUT_PAUSE_SECONDS,
+    Consequence,
+    Step,
+    consequence_of,
+)
+from delivery_pipeline.model import AbandonReason
+from delivery_pipeline.settings import DeliverySettings
+from delivery_pipeline.whatsapp.errors import (
+    PAIR_RATE_RETRY_SECONDS,
+    CloudApiError,
+    Scope,
+    classify,
+)
+
+SETTINGS = DeliverySettings(max_attempts=3, backoff_base_seconds=10, backoff_max_seconds=1000)
+
+
+def of(
+    code: int | None,
+    *,
+    attempts: int = 1,
+    synchronous: bool = True,
+    subcode: int | None = None,
+    knock: bool = False,
+) -> Consequence:
+    error: CloudApiError | None = classify(code, subcode=subcode) if code is not None else None
+    return consequence_of(
+        error,
+        document_id=7,
+        person_id=3,
+        attempts=attempts,
+        settings=SETTINGS,
+        synchronous=synchronous,
+        knock=knock,
+    )
+
+
+@pytest.mark.parametrize("synchronous", [True, False])
+def test_a_closed_window_knocks_and_burns_no_attempt(synchronous: bool) -> None:
+    consequence = of(131047, synchronous=synchronous)
+    assert consequence.step is Step.KNOCK
+    assert not consequence.counts_attempt and consequence.alert is None
+
+
+def test_a_knock_refused_for_the_window_is_retried_after_the_backoff_and_counts() -> None:
+    consequence = of(131047, attempts=2, knock=True)
+    assert (consequence.step, consequence.counts_attempt) == (Step.RETRY, True)
+    assert 0.75 * 20 <= consequence.retry_after <= 1.25 * 20
+    assert consequence.alert is None
+
+
+@pytest.mark.parametrize(
+    ("code", "scope"),
+    [(190, Scope.SENDER), (133010, Scope.NUMBER), (368, Scope.SENDER), (4, Scope.SENDER)],
+)
+def test_a_sender_wide_error_pauses_everyone_and_burns_no_attempt(code: int, scope) -> None:
+    consequence = of(code)
+    assert (consequence.step, consequence.scope) == (Step.PAUSE, scope)
+    assert consequence.retry_after == 0.0 and not consequence.counts_attempt
+    assert consequence.alert is None, "the pause's own episode alerts, not each refusal"
+    assert of(code, synchronous=False).retry_after == ASYNC_RETRY_SECONDS
+
+
+def test_the_phone_number_id_error_is_sender_wide_but_another_100_is_this_message() -> None:
+    assert of(100, subcode=33).step is Step.PAUSE
+    other = of(100)
+    assert (other.step, other.scope, other.counts_attempt) == (Step.RETRY, Scope.MESSAGE, True)
+
+
+def test_an_opt_out_abandons_marks_the_person_and_alerts_about_them() -> None:
+    consequence = of(131050)
+    assert consequence.step is Step.ABANDON and consequence.opts_out
+    assert consequence.scope is Scope.PERSON and not consequence.counts_attempt
+    assert consequence.alert is not None and consequence.alert.key == "recipient:3"
+
+
+def test_an_unreachable_person_abandons_without_opting_out() -> None:
+    consequence = of(131026)
+    assert consequence.step is Step.ABANDON and not consequence.opts_out
+    assert consequence.abandon_reason is not None
+
+
+def test_a_refused_template_holds_knocks_only() -> None:
+    consequence = of(132001)
+    assert (consequence.step, consequence.scope) == (Step.HOLD_TEMPLATE, Scope.TEMPLATE)
+    assert consequence.retry_after == TEMPLATE_HOLD_SECONDS and not consequence.counts_attempt
+    assert consequence.alert is not None and consequence.alert.key == "template_refused:132001"
+
+
+def test_platform_holds_wait_what_the_platform_asks_without_an_attempt() -> None:
+    ecosystem = of(131049, synchronous=False)
+    assert (ecosystem.step, ecosystem.retry_after) == (Step.RETRY, ECOSYSTEM_RETRY_SECONDS)
+    assert not ecosystem.counts_attempt
+    withheld_knock = of(131049, knock=True)
+    assert (withheld_knock.step, withheld_knock.retry_after) == (
+        Step.RETRY,
+        ECOSYSTEM_RETRY_SECONDS,
+    )
+    assert withheld_knock.counts_attempt, "a withheld knock is spent: it counts"
+    pair = of(131056)
+    assert pair.step is Step.RETRY and not pair.counts_attempt
+    assert PAIR_RATE_RETRY_SECONDS <= pair.retry_after <= 1.5 * PAIR_RATE_RETRY_SECONDS
+
+
+def test_the_throughput_limit_slows_the_sender_only_when_the_send_itself_was_refused() -> None:
+    refused = of(130429)
+    assert refused.slows_sender and not refused.counts_attempt
+    assert THROUGHPUT_PAUSE_SECONDS <= refused.retry_after <= 1.5 * THROUGHPUT_PAUSE_SECONDS
+    later = of(130429, synchronous=False)
+    assert not later.slows_sender and later.retry_after == ASYNC_RETRY_SECONDS
+
+
+@pytest.mark.parametrize("code", [131000, 999_999, None])
+def test_this_messages_trouble_backs_off_counting_attempts_then_abandons(code: int | None) -> None:
+    first = of(code, attempts=1)
+    assert (first.step, first.counts_attempt) == (Step.RETRY, True)
+    assert 0.75 * 10 <= first.retry_after <= 1.25 * 10
+    second = of(code, attempts=2)
+    assert 0.75 * 20 <= second.retry_after <= 1.25 * 20
+    last = of(code, attempts=SETTINGS.max_attempts)
+    assert (last.step, last.abandon_reason) == (Step.ABANDON, AbandonReason.MAX_ATTEMPTS)
+    assert last.counts_attempt and last.alert is not None
+    assert last.alert.key == "max_attempts:7"
