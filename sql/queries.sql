@@ -248,6 +248,11 @@ doc AS (
                AS person_busy
     FROM documents d
     WHERE d.id = %(document_id)s AND d.claim_token = %(token)s
+    -- An operator's cancel locks the row FOR UPDATE and counts the ledger: this
+    -- lock (the weakest, which nothing else on the hot path waits for) makes
+    -- the fence either wait for the cancel and find the claim revoked, or be
+    -- counted by it.
+    FOR KEY SHARE OF d
 ),
 written AS (
     INSERT INTO delivery_chunks AS c
@@ -288,9 +293,10 @@ ORDER BY l.chunk_index
 -- is never re-fenced, a 'pending' or 'failed' one always may be, an ambiguous
 -- one ('sending'/'unknown') only when the caller decided to resend. The lease
 -- is renewed once it is older than %(renew_after)s. A claim younger than that
--- cannot have been taken (nobody claims inside the lease); an older one is
--- proved on the locked row by the renewal, so a sweeper whose lease lapsed
--- never fences a chunk its successor owns. ours = false: the claim is lost,
+-- cannot have been taken (nobody claims inside the lease), only revoked by an
+-- operator, whose cancel the row's lock waits for; an older one is proved on
+-- the locked row by the renewal, so a sweeper whose lease lapsed never fences
+-- a chunk its successor owns. ours = false: the claim is lost,
 -- send nothing more (the record stands). paused: sending from the document's
 -- number %(phone_number_id)s is paused for every document but a probe's (sql/018,
 -- sql/027), nothing is fenced; give the claim back; every: for every number.
@@ -303,8 +309,18 @@ WITH sent AS (
     RETURNING chunk_index
 ),
 ours AS (
-    SELECT id, claimed_at >= now() - %(renew_after)s AS fresh, chunk_failures
+    -- Read from the statement's snapshot: the finish compares this counter.
+    SELECT id, chunk_failures
     FROM documents WHERE id = %(document_id)s AND claim_token = %(token)s
+),
+locked AS (
+    -- Locked as in begin_delivery, for an operator's cancel; a locked row is
+    -- its newest version, hence apart from ours.
+    SELECT id, claimed_at >= now() - %(renew_after)s AS fresh
+    FROM documents
+    WHERE %(next_index)s::integer IS NOT NULL
+      AND id = %(document_id)s AND claim_token = %(token)s
+    FOR KEY SHARE
 ),
 renewed AS (
     UPDATE documents SET claimed_at = now()
@@ -314,7 +330,7 @@ renewed AS (
     RETURNING id
 ),
 held AS (
-    SELECT id FROM ours WHERE fresh OR EXISTS (SELECT 1 FROM renewed)
+    SELECT id FROM locked WHERE fresh OR EXISTS (SELECT 1 FROM renewed)
 ),
 gate AS (
     -- Paused for this document: its number's or every number's (sql/031).

@@ -485,6 +485,67 @@ def test_a_sweeper_whose_lease_lapsed_fences_nothing_its_successor_claims(db, da
     assert chunk["state"] == "pending"
 
 
+def _cancel(document_id: int):
+    """An operator's cancel, as `documents cancel` runs it, left uncommitted."""
+
+    def cancel(conn) -> None:
+        conn.execute(QUERIES.lock_document.sql, {"document_id": document_id})
+        conn.execute(QUERIES.cancel_document.sql, {"document_id": document_id, "why": "t"})
+
+    return cancel
+
+
+def test_a_fresh_claims_fence_waits_for_a_cancel_and_finds_the_claim_revoked(db, database_url):
+    """A cancel commits while a young claim's next fence is being decided: the
+    fence waits for it and fences nothing, instead of fencing from a snapshot
+    that still shows the claim (the part would go out uncounted by the cancel)."""
+    person = add_person(db)
+    doc = add_document(db, person["id"], "Body.")
+    token = uuid.uuid4()
+    db.execute(
+        "UPDATE documents SET claim_token = %s, claimed_at = now() WHERE id = %s",
+        (token, doc["id"]),
+    )
+    _pending_chunk(db, doc["id"])
+
+    def advance(conn):
+        return conn.execute(
+            QUERIES.advance_delivery.sql, _fence_first_chunk(doc["id"], token)
+        ).fetchone()
+
+    answer = _waits_for_the_service(database_url, _cancel(doc["id"]), advance)
+    assert (answer["ours"], answer["fenced"]) == (False, False)
+    [chunk] = db.execute("SELECT state FROM delivery_chunks").fetchall()
+    assert chunk["state"] == "pending"
+
+
+def test_a_first_fence_waits_for_a_cancel_and_writes_no_ledger(db, database_url):
+    """The same for begin_delivery, whose ledger insert fences the first chunk."""
+    person = add_person(db)
+    doc = add_document(db, person["id"], "Body.")
+    token = uuid.uuid4()
+    db.execute(
+        "UPDATE documents SET claim_token = %s, claimed_at = now() WHERE id = %s",
+        (token, doc["id"]),
+    )
+
+    def begin(conn):
+        return conn.execute(
+            QUERIES.begin_delivery.sql,
+            {
+                "document_id": doc["id"],
+                "token": token,
+                "phone_number_id": DEV_PHONE_NUMBER_ID,
+                "chunks": ["Body."],
+                "tags": [f"dp:{doc['id']}:0:1"],
+                "lease": LEASE,
+            },
+        ).fetchall()
+
+    assert _waits_for_the_service(database_url, _cancel(doc["id"]), begin) == []
+    assert db.execute("SELECT count(*) AS n FROM delivery_chunks").fetchone()["n"] == 0
+
+
 def test_a_fresh_claim_fences_without_touching_the_document(db):
     person = add_person(db)
     doc = add_document(db, person["id"], "Body.")
