@@ -3,9 +3,9 @@
 -- name: insert_inbound
 -- Store an inbound message once by its platform id; no row back means we had it already.
 INSERT INTO inbound_messages (wa_message_id, person_id, from_number, from_user_id, message_type,
-                              body, sent_at, unknown_sender, payload)
+                              body, sent_at, unknown_sender, payload, to_phone_number_id)
 VALUES (%(wa_message_id)s, %(person_id)s, %(from_number)s, %(from_user_id)s, %(message_type)s,
-        %(body)s, %(sent_at)s, %(unknown_sender)s, %(payload)s)
+        %(body)s, %(sent_at)s, %(unknown_sender)s, %(payload)s, %(to_phone_number_id)s)
 ON CONFLICT (wa_message_id) DO NOTHING
 RETURNING wa_message_id
 

@@ -515,8 +515,13 @@ CREATE TABLE public.inbound_messages (
     sent_at timestamp with time zone NOT NULL,
     received_at timestamp with time zone DEFAULT now() NOT NULL,
     unknown_sender boolean DEFAULT false NOT NULL,
-    payload jsonb NOT NULL
+    payload jsonb NOT NULL,
+    to_phone_number_id text
 );
+
+-- Name: COLUMN inbound_messages.to_phone_number_id; Type: COMMENT
+
+COMMENT ON COLUMN public.inbound_messages.to_phone_number_id IS 'the business number written to (the webhook''s metadata.phone_number_id); NULL: not named';
 
 -- Name: knock_documents; Type: TABLE
 

@@ -270,8 +270,10 @@ def cmd_service(args: argparse.Namespace, settings: Settings) -> int:
 def cmd_sandbox_say(args: argparse.Namespace, settings: Settings) -> int:
     # A username user is addressed by their BSUID.
     phone = parse_user_id(args.number) if bsuid(args.number) else parse_phone(args.number)
-    answer = _sandbox_post(args.sandbox_url, f"people/{phone}/messages", {"text": args.text})
-    print(f"{phone} wrote {args.text!r} ({answer.get('id')})")
+    body = {"text": args.text, **({"to": args.to} if args.to else {})}
+    answer = _sandbox_post(args.sandbox_url, f"people/{phone}/messages", body)
+    to = f" to {args.to}" if args.to else ""
+    print(f"{phone} wrote {args.text!r}{to} ({answer.get('id')})")
     return 0
 
 
@@ -472,6 +474,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("number", help="the person's E.164 number, or a username user's BSUID")
     p.add_argument("text", help="what they write")
+    p.add_argument(
+        "--to",
+        metavar="PHONE_NUMBER_ID",
+        help="the business number they write to (default: WHATSAPP_PHONE_NUMBER_ID's); "
+        "the window opens with that number only",
+    )
     p.add_argument("--sandbox-url", default=f"http://127.0.0.1:{SANDBOX_DEFAULT_PORT}")
     p = add(
         sb_sub,

@@ -33,36 +33,46 @@ async def answer_inbound(
     *,
     later_seconds: float | None,
     quiet_hours: str | None,
+    to_their_number: bool = True,
 ) -> bool:
     """Apply what the person's message asks (delivery/reply.py), inside its transaction.
 
-    Every message opens the window (the platform opens it for a button press
-    too). Send it, Start and an ordinary reply then put the documents that
-    waited for it back in the queue; Later snoozes them; Stop abandons them
-    and stops knocks and briefs. Returns whether to sweep the person now.
+    Every message to their own business number opens the window (the platform
+    opens it for a button press too). Send it, Start and an ordinary reply then
+    put the documents that waited for it back in the queue; Later snoozes them;
+    Stop abandons them and stops knocks and briefs. Returns whether to sweep the
+    person now.
+
+    ``to_their_number`` false: they wrote to another of our numbers, whose window
+    with them is not the one their documents go out in; only what they say of
+    their consent (Stop, Start) applies, which is theirs whichever number heard it.
     """
     reply = read_reply(message)
+    if not to_their_number and reply.ask not in (Ask.STOP, Ask.START):
+        return False
     if reply.ask is None:
         await note_inbound(conn, person_id, sent_at)
         return True
     knock_id = await QUERIES.knock_answered.one(
         conn, {"person_id": person_id, "context_id": reply.context_id}
     )
+    if to_their_number:
+        await QUERIES.raise_last_inbound.one(conn, {"person_id": person_id, "sent_at": sent_at})
     snoozed_until: dt.datetime | None = None
+    documents = 0
     if reply.ask in (Ask.SEND, Ask.START):
         if reply.ask == Ask.START:
             await QUERIES.start_knocks.run(conn, {"person_id": person_id})
-        await QUERIES.raise_last_inbound.one(conn, {"person_id": person_id, "sent_at": sent_at})
-        documents = len(await QUERIES.wake_awaiting_documents.all(conn, {"person_id": person_id}))
+        if to_their_number:
+            woken = await QUERIES.wake_awaiting_documents.all(conn, {"person_id": person_id})
+            documents = len(woken)
     elif reply.ask == Ask.LATER:
-        await QUERIES.raise_last_inbound.one(conn, {"person_id": person_id, "sent_at": sent_at})
         until = await QUERIES.snooze_documents.all(
             conn,
             {"person_id": person_id, "later_seconds": later_seconds, "quiet_hours": quiet_hours},
         )
         documents, snoozed_until = len(until), (until[0] if until else None)
     else:
-        await QUERIES.raise_last_inbound.one(conn, {"person_id": person_id, "sent_at": sent_at})
         await QUERIES.stop_knocks.run(conn, {"person_id": person_id})
         documents = len(await QUERIES.abandon_stopped_documents.all(conn, {"person_id": person_id}))
     await QUERIES.record_knock_reply.run(
@@ -78,4 +88,4 @@ async def answer_inbound(
             "documents": documents,
         },
     )
-    return reply.ask in (Ask.SEND, Ask.START)
+    return to_their_number and reply.ask in (Ask.SEND, Ask.START)

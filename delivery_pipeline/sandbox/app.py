@@ -134,7 +134,7 @@ class Sandbox:
         person = state.person(message.to)
         if message.by_user_id and message.type in config.bsuid_refused_types:
             raise Refusal(131062, BSUID_UNSUPPORTED_DETAILS)
-        in_window = person.window_open(now, config.window_seconds)
+        in_window = person.window_open(now, config.window_seconds, number)
         failure: int | None = None
         life = None
         if message.type == "template" and message.template is not None:
@@ -252,17 +252,25 @@ class Sandbox:
         self.outbox.post([(name, builder(name)) for name in names], config.status_delay_ms / 1000)
 
     def person_writes(
-        self, number: str, text: str, name: str | None, username: str | None = None
+        self,
+        number: str,
+        text: str,
+        name: str | None,
+        username: str | None = None,
+        to: str | None = None,
     ) -> str:
+        """The person writes ``text`` to the business number ``to`` (the default one):
+        that pair's window opens."""
         now = time.time()
+        to = to or self.config.phone_number_id
         person = self.state.person(number)
         if username is not None:
             person.username = username
-        person.last_inbound_at = now
+        person.wrote_to[to] = now
         wamid = new_wamid()
-        person.written.append({"id": wamid, "text": text, "time": iso(now)})
+        person.written.append({"id": wamid, "text": text, "time": iso(now), "to": to})
         self.state.stats.inbound += 1
-        value = inbound_value(person, name or f"Sandbox {number[-4:]}", wamid, text, now)
+        value = inbound_value(person, name or f"Sandbox {number[-4:]}", wamid, text, now, to)
         self.outbox.post([("inbound", lambda: value)])
         return wamid
 
@@ -293,18 +301,21 @@ class Sandbox:
         if chosen is None:
             texts = ", ".join(b["text"] for b in buttons)
             raise LookupError(f"no button {button!r} on {message['id']}; it has {texts}")
-        person.last_inbound_at = now
+        # A press answers the message, so it goes to the number that sent it.
+        to = message.get("from_phone_number_id") or self.config.phone_number_id
+        person.wrote_to[to] = now
         wamid = new_wamid()
-        person.written.append({"id": wamid, "button": chosen["text"], "time": iso(now)})
+        person.written.append({"id": wamid, "button": chosen["text"], "time": iso(now), "to": to})
         self.state.stats.inbound += 1
         value = button_reply_value(
             person,
             f"Sandbox {number[-4:]}",
             wamid,
             chosen,
-            context={"from": self.config.display_phone_number, "id": message["id"]},
+            context={"from": self.config.display_of(to), "id": message["id"]},
             interactive=interactive,
             timestamp=now,
+            to=to,
         )
         self.outbox.post([("inbound", lambda: value)])
         return wamid
@@ -320,6 +331,11 @@ class Sandbox:
         value = number_changed_value(before, f"Sandbox {number[-4:]}", new_number, wamid, now)
         self.outbox.post([("inbound", lambda: value)])
         return wamid
+
+
+def _described(sandbox: Sandbox, person: Person, now: float) -> dict[str, Any]:
+    config = sandbox.config
+    return person.describe(now, config.window_seconds, config.phone_number_id)
 
 
 def _constant(value: dict[str, Any]) -> Callable[[], dict[str, Any]]:
@@ -583,16 +599,25 @@ async def person_writes(request: Request) -> Response:
     text = data.get("text") if data else None
     name = data.get("name") if data else None
     username = data.get("username") if data else None
+    to = data.get("to") if data else None
     if not isinstance(text, str) or not text:
         return _control_error(
             'body must be {"text": "<non-empty string>", "name"?: "<string>", '
-            '"username"?: "<string>"}'
+            '"username"?: "<string>", "to"?: "<business phone number id>"}'
         )
     if name is not None and not isinstance(name, str):
         return _control_error("name must be a string")
     if username is not None and not isinstance(username, str):
         return _control_error("username must be a string")
-    return JSONResponse({"id": _sandbox(request).person_writes(number, text, name, username)})
+    sandbox = _sandbox(request)
+    if to is not None and (not isinstance(to, str) or not sandbox.config.serves(to)):
+        return _control_error(_not_played(sandbox.config, to))
+    return JSONResponse({"id": sandbox.person_writes(number, text, name, username, to)})
+
+
+def _not_played(config: SandboxConfig, number: object) -> str:
+    played = ", ".join([config.phone_number_id, *config.numbers])
+    return f"the sandbox plays no business number {number!r}: it plays {played}"
 
 
 async def person_presses(request: Request) -> Response:
@@ -652,7 +677,7 @@ async def person_detail(request: Request) -> Response:
         return _control_error("the number must be E.164, e.g. +15551234567")
     sandbox = _sandbox(request)
     person = sandbox.state.people.get(number) or Person(number)
-    return JSONResponse(person.describe(time.time(), sandbox.config.window_seconds))
+    return JSONResponse(_described(sandbox, person, time.time()))
 
 
 async def person_window(request: Request) -> Response:
@@ -660,16 +685,28 @@ async def person_window(request: Request) -> Response:
     data = await _json_object(request)
     if number is None:
         return _control_error("the number must be E.164, e.g. +15551234567")
-    if data is None or "age_seconds" not in data:
-        return _control_error('body must be {"age_seconds": <seconds> | null}')
+    if data is None or "age_seconds" not in data or set(data) - {"age_seconds", "phone_number_id"}:
+        return _control_error(
+            'body must be {"age_seconds": <seconds> | null, "phone_number_id"?: "<id>"}'
+        )
     age = data["age_seconds"]
     if age is not None and (isinstance(age, bool) or not isinstance(age, int | float) or age < 0):
         return _control_error("age_seconds must be a number >= 0 or null")
     sandbox = _sandbox(request)
+    config = sandbox.config
+    chosen = data.get("phone_number_id")
+    if chosen is not None and (not isinstance(chosen, str) or not config.serves(chosen)):
+        return _control_error(_not_played(config, chosen))
+    # Without a number: as if they last wrote to every number the sandbox plays.
+    numbers = [chosen] if chosen is not None else [config.phone_number_id, *config.numbers]
     person = sandbox.state.person(number)
     now = time.time()
-    person.last_inbound_at = None if age is None else now - age
-    return JSONResponse(person.describe(now, sandbox.config.window_seconds))
+    for business_number in numbers:
+        if age is None:
+            person.wrote_to.pop(business_number, None)
+        else:
+            person.wrote_to[business_number] = now - age
+    return JSONResponse(_described(sandbox, person, now))
 
 
 async def person_unreachable(request: Request) -> Response:
@@ -684,7 +721,7 @@ async def person_unreachable(request: Request) -> Response:
     sandbox = _sandbox(request)
     person = sandbox.state.person(number)
     person.unreachable = mode if unreachable else None
-    return JSONResponse(person.describe(time.time(), sandbox.config.window_seconds))
+    return JSONResponse(_described(sandbox, person, time.time()))
 
 
 async def template_life(request: Request) -> Response:

@@ -150,6 +150,13 @@ class SandboxConfig(BaseModel):
         """Is this a number the token may send from?"""
         return phone_number_id == self.phone_number_id or phone_number_id in self.numbers
 
+    def display_of(self, phone_number_id: str) -> str:
+        """The number as people see it: ``display_phone_number`` for the default one; the
+        others, which the settings name by id alone, get one made from their id."""
+        if phone_number_id == self.phone_number_id:
+            return self.display_phone_number
+        return "1555" + phone_number_id[-7:].rjust(7, "0")
+
     def limit_of(self, phone_number_id: str) -> int | None:
         """The number's throughput limit (None: unlimited)."""
         if phone_number_id == self.phone_number_id:

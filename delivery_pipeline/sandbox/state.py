@@ -50,7 +50,8 @@ class Person:
     number: str
     inbox: list[dict[str, Any]] = field(default_factory=list)
     written: list[dict[str, Any]] = field(default_factory=list)
-    last_inbound_at: float | None = None
+    wrote_to: dict[str, float] = field(default_factory=dict)
+    """When they last wrote to each business number: the window is the pair's."""
     unreachable: str | None = None
     """None, or how sends to this phone fail with 131026: "sync" or "async"."""
 
@@ -64,17 +65,25 @@ class Person:
     def user_id(self) -> str:
         return self.number if self.phone is None else user_id_for(self.number)
 
-    def window_open(self, now: float, window_seconds: int) -> bool:
-        return self.last_inbound_at is not None and now - self.last_inbound_at < window_seconds
+    def window_open(self, now: float, window_seconds: int, business_number: str) -> bool:
+        """May ``business_number`` write to them freely (they wrote to it in the window)?"""
+        last = self.wrote_to.get(business_number)
+        return last is not None and now - last < window_seconds
 
-    def describe(self, now: float, window_seconds: int) -> dict[str, Any]:
+    def describe(self, now: float, window_seconds: int, default_number: str) -> dict[str, Any]:
+        last = self.wrote_to.get(default_number)
         return {
             "number": self.number,
             "phone": self.phone,
             "user_id": self.user_id,
             "username": self.username,
-            "window_open": self.window_open(now, window_seconds),
-            "last_inbound_at": None if self.last_inbound_at is None else iso(self.last_inbound_at),
+            # the default business number's window, as with one number; every number's below
+            "window_open": self.window_open(now, window_seconds, default_number),
+            "last_inbound_at": None if last is None else iso(last),
+            "windows": {
+                number: {"open": now - at < window_seconds, "last_inbound_at": iso(at)}
+                for number, at in sorted(self.wrote_to.items())
+            },
             "received": len(self.inbox),
             "unreachable": self.unreachable,
             "written": self.written,

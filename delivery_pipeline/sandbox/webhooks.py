@@ -43,8 +43,19 @@ def encode(payload: dict[str, Any]) -> bytes:
     return json.dumps(payload, separators=(",", ":")).encode()
 
 
-def envelope(config: SandboxConfig, value: dict[str, Any]) -> dict[str, Any]:
-    """Wrap a ``changes[].value`` in the whatsapp_business_account envelope."""
+def envelope(config: SandboxConfig, *values: dict[str, Any]) -> dict[str, Any]:
+    """Wrap ``changes[].value``s in the whatsapp_business_account envelope: one change
+    per business number, as Meta posts a number's updates with its ``metadata``. A
+    value names its number as ``metadata.phone_number_id`` (else the default one)."""
+    by_number: dict[str, dict[str, Any]] = {}
+    for value in values:
+        number = value.get("metadata", {}).get("phone_number_id") or config.phone_number_id
+        rest = {k: v for k, v in value.items() if k != "metadata"}
+        merged = by_number.get(number)
+        if merged is None:
+            by_number[number] = rest
+        else:
+            merged["statuses"] = [*merged.get("statuses", []), *rest.get("statuses", [])]
     return {
         "object": "whatsapp_business_account",
         "entry": [
@@ -56,16 +67,23 @@ def envelope(config: SandboxConfig, value: dict[str, Any]) -> dict[str, Any]:
                         "value": {
                             "messaging_product": "whatsapp",
                             "metadata": {
-                                "display_phone_number": config.display_phone_number,
-                                "phone_number_id": config.phone_number_id,
+                                "display_phone_number": config.display_of(number),
+                                "phone_number_id": number,
                             },
                             **value,
                         },
                     }
+                    for number, value in by_number.items()
                 ],
             }
         ],
     }
+
+
+def from_number(number: str | None) -> dict[str, Any]:
+    """The ``metadata`` a value carries to say which business number it concerns
+    (``envelope`` adds the display number); none: the default one."""
+    return {"metadata": {"phone_number_id": number}} if number else {}
 
 
 def _recipient(message: Outgoing) -> dict[str, str]:
@@ -113,7 +131,7 @@ def status_value(
         if status == "sent":
             entry["conversation"]["expiration_timestamp"] = str(int(time.time()) + 24 * 3600)
         entry["pricing"] = dict(price)
-    return {"statuses": [entry]}
+    return {**from_number(message.phone_number_id), "statuses": [entry]}
 
 
 def failed_status_value(
@@ -139,7 +157,7 @@ def failed_status_value(
     }
     if message.callback_data is not None:
         entry["biz_opaque_callback_data"] = message.callback_data
-    return {"statuses": [entry]}
+    return {**from_number(message.phone_number_id), "statuses": [entry]}
 
 
 def _contact(person: Person, name: str) -> dict[str, Any]:
@@ -164,10 +182,11 @@ def _from(person: Person) -> dict[str, Any]:
 
 
 def inbound_value(
-    person: Person, name: str, wamid: str, text: str, timestamp: float
+    person: Person, name: str, wamid: str, text: str, timestamp: float, to: str | None = None
 ) -> dict[str, Any]:
-    """``value`` of a person's text message to the business."""
+    """``value`` of a person's text message to the business number ``to``."""
     return {
+        **from_number(to),
         "contacts": [_contact(person, name)],
         "messages": [
             {
@@ -190,6 +209,7 @@ def button_reply_value(
     context: dict[str, str],
     interactive: bool,
     timestamp: float,
+    to: str | None = None,
 ) -> dict[str, Any]:
     """``value`` of a tap on a quick reply: a template's comes as ``type: button``
     (``button.payload``/``text``), an interactive message's as
@@ -209,7 +229,7 @@ def button_reply_value(
     else:
         message["type"] = "button"
         message["button"] = {"payload": button["payload"], "text": button["text"]}
-    return {"contacts": [_contact(person, name)], "messages": [message]}
+    return {**from_number(to), "contacts": [_contact(person, name)], "messages": [message]}
 
 
 def number_changed_value(
@@ -345,8 +365,7 @@ class WebhookOutbox:
     def _encode(self, delivery: _Delivery, config: SandboxConfig) -> bytes:
         if delivery.members:
             builds = [m.build for m in delivery.members if m.build is not None]
-            statuses = [status for build in builds for status in build().get("statuses", [])]
-            return encode(envelope(config, {"statuses": statuses}))
+            return encode(envelope(config, *(build() for build in builds)))
         assert delivery.build is not None
         if delivery.kind in LIFECYCLE_FIELDS:
             return encode(delivery.build())  # a whole envelope of its own (on the WABA)

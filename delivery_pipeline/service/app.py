@@ -40,7 +40,7 @@ from delivery_pipeline import __version__, logs
 from delivery_pipeline.delivery.sweep import DeliveryEngine, pool_size
 from delivery_pipeline.service.bodies import TooLarge, read_limited
 from delivery_pipeline.service.daemon_watch import watch_forever
-from delivery_pipeline.service.ingest import WebhookOutcome, apply_payload
+from delivery_pipeline.service.ingest import OurNumbers, WebhookOutcome, apply_payload
 from delivery_pipeline.service.listener import ReadyListener
 from delivery_pipeline.service.review_page import REVIEW_ROUTES
 from delivery_pipeline.service.sessions import Sessions
@@ -343,7 +343,9 @@ async def _apply_retrying(
     """A deadlock between two concurrent batches rolls one back whole: apply it again."""
     for attempt in range(3):
         try:
-            return await apply_payload(conn, payload, settings.delivery)
+            return await apply_payload(
+                conn, payload, settings.delivery, OurNumbers.of(settings.whatsapp)
+            )
         except psycopg.errors.TransactionRollback:
             if attempt == 2:
                 raise

@@ -37,7 +37,7 @@ from delivery_pipeline.service.identity import (
     sender_of,
 )
 from delivery_pipeline.service.pricing import pricing_records
-from delivery_pipeline.settings import DeliverySettings
+from delivery_pipeline.settings import DeliverySettings, WhatsAppSettings
 from delivery_pipeline.store.db import database_unavailable
 from delivery_pipeline.store.queries import QUERIES
 from delivery_pipeline.store.rows import ChunkOwner, StatusEvent
@@ -90,8 +90,33 @@ _NAME_MAX = 40
 _FUTURE = "timestamp-in-the-future"
 
 
+@dataclass(frozen=True, slots=True)
+class OurNumbers:
+    """The business numbers we send from: a person's window is with the number they
+    wrote to, and their documents go out from the number they are bound to."""
+
+    default: str
+    every: frozenset[str]
+
+    @classmethod
+    def of(cls, whatsapp: WhatsAppSettings) -> OurNumbers:
+        return cls(whatsapp.phone_number_id, frozenset(n.id for n in whatsapp.business_numbers))
+
+    def opens_their_window(self, bound: str | None, to: str | None) -> bool:
+        """Does a message to the number ``to`` from a person bound to ``bound`` (None:
+        the default number) open the window their documents are sent in? A body
+        without a number, or naming one we do not send from, counts as to theirs:
+        one number configured works as it always did."""
+        if to is None or to not in self.every:
+            return True
+        return to == (bound or self.default)
+
+
 async def apply_payload(
-    conn: AsyncConnection[Any], payload: Any, settings: DeliverySettings
+    conn: AsyncConnection[Any],
+    payload: Any,
+    settings: DeliverySettings,
+    numbers: OurNumbers | None = None,
 ) -> WebhookOutcome:
     """Store and apply every message and status in a parsed webhook body.
 
@@ -117,8 +142,11 @@ async def apply_payload(
             continue
         raw_contacts = value.get("contacts")
         contacts: list[Any] = raw_contacts if isinstance(raw_contacts, list) else []
+        metadata = value.get("metadata")
+        to = text_or_none(metadata.get("phone_number_id")) if isinstance(metadata, dict) else None
+        inbound = _Inbound(contacts, to, numbers, settings)
         for message in dicts(value.get("messages")):
-            await _isolated(outcome, partial(_apply_inbound, conn, message, contacts, settings))
+            await _isolated(outcome, partial(_apply_inbound, conn, message, inbound))
         statuses = dicts(value.get("statuses"))
         if statuses:
             await _apply_status_batch(conn, statuses, settings, outcome)
@@ -165,13 +193,23 @@ async def _isolated(
 # ── inbound messages ────────────────────────────────────────────────────
 
 
+@dataclass(frozen=True, slots=True)
+class _Inbound:
+    """What a change's messages share: its contacts and the business number written to."""
+
+    contacts: list[Any]
+    to: str | None
+    numbers: OurNumbers | None
+    settings: DeliverySettings
+
+
 async def _apply_inbound(
     conn: AsyncConnection[Any],
     message: dict[str, Any],
-    contacts: list[Any],
-    settings: DeliverySettings,
+    inbound: _Inbound,
     outcome: WebhookOutcome,
 ) -> None:
+    contacts, settings = inbound.contacts, inbound.settings
     wamid = text_or_none(message.get("id"))
     if not wamid:
         outcome.unhandled.append("message-without-id")
@@ -195,6 +233,7 @@ async def _apply_inbound(
                 "body": message_body(message),
                 "sent_at": sent_at,
                 "unknown_sender": person is None,
+                "to_phone_number_id": inbound.to,
                 "payload": Jsonb({"message": message, "contacts": contacts}),
             },
         )
@@ -211,6 +250,16 @@ async def _apply_inbound(
             return
         if kind in _NOT_FROM_THE_PERSON or message.get("group_id"):
             return
+        to_theirs = inbound.numbers is None or inbound.numbers.opens_their_window(
+            person.phone_number_id, inbound.to
+        )
+        if not to_theirs:
+            log.info(
+                "inbound %.80s from person %s went to number %s, not theirs: no window opens",
+                wamid,
+                person.id,
+                inbound.to,
+            )
         # A reply to a knock may ask for something (reply.py): Later, Stop, Start.
         sweep_now = await answer_inbound(
             conn,
@@ -220,6 +269,7 @@ async def _apply_inbound(
             sent_at,
             later_seconds=settings.later_seconds,
             quiet_hours=settings.quiet_hours or None,
+            to_their_number=to_theirs,
         )
     if sweep_now:
         outcome.persons_to_sweep.add(person.id)

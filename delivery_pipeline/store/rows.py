@@ -1054,6 +1054,8 @@ class NewInbound(TypedDict):
     sent_at: dt.datetime
     unknown_sender: bool
     payload: Jsonb
+    # sql/033: the business number written to (the change's metadata)
+    to_phone_number_id: str | None
 
 
 class StatusEvent(TypedDict):

@@ -66,15 +66,23 @@ class SandboxProcess(HarnessProcess):
         return self._call("GET", "/_sandbox/faults")
 
     def say(
-        self, number: str, text: str, name: str | None = None, username: str | None = None
+        self,
+        number: str,
+        text: str,
+        name: str | None = None,
+        username: str | None = None,
+        to: str | None = None,
     ) -> str:
-        """The person at ``number`` (or a username user's BSUID) writes ``text`` (opens
-        their window); returns the wamid."""
+        """The person at ``number`` (or a username user's BSUID) writes ``text`` to the
+        business number ``to`` (the default one), which opens that pair's window;
+        returns the wamid."""
         body: dict[str, Any] = {"text": text}
         if name is not None:
             body["name"] = name
         if username is not None:
             body["username"] = username
+        if to is not None:
+            body["to"] = to
         return self._call("POST", f"/_sandbox/people/{_path_number(number)}/messages", body)["id"]
 
     def press(
@@ -106,10 +114,16 @@ class SandboxProcess(HarnessProcess):
     def person(self, number: str) -> dict[str, Any]:
         return self._call("GET", f"/_sandbox/people/{_path_number(number)}")
 
-    def set_window(self, number: str, age_seconds: float | None) -> dict[str, Any]:
-        """Pretend the person last wrote ``age_seconds`` ago (``None``: never)."""
+    def set_window(
+        self, number: str, age_seconds: float | None, phone_number_id: str | None = None
+    ) -> dict[str, Any]:
+        """Pretend the person last wrote ``age_seconds`` ago (``None``: never) to the
+        business number ``phone_number_id``, or to every number the sandbox plays."""
         path = f"/_sandbox/people/{_path_number(number)}/window"
-        return self._call("POST", path, {"age_seconds": age_seconds})
+        body: dict[str, Any] = {"age_seconds": age_seconds}
+        if phone_number_id is not None:
+            body["phone_number_id"] = phone_number_id
+        return self._call("POST", path, body)
 
     def set_unreachable(
         self, number: str, unreachable: bool = True, mode: str = "sync"

@@ -428,6 +428,53 @@ def test_inbound_message_opens_the_window_and_posts_a_signed_webhook(
     assert abs(int(message["timestamp"]) - time.time()) < 60
 
 
+def test_the_window_is_the_persons_with_one_business_number(
+    sandbox: SandboxProcess, hooked: WebhookReceiver
+) -> None:
+    """A person who writes to one of the token's numbers opens that number's window
+    only; the webhooks name the number they concern in their metadata."""
+    other = "300000000000009"
+    sandbox.faults(numbers={other: None})
+    number = "+15550100031"
+    sandbox.say(number, "hi", to=other)
+    with pytest.raises(ReEngagementRequired):
+        send_text(sandbox, number, "from the default number")
+    wamid = with_client(
+        sandbox, lambda c: c.send_text(number, "from the other"), phone_number_id=other
+    )
+    described = sandbox.person(number)
+    assert described["window_open"] is False  # the default number's, as with one number
+    assert described["windows"][other]["open"] is True
+
+    def values(got: list[ReceivedWebhook]) -> list[dict[str, Any]]:
+        return [v for w in about(got, number) for v in w.values()]
+
+    received = hooked.wait_for(
+        lambda got: (
+            any(v.get("messages") for v in values(got))
+            and any(s["id"] == wamid for v in values(got) for s in v.get("statuses", []))
+        )
+    )
+    [inbound] = [v for v in values(received) if v.get("messages")]
+    assert inbound["metadata"] == {
+        "display_phone_number": "1555" + other[-7:],
+        "phone_number_id": other,
+    }
+    status = next(
+        v for v in values(received) if any(s["id"] == wamid for s in v.get("statuses", []))
+    )
+    assert status["metadata"]["phone_number_id"] == other
+
+    sandbox.set_window(number, 60, phone_number_id=sandbox.phone_number_id)
+    send_text(sandbox, number, "now the default number may")
+    sandbox.set_window(number, None)  # no number named: every number's
+    assert not any(w["open"] for w in sandbox.person(number)["windows"].values())
+    answer = sandbox.http.post(
+        f"/_sandbox/people/{number}/messages", json={"text": "hi", "to": "999"}
+    )
+    assert answer.status_code == 400 and "plays no business number '999'" in answer.text
+
+
 def test_person_paths_accept_plus_and_percent_encoded_plus(sandbox: SandboxProcess) -> None:
     for path_number in ("+15550100031", "%2B15550100031"):
         response = sandbox.http.post(

@@ -8,10 +8,12 @@ real sweep processes.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import signal
 import subprocess
 import time
+from collections.abc import Iterator
 
 import pytest
 
@@ -21,7 +23,7 @@ from delivery_pipeline.settings import DEV_PHONE_NUMBER_ID
 from delivery_pipeline.store.intake import InputError, add_person
 from delivery_pipeline.store.queries import QUERIES
 from delivery_pipeline.testing.plans import plan_body
-from delivery_pipeline.testing.service import start_service
+from delivery_pipeline.testing.service import APP_SECRET, start_service
 from delivery_pipeline.watch.report import delivery_report
 from delivery_pipeline_tests.support import data
 from delivery_pipeline_tests.support.cli import sweep_process
@@ -78,7 +80,7 @@ def test_every_document_and_knock_goes_out_from_its_persons_number(db, sandbox, 
     for number in ALL:
         for _ in range(3):
             person = data.add_person(db, phone_number_id=None if number == ALL[0] else number)
-            sandbox.say(person["phone"], "hi")
+            sandbox.say(person["phone"], "hi", to=number)
             body = plan_body(3, chunk_limit=300, tag=f"{person['id']} ")
             data.add_document(db, person["id"], body)
             bodies[person["phone"]] = body
@@ -122,7 +124,7 @@ def test_a_paused_number_stops_its_own_documents_and_no_others(db, sandbox, sett
     for number in ALL:
         for _ in range(4):
             person = data.add_person(db, phone_number_id=None if number == ALL[0] else number)
-            sandbox.say(person["phone"], "hi")
+            sandbox.say(person["phone"], "hi", to=number)
             docs[number].append(data.add_document(db, person["id"], "A short plan.")["id"])
     sandbox.refuse(133010, "sync", phone_number_id=US)
 
@@ -159,7 +161,7 @@ def test_a_token_refused_still_pauses_every_number(db, sandbox, settings):
     s = _settings(settings)
     for number in ALL:
         person = data.add_person(db, phone_number_id=None if number == ALL[0] else number)
-        sandbox.say(person["phone"], "hi")
+        sandbox.say(person["phone"], "hi", to=number)
         data.add_document(db, person["id"], "A short plan.")
     sandbox.refuse(190, "sync")
 
@@ -183,7 +185,7 @@ def test_a_killed_senders_document_is_finished_from_the_number_it_began_on(db, s
     the document still goes from the number it began on, each part once."""
     _sandbox_plays_three_numbers(sandbox)
     person = data.add_person(db, phone_number_id=BR)
-    sandbox.say(person["phone"], "hi")
+    sandbox.say(person["phone"], "hi", to=BR)
     body = plan_body(8)
     doc = data.add_document(db, person["id"], body)
 
@@ -228,7 +230,7 @@ def test_six_processes_race_over_three_numbers_and_a_paused_one(db, sandbox, set
         number = ALL[i % 3]
         person = data.add_person(db, phone_number_id=None if number == ALL[0] else number)
         people.append((person, number))
-        sandbox.say(person["phone"], "hi")
+        sandbox.say(person["phone"], "hi", to=number)
     expected: dict[str, list[str]] = {}
     for n in range(2):
         for person, _ in people:
@@ -276,11 +278,11 @@ def test_a_sweep_of_one_number_sends_only_that_numbers_documents(db, sandbox, se
     for number in ALL:
         for _ in range(3):
             person = data.add_person(db, phone_number_id=None if number == ALL[0] else number)
-            sandbox.say(person["phone"], "hi")
+            sandbox.say(person["phone"], "hi", to=number)
             docs[number].append(data.add_document(db, person["id"], "A short plan.")["id"])
     # A document that began on BR stays BR's, whatever its person is bound to now.
     began = data.add_person(db, phone_number_id=US)
-    sandbox.say(began["phone"], "hi")
+    sandbox.say(began["phone"], "hi", to=BR)
     docs[BR].append(data.add_document(db, began["id"], "Begun on BR.")["id"])
     db.execute("UPDATE documents SET phone_number_id = %s WHERE id = %s", (BR, docs[BR][-1]))
     # The default number is paused, its probe due: a sweep of US leaves it alone.
@@ -336,7 +338,7 @@ def test_a_number_the_token_may_not_use_stops_an_operators_sweep_before_any_clai
     sandbox.faults(numbers={US: 1000}, pair_rate_enabled=False, throughput_limit=0)
     s = _settings(settings)
     person = data.add_person(db, phone_number_id=US)
-    sandbox.say(person["phone"], "hi")
+    sandbox.say(person["phone"], "hi", to=US)
     doc = data.add_document(db, person["id"], "A short plan.")
 
     with pytest.raises(SweepNotStarted) as refused:
@@ -365,3 +367,68 @@ def test_the_service_names_a_refused_number_at_start_up(db, sandbox, settings):
             what="the start-up line",
         )
     assert f"phone number id {BR}" in line and "WHATSAPP_NUMBERS" in line
+
+
+@contextlib.contextmanager
+def _wired_service(sandbox, settings) -> Iterator[None]:
+    """The webhook service, knowing the three numbers, receiving the sandbox's webhooks."""
+    _sandbox_plays_three_numbers(sandbox)
+    with start_service(
+        settings.database.database_url,
+        sandbox.url,
+        WHATSAPP_NUMBERS=NUMBERS,
+        DELIVERY_LISTEN="false",
+    ) as svc:
+        sandbox.faults(webhook_url=svc.webhook_url, app_secret=APP_SECRET, status_delay_ms=20)
+        yield
+
+
+def _inbound_to(db, person_id: int) -> list[str | None]:
+    rows = db.execute(
+        "SELECT to_phone_number_id FROM inbound_messages WHERE person_id = %s ORDER BY sent_at",
+        (person_id,),
+    ).fetchall()
+    return [r["to_phone_number_id"] for r in rows]
+
+
+def test_a_message_to_another_of_our_numbers_opens_no_window_with_theirs(db, sandbox, settings):
+    """A person bound to BR, knocked from BR, writes to US: the message is stored with
+    the number it went to, their window with BR stays shut and the document keeps
+    waiting for a reply; when they write to BR it opens and the document goes out."""
+    s = _settings(settings)
+    with _wired_service(sandbox, settings):
+        person = data.add_person(db, phone_number_id=BR, inbound_age_seconds=None)
+        doc = data.add_document(db, person["id"], "A short plan.")
+        assert sweep(s).knocks_sent == 1
+        assert _doc(db, doc["id"])["awaiting_reply_since"] is not None
+
+        sandbox.say(person["phone"], "hi", to=US)
+        wait_for(lambda: _inbound_to(db, person["id"]) == [US], what="the message stored")
+        row = db.execute(
+            "SELECT last_inbound_at FROM people WHERE id = %s", (person["id"],)
+        ).fetchone()
+        assert row["last_inbound_at"] is None
+        assert _doc(db, doc["id"])["awaiting_reply_since"] is not None
+
+        sandbox.say(person["phone"], "hi", to=BR)
+        wait_for(lambda: _doc(db, doc["id"])["delivered_at"], what="delivery after the reply")
+    assert _inbound_to(db, person["id"]) == [US, BR]
+    inbox = sandbox.inbox(person["phone"])
+    assert texts(inbox) == ["A short plan."]
+    assert {m["from_phone_number_id"] for m in inbox} == {BR}
+
+
+def test_a_stop_to_another_of_our_numbers_still_stops_them(db, sandbox, settings):
+    """Consent is the person's, whichever of our numbers heard it."""
+    s = _settings(settings)
+    with _wired_service(sandbox, settings):
+        person = data.add_person(db, phone_number_id=BR, inbound_age_seconds=None)
+        doc = data.add_document(db, person["id"], "A short plan.")
+        assert sweep(s).knocks_sent == 1
+        sandbox.say(person["phone"], "STOP", to=US)
+        wait_for(lambda: _doc(db, doc["id"])["abandoned_at"], what="the stop applied")
+    assert _doc(db, doc["id"])["abandon_reason"] == "opted_out"
+    row = db.execute(
+        "SELECT last_inbound_at, knocks_stopped_at FROM people WHERE id = %s", (person["id"],)
+    ).fetchone()
+    assert row["knocks_stopped_at"] is not None and row["last_inbound_at"] is None
