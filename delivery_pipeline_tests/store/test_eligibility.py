@@ -145,19 +145,7 @@ def test_guard_view_and_claim_agree(db, name, person_kwargs, updates, expected):
 
     guard = db.execute(QUERIES.guard_exists.sql, PARAMS).fetchone()["eligible"]
     view = db.execute(QUERIES.eligible_ids.sql, PARAMS).fetchall()
-    claimed = db.execute(
-        QUERIES.claim_batch.sql,
-        {
-            **PARAMS,
-            "document_id": None,
-            "person_id": None,
-            "limit": 10,
-            "token": uuid.uuid4(),
-            "chunk_limit": 4096,
-            "probe_number": None,
-            "number": None,
-        },
-    ).fetchall()
+    claimed = db.execute(QUERIES.claim_batch.sql, _claim_args()).fetchall()
 
     assert guard is (expected is not None)
     assert [(r["id"], r["action"]) for r in view] == ([(doc["id"], expected)] if expected else [])
@@ -485,6 +473,16 @@ def test_a_sweeper_whose_lease_lapsed_fences_nothing_its_successor_claims(db, da
     assert chunk["state"] == "pending"
 
 
+def _claimed_now(db, document_id: int) -> uuid.UUID:
+    """The document under a fresh claim; its token."""
+    token = uuid.uuid4()
+    db.execute(
+        "UPDATE documents SET claim_token = %s, claimed_at = now() WHERE id = %s",
+        (token, document_id),
+    )
+    return token
+
+
 def _cancel(document_id: int):
     """An operator's cancel, as `documents cancel` runs it, left uncommitted."""
 
@@ -501,11 +499,7 @@ def test_a_fresh_claims_fence_waits_for_a_cancel_and_finds_the_claim_revoked(db,
     that still shows the claim (the part would go out uncounted by the cancel)."""
     person = add_person(db)
     doc = add_document(db, person["id"], "Body.")
-    token = uuid.uuid4()
-    db.execute(
-        "UPDATE documents SET claim_token = %s, claimed_at = now() WHERE id = %s",
-        (token, doc["id"]),
-    )
+    token = _claimed_now(db, doc["id"])
     _pending_chunk(db, doc["id"])
 
     def advance(conn):
@@ -523,11 +517,7 @@ def test_a_first_fence_waits_for_a_cancel_and_writes_no_ledger(db, database_url)
     """The same for begin_delivery, whose ledger insert fences the first chunk."""
     person = add_person(db)
     doc = add_document(db, person["id"], "Body.")
-    token = uuid.uuid4()
-    db.execute(
-        "UPDATE documents SET claim_token = %s, claimed_at = now() WHERE id = %s",
-        (token, doc["id"]),
-    )
+    token = _claimed_now(db, doc["id"])
 
     def begin(conn):
         return conn.execute(
@@ -571,11 +561,7 @@ def _finishing_document(db) -> tuple[int, uuid.UUID, dict]:
     sender's finish for it."""
     person = add_person(db)
     doc = add_document(db, person["id"], "Body.")
-    token = uuid.uuid4()
-    db.execute(
-        "UPDATE documents SET claim_token = %s, claimed_at = now() WHERE id = %s",
-        (token, doc["id"]),
-    )
+    token = _claimed_now(db, doc["id"])
     db.execute(
         "INSERT INTO delivery_chunks (document_id, chunk_index, state, callback_data, "
         "send_attempts, wa_message_id, sent_at) VALUES "
