@@ -227,44 +227,54 @@ RETURNING d.id AS document_id, locked.action, locked.quiet_until, d.chunk_limit,
           d.phone_number_id
 
 -- name: begin_delivery
--- Start or resume delivering a claimed document. If our claim holds and no
--- other document of the person is being sent: when %(chunks)s is given (the
--- first claim), store every chunk as 'pending' with its text and the tag of its
--- first attempt (%(tags)s), chunk 0 already fenced as 'sending' unless sending
--- from its number %(phone_number_id)s is paused but for a probe of another document (a ledger from
--- before the text was kept only gets its text filled in); then return the
--- ledger in order.
--- No row back: the claim is lost. person_busy: another of the person's
--- documents is under a live claim; give this one back, it waits its turn.
-WITH gate AS (
-    -- Paused for this document: its number's or every number's (sql/031).
-    SELECT paused, every FROM sending_gate(%(phone_number_id)s, %(document_id)s)
+-- Start or resume delivering claimed documents, several in one statement (the
+-- ledger writer gathers what its sender's documents ask for at once; one
+-- document is a batch of one). For each of %(documents)s (document_id, token,
+-- phone_number_id, fresh) whose claim holds and none of whose person's other
+-- documents is under a live claim: when it is fresh (the first claim), store
+-- each of its %(chunks)s (document_id, chunk_index, body, tag) as 'pending'
+-- with its text and the tag of its first attempt, chunk 0 already fenced as
+-- 'sending' unless sending from its number is paused but for a probe of
+-- another document (a ledger from before the text was kept only gets its text
+-- filled in); then return each document's ledger in order.
+-- A document with no row back: its claim is lost. person_busy: another of the
+-- person's documents is under a live claim; give this one back, it waits its turn.
+WITH req AS (
+    SELECT * FROM jsonb_to_recordset(%(documents)s::jsonb)
+        AS r(document_id bigint, token uuid, phone_number_id text, fresh boolean)
 ),
 doc AS (
-    SELECT d.id,
+    SELECT d.id, r.fresh, r.phone_number_id,
            EXISTS (SELECT 1 FROM documents o
                    WHERE o.person_id = d.person_id AND o.in_queue AND o.id <> d.id
                      AND o.claim_token IS NOT NULL AND o.claimed_at >= now() - %(lease)s)
                AS person_busy
-    FROM documents d
-    WHERE d.id = %(document_id)s AND d.claim_token = %(token)s
+    FROM req r JOIN documents d ON d.id = r.document_id AND d.claim_token = r.token
+    -- In id order, as every statement that locks several documents does.
+    ORDER BY d.id
     -- An operator's cancel locks the row FOR UPDATE and counts the ledger: this
     -- lock (the weakest, which nothing else on the hot path waits for) makes
     -- the fence either wait for the cancel and find the claim revoked, or be
     -- counted by it.
     FOR KEY SHARE OF d
 ),
+gate AS (
+    -- Paused for this document: its number's or every number's (sql/031).
+    SELECT doc.id, g.paused FROM doc CROSS JOIN LATERAL sending_gate(doc.phone_number_id, doc.id) g
+),
 written AS (
     INSERT INTO delivery_chunks AS c
         (document_id, chunk_index, state, body, callback_data, send_attempts)
-    SELECT doc.id, t.n - 1,
-           CASE WHEN t.n = 1 AND NOT gate.paused THEN 'sending' ELSE 'pending' END, t.body,
-           t.tag, CASE WHEN t.n = 1 AND NOT gate.paused THEN 1 ELSE 0 END
-    FROM gate, doc CROSS JOIN unnest(%(chunks)s::text[], %(tags)s::text[]) WITH ORDINALITY
-                        AS t(body, tag, n)
-    WHERE NOT doc.person_busy
+    SELECT doc.id, t.chunk_index,
+           CASE WHEN t.chunk_index = 0 AND NOT gate.paused THEN 'sending' ELSE 'pending' END,
+           t.body, t.tag, CASE WHEN t.chunk_index = 0 AND NOT gate.paused THEN 1 ELSE 0 END
+    FROM jsonb_to_recordset(%(chunks)s::jsonb)
+             AS t(document_id bigint, chunk_index integer, body text, tag text)
+    JOIN doc ON doc.id = t.document_id AND doc.fresh AND NOT doc.person_busy
+    JOIN gate ON gate.id = doc.id
+    ORDER BY doc.id, t.chunk_index
     ON CONFLICT (document_id, chunk_index) DO UPDATE SET body = coalesce(c.body, excluded.body)
-    RETURNING c.chunk_index, c.state, c.send_attempts, c.callback_data, c.body,
+    RETURNING c.document_id, c.chunk_index, c.state, c.send_attempts, c.callback_data, c.body,
               extract(epoch FROM now() - coalesce(c.unknown_since, c.started_at))::float8
                   AS ambiguous_age_seconds,
               c.xmax = 0 AS written_now  -- inserted by this statement, not found there
@@ -272,23 +282,27 @@ written AS (
 ledger AS (
     SELECT * FROM written
     UNION ALL
-    SELECT c.chunk_index, c.state, c.send_attempts, c.callback_data, c.body,
+    SELECT c.document_id, c.chunk_index, c.state, c.send_attempts, c.callback_data, c.body,
            extract(epoch FROM now() - coalesce(c.unknown_since, c.started_at))::float8,
            false
-    FROM delivery_chunks c
-    WHERE c.document_id = %(document_id)s AND %(chunks)s::text[] IS NULL
+    FROM doc JOIN delivery_chunks c ON c.document_id = doc.id
+    WHERE NOT doc.fresh AND NOT doc.person_busy
 )
-SELECT doc.person_busy, l.written_now, l.chunk_index, l.state, l.send_attempts, l.callback_data,
-       CASE WHEN l.state <> 'sent' AND %(chunks)s::text[] IS NULL THEN l.body END AS body,
+SELECT doc.id AS document_id, doc.person_busy, l.written_now, l.chunk_index, l.state,
+       l.send_attempts, l.callback_data,
+       CASE WHEN l.state <> 'sent' AND NOT doc.fresh THEN l.body END AS body,
        l.ambiguous_age_seconds
-FROM doc LEFT JOIN ledger l ON NOT doc.person_busy
-ORDER BY l.chunk_index
+FROM doc LEFT JOIN ledger l ON l.document_id = doc.id AND NOT doc.person_busy
+ORDER BY doc.id, l.chunk_index
 
 -- name: advance_delivery
--- One round trip per chunk. Record chunk %(sent_index)s as accepted (when
--- given; a status webhook may have settled it first), then, if our claim
--- still holds, either fence chunk %(next_index)s or, with %(finish)s, mark the
--- document delivered (only if every chunk is 'sent') and release the claim.
+-- One round trip per chunk, for several documents at once (the ledger
+-- writer's batch; one document is a batch of one). For each of %(requests)s:
+-- record chunk sent_index as accepted (when given; a status webhook may have
+-- settled it first), then, if the claim (token) still holds, either fence
+-- chunk next_index or, with finish, mark the document delivered (only if
+-- every chunk is 'sent') and release the claim. A document is in a batch at
+-- most once, and fences or finishes, not both.
 -- The fence records the chunk as 'sending' before it is sent: a 'sent' chunk
 -- is never re-fenced, a 'pending' or 'failed' one always may be, an ambiguous
 -- one ('sending'/'unknown') only when the caller decided to resend. The lease
@@ -296,78 +310,97 @@ ORDER BY l.chunk_index
 -- cannot have been taken (nobody claims inside the lease), only revoked by an
 -- operator, whose cancel the row's lock waits for; an older one is proved on
 -- the locked row by the renewal, so a sweeper whose lease lapsed never fences
--- a chunk its successor owns. ours = false: the claim is lost,
--- send nothing more (the record stands). paused: sending from the document's
--- number %(phone_number_id)s is paused for every document but a probe's (sql/018,
--- sql/027), nothing is fenced; give the claim back; every: for every number.
-WITH sent AS (
-    UPDATE delivery_chunks
-    SET state = 'sent', wa_message_id = %(wa_message_id)s, sent_at = coalesce(sent_at, now()),
+-- a chunk its successor owns. One row per document: ours = false: the claim
+-- is lost, send nothing more (the record stands). paused: sending from the
+-- document's number (phone_number_id) is paused for every document but a
+-- probe's (sql/018, sql/027), nothing is fenced; give the claim back; every:
+-- for every number.
+WITH req AS (
+    SELECT * FROM jsonb_to_recordset(%(requests)s::jsonb)
+        AS r(document_id bigint, token uuid, phone_number_id text, sent_index integer,
+             sent_callback text, wa_message_id text, next_index integer, next_callback text,
+             resend_ambiguous boolean, finish boolean)
+),
+sent AS (
+    UPDATE delivery_chunks c
+    SET state = 'sent', wa_message_id = r.wa_message_id, sent_at = coalesce(c.sent_at, now()),
         unknown_since = NULL
-    WHERE document_id = %(document_id)s AND chunk_index = %(sent_index)s
-      AND callback_data = %(sent_callback)s AND state IN ('sending', 'unknown')
-    RETURNING chunk_index
+    FROM req r
+    WHERE c.document_id = r.document_id AND c.chunk_index = r.sent_index
+      AND c.callback_data = r.sent_callback AND c.state IN ('sending', 'unknown')
+    RETURNING c.document_id, c.chunk_index
 ),
 ours AS (
     -- Read from the statement's snapshot: the finish compares this counter.
-    SELECT id, chunk_failures
-    FROM documents WHERE id = %(document_id)s AND claim_token = %(token)s
+    SELECT d.id, d.chunk_failures
+    FROM req r JOIN documents d ON d.id = r.document_id AND d.claim_token = r.token
 ),
 locked AS (
     -- Locked as in begin_delivery, for an operator's cancel; a locked row is
     -- its newest version, hence apart from ours.
-    SELECT id, claimed_at >= now() - %(renew_after)s AS fresh
-    FROM documents
-    WHERE %(next_index)s::integer IS NOT NULL
-      AND id = %(document_id)s AND claim_token = %(token)s
-    FOR KEY SHARE
+    SELECT d.id, d.claimed_at >= now() - %(renew_after)s AS fresh
+    FROM req r JOIN documents d ON d.id = r.document_id AND d.claim_token = r.token
+    WHERE r.next_index IS NOT NULL
+    ORDER BY d.id
+    FOR KEY SHARE OF d
 ),
 renewed AS (
-    UPDATE documents SET claimed_at = now()
-    WHERE %(next_index)s::integer IS NOT NULL
-      AND id = %(document_id)s AND claim_token = %(token)s
-      AND claimed_at < now() - %(renew_after)s
-    RETURNING id
+    UPDATE documents d SET claimed_at = now()
+    FROM req r
+    WHERE r.next_index IS NOT NULL
+      AND d.id = r.document_id AND d.claim_token = r.token
+      AND d.claimed_at < now() - %(renew_after)s
+    RETURNING d.id
 ),
 held AS (
-    SELECT id FROM locked WHERE fresh OR EXISTS (SELECT 1 FROM renewed)
+    SELECT id FROM locked WHERE fresh OR id IN (SELECT id FROM renewed)
 ),
 gate AS (
     -- Paused for this document: its number's or every number's (sql/031).
-    SELECT paused, every FROM sending_gate(%(phone_number_id)s, %(document_id)s)
+    SELECT r.document_id, g.paused, g.every
+    FROM req r CROSS JOIN LATERAL sending_gate(r.phone_number_id, r.document_id) g
 ),
 fenced AS (
     UPDATE delivery_chunks c
-    SET state = 'sending', callback_data = %(next_callback)s, send_attempts = c.send_attempts + 1,
+    SET state = 'sending', callback_data = r.next_callback, send_attempts = c.send_attempts + 1,
         started_at = now(), unknown_since = NULL, failed_at = NULL, error_code = NULL,
         wa_message_id = NULL
-    FROM held, gate
-    WHERE c.document_id = held.id AND c.chunk_index = %(next_index)s::integer
+    FROM req r JOIN held ON held.id = r.document_id JOIN gate ON gate.document_id = r.document_id
+    WHERE c.document_id = r.document_id AND c.chunk_index = r.next_index
       AND NOT gate.paused
       AND (c.state IN ('pending', 'failed')
-           OR (c.state IN ('sending', 'unknown') AND %(resend_ambiguous)s))
-    RETURNING c.chunk_index
+           OR (c.state IN ('sending', 'unknown') AND r.resend_ambiguous))
+    RETURNING c.document_id
 ),
 delivered AS (
     UPDATE documents d
     SET delivered_at = now(), claim_token = NULL, claimed_at = NULL, last_delivery_error = NULL
-    FROM ours
-    WHERE %(finish)s AND d.id = ours.id AND d.claim_token = %(token)s
+    FROM req r JOIN ours ON ours.id = r.document_id
+    WHERE r.finish AND d.id = r.document_id AND d.claim_token = r.token
       -- A failed status being applied to an earlier chunk holds this row and
       -- moves the counter (sql/028): having waited for it, the update re-checks
       -- this on the row's new version and does not finish.
       AND d.chunk_failures = ours.chunk_failures
       AND NOT EXISTS (SELECT 1 FROM delivery_chunks c
                       WHERE c.document_id = d.id AND c.state <> 'sent'
-                        AND c.chunk_index NOT IN (SELECT chunk_index FROM sent))
+                        AND NOT EXISTS (SELECT 1 FROM sent s
+                                        WHERE s.document_id = c.document_id
+                                          AND s.chunk_index = c.chunk_index))
     RETURNING d.id
 )
-SELECT EXISTS (SELECT 1 FROM ours)
-           AND (%(next_index)s::integer IS NULL OR EXISTS (SELECT 1 FROM held)) AS ours,
-       EXISTS (SELECT 1 FROM fenced) AS fenced,
-       EXISTS (SELECT 1 FROM delivered) AS delivered,
-       (SELECT paused FROM gate) AS paused,
-       (SELECT every FROM gate) AS every
+SELECT r.document_id,
+       ours.id IS NOT NULL AND (r.next_index IS NULL OR held.id IS NOT NULL) AS ours,
+       fenced.document_id IS NOT NULL AS fenced,
+       delivered.id IS NOT NULL AS delivered,
+       gate.paused,
+       gate.every
+FROM req r
+JOIN gate ON gate.document_id = r.document_id
+LEFT JOIN ours ON ours.id = r.document_id
+LEFT JOIN held ON held.id = r.document_id
+LEFT JOIN fenced ON fenced.document_id = r.document_id
+LEFT JOIN delivered ON delivered.id = r.document_id
+ORDER BY r.document_id
 
 -- name: chunk_failed
 -- The platform did not accept the chunk.

@@ -17,6 +17,7 @@ from psycopg import AsyncConnection
 from psycopg_pool import AsyncConnectionPool
 
 from delivery_pipeline.delivery.knock_status import failed_before_waiting
+from delivery_pipeline.delivery.ledger_writer import AdvanceRequest, BeginRequest, LedgerWriter
 from delivery_pipeline.delivery.pause import DEFAULT_REMINDER_SECONDS, pause_sender, resume_sender
 from delivery_pipeline.model import AbandonReason, ChunkState
 from delivery_pipeline.settings import DEV_PHONE_NUMBER_ID, DeliverySettings, Guard
@@ -99,7 +100,10 @@ class DeliveryStore:
         self._chunk_limit = settings.chunk_limit
         # A chunk renews the lease only once a quarter of it has gone: most
         # documents take seconds, so most chunks write nothing to their document.
-        self._renew_after = settings.lease / 4
+        # The fences and records of this store's documents, batched.
+        self.writer = LedgerWriter(
+            str(pool.conninfo), lease=settings.eligibility["lease"], renew_after=settings.lease / 4
+        )
 
     # ── the claim ──────────────────────────────────────────────────────
 
@@ -191,18 +195,9 @@ class DeliveryStore:
     ) -> Ledger | None:
         """Store the chunks with the tags of their first attempts (first claim; chunk 0
         fenced) and read the ledger. None: the claim is lost."""
-        async with self.pool.connection() as conn:
-            entries = await QUERIES.begin_delivery.all(
-                conn,
-                {
-                    "document_id": claim.document_id,
-                    "token": claim.token,
-                    "phone_number_id": claim.phone_number_id,
-                    "chunks": chunks,
-                    "tags": tags,
-                    "lease": self._eligibility["lease"],
-                },
-            )
+        entries = await self.writer.begin(
+            BeginRequest(claim.document_id, claim.token, claim.phone_number_id, chunks, tags)
+        )
         return Ledger.of(entries) if entries else None
 
     async def advance(
@@ -216,25 +211,17 @@ class DeliveryStore:
     ) -> Advance:
         """One round trip: record ``sent`` (index, callback, message id) as accepted, then
         fence ``fence`` (index, callback) or, with ``finish``, mark the document delivered."""
-        async with self.pool.connection() as conn:
-            advanced = await QUERIES.advance_delivery.one(
-                conn,
-                {
-                    "document_id": claim.document_id,
-                    "token": claim.token,
-                    "phone_number_id": claim.phone_number_id,
-                    "sent_index": sent[0] if sent else None,
-                    "sent_callback": sent[1] if sent else None,
-                    "wa_message_id": sent[2] if sent else None,
-                    "next_index": fence[0] if fence else None,
-                    "next_callback": fence[1] if fence else None,
-                    "resend_ambiguous": resend_ambiguous,
-                    "finish": finish,
-                    "renew_after": self._renew_after,
-                },
+        return await self.writer.advance(
+            AdvanceRequest(
+                claim.document_id,
+                claim.token,
+                claim.phone_number_id,
+                sent,
+                fence,
+                resend_ambiguous,
+                finish,
             )
-        assert advanced is not None
-        return advanced
+        )
 
     async def chunk_failed(
         self, claim: Claim, index: int, callback: str, error_code: int | None

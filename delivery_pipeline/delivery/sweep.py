@@ -76,8 +76,10 @@ class DeliveryEngine:
         self.pacers = Pacers((lambda _number: pacer) if pacer is not None else shared)
 
     async def aclose(self) -> None:
-        """Close what the engine opened itself (the pacers' connections)."""
+        """Close what the engine opened itself (the pacers' and the ledger writer's
+        connections)."""
         await self.pacers.aclose()
+        await self.store.writer.aclose()
 
     async def eligible_exists(self) -> bool:
         """The heartbeat guard."""

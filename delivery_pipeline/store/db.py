@@ -124,6 +124,24 @@ async def _without_jit(conn: psycopg.AsyncConnection[DictRow]) -> None:
     await conn.execute("SET jit = off")
 
 
+async def by_key_connection(url: str) -> psycopg.AsyncConnection[DictRow]:
+    """A connection of its own for statements that find each of a batch's requests
+    by key, told so. Their batch is a JSON array, whose size no plan can see: the
+    planner prices it as a hundred rows and, on a small table, would scan the
+    table and hash the batch; and left to choose between plans it may plan
+    again at every call, which costs more than the statement (docs/benchmarks.md,
+    "Group commit"). So: one generic plan, kept, of nested loops over the
+    tables' keys, which is right for any batch on any table (a table scan stays
+    possible, priced out, where no key leads: the pause table's few rows)."""
+    conn = await psycopg.AsyncConnection.connect(url, autocommit=True, row_factory=dict_row)
+    await _without_jit(conn)
+    await conn.execute("SET plan_cache_mode = force_generic_plan")
+    await conn.execute("SET enable_hashjoin = off")
+    await conn.execute("SET enable_mergejoin = off")
+    await conn.execute("SET enable_seqscan = off")
+    return conn
+
+
 def async_pool(url: str, *, max_size: int) -> AsyncConnectionPool[psycopg.AsyncConnection[DictRow]]:
     """A pool for the engine; open it with ``async with`` (or ``await pool.open()``)."""
     return AsyncConnectionPool(

@@ -361,6 +361,23 @@ class Query(_Named[P], Generic[P, R]):
         await cur.execute(self.sql, params, prepare=prepare)
         return await cur.fetchall()
 
+    async def send(self, conn: AsyncConn, params: P) -> Sent[R]:
+        """Run it without reading its rows, so that in a pipeline several statements
+        go in one round trip: ``rows()`` once the pipeline is synced."""
+        cur = conn.cursor(row_factory=self._rows)
+        await cur.execute(self.sql, params)
+        return Sent(cur)
+
+
+@dataclass(frozen=True)
+class Sent(Generic[R]):
+    """A query sent in a pipeline, its rows not read yet."""
+
+    _cursor: psycopg.AsyncCursor[R]
+
+    async def rows(self) -> list[R]:
+        return await self._cursor.fetchall()
+
 
 class Statement(_Named[P]):
     """A named statement that returns no rows: ``run`` says how many it touched."""

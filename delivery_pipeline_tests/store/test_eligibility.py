@@ -9,6 +9,7 @@ import time
 import uuid
 
 import pytest
+from psycopg.types.json import Jsonb
 
 from delivery_pipeline.settings import DEV_PHONE_NUMBER_ID
 from delivery_pipeline.store.db import connect
@@ -368,15 +369,7 @@ def test_a_claim_that_raced_another_of_the_person_is_given_back(db):
         )
     for doc, token in zip(docs, tokens, strict=True):
         rows = db.execute(
-            QUERIES.begin_delivery.sql,
-            {
-                "document_id": doc["id"],
-                "token": token,
-                "phone_number_id": DEV_PHONE_NUMBER_ID,
-                "chunks": ["Doc."],
-                "tags": [f"dp:{doc['id']}:0:1"],
-                "lease": LEASE,
-            },
+            QUERIES.begin_delivery.sql, _begin_args(doc["id"], token, ["Doc."])
         ).fetchall()
         assert [r["person_busy"] for r in rows] == [True]
     assert db.execute("SELECT count(*) AS n FROM delivery_chunks").fetchone()["n"] == 0
@@ -418,21 +411,56 @@ def _pending_chunk(db, document_id: int) -> None:
     )
 
 
+def _begin_args(document_id: int, token: uuid.UUID, chunks: list[str]) -> dict:
+    """begin_delivery's arguments for a batch of one fresh document."""
+    return {
+        "documents": Jsonb(
+            [
+                {
+                    "document_id": document_id,
+                    "token": str(token),
+                    "phone_number_id": DEV_PHONE_NUMBER_ID,
+                    "fresh": True,
+                }
+            ]
+        ),
+        "chunks": Jsonb(
+            [
+                {"document_id": document_id, "chunk_index": i, "body": body, "tag": f"dp:{i}"}
+                for i, body in enumerate(chunks)
+            ]
+        ),
+        "lease": LEASE,
+    }
+
+
+def _advance_args(
+    document_id: int,
+    token: uuid.UUID,
+    *,
+    sent: tuple[int, str, str] | None = None,
+    fence: tuple[int, str] | None = None,
+    finish: bool = False,
+) -> dict:
+    """advance_delivery's arguments for a batch of one document."""
+    request = {
+        "document_id": document_id,
+        "token": str(token),
+        "phone_number_id": DEV_PHONE_NUMBER_ID,
+        "sent_index": sent[0] if sent else None,
+        "sent_callback": sent[1] if sent else None,
+        "wa_message_id": sent[2] if sent else None,
+        "next_index": fence[0] if fence else None,
+        "next_callback": fence[1] if fence else None,
+        "resend_ambiguous": False,
+        "finish": finish,
+    }
+    return {"requests": Jsonb([request]), "renew_after": LEASE / 4}
+
+
 def _fence_first_chunk(document_id: int, token: uuid.UUID) -> dict:
     """advance_delivery's arguments: record nothing, fence chunk 0."""
-    return {
-        "document_id": document_id,
-        "token": token,
-        "phone_number_id": DEV_PHONE_NUMBER_ID,
-        "sent_index": None,
-        "sent_callback": None,
-        "wa_message_id": None,
-        "next_index": 0,
-        "next_callback": f"dp:{document_id}:0:1",
-        "resend_ambiguous": False,
-        "finish": False,
-        "renew_after": LEASE / 4,
-    }
+    return _advance_args(document_id, token, fence=(0, f"dp:{document_id}:0:1"))
 
 
 def test_a_sweeper_whose_lease_lapsed_fences_nothing_its_successor_claims(db, database_url):
@@ -463,6 +491,7 @@ def test_a_sweeper_whose_lease_lapsed_fences_nothing_its_successor_claims(db, da
     answer = _waits_for_the_service(database_url, takeover, advance)
     # a fence also says whether sending is paused (sql/018); it is not, here
     assert answer == {
+        "document_id": doc["id"],
         "ours": False,
         "fenced": False,
         "delivered": False,
@@ -521,15 +550,7 @@ def test_a_first_fence_waits_for_a_cancel_and_writes_no_ledger(db, database_url)
 
     def begin(conn):
         return conn.execute(
-            QUERIES.begin_delivery.sql,
-            {
-                "document_id": doc["id"],
-                "token": token,
-                "phone_number_id": DEV_PHONE_NUMBER_ID,
-                "chunks": ["Body."],
-                "tags": [f"dp:{doc['id']}:0:1"],
-                "lease": LEASE,
-            },
+            QUERIES.begin_delivery.sql, _begin_args(doc["id"], token, ["Body."])
         ).fetchall()
 
     assert _waits_for_the_service(database_url, _cancel(doc["id"]), begin) == []
@@ -569,19 +590,7 @@ def _finishing_document(db) -> tuple[int, uuid.UUID, dict]:
         "(%(d)s, 1, 'sending', 'dp:x:1:1', 1, NULL, NULL)",
         {"d": doc["id"]},
     )
-    finish = {
-        "document_id": doc["id"],
-        "token": token,
-        "phone_number_id": DEV_PHONE_NUMBER_ID,
-        "sent_index": 1,
-        "sent_callback": "dp:x:1:1",
-        "wa_message_id": "wamid.1",
-        "next_index": None,
-        "next_callback": None,
-        "resend_ambiguous": False,
-        "finish": True,
-        "renew_after": LEASE / 4,
-    }
+    finish = _advance_args(doc["id"], token, sent=(1, "dp:x:1:1", "wamid.1"), finish=True)
     return doc["id"], token, finish
 
 

@@ -60,6 +60,8 @@ PYTHON_OF_PG = {
     "bigint[]": "list[int]",
     "integer[]": "list[int]",
     "text[]": "list[str]",
+    "uuid[]": "list[UUID]",
+    "boolean[]": "list[bool]",
 }
 # The Postgres type a parameter is prepared with (what psycopg sends; a str goes
 # as "unknown", so the server infers it, as it does when the query runs).
@@ -77,6 +79,8 @@ PG_OF_PYTHON = {
     "bytes": "bytea",
     "list[int]": "bigint[]",
     "list[str]": "text[]",
+    "list[UUID]": "uuid[]",
+    "list[bool]": "boolean[]",
 }
 _NAMES = {
     bool: "bool",
@@ -247,7 +251,8 @@ def test_enum_fields_are_loaded_as_their_enum(db: psycopg.Connection[typing.Any]
 
     cur = db.cursor(row_factory=row_factory(LedgerEntry))
     row = cur.execute(
-        "SELECT false AS person_busy, true AS written_now, 0 AS chunk_index, 'sent' AS state, "
+        "SELECT 1 AS document_id, false AS person_busy, true AS written_now, 0 AS chunk_index, "
+        "'sent' AS state, "
         "1 AS send_attempts, 'x' AS callback_data, NULL AS body, 0.0 AS ambiguous_age_seconds"
     ).fetchone()
     assert row is not None and row.state is ChunkState.SENT

@@ -1,0 +1,300 @@
+"""Group commit for one sender process's ledger: its documents' fences and
+records in as few transactions as its traffic allows.
+
+Every chunk is fenced (recorded ``sending``, committed) before it is sent.
+When each document writes its own fence, every message costs a statement, a
+commit and a backend woken for them, and on a busy sender those were most of
+Postgres's work per message (docs/benchmarks.md, "Group commit"). The writer
+takes what the process's documents ask for (``begin_delivery``: a fresh
+ledger and its first fence; ``advance_delivery``: a record, the next fence or
+the finish) and writes everything waiting in one transaction: one statement
+of each kind over every document, one commit, on one connection of its own.
+
+Nothing waits on purpose. A request made while the writer is idle is written
+at once, alone; batches form only while a transaction is in flight, that is,
+only when requests come faster than the writer's round trip. A document's
+answer is its own row, and it returns only once its transaction committed, so
+a fence is durable before its send exactly as when written alone.
+
+If the database refuses a batch for one request's sake (bad data, a bug), each
+request is written again on its own, so one costs only itself; a deadlock
+with another transaction (a status webhook applying to several documents)
+rolls the whole batch back, and it is written again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime as dt
+import logging
+import uuid
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+import psycopg
+from psycopg import AsyncConnection
+from psycopg.types.json import Jsonb
+
+from delivery_pipeline.store.db import by_key_connection
+from delivery_pipeline.store.queries import QUERIES
+from delivery_pipeline.store.rows import (
+    Advance,
+    AdvanceDelivery,
+    AdvanceItem,
+    BeginDelivery,
+    BeginItem,
+    ChunkItem,
+    LedgerEntry,
+)
+
+log = logging.getLogger(__name__)
+
+# A batch rolled back by a deadlock is written again at most this many times.
+DEADLOCK_RETRIES = 5
+
+
+@dataclass(frozen=True)
+class BeginRequest:
+    """Start or resume one claimed document (``begin_delivery``): with ``chunks``
+    (its first claim) the ledger is written, chunk 0 fenced."""
+
+    document_id: int
+    token: uuid.UUID
+    phone_number_id: str
+    chunks: Sequence[str] | None
+    tags: Sequence[str] | None
+
+
+@dataclass(frozen=True)
+class AdvanceRequest:
+    """One document's round trip (``advance_delivery``): record ``sent`` (index,
+    callback, message id), then fence ``fence`` (index, callback) or ``finish``."""
+
+    document_id: int
+    token: uuid.UUID
+    phone_number_id: str
+    sent: tuple[int, str, str] | None
+    fence: tuple[int, str] | None
+    resend_ambiguous: bool
+    finish: bool
+
+
+Request = TypeVar("Request", BeginRequest, AdvanceRequest)
+Answer = TypeVar("Answer")
+
+
+@dataclass
+class _Waiting(Generic[Request, Answer]):
+    request: Request
+    answer: asyncio.Future[Answer]
+
+
+class LedgerWriter:
+    """Writes the ledger requests of one process's documents, batched."""
+
+    def __init__(self, conninfo: str, *, lease: dt.timedelta, renew_after: dt.timedelta) -> None:
+        self._conninfo = conninfo
+        self._conn: AsyncConnection[Any] | None = None
+        self._lease = lease
+        self._renew_after = renew_after
+        self._begins: list[_Waiting[BeginRequest, list[LedgerEntry]]] = []
+        self._advances: list[_Waiting[AdvanceRequest, Advance]] = []
+        self._writing: asyncio.Task[None] | None = None
+        # Requests per transaction, for the benchmarks: (transactions, requests).
+        self.transactions = 0
+        self.requests = 0
+
+    async def begin(self, request: BeginRequest) -> list[LedgerEntry]:
+        """The document's ledger rows (empty: the claim is lost)."""
+        waiting: _Waiting[BeginRequest, list[LedgerEntry]] = _Waiting(request, self._future())
+        self._begins.append(waiting)
+        self._wake()
+        return await waiting.answer
+
+    async def advance(self, request: AdvanceRequest) -> Advance:
+        assert not (request.fence and request.finish), "a fence or the finish, not both"
+        waiting: _Waiting[AdvanceRequest, Advance] = _Waiting(request, self._future())
+        self._advances.append(waiting)
+        self._wake()
+        return await waiting.answer
+
+    @staticmethod
+    def _future() -> asyncio.Future[Any]:
+        return asyncio.get_running_loop().create_future()
+
+    def _wake(self) -> None:
+        if self._writing is None or self._writing.done():
+            self._writing = asyncio.create_task(self._write_all())
+
+    async def _write_all(self) -> None:
+        while self._begins or self._advances:
+            begins, advances = self._take()
+            try:
+                await self._write(begins, advances)
+            except BaseException as exc:
+                _fail([*begins, *advances], exc)
+                if not isinstance(exc, Exception):
+                    raise
+
+    def _take(
+        self,
+    ) -> tuple[
+        list[_Waiting[BeginRequest, list[LedgerEntry]]], list[_Waiting[AdvanceRequest, Advance]]
+    ]:
+        """Everything waiting, each document once (a second request of a document,
+        which one sender never makes, waits for the next transaction), by id."""
+        seen: set[int] = set()
+
+        def first_of_each(waiting: list[_Waiting[Any, Any]]) -> tuple[list[Any], list[Any]]:
+            now: list[_Waiting[Any, Any]] = []
+            later: list[_Waiting[Any, Any]] = []
+            for w in waiting:
+                if w.answer.done():  # its caller was cancelled
+                    continue
+                (later if w.request.document_id in seen else now).append(w)
+                seen.add(w.request.document_id)
+            return now, later
+
+        begins, self._begins = first_of_each(self._begins)
+        advances, self._advances = first_of_each(self._advances)
+        # In id order, as the statements lock them, so that two batches that
+        # share rows with another transaction take them in one order.
+        begins.sort(key=lambda w: w.request.document_id)
+        advances.sort(key=lambda w: w.request.document_id)
+        return begins, advances
+
+    async def _write(
+        self,
+        begins: list[_Waiting[BeginRequest, list[LedgerEntry]]],
+        advances: list[_Waiting[AdvanceRequest, Advance]],
+    ) -> None:
+        for attempt in range(DEADLOCK_RETRIES + 1):
+            try:
+                ledgers, advanced = await self._transaction(
+                    [w.request for w in begins], [w.request for w in advances]
+                )
+            except (psycopg.errors.DeadlockDetected, psycopg.errors.SerializationFailure):
+                if attempt == DEADLOCK_RETRIES:
+                    raise
+                log.info(
+                    "ledger batch of %s rolled back by a deadlock; again",
+                    len(begins) + len(advances),
+                )
+                continue
+            except psycopg.OperationalError:
+                raise  # the database is gone: every caller hears it
+            except psycopg.Error:
+                if len(begins) + len(advances) == 1:
+                    raise
+                # One request's fault: each on its own, so it costs only itself.
+                for b in begins:
+                    await self._settle_alone([b], [])
+                for a in advances:
+                    await self._settle_alone([], [a])
+                return
+            break
+        self.transactions += 1
+        self.requests += len(begins) + len(advances)
+        for b in begins:
+            b.answer.set_result(ledgers.get(b.request.document_id, []))
+        for a in advances:
+            a.answer.set_result(advanced[a.request.document_id])
+
+    async def _settle_alone(
+        self,
+        begins: list[_Waiting[BeginRequest, list[LedgerEntry]]],
+        advances: list[_Waiting[AdvanceRequest, Advance]],
+    ) -> None:
+        try:
+            await self._write(begins, advances)
+        except psycopg.OperationalError:
+            raise
+        except Exception as exc:
+            _fail([*begins, *advances], exc)
+
+    async def _transaction(
+        self, begins: list[BeginRequest], advances: list[AdvanceRequest]
+    ) -> tuple[dict[int, list[LedgerEntry]], dict[int, Advance]]:
+        """Both statements in one transaction and one round trip (pipeline)."""
+        ledgers: dict[int, list[LedgerEntry]] = {}
+        advanced: dict[int, Advance] = {}
+        async with self._connection() as conn:
+            if begins and advances:
+                async with conn.pipeline(), conn.transaction():
+                    begun = await QUERIES.begin_delivery.send(conn, self._begin_params(begins))
+                    moved = await QUERIES.advance_delivery.send(
+                        conn, self._advance_params(advances)
+                    )
+                entries, rows = await begun.rows(), await moved.rows()
+            elif begins:
+                entries = await QUERIES.begin_delivery.all(conn, self._begin_params(begins))
+                rows = []
+            else:
+                entries = []
+                rows = await QUERIES.advance_delivery.all(conn, self._advance_params(advances))
+        for entry in entries:
+            ledgers.setdefault(entry.document_id, []).append(entry)
+        for row in rows:
+            advanced[row.document_id] = row
+        return ledgers, advanced
+
+    async def aclose(self) -> None:
+        if self._conn is not None:
+            conn, self._conn = self._conn, None
+            await conn.close()
+
+    @contextlib.asynccontextmanager
+    async def _connection(self) -> AsyncIterator[AsyncConnection[Any]]:
+        if self._conn is None or self._conn.closed:
+            self._conn = await by_key_connection(self._conninfo)
+        try:
+            yield self._conn
+        except psycopg.OperationalError:
+            await self.aclose()
+            raise
+
+    def _begin_params(self, begins: list[BeginRequest]) -> BeginDelivery:
+        documents: list[BeginItem] = []
+        chunks: list[ChunkItem] = []
+        for b in begins:
+            documents.append(
+                {
+                    "document_id": b.document_id,
+                    "token": str(b.token),
+                    "phone_number_id": b.phone_number_id,
+                    "fresh": b.chunks is not None,
+                }
+            )
+            if b.chunks is not None:
+                assert b.tags is not None and len(b.tags) == len(b.chunks)
+                chunks += (
+                    {"document_id": b.document_id, "chunk_index": i, "body": body, "tag": tag}
+                    for i, (body, tag) in enumerate(zip(b.chunks, b.tags, strict=True))
+                )
+        return {"documents": Jsonb(documents), "chunks": Jsonb(chunks), "lease": self._lease}
+
+    def _advance_params(self, advances: list[AdvanceRequest]) -> AdvanceDelivery:
+        requests: list[AdvanceItem] = [
+            {
+                "document_id": a.document_id,
+                "token": str(a.token),
+                "phone_number_id": a.phone_number_id,
+                "sent_index": a.sent[0] if a.sent else None,
+                "sent_callback": a.sent[1] if a.sent else None,
+                "wa_message_id": a.sent[2] if a.sent else None,
+                "next_index": a.fence[0] if a.fence else None,
+                "next_callback": a.fence[1] if a.fence else None,
+                "resend_ambiguous": a.resend_ambiguous,
+                "finish": a.finish,
+            }
+            for a in advances
+        ]
+        return {"requests": Jsonb(requests), "renew_after": self._renew_after}
+
+
+def _fail(waiting: Sequence[_Waiting[Any, Any]], exc: BaseException) -> None:
+    for w in waiting:
+        if not w.answer.done():
+            w.answer.set_exception(exc)

@@ -1,0 +1,252 @@
+"""The ledger writer: several documents' fences and records in one transaction,
+each document answered on its own, against a real Postgres.
+
+Requests made together (one ``asyncio.gather``) reach the writer before it
+first runs, so they are one batch: asyncio runs ready tasks in order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import threading
+import time
+import uuid
+from typing import Any
+
+import psycopg
+import pytest
+
+from delivery_pipeline.delivery.ledger_writer import AdvanceRequest, BeginRequest, LedgerWriter
+from delivery_pipeline.model import ChunkState
+from delivery_pipeline.settings import DEV_PHONE_NUMBER_ID
+from delivery_pipeline.store.db import connect
+from delivery_pipeline_tests.support.data import add_document, add_person
+
+LEASE = dt.timedelta(minutes=10)
+OTHER_NUMBER = "100000000000777"
+
+
+def _writer(database_url: str) -> LedgerWriter:
+    return LedgerWriter(database_url, lease=LEASE, renew_after=LEASE / 4)
+
+
+def _claimed(
+    db: psycopg.Connection[Any], *, phone_number_id: str | None = None
+) -> tuple[int, uuid.UUID]:
+    """A document of a person of its own, under a fresh claim."""
+    person = add_person(db, phone_number_id=phone_number_id)
+    doc = add_document(db, person["id"], "Body.")
+    token = uuid.uuid4()
+    db.execute(
+        "UPDATE documents SET claim_token = %s, claimed_at = now(), "
+        "phone_number_id = coalesce(%s, phone_number_id, %s) WHERE id = %s",
+        (token, phone_number_id, DEV_PHONE_NUMBER_ID, doc["id"]),
+    )
+    return doc["id"], token
+
+
+def _with_ledger(db: psycopg.Connection[Any], document_id: int, states: list[str]) -> None:
+    for i, state in enumerate(states):
+        db.execute(
+            "INSERT INTO delivery_chunks (document_id, chunk_index, state, callback_data, "
+            "send_attempts, body) VALUES (%s, %s, %s, %s, %s, 'Part.')",
+            (document_id, i, state, f"dp:{document_id}:{i}:1", int(state != "pending")),
+        )
+
+
+def _chunks(db: psycopg.Connection[Any], document_id: int) -> list[tuple[str, str | None]]:
+    rows = db.execute(
+        "SELECT state, wa_message_id FROM delivery_chunks WHERE document_id = %s "
+        "ORDER BY chunk_index",
+        (document_id,),
+    ).fetchall()
+    return [(r["state"], r["wa_message_id"]) for r in rows]
+
+
+def _record_and_fence(document_id: int, token: uuid.UUID, number: str = DEV_PHONE_NUMBER_ID):
+    """Chunk 0 accepted, chunk 1 fenced next."""
+    return AdvanceRequest(
+        document_id,
+        token,
+        number,
+        sent=(0, f"dp:{document_id}:0:1", f"wamid.{document_id}.0"),
+        fence=(1, f"dp:{document_id}:1:1"),
+        resend_ambiguous=False,
+        finish=False,
+    )
+
+
+def test_documents_asking_together_are_one_transaction_each_answered_its_own(db, database_url):
+    """Five requests at once: a fresh ledger, a record and fence, a finish, a claim
+    lost, a number paused. One transaction; each document gets its own answer and
+    its own rows, as if it had been written alone."""
+    fresh, fresh_token = _claimed(db)
+    moving, moving_token = _claimed(db)
+    _with_ledger(db, moving, ["sending", "pending"])
+    finishing, finishing_token = _claimed(db)
+    _with_ledger(db, finishing, ["sent", "sending"])
+    lost, _ = _claimed(db)
+    _with_ledger(db, lost, ["sending", "pending"])
+    paused, paused_token = _claimed(db, phone_number_id=OTHER_NUMBER)
+    _with_ledger(db, paused, ["sending", "pending"])
+    db.execute(
+        "INSERT INTO sender_state (phone_number_id, paused_at, pause_code) VALUES (%s, now(), 4)",
+        (OTHER_NUMBER,),
+    )
+
+    async def together() -> tuple[list[Any], int]:
+        writer = _writer(database_url)
+        try:
+            answers = await asyncio.gather(
+                writer.begin(
+                    BeginRequest(
+                        fresh,
+                        fresh_token,
+                        DEV_PHONE_NUMBER_ID,
+                        ["One.", "Two."],
+                        [f"dp:{fresh}:0:1", f"dp:{fresh}:1:1"],
+                    )
+                ),
+                writer.advance(_record_and_fence(moving, moving_token)),
+                writer.advance(
+                    AdvanceRequest(
+                        finishing,
+                        finishing_token,
+                        DEV_PHONE_NUMBER_ID,
+                        sent=(1, f"dp:{finishing}:1:1", f"wamid.{finishing}.1"),
+                        fence=None,
+                        resend_ambiguous=False,
+                        finish=True,
+                    )
+                ),
+                writer.advance(_record_and_fence(lost, uuid.uuid4())),
+                writer.advance(_record_and_fence(paused, paused_token, OTHER_NUMBER)),
+            )
+            return list(answers), writer.transactions
+        finally:
+            await writer.aclose()
+
+    (ledger, moved, finished, lost_answer, paused_answer), transactions = asyncio.run(together())
+    assert transactions == 1
+    assert [(e.chunk_index, e.state, e.written_now) for e in ledger] == [
+        (0, ChunkState.SENDING, True),
+        (1, ChunkState.PENDING, True),
+    ]
+    assert (moved.document_id, moved.ours, moved.fenced, moved.delivered) == (
+        moving,
+        True,
+        True,
+        False,
+    )
+    assert (finished.ours, finished.fenced, finished.delivered) == (True, False, True)
+    assert (lost_answer.ours, lost_answer.fenced) == (False, False)
+    assert (paused_answer.ours, paused_answer.fenced, paused_answer.paused) == (True, False, True)
+    assert _chunks(db, moving) == [("sent", f"wamid.{moving}.0"), ("sending", None)]
+    assert _chunks(db, finishing)[1] == ("sent", f"wamid.{finishing}.1")
+    delivered = db.execute(
+        "SELECT delivered_at IS NOT NULL AS done, claim_token FROM documents WHERE id = %s",
+        (finishing,),
+    ).fetchone()
+    assert delivered == {"done": True, "claim_token": None}
+    # The lost claim's record stands (the platform accepted it); nothing fenced.
+    assert _chunks(db, lost) == [("sent", f"wamid.{lost}.0"), ("pending", None)]
+    assert _chunks(db, paused) == [("sent", f"wamid.{paused}.0"), ("pending", None)]
+
+
+def test_a_request_the_database_refuses_costs_only_itself(db, database_url):
+    """Two documents record the same message id (the unique key refuses the second):
+    the batch is written again one request at a time, the first succeeds, only the
+    second hears the error."""
+    first, first_token = _claimed(db)
+    _with_ledger(db, first, ["sending", "pending"])
+    second, second_token = _claimed(db)
+    _with_ledger(db, second, ["sending", "pending"])
+
+    def same_wamid(document_id: int, token: uuid.UUID) -> AdvanceRequest:
+        return AdvanceRequest(
+            document_id,
+            token,
+            DEV_PHONE_NUMBER_ID,
+            sent=(0, f"dp:{document_id}:0:1", "wamid.same"),
+            fence=(1, f"dp:{document_id}:1:1"),
+            resend_ambiguous=False,
+            finish=False,
+        )
+
+    async def together() -> list[Any]:
+        writer = _writer(database_url)
+        try:
+            return await asyncio.gather(
+                writer.advance(same_wamid(first, first_token)),
+                writer.advance(same_wamid(second, second_token)),
+                return_exceptions=True,
+            )
+        finally:
+            await writer.aclose()
+
+    answer, refused = asyncio.run(together())
+    assert answer.fenced is True
+    assert isinstance(refused, psycopg.errors.UniqueViolation)
+    assert _chunks(db, first) == [("sent", "wamid.same"), ("sending", None)]
+    assert _chunks(db, second) == [("sending", None), ("pending", None)]
+
+
+def test_a_batch_a_deadlock_rolled_back_is_written_again(db, database_url):
+    """A status webhook's transaction holds the second document's chunk and then
+    wants the first's, which the writer's batch holds while it waits for the
+    second: Postgres breaks the cycle by rolling back the one that waited first,
+    the writer, whose batch is written again once the other commits."""
+    first, first_token = _claimed(db)
+    _with_ledger(db, first, ["sending", "pending"])
+    second, second_token = _claimed(db)
+    _with_ledger(db, second, ["sending", "pending"])
+    answers: list[Any] = []
+    writer = _writer(database_url)
+
+    def write() -> None:
+        async def both() -> list[Any]:
+            try:
+                return await asyncio.gather(
+                    writer.advance(_record_and_fence(first, first_token)),
+                    writer.advance(_record_and_fence(second, second_token)),
+                )
+            finally:
+                await writer.aclose()
+
+        answers.extend(asyncio.run(both()))
+
+    with connect(database_url, autocommit=False) as service:
+        service.execute("SET deadlock_timeout = '5s'")  # the writer checks first
+        service.execute(
+            "UPDATE delivery_chunks SET read_at = now() WHERE document_id = %s", (second,)
+        )
+        thread = threading.Thread(target=write)
+        thread.start()
+        _wait_until_blocked(db)
+        service.execute(
+            "UPDATE delivery_chunks SET read_at = now() WHERE document_id = %s", (first,)
+        )
+        service.commit()
+    thread.join(timeout=30)
+    assert [(a.ours, a.fenced) for a in answers] == [(True, True), (True, True)]
+    assert writer.transactions == 1  # the rolled-back one does not count
+    for document_id in (first, second):
+        assert _chunks(db, document_id) == [
+            ("sent", f"wamid.{document_id}.0"),
+            ("sending", None),
+        ]
+
+
+def _wait_until_blocked(db: psycopg.Connection[Any], timeout: float = 10.0) -> None:
+    """Until some session of this database waits for a row lock."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        waiting = db.execute(
+            "SELECT count(*) AS n FROM pg_stat_activity "
+            "WHERE datname = current_database() AND wait_event_type = 'Lock'"
+        ).fetchone()
+        if waiting is not None and waiting["n"]:
+            return
+        time.sleep(0.02)
+    pytest.fail("the writer never waited for the row the service holds")
