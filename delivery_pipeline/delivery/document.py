@@ -12,9 +12,10 @@ delivered. What a failed send means comes from ``outcomes.consequence_of``.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime as dt
 import logging
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from typing import NoReturn
 
@@ -65,6 +66,32 @@ class GlobalStop(Exception):
     """A global error: nobody can be sent to from any number; the sweep stops."""
 
 
+class FirstSend:
+    """Until one of this process's sends has been accepted, its documents go one
+    at a time.
+
+    A token that expired, an account locked, a number gone: the first send
+    after the process starts (or after a refusal that paused sending) is the
+    one that finds out, and it pauses every sender through Postgres. The
+    service runs a sweep per reply and per ready notification, and each of
+    them had a first document in flight before the pause was written, each
+    refused: one at a time until a send is accepted keeps that to one refusal
+    per process (a fleet's pause test counted eleven, its bound ten).
+    """
+
+    def __init__(self) -> None:
+        self.proven = False
+        self._lock = asyncio.Lock()
+
+    @contextlib.asynccontextmanager
+    async def turn(self) -> AsyncIterator[None]:
+        if self.proven:
+            yield
+            return
+        async with self._lock:
+            yield
+
+
 @dataclass
 class DocumentDelivery:
     """Delivers the documents one sweep claimed, one at a time per call.
@@ -83,9 +110,15 @@ class DocumentDelivery:
     # Each configured business number's knock templates, by locale (empty: every
     # number is configured and knocks with DELIVERY_KNOCK_TEMPLATES).
     numbers: Mapping[str, dict[str, list[tuple[str, str]]]] = field(default_factory=dict)
+    # The process's, shared by every sweep it runs.
+    first_send: FirstSend = field(default_factory=FirstSend)
 
     async def run(self, claim: Claim) -> None:
         """Carry out the claim's action; raises ``GlobalStop`` when nobody can be sent to."""
+        async with self.first_send.turn():
+            await self._run(claim)
+
+    async def _run(self, claim: Claim) -> None:
         if self.numbers and claim.phone_number_id not in self.numbers:
             # Bound to a number this process does not send from (removed from
             # WHATSAPP_NUMBERS, or a fleet configured apart): never from another
@@ -494,6 +527,7 @@ class DocumentDelivery:
         if consequence.alert is not None and consequence.step != Step.PAUSE:
             await self.store.record_alert(consequence.alert)
         if consequence.step == Step.PAUSE:
+            self.first_send.proven = False
             # Paused first: the release's ready notification then says "at the
             # next probe", and no listener sweeps the document again at once.
             await self.store.pause_sender(exc, str(exc), claim)
@@ -562,6 +596,7 @@ class DocumentDelivery:
         """A send accepted: a pause of its number, or of every number, recorded before
         it started is over. (One that was already in flight when another worker hit
         the error proves nothing.)"""
+        self.first_send.proven = True
         if self.sweep.maybe_paused and await self.store.resume_sender(
             started_at, claim.phone_number_id
         ):

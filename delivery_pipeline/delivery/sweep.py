@@ -22,7 +22,7 @@ from typing import Any
 import psycopg
 from psycopg_pool import AsyncConnectionPool
 
-from delivery_pipeline.delivery.document import DocumentDelivery, GlobalStop
+from delivery_pipeline.delivery.document import DocumentDelivery, FirstSend, GlobalStop
 from delivery_pipeline.delivery.pacer import Pacer, Pacers, SharedPacer
 from delivery_pipeline.delivery.pause import EVERY_NUMBER
 from delivery_pipeline.delivery.progress import Event, SweepObserver
@@ -58,6 +58,7 @@ class DeliveryEngine:
     ) -> None:
         self.settings = settings.delivery
         self.store = DeliveryStore(pool, settings.delivery, settings.whatsapp.phone_number_id)
+        self.first_send = FirstSend()
         self.store.reminder_seconds = float(settings.ops.alert_reminder_seconds)
         self.client = client
         numbers = settings.whatsapp.business_numbers
@@ -142,6 +143,7 @@ class Sweep:
             engine.pacers,
             self.state,
             engine.numbers,
+            engine.first_send,
         )
 
     @property
