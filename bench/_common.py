@@ -31,6 +31,10 @@ def child_env(**settings: str) -> dict[str, str]:
     sets), no quiet hours, the repository importable, plus ``settings``."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("DELIVERY_", "WHATSAPP_"))}
     env["DELIVERY_QUIET_HOURS"] = "off"
+    # Processes start as deployed ones do, from cached bytecode: a shell that
+    # forbids writing it (this machine's does) would have every start compile
+    # the project's modules again, a start-up cost no deployment pays.
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
     env.update(settings)
     return env
