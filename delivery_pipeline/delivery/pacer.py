@@ -40,6 +40,10 @@ HEADROOM = 0.97
 # A sender holds at most this much of the timeline ahead of now: what it loses
 # if it dies, and how far a newcomer may have to wait behind each sender.
 BATCH_SECONDS = 0.05
+# A sender whose slots are all handed out reserves again when this many of them
+# are still ahead: soon enough that its next send need not wait for the round
+# trip, late enough that a reservation brings several slots.
+LOW_WATER = 1
 # How late a slot may still be used, as a share of what the headroom allows
 # (1/HEADROOM − 1 seconds): the rest is left for the receiver's own jitter,
 # which our lateness adds to. Chosen with the fleet benchmark (four sweeps and
@@ -124,6 +128,7 @@ class SharedPacer:
         self._reserving = asyncio.Lock()
         self._clock = DatabaseClock()
         self._conn: psycopg.AsyncConnection[Any] | None = None
+        self.reservations = 0  # round trips to the timeline, for tests and benchmarks
 
     @property
     def rate(self) -> float:
@@ -182,9 +187,12 @@ class SharedPacer:
             now = time.monotonic()
             while self._held and self._held[0] < now:
                 self._held.popleft()
-            if len(self._held) >= self.max_batch:
-                # We hold a batch ahead already: let its first slot pass first.
-                await asyncio.sleep(self._held[0] - now)
+            keep = min(LOW_WATER, self.max_batch - 1)
+            if len(self._held) > keep:
+                # Every slot we hold is handed out: ask again once all but the
+                # last have passed, for as many as the batch then allows, not one
+                # slot each time one passes (a round trip per send at the limit).
+                await asyncio.sleep(self._held[-1 - keep] - now)
                 return
             count = min(self.max_batch - len(self._held), max(1, self._waiting, self._expected()))
             async with self._session() as conn:
@@ -198,6 +206,7 @@ class SharedPacer:
                     prepare=True,
                 )
             assert reserved is not None
+            self.reservations += 1
             first_slot = reserved.first_slot.timestamp()
             self._clock.observe(first_slot - reserved.first_slot_in, time.monotonic())
             first = self._clock.local(first_slot)

@@ -258,6 +258,34 @@ def test_a_throttle_seen_by_one_process_slows_every_sender(database_url):
     assert row["throttles"] == 1 and row["since"] >= dt.timedelta(seconds=0.8)
 
 
+@pytest.mark.parametrize("limit", [5, 20, 80])
+def test_senders_waiting_at_the_limit_take_slots_a_batch_per_round_trip(database_url, limit):
+    """A second of slots wanted at once by twelve senders of one process: each
+    reservation brings as many slots as the batch allows (at 80 msg/s, two or
+    three; below about 20 msg/s, one), and a sender whose slots are all handed
+    out waits for them to pass instead of asking again at once."""
+    wanted = max(4, int(limit * HEADROOM))
+
+    async def main() -> tuple[int, int]:
+        pacer = SharedPacer(database_url, NUMBER, limit)
+        queue = list(range(wanted))
+
+        async def sender() -> None:
+            while queue:
+                queue.pop()
+                await pacer.acquire()
+
+        try:
+            await asyncio.gather(*(sender() for _ in range(12)))
+        finally:
+            await pacer.aclose()
+        return pacer.reservations, pacer.max_batch
+
+    reservations, batch = asyncio.run(main())
+    per_round_trip = max(1, batch - 1)
+    assert reservations <= -(-wanted // per_round_trip) + 2, (reservations, wanted, batch)
+
+
 @pytest.mark.solo
 @pytest.mark.slow
 def test_survivors_take_a_killed_senders_share_within_five_seconds(db, sandbox, settings):
