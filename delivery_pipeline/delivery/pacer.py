@@ -184,16 +184,16 @@ class SharedPacer:
         async with self._reserving:
             if self._free:  # a reservation came back while we queued for the lock
                 return
-            now = time.monotonic()
-            while self._held and self._held[0] < now:
-                self._held.popleft()
+            self._forget_passed()
             keep = min(LOW_WATER, self.max_batch - 1)
             if len(self._held) > keep:
                 # Every slot we hold is handed out: ask again once all but the
                 # last have passed, for as many as the batch then allows, not one
                 # slot each time one passes (a round trip per send at the limit).
-                await asyncio.sleep(self._held[-1 - keep] - now)
-                return
+                # The others waiting queue on the lock meanwhile and take what
+                # this brings, rather than each sleeping its turn.
+                await asyncio.sleep(self._held[-1 - keep] - time.monotonic())
+                self._forget_passed()
             count = min(self.max_batch - len(self._held), max(1, self._waiting, self._expected()))
             async with self._session() as conn:
                 reserved = await QUERIES.reserve_send_slots.one(
@@ -213,6 +213,11 @@ class SharedPacer:
             slots = [first + i * self.spacing for i in range(count)]
             self._free.extend(slots)
             self._held.extend(slots)
+
+    def _forget_passed(self) -> None:
+        now = time.monotonic()
+        while self._held and self._held[0] < now:
+            self._held.popleft()
 
     def _expected(self) -> int:
         """Slots this sender will likely ask for over the next batch: when the number
