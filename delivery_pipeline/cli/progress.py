@@ -17,10 +17,6 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, Literal, TextIO
 
-from rich.console import Console
-from rich.live import Live
-from rich.spinner import Spinner
-
 from delivery_pipeline.delivery.progress import FINISHED, Event, SweepEvent
 
 Mode = Literal["live", "lines", "json"]
@@ -98,6 +94,12 @@ def shown(mode: Mode, stream: TextIO) -> Iterator[SweepTally]:
     """Count the sweep run inside the block and show it on ``stream`` meanwhile."""
     tally = SweepTally()
     if mode == "live":
+        # Imported here: only a terminal needs it, and every sweep process a
+        # fleet starts (lines or JSON) would pay for it at start-up.
+        from rich.console import Console
+        from rich.live import Live
+        from rich.spinner import Spinner
+
         spinner = Spinner("dots")
 
         def render() -> Spinner:
