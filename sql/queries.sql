@@ -345,11 +345,14 @@ locked AS (
     FOR KEY SHARE OF d
 ),
 renewed AS (
+    -- Driven by the locked rows, so that each row is locked before it is
+    -- renewed: a row this statement updated already could no longer be locked
+    -- by it, and would look like a claim lost. The claim is checked again on
+    -- the row being updated, which waits for a takeover and sees it.
     UPDATE documents d SET claimed_at = now()
-    FROM req r
-    WHERE r.next_index IS NOT NULL
-      AND d.id = r.document_id AND d.claim_token = r.token
-      AND d.claimed_at < now() - %(renew_after)s
+    FROM locked JOIN req r ON r.document_id = locked.id
+    WHERE d.id = locked.id AND NOT locked.fresh
+      AND d.claim_token = r.token AND d.claimed_at < now() - %(renew_after)s
     RETURNING d.id
 ),
 held AS (

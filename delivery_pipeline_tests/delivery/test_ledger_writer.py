@@ -250,3 +250,37 @@ def _wait_until_blocked(db: psycopg.Connection[Any], timeout: float = 10.0) -> N
             return
         time.sleep(0.02)
     pytest.fail("the writer never waited for the row the service holds")
+
+
+def test_documents_whose_leases_need_renewing_are_fenced_together(db, database_url):
+    """Three documents fenced in one batch, each claim older than a quarter of the
+    lease: each is renewed and fenced, none reads as a claim lost (the statement
+    must lock each row before it renews it: a row it already renewed can no
+    longer be locked by it)."""
+    documents = []
+    for _ in range(3):
+        document_id, token = _claimed(db)
+        _with_ledger(db, document_id, ["sending", "pending"])
+        db.execute(
+            "UPDATE documents SET claimed_at = now() - interval '5 minutes' WHERE id = %s",
+            (document_id,),
+        )
+        documents.append((document_id, token))
+
+    async def together() -> list[Any]:
+        writer = _writer(database_url)
+        try:
+            return list(
+                await asyncio.gather(*(writer.advance(_record_and_fence(*d)) for d in documents))
+            )
+        finally:
+            await writer.aclose()
+
+    answers = asyncio.run(together())
+    assert [(a.ours, a.fenced) for a in answers] == [(True, True)] * 3
+    renewed = db.execute(
+        "SELECT count(*) AS n FROM documents WHERE id = ANY(%s) "
+        "AND claimed_at > now() - interval '1 minute'",
+        ([d for d, _ in documents],),
+    ).fetchone()
+    assert renewed["n"] == 3
