@@ -205,13 +205,14 @@ def summary_rows() -> list[tuple[str, str, str, bool | None]]:
         scale=100,
     )
     p = read_figures("vs_procrastinate") or {}
-    for chunks in (2, 9):
+    # Issue 20 sets 0.5 on the two-chunk plans it measured; nine-chunk keeps 0.8.
+    for chunks, most in ((2, 0.5), (9, 0.8)):
         add(
             f"CPU per message (sender + Postgres), ours / procrastinate, {chunks}-chunk plans",
-            "≤ 0.8",
+            f"≤ {most}",
             p.get(f"cpu_ratio_{chunks}"),
             "{:.2f}",
-            at_most(0.8),
+            at_most(most),
         )
         add(
             f"… the same, procrastinate sending with our HTTP client, {chunks}-chunk plans",
@@ -219,6 +220,27 @@ def summary_rows() -> list[tuple[str, str, str, bool | None]]:
             p.get(f"cpu_ratio_same_client_{chunks}"),
             "{:.2f}",
         )
+    ours_pg, theirs_pg = p.get("pg_ms_ours_2"), p.get("pg_ms_theirs_2")
+    add(
+        "Postgres CPU per message, ours / procrastinate, 2-chunk plans",
+        "≤ 1",
+        None if ours_pg is None or theirs_pg is None else float(ours_pg) / float(theirs_pg),
+        "{:.2f}",
+        at_most(1.0),
+    )
+    add(
+        "CPU per message paced at 80 msg/s ÷ unbound, ours, 2-chunk plans",
+        "≤ 1.1",
+        p.get("paced_ratio_ours"),
+        "{:.2f}",
+        at_most(1.1),
+    )
+    add(
+        "… the same for procrastinate (for comparison)",
+        "—",
+        p.get("paced_ratio_theirs"),
+        "{:.2f}",
+    )
     for key in sorted(k for k in p if k.startswith("ratio_")):
         limit = int(key.split("_")[1])
         add(
