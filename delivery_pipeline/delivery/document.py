@@ -76,21 +76,39 @@ class FirstSend:
     service runs a sweep per reply and per ready notification, and each of
     them had a first document in flight before the pause was written, each
     refused: one at a time until a send is accepted keeps that to one refusal
-    per process (a fleet's pause test counted eleven, its bound ten).
+    per process (a fleet's pause test counted eleven, its bound ten). The
+    documents that waited go together the moment a send is accepted, not one
+    after another.
     """
 
     def __init__(self) -> None:
         self.proven = False
-        self._lock = asyncio.Lock()
+        self._busy = False
+        self._changed = asyncio.Condition()
 
     @contextlib.asynccontextmanager
     async def turn(self) -> AsyncIterator[None]:
         if self.proven:
             yield
             return
-        async with self._lock:
+        async with self._changed:
+            await self._changed.wait_for(lambda: self.proven or not self._busy)
+            alone = not self.proven
+            self._busy = self._busy or alone
+        try:
             yield
+        finally:
+            if alone:
+                async with self._changed:
+                    self._busy = False
+                    self._changed.notify_all()
 
+    async def accepted(self) -> None:
+        """A send was accepted: whoever waits goes now."""
+        if not self.proven:
+            async with self._changed:
+                self.proven = True
+                self._changed.notify_all()
 
 @dataclass
 class DocumentDelivery:
@@ -596,7 +614,7 @@ class DocumentDelivery:
         """A send accepted: a pause of its number, or of every number, recorded before
         it started is over. (One that was already in flight when another worker hit
         the error proves nothing.)"""
-        self.first_send.proven = True
+        await self.first_send.accepted()
         if self.sweep.maybe_paused and await self.store.resume_sender(
             started_at, claim.phone_number_id
         ):

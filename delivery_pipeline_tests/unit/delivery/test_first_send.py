@@ -1,0 +1,53 @@
+"""A process's documents go one at a time until one of its sends is accepted,
+then together: the ones that waited do not follow each other one by one."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from delivery_pipeline.delivery.document import FirstSend
+
+pytestmark = pytest.mark.unit
+
+
+def test_the_documents_that_waited_go_together_once_a_send_is_accepted() -> None:
+    async def main() -> list[str]:
+        first_send = FirstSend()
+        events: list[str] = []
+
+        async def document(name: str, sends: bool) -> None:
+            async with first_send.turn():
+                events.append(f"{name} in")
+                if sends:
+                    await first_send.accepted()
+                await asyncio.sleep(0.05)
+                events.append(f"{name} out")
+
+        await asyncio.gather(document("a", True), document("b", False), document("c", False))
+        return events
+
+    events = asyncio.run(main())
+    # b and c entered while a was still inside: after its send was accepted.
+    assert events[:3] == ["a in", "b in", "c in"]
+
+
+def test_unproven_documents_go_one_at_a_time() -> None:
+    async def main() -> list[str]:
+        first_send = FirstSend()
+        events: list[str] = []
+
+        async def document(name: str) -> None:
+            async with first_send.turn():
+                events.append(f"{name} in")
+                await asyncio.sleep(0.01)
+                events.append(f"{name} out")
+
+        await asyncio.gather(*(document(n) for n in "abc"))
+        first_send.proven = False  # a refusal that paused sending
+        await asyncio.gather(*(document(n) for n in "de"))
+        return events
+
+    events = asyncio.run(main())
+    assert events == [f"{n} {w}" for n in "abcde" for w in ("in", "out")]
