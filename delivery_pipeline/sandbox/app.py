@@ -168,7 +168,9 @@ class Sandbox:
         if failure is None and life is not None and self._template_fate(message, wamid, life):
             return wamid
         if failure is None:
-            person.inbox.append(_inbox_record(message, wamid, now))
+            # When its request arrived (the moment the limit counts), on the wall clock.
+            arrived_at = now - (monotonic - arrived)
+            person.inbox.append(_inbox_record(message, wamid, now, arrived_at))
             price = pricing(message, in_window=in_window, service_billable=config.service_billable)
             state.stats.messages_by_category[price["category"]] += 1
             if price["billable"]:
@@ -351,7 +353,9 @@ def _http_status(code: int) -> int:
     return 400
 
 
-def _inbox_record(message: Outgoing, wamid: str, now: float) -> dict[str, Any]:
+def _inbox_record(
+    message: Outgoing, wamid: str, now: float, arrived_at: float
+) -> dict[str, Any]:
     record: dict[str, Any] = {
         "id": wamid,
         "to": message.to,
@@ -373,6 +377,7 @@ def _inbox_record(message: Outgoing, wamid: str, now: float) -> dict[str, Any]:
     else:
         record["text"] = message.body
     record["time"] = iso(now)
+    record["arrived"] = iso(arrived_at)
     record["callback_data"] = message.callback_data
     return record
 
