@@ -38,6 +38,8 @@ BENCHMARKS: dict[str, list[str]] = {
     # library's numbers module for every import of it in its process)
     "several_numbers": ["--numbers", "1,2,4", "--docs-per-number", "100"],
     "claim_depth": ["--depths", "1000,10000,100000", "--claims", "10"],
+    "group_commit": ["--docs", "1600", "--batches", "1,4,16,32"],
+    "arrivals": ["--docs", "200", "--runs", "3", "--loads", "0,2"],
 }
 
 
@@ -204,6 +206,36 @@ def summary_rows() -> list[tuple[str, str, str, bool | None]]:
         "{:.0f} %",
         scale=100,
     )
+    a = read_figures("arrivals") or {}
+    arrival_runs = a.get("runs") or []
+    add(
+        "fleet at an 80 msg/s number, quiet and beside 2 busy loops: 130429, all runs",
+        "0",
+        sum(int(r["throttled"]) for r in arrival_runs) if arrival_runs else None,
+        "{:.0f}",
+        at_most(0),
+    )
+    add(
+        "… its busiest sliding second on the wire (kernel timestamps), worst run",
+        "< 80",
+        max(int(r["busiest_wire"]) for r in arrival_runs) if arrival_runs else None,
+        "{:.0f}",
+        lambda v: v < 80,
+    )
+    add(
+        "… the sandbox's stamp behind the wire, p99, worst run",
+        "report",
+        max(float(r["lag_p99_ms"]) for r in arrival_runs) if arrival_runs else None,
+        "{:.1f} ms",
+    )
+    batched = read_figures("group_commit") or {}
+    for batch in ("1", "32"):
+        add(
+            f"advance_delivery, backend CPU per document, {batch} a statement",
+            "report",
+            batched.get(f"{batch}_by_key"),
+            "{:.3f} ms",
+        )
     p = read_figures("vs_procrastinate") or {}
     # Issue 20 sets 0.5 on the two-chunk plans it measured; nine-chunk keeps 0.8.
     for chunks, most in ((2, 0.5), (9, 0.8)):
