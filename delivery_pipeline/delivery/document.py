@@ -110,6 +110,7 @@ class FirstSend:
                 self.proven = True
                 self._changed.notify_all()
 
+
 @dataclass
 class DocumentDelivery:
     """Delivers the documents one sweep claimed, one at a time per call.

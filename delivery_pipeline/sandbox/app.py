@@ -353,9 +353,7 @@ def _http_status(code: int) -> int:
     return 400
 
 
-def _inbox_record(
-    message: Outgoing, wamid: str, now: float, arrived_at: float
-) -> dict[str, Any]:
+def _inbox_record(message: Outgoing, wamid: str, now: float, arrived_at: float) -> dict[str, Any]:
     record: dict[str, Any] = {
         "id": wamid,
         "to": message.to,
