@@ -128,7 +128,10 @@ class SharedPacer:
         self._reserving = asyncio.Lock()
         self._clock = DatabaseClock()
         self._conn: psycopg.AsyncConnection[Any] | None = None
-        self.reservations = 0  # round trips to the timeline, for tests and benchmarks
+        # For tests and benchmarks: round trips to the timeline, and slots given up
+        # because this sender came to them too late.
+        self.reservations = 0
+        self.forfeited = 0
 
     @property
     def rate(self) -> float:
@@ -156,6 +159,7 @@ class SharedPacer:
                 await asyncio.sleep(slot - now)
             if epoch == self._epoch and now - slot <= self.tolerance:
                 return
+            self.forfeited += 1
 
     async def back_off(self, seconds: float) -> None:
         """The platform said slow down: no slot for anybody, in any process, for ``seconds``."""
@@ -178,6 +182,7 @@ class SharedPacer:
             slot = self._free.popleft()
             if now - slot <= self.tolerance:
                 return slot
+            self.forfeited += 1
         return None
 
     async def _reserve(self) -> None:
