@@ -201,9 +201,9 @@ class LedgerWriter:
         self.transactions += 1
         self.requests += len(begins) + len(advances)
         for b in begins:
-            b.answer.set_result(ledgers.get(b.request.document_id, []))
+            _answer(b, ledgers.get(b.request.document_id, []))
         for a in advances:
-            a.answer.set_result(advanced[a.request.document_id])
+            _answer(a, advanced[a.request.document_id])
 
     async def _settle_alone(
         self,
@@ -295,6 +295,13 @@ class LedgerWriter:
             for a in advances
         ]
         return {"requests": Jsonb(requests), "renew_after": self._renew_after}
+
+
+def _answer(waiting: _Waiting[Any, Answer], answer: Answer) -> None:
+    # A caller cancelled while its transaction was in flight hears nothing; the
+    # others of the batch hear theirs (the transaction committed for all).
+    if not waiting.answer.done():
+        waiting.answer.set_result(answer)
 
 
 def _fail(waiting: Sequence[_Waiting[Any, Any]], exc: BaseException) -> None:

@@ -284,3 +284,50 @@ def test_documents_whose_leases_need_renewing_are_fenced_together(db, database_u
         ([d for d, _ in documents],),
     ).fetchone()
     assert renewed["n"] == 3
+
+
+def test_a_caller_cancelled_mid_transaction_costs_the_others_nothing(db, database_url):
+    """Two documents' fences in one transaction, held up by a row lock; the caller
+    answered first is cancelled meanwhile (its sweep stopped). When the transaction
+    commits, the other caller gets its answer, not an error about the cancelled one."""
+    first, first_token = _claimed(db)
+    _with_ledger(db, first, ["sending", "pending"])
+    second, second_token = _claimed(db)
+    _with_ledger(db, second, ["sending", "pending"])
+    outcome: list[Any] = []
+    writing = threading.Event()
+    cancel = threading.Event()
+
+    def write() -> None:
+        async def one_cancelled() -> list[Any]:
+            writer = _writer(database_url)
+            try:
+                dropped = asyncio.create_task(writer.advance(_record_and_fence(first, first_token)))
+                kept = asyncio.create_task(writer.advance(_record_and_fence(second, second_token)))
+                await asyncio.sleep(0.1)  # the batch is taken, its statement waits
+                writing.set()
+                await asyncio.to_thread(cancel.wait, 10)
+                dropped.cancel()
+                return list(await asyncio.gather(dropped, kept, return_exceptions=True))
+            finally:
+                await writer.aclose()
+
+        outcome.extend(asyncio.run(one_cancelled()))
+
+    with connect(database_url, autocommit=False) as service:
+        service.execute(
+            "UPDATE delivery_chunks SET read_at = now() WHERE document_id = %s", (second,)
+        )
+        thread = threading.Thread(target=write)
+        thread.start()
+        assert writing.wait(10)
+        _wait_until_blocked(db)
+        cancel.set()
+        time.sleep(0.3)  # the cancel lands while the writer waits for the row
+        service.commit()
+    thread.join(timeout=30)
+    dropped, kept = outcome
+    assert isinstance(dropped, asyncio.CancelledError)
+    assert not isinstance(kept, BaseException), kept
+    assert (kept.ours, kept.fenced) == (True, True)
+    assert _chunks(db, second) == [("sent", f"wamid.{second}.0"), ("sending", None)]
