@@ -26,10 +26,11 @@ import psycopg
 from _common import figures_comment, scratch_database, seed_ready_documents, write_section
 
 from delivery_pipeline.delivery.chunking import delivery_messages
-from delivery_pipeline.delivery.ledger_writer import AdvanceRequest, BeginRequest, LedgerWriter
+from delivery_pipeline.delivery.ledger_writer import BeginRequest, LedgerWriter
 from delivery_pipeline.settings import DEV_PHONE_NUMBER_ID
 from delivery_pipeline.store.db import by_key_connection
 from delivery_pipeline.store.queries import QUERIES
+from delivery_pipeline.testing.ledger import record_and_fence
 from delivery_pipeline.testing.plans import plan_body
 
 LEASE = dt.timedelta(minutes=10)
@@ -99,18 +100,7 @@ async def advance_in_batches(
         pid = conn.info.backend_pid
         cpu0, wall0 = backend_cpu(pid), time.perf_counter()
         for start in range(0, len(documents), batch):
-            requests = [
-                AdvanceRequest(
-                    d,
-                    token,
-                    DEV_PHONE_NUMBER_ID,
-                    sent=(0, f"dp:{d}:0:1", f"wamid.{d}.0"),
-                    fence=(1, f"dp:{d}:1:1"),
-                    resend_ambiguous=False,
-                    finish=False,
-                )
-                for d, token in documents[start : start + batch]
-            ]
+            requests = [record_and_fence(d, token) for d, token in documents[start : start + batch]]
             answers = await QUERIES.advance_delivery.all(conn, writer._advance_params(requests))
             assert all(a.fenced for a in answers), "every part fenced"
         wall = time.perf_counter() - wall0

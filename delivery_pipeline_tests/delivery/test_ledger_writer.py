@@ -21,6 +21,7 @@ from delivery_pipeline.delivery.ledger_writer import AdvanceRequest, BeginReques
 from delivery_pipeline.model import ChunkState
 from delivery_pipeline.settings import DEV_PHONE_NUMBER_ID
 from delivery_pipeline.store.db import connect
+from delivery_pipeline.testing.ledger import record_and_fence
 from delivery_pipeline_tests.support.data import add_document, add_person
 
 LEASE = dt.timedelta(minutes=10)
@@ -64,19 +65,6 @@ def _chunks(db: psycopg.Connection[Any], document_id: int) -> list[tuple[str, st
     return [(r["state"], r["wa_message_id"]) for r in rows]
 
 
-def _record_and_fence(document_id: int, token: uuid.UUID, number: str = DEV_PHONE_NUMBER_ID):
-    """Chunk 0 accepted, chunk 1 fenced next."""
-    return AdvanceRequest(
-        document_id,
-        token,
-        number,
-        sent=(0, f"dp:{document_id}:0:1", f"wamid.{document_id}.0"),
-        fence=(1, f"dp:{document_id}:1:1"),
-        resend_ambiguous=False,
-        finish=False,
-    )
-
-
 def test_documents_asking_together_are_one_transaction_each_answered_its_own(db, database_url):
     """Five requests at once: a fresh ledger, a record and fence, a finish, a claim
     lost, a number paused. One transaction; each document gets its own answer and
@@ -108,7 +96,7 @@ def test_documents_asking_together_are_one_transaction_each_answered_its_own(db,
                         [f"dp:{fresh}:0:1", f"dp:{fresh}:1:1"],
                     )
                 ),
-                writer.advance(_record_and_fence(moving, moving_token)),
+                writer.advance(record_and_fence(moving, moving_token)),
                 writer.advance(
                     AdvanceRequest(
                         finishing,
@@ -120,8 +108,8 @@ def test_documents_asking_together_are_one_transaction_each_answered_its_own(db,
                         finish=True,
                     )
                 ),
-                writer.advance(_record_and_fence(lost, uuid.uuid4())),
-                writer.advance(_record_and_fence(paused, paused_token, OTHER_NUMBER)),
+                writer.advance(record_and_fence(lost, uuid.uuid4())),
+                writer.advance(record_and_fence(paused, paused_token, OTHER_NUMBER)),
             )
             return list(answers), writer.transactions
         finally:
@@ -208,8 +196,8 @@ def test_a_batch_a_deadlock_rolled_back_is_written_again(db, database_url):
         async def both() -> list[Any]:
             try:
                 return await asyncio.gather(
-                    writer.advance(_record_and_fence(first, first_token)),
-                    writer.advance(_record_and_fence(second, second_token)),
+                    writer.advance(record_and_fence(first, first_token)),
+                    writer.advance(record_and_fence(second, second_token)),
                 )
             finally:
                 await writer.aclose()
@@ -271,7 +259,7 @@ def test_documents_whose_leases_need_renewing_are_fenced_together(db, database_u
         writer = _writer(database_url)
         try:
             return list(
-                await asyncio.gather(*(writer.advance(_record_and_fence(*d)) for d in documents))
+                await asyncio.gather(*(writer.advance(record_and_fence(*d)) for d in documents))
             )
         finally:
             await writer.aclose()
@@ -302,8 +290,8 @@ def test_a_caller_cancelled_mid_transaction_costs_the_others_nothing(db, databas
         async def one_cancelled() -> list[Any]:
             writer = _writer(database_url)
             try:
-                dropped = asyncio.create_task(writer.advance(_record_and_fence(first, first_token)))
-                kept = asyncio.create_task(writer.advance(_record_and_fence(second, second_token)))
+                dropped = asyncio.create_task(writer.advance(record_and_fence(first, first_token)))
+                kept = asyncio.create_task(writer.advance(record_and_fence(second, second_token)))
                 await asyncio.sleep(0.1)  # the batch is taken, its statement waits
                 writing.set()
                 await asyncio.to_thread(cancel.wait, 10)
