@@ -15,6 +15,7 @@ import asyncio
 import contextlib
 import datetime as dt
 import logging
+import time
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from typing import NoReturn
@@ -67,33 +68,38 @@ class GlobalStop(Exception):
 
 
 class FirstSend:
-    """Until one of this process's sends has been accepted, its documents go one
-    at a time.
+    """Until one of this process's sends has been accepted lately, its documents go
+    one at a time.
 
     A token that expired, an account locked, a number gone: the first send
-    after the process starts (or after a refusal that paused sending) is the
-    one that finds out, and it pauses every sender through Postgres. The
-    service runs a sweep per reply and per ready notification, and each of
-    them had a first document in flight before the pause was written, each
-    refused: one at a time until a send is accepted keeps that to one refusal
-    per process (a fleet's pause test counted eleven, its bound ten). The
-    documents that waited go together the moment a send is accepted, not one
-    after another.
+    after the process starts, after a refusal that paused sending, or after a
+    quiet spell (the token may have expired overnight) is the one that finds
+    out, and it pauses every sender through Postgres. The service runs a sweep
+    per reply and per ready notification, and each of them had a first
+    document in flight before the pause was written, each refused: one at a
+    time until a send is accepted keeps that to one refusal per process (a
+    fleet's pause test counted eleven, its bound ten). The documents that
+    waited go together the moment a send is accepted, not one after another.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, fresh_for: float = 60.0) -> None:
         self.proven = False
+        self._fresh_for = fresh_for
+        self._last_accepted = 0.0
         self._busy = False
         self._changed = asyncio.Condition()
 
+    def _fresh(self) -> bool:
+        return self.proven and time.monotonic() - self._last_accepted < self._fresh_for
+
     @contextlib.asynccontextmanager
     async def turn(self) -> AsyncIterator[None]:
-        if self.proven:
+        if self._fresh():
             yield
             return
         async with self._changed:
-            await self._changed.wait_for(lambda: self.proven or not self._busy)
-            alone = not self.proven
+            await self._changed.wait_for(lambda: self._fresh() or not self._busy)
+            alone = not self._fresh()
             self._busy = self._busy or alone
         try:
             yield
@@ -105,9 +111,10 @@ class FirstSend:
 
     async def accepted(self) -> None:
         """A send was accepted: whoever waits goes now."""
-        if not self.proven:
+        waiting_possible = not self._fresh()
+        self.proven, self._last_accepted = True, time.monotonic()
+        if waiting_possible:
             async with self._changed:
-                self.proven = True
                 self._changed.notify_all()
 
 
