@@ -78,7 +78,8 @@ CREATE TABLE public.documents (
     CONSTRAINT documents_review_rejected_is_abandoned CHECK ((COALESCE((review_decision = 'rejected'::text), false) = COALESCE((abandon_reason = 'rejected'::text), false))),
     CONSTRAINT documents_review_rejected_with_reason CHECK (((review_decision IS DISTINCT FROM 'rejected'::text) OR (COALESCE(btrim(review_reason), ''::text) <> ''::text))),
     CONSTRAINT documents_status_check CHECK ((status = ANY (ARRAY['pending'::text, 'generating'::text, 'succeeded'::text, 'failed'::text])))
-);
+)
+WITH (fillfactor='70');
 
 -- Name: COLUMN documents.chunk_failures; Type: COMMENT
 
