@@ -247,7 +247,10 @@ def read_queries(paths: list[Path]) -> dict[str, NamedSql]:
         for name, body in zip(parts[1::2], parts[2::2], strict=True):
             lines = body.strip("\n").splitlines()
             description = lines[0][3:].strip() if lines and lines[0].startswith("-- ") else ""
-            sql = "\n".join(line for line in lines if not line.startswith("--")).strip()
+            # Comment lines inside a statement too: psycopg caches the conversion
+            # of a statement of at most 4,096 characters only, and the ledger's
+            # run several times a message.
+            sql = "\n".join(line for line in lines if not line.lstrip().startswith("--")).strip()
             if name in found:
                 raise ValueError(f"query {name!r} defined twice (second time in {path})")
             found[name] = NamedSql(name, description, sql)

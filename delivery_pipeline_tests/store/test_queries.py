@@ -318,3 +318,18 @@ def test_the_engines_connections_do_not_jit_compile(database_url):
             return row["jit"], row["name"]
 
     assert asyncio.run(settings()) == ("off", "jit-test")
+
+
+def test_the_statements_run_per_message_fit_psycopgs_conversion_cache() -> None:
+    """psycopg converts a statement's ``%(name)s`` placeholders once and keeps the
+    result only for statements of at most 4,096 characters; a longer one is
+    parsed again at every call. The loader drops comment lines, indented ones
+    included, so the ledger's statements and the claim stay under it."""
+    from psycopg._queries import MAX_CACHED_STATEMENT_LENGTH
+
+    hot = ("advance_delivery", "begin_delivery", "claim_batch", "reserve_send_slots")
+    lengths = {name: len(getattr(QUERIES, name).sql.encode()) for name in hot}
+    assert all(n <= MAX_CACHED_STATEMENT_LENGTH for n in lengths.values()), lengths
+    assert not any(
+        line.lstrip().startswith("--") for line in QUERIES.advance_delivery.sql.splitlines()
+    )
