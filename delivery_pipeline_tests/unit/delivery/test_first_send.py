@@ -12,20 +12,27 @@ from delivery_pipeline.delivery.document import FirstSend
 pytestmark = pytest.mark.unit
 
 
+async def _document(
+    first_send: FirstSend, events: list[str], name: str, sends: bool = False, hold: float = 0.01
+) -> None:
+    """A document's turn: noted on entering and leaving, its send accepted if ``sends``."""
+    async with first_send.turn():
+        events.append(f"{name} in")
+        if sends:
+            await first_send.accepted()
+        await asyncio.sleep(hold)
+        events.append(f"{name} out")
+
+
 def test_the_documents_that_waited_go_together_once_a_send_is_accepted() -> None:
     async def main() -> list[str]:
         first_send = FirstSend()
         events: list[str] = []
-
-        async def document(name: str, sends: bool) -> None:
-            async with first_send.turn():
-                events.append(f"{name} in")
-                if sends:
-                    await first_send.accepted()
-                await asyncio.sleep(0.05)
-                events.append(f"{name} out")
-
-        await asyncio.gather(document("a", True), document("b", False), document("c", False))
+        await asyncio.gather(
+            _document(first_send, events, "a", sends=True, hold=0.05),
+            _document(first_send, events, "b", hold=0.05),
+            _document(first_send, events, "c", hold=0.05),
+        )
         return events
 
     events = asyncio.run(main())
@@ -37,16 +44,9 @@ def test_unproven_documents_go_one_at_a_time() -> None:
     async def main() -> list[str]:
         first_send = FirstSend()
         events: list[str] = []
-
-        async def document(name: str) -> None:
-            async with first_send.turn():
-                events.append(f"{name} in")
-                await asyncio.sleep(0.01)
-                events.append(f"{name} out")
-
-        await asyncio.gather(*(document(n) for n in "abc"))
+        await asyncio.gather(*(_document(first_send, events, n) for n in "abc"))
         first_send.proven = False  # a refusal that paused sending
-        await asyncio.gather(*(document(n) for n in "de"))
+        await asyncio.gather(*(_document(first_send, events, n) for n in "de"))
         return events
 
     events = asyncio.run(main())
@@ -60,19 +60,12 @@ def test_after_a_quiet_spell_the_next_documents_go_one_at_a_time_again() -> None
     async def main() -> list[str]:
         first_send = FirstSend(fresh_for=0.05)
         events: list[str] = []
-
-        async def document(name: str, sends: bool = False) -> None:
-            async with first_send.turn():
-                events.append(f"{name} in")
-                if sends:
-                    await first_send.accepted()
-                await asyncio.sleep(0.01)
-                events.append(f"{name} out")
-
-        await document("a", sends=True)
-        await asyncio.gather(document("b"), document("c"))  # still fresh: together
+        await _document(first_send, events, "a", sends=True)
+        # still fresh: together
+        await asyncio.gather(*(_document(first_send, events, n) for n in "bc"))
         await asyncio.sleep(0.1)  # quiet
-        await asyncio.gather(document("d"), document("e"))  # alone again
+        # alone again
+        await asyncio.gather(*(_document(first_send, events, n) for n in "de"))
         return events
 
     events = asyncio.run(main())
