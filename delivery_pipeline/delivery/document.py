@@ -57,6 +57,13 @@ from delivery_pipeline.whatsapp.errors import (
 log = logging.getLogger(__name__)
 
 _AMBIGUOUS = (ChunkState.SENDING, ChunkState.UNKNOWN)
+# While a number's sends wait for slots, a document's ledger write waits up to
+# this share of that wait, and never longer than LINGER_SECONDS, for others to
+# share its transaction (``LedgerWriter``). The bound is also how much longer
+# an accepted part may go unrecorded, so what a crash can add to the parts it
+# leaves with an unknown outcome: at 80 msg/s, about four.
+LINGER_SHARE = 0.5
+LINGER_SECONDS = 0.05
 # What a knock's send came to, besides its message id.
 _UNKNOWN_OUTCOME = object()
 _NOT_KNOCKED = object()
@@ -190,7 +197,7 @@ class DocumentDelivery:
         if claim.body is not None:
             chunks = delivery_messages(claim.body, claim.chunk_limit or self.settings.chunk_limit)
             tags = [chunk_callback(claim.document_id, i, 1) for i in range(len(chunks))]
-        ledger = await self.store.begin(claim, chunks, tags)
+        ledger = await self.store.begin(claim, chunks, tags, linger=self._linger(claim))
         if ledger is None:
             self.sweep.note(Event.LOST_CLAIM, claim.document_id)
             return
@@ -234,7 +241,11 @@ class DocumentDelivery:
                     self.sweep.note(Event.RELEASED, claim.document_id)
                     return
                 advanced = await self.store.advance(
-                    claim, sent=accepted, fence=(index, callback), resend_ambiguous=ambiguous
+                    claim,
+                    sent=accepted,
+                    fence=(index, callback),
+                    resend_ambiguous=ambiguous,
+                    linger=self._linger(claim),
                 )
                 accepted = None
                 if advanced.paused and not advanced.fenced:
@@ -309,7 +320,9 @@ class DocumentDelivery:
             accepted = (index, callback, wamid)
             self.sweep.note(Event.CHUNK_SENT, claim.document_id)
             await self._sent_ok(claim, started_at)
-        advanced = await self.store.advance(claim, sent=accepted, finish=True)
+        advanced = await self.store.advance(
+            claim, sent=accepted, finish=True, linger=self._linger(claim)
+        )
         if advanced.delivered:
             self.sweep.note(Event.DELIVERED, claim.document_id)
         elif not advanced.ours:
@@ -324,6 +337,13 @@ class DocumentDelivery:
                 claim.document_id,
                 detail="a chunk failed after acceptance",
             )
+
+    def _linger(self, claim: Claim) -> float:
+        """How long the document's next ledger write may wait to share a transaction:
+        while the number's sends wait for slots, a part of that wait, which the
+        document would spend waiting for its own slot anyway."""
+        backlog = self.pacers.of(claim.phone_number_id).backlog()
+        return min(LINGER_SECONDS, LINGER_SHARE * backlog)
 
     async def _resend_ambiguous(self, claim: Claim, index: int, row: LedgerRow | None) -> bool:
         """A chunk whose outcome is unknown: wait for a status, then the policy. True: resend."""

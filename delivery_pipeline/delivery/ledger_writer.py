@@ -10,11 +10,18 @@ ledger and its first fence; ``advance_delivery``: a record, the next fence or
 the finish) and writes everything waiting in one transaction: one statement
 of each kind over every document, one commit, on one connection of its own.
 
-Nothing waits on purpose. A request made while the writer is idle is written
-at once, alone; batches form only while a transaction is in flight, that is,
-only when requests come faster than the writer's round trip. A document's
-answer is its own row, and it returns only once its transaction committed, so
-a fence is durable before its send exactly as when written alone.
+A request made while the writer is idle is written at once, alone, unless
+its caller says it may wait (``linger``); otherwise batches form only while a
+transaction is in flight, that is, only when requests come faster than the
+writer's round trip. At a number's limit they do not: sends leave one slot
+apart, and each document's next fence would be a transaction of its own,
+although the slot it will then wait for is further off than the fences of a
+few other documents. So a document whose send will wait for a slot anyway
+lingers up to part of that wait (``DocumentDelivery`` asks the number's
+pacer), and the documents whose sends come back meanwhile share its
+transaction. A document's answer is its own row, and it returns only once its
+transaction committed, so a fence is durable before its send exactly as when
+written alone.
 
 If the database refuses a batch for one request's sake (bad data, a bug), each
 request is written again on its own, so one costs only itself; a deadlock
@@ -89,6 +96,7 @@ Answer = TypeVar("Answer")
 class _Waiting(Generic[Request, Answer]):
     request: Request
     answer: asyncio.Future[Answer]
+    due: float  # the loop's time by which it is written
 
 
 class LedgerWriter:
@@ -102,36 +110,61 @@ class LedgerWriter:
         self._begins: list[_Waiting[BeginRequest, list[LedgerEntry]]] = []
         self._advances: list[_Waiting[AdvanceRequest, Advance]] = []
         self._writing: asyncio.Task[None] | None = None
+        # While the writer lingers: woken early by a request due sooner.
+        self._lingering: tuple[float, asyncio.Future[None]] | None = None
         # Transactions committed (a batch a deadlock rolled back is not one).
         self.transactions = 0
 
-    async def begin(self, request: BeginRequest) -> list[LedgerEntry]:
-        """The document's ledger rows (empty: the claim is lost)."""
-        waiting: _Waiting[BeginRequest, list[LedgerEntry]] = _Waiting(request, self._future())
+    async def begin(self, request: BeginRequest, *, linger: float = 0.0) -> list[LedgerEntry]:
+        """The document's ledger rows (empty: the claim is lost); written within
+        ``linger`` seconds."""
+        waiting: _Waiting[BeginRequest, list[LedgerEntry]] = self._waiting(request, linger)
         self._begins.append(waiting)
-        self._wake()
+        self._wake(waiting.due)
         return await waiting.answer
 
-    async def advance(self, request: AdvanceRequest) -> Advance:
+    async def advance(self, request: AdvanceRequest, *, linger: float = 0.0) -> Advance:
+        """Written within ``linger`` seconds."""
         assert not (request.fence and request.finish), "a fence or the finish, not both"
-        waiting: _Waiting[AdvanceRequest, Advance] = _Waiting(request, self._future())
+        waiting: _Waiting[AdvanceRequest, Advance] = self._waiting(request, linger)
         self._advances.append(waiting)
-        self._wake()
+        self._wake(waiting.due)
         return await waiting.answer
 
     @staticmethod
-    def _future() -> asyncio.Future[Any]:
-        return asyncio.get_running_loop().create_future()
+    def _waiting(request: Request, linger: float) -> _Waiting[Request, Any]:
+        loop = asyncio.get_running_loop()
+        return _Waiting(request, loop.create_future(), loop.time() + max(0.0, linger))
 
-    def _wake(self) -> None:
+    def _wake(self, due: float) -> None:
         if self._writing is None or self._writing.done():
             self._writing = asyncio.create_task(self._write_all())
+        elif self._lingering is not None and due < self._lingering[0]:
+            _settle(self._lingering[1])
+
+    async def _linger(self) -> None:
+        """Until the first waiting request is due (the writer's clock: the loop's)."""
+        loop = asyncio.get_running_loop()
+        while True:
+            waiting: list[_Waiting[Any, Any]] = [*self._begins, *self._advances]
+            due = min((w.due for w in waiting if not w.answer.done()), default=0.0)
+            if due <= loop.time():
+                return
+            woken: asyncio.Future[None] = loop.create_future()
+            timer = loop.call_at(due, _settle, woken)
+            self._lingering = (due, woken)
+            try:
+                await woken
+            finally:
+                self._lingering = None
+                timer.cancel()
 
     async def _write_all(self) -> None:
         while self._begins or self._advances:
             # Once round the event loop first: requests made in the same moment
             # (the senders one pacer reservation woke, one after another) join.
             await asyncio.sleep(0)
+            await self._linger()
             begins, advances = self._take()
             try:
                 await self._write(begins, advances)
@@ -300,6 +333,11 @@ def _answer(waiting: _Waiting[Any, Answer], answer: Answer) -> None:
     # others of the batch hear theirs (the transaction committed for all).
     if not waiting.answer.done():
         waiting.answer.set_result(answer)
+
+
+def _settle(woken: asyncio.Future[None]) -> None:
+    if not woken.done():
+        woken.set_result(None)
 
 
 def _fail(waiting: Sequence[_Waiting[Any, Any]], exc: BaseException) -> None:

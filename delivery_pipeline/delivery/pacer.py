@@ -99,6 +99,11 @@ class Pacer(Protocol):
     async def back_off(self, seconds: float) -> None: ...
     async def aclose(self) -> None: ...
 
+    def backlog(self) -> float:
+        """Seconds of slots the senders already waiting here will take before a
+        slot asked for now: what a send asked for now waits at least."""
+        ...
+
 
 class SharedPacer:
     """The business number's limit, shared through Postgres by every sender."""
@@ -124,6 +129,7 @@ class SharedPacer:
         self._held: deque[float] = deque()  # reserved and not yet past, handed out or not
         self._epoch = 0  # a throttle voids every slot handed out before it
         self._waiting = 0
+        self._acquiring = 0
         self._asked: deque[float] = deque(maxlen=64)  # when slots were asked for, lately
         self._reserving = asyncio.Lock()
         self._clock = DatabaseClock()
@@ -140,6 +146,16 @@ class SharedPacer:
 
     async def acquire(self) -> None:
         """Wait for this sender's next slot on the number's timeline."""
+        self._acquiring += 1
+        try:
+            await self._acquire()
+        finally:
+            self._acquiring -= 1
+
+    def backlog(self) -> float:
+        return self._acquiring * self.spacing
+
+    async def _acquire(self) -> None:
         if self._cap is not None:
             await self._cap.acquire()
         self._asked.append(time.monotonic())
@@ -295,6 +311,9 @@ class RateLimiter:
     def rate(self) -> float:
         """The pace actually kept, in sends per second."""
         return 1.0 / self._interval
+
+    def backlog(self) -> float:
+        return max(0.0, self._next - time.monotonic())
 
     @property
     def last_sent(self) -> float | None:

@@ -191,12 +191,19 @@ class DeliveryStore:
     # ── the ledger ─────────────────────────────────────────────────────
 
     async def begin(
-        self, claim: Claim, chunks: list[str] | None, tags: list[str] | None
+        self,
+        claim: Claim,
+        chunks: list[str] | None,
+        tags: list[str] | None,
+        *,
+        linger: float = 0.0,
     ) -> Ledger | None:
         """Store the chunks with the tags of their first attempts (first claim; chunk 0
-        fenced) and read the ledger. None: the claim is lost."""
+        fenced) and read the ledger, within ``linger`` seconds (``LedgerWriter``).
+        None: the claim is lost."""
         entries = await self.writer.begin(
-            BeginRequest(claim.document_id, claim.token, claim.phone_number_id, chunks, tags)
+            BeginRequest(claim.document_id, claim.token, claim.phone_number_id, chunks, tags),
+            linger=linger,
         )
         return Ledger.of(entries) if entries else None
 
@@ -208,9 +215,11 @@ class DeliveryStore:
         fence: tuple[int, str] | None = None,
         resend_ambiguous: bool = False,
         finish: bool = False,
+        linger: float = 0.0,
     ) -> Advance:
         """One round trip: record ``sent`` (index, callback, message id) as accepted, then
-        fence ``fence`` (index, callback) or, with ``finish``, mark the document delivered."""
+        fence ``fence`` (index, callback) or, with ``finish``, mark the document delivered;
+        within ``linger`` seconds (``LedgerWriter``)."""
         return await self.writer.advance(
             AdvanceRequest(
                 claim.document_id,
@@ -220,7 +229,8 @@ class DeliveryStore:
                 fence,
                 resend_ambiguous,
                 finish,
-            )
+            ),
+            linger=linger,
         )
 
     async def chunk_failed(

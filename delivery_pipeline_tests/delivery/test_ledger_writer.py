@@ -319,3 +319,69 @@ def test_a_caller_cancelled_mid_transaction_costs_the_others_nothing(db, databas
     assert not isinstance(kept, BaseException), kept
     assert (kept.ours, kept.fenced) == (True, True)
     assert _chunks(db, second) == [("sent", f"wamid.{second}.0"), ("sending", None)]
+
+
+def test_requests_that_may_linger_share_one_transaction_and_none_waits_past_its_bound(
+    db, database_url
+):
+    """At a number's limit the documents' round trips come one slot apart: each
+    may wait a while, so those made within that while are one transaction, and
+    none is answered later than its own bound (plus the transaction)."""
+    documents = [_claimed(db) for _ in range(3)]
+    for document_id, _ in documents:
+        _with_ledger(db, document_id, ["sending", "pending"])
+
+    async def one_slot_apart() -> tuple[list[float], int]:
+        writer = _writer(database_url)
+        loop = asyncio.get_running_loop()
+
+        async def advance(document_id: int, token: uuid.UUID, after: float) -> float:
+            await asyncio.sleep(after)
+            asked = loop.time()
+            answer = await writer.advance(record_and_fence(document_id, token), linger=0.3)
+            assert answer.fenced
+            return loop.time() - asked
+
+        try:
+            waited = await asyncio.gather(
+                *(advance(d, t, 0.02 * i) for i, (d, t) in enumerate(documents))
+            )
+            return list(waited), writer.transactions
+        finally:
+            await writer.aclose()
+
+    waited, transactions = asyncio.run(one_slot_apart())
+    assert transactions == 1
+    # The first waited its whole bound, the last only what was left of it.
+    assert waited[0] >= 0.3
+    assert waited[2] < waited[0] - 0.03
+    for document_id, _ in documents:
+        assert _chunks(db, document_id) == [("sent", f"wamid.{document_id}.0"), ("sending", None)]
+
+
+def test_a_request_that_may_not_wait_takes_the_lingering_ones_with_it(db, database_url):
+    """A request due now (the limit not binding, a record alone) is written at once,
+    and what lingered goes in its transaction rather than waiting on."""
+    (lingering, lingering_token), (urgent, urgent_token) = (_claimed(db), _claimed(db))
+    for document_id in (lingering, urgent):
+        _with_ledger(db, document_id, ["sending", "pending"])
+
+    async def urgent_arrives() -> tuple[float, int]:
+        writer = _writer(database_url)
+        loop = asyncio.get_running_loop()
+        try:
+            started = loop.time()
+            waiting = asyncio.create_task(
+                writer.advance(record_and_fence(lingering, lingering_token), linger=30)
+            )
+            await asyncio.sleep(0.05)
+            await writer.advance(record_and_fence(urgent, urgent_token))
+            await waiting
+            return loop.time() - started, writer.transactions
+        finally:
+            await writer.aclose()
+
+    took, transactions = asyncio.run(urgent_arrives())
+    assert transactions == 1
+    assert took < 10  # not the 30 s the first one could have waited
+    assert _chunks(db, lingering)[1] == ("sending", None)

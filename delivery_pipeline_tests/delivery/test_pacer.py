@@ -66,6 +66,21 @@ def test_back_off_delays_everybody():
     assert asyncio.run(main()) >= 0.19
 
 
+def test_the_backlog_is_the_schedule_already_handed_out():
+    """What a send asked for now waits at least: nothing when the limit is far,
+    the slots handed out ahead of it when senders queue."""
+    limiter = RateLimiter(100)
+
+    async def main() -> tuple[float, float]:
+        idle = limiter.backlog()
+        await asyncio.gather(*(limiter.acquire() for _ in range(5)))
+        return idle, limiter.backlog()
+
+    idle, after_five = asyncio.run(main())
+    assert idle == 0.0
+    assert 0 < after_five <= 1 / (100 * HEADROOM)
+
+
 # ── the number's shared timeline ────────────────────────────────────────
 
 
@@ -341,3 +356,24 @@ def test_survivors_take_a_killed_senders_share_within_five_seconds(db, sandbox, 
     window = [t for t in accepted if killed_at + 3.0 <= t < killed_at + 5.0]
     paced = 80 * HEADROOM
     assert len(window) >= 0.8 * 2 * paced, f"{len(window)} accepted in 2 s"
+
+
+def test_the_backlog_counts_the_senders_waiting_for_a_slot(database_url):
+    """Eight senders queue at 20 msg/s: the backlog is their slots' worth of the
+    timeline, and nothing once they are through."""
+
+    async def main() -> tuple[float, float, float]:
+        pacer = SharedPacer(database_url, NUMBER, 20)
+        try:
+            idle = pacer.backlog()
+            senders = [asyncio.create_task(pacer.acquire()) for _ in range(8)]
+            await asyncio.sleep(0)  # each is now waiting
+            queued = pacer.backlog()
+            await asyncio.gather(*senders)
+            return idle, queued, pacer.backlog()
+        finally:
+            await pacer.aclose()
+
+    idle, queued, after = asyncio.run(main())
+    assert idle == 0.0 and after == 0.0
+    assert queued == pytest.approx(8 / (20 * HEADROOM))
