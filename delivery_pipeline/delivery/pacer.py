@@ -39,7 +39,7 @@ from delivery_pipeline.store.queries import QUERIES
 HEADROOM = 0.97
 # A sender holds at most this much of the timeline ahead of now: what it loses
 # if it dies, and how far a newcomer may have to wait behind each sender.
-BATCH_SECONDS = 0.05
+BATCH_SECONDS = 0.1
 # A sender whose slots are all handed out reserves again when this many of them
 # are still ahead: soon enough that its next send need not wait for the round
 # trip, late enough that a reservation brings several slots.

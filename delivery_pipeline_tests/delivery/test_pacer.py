@@ -276,8 +276,8 @@ def test_a_throttle_seen_by_one_process_slows_every_sender(database_url):
 @pytest.mark.parametrize("limit", [5, 20, 80])
 def test_senders_waiting_at_the_limit_take_slots_a_batch_per_round_trip(database_url, limit):
     """A second of slots wanted at once by twelve senders of one process: each
-    reservation brings as many slots as the batch allows (at 80 msg/s, two or
-    three; below about 20 msg/s, one), and a sender whose slots are all handed
+    reservation brings as many slots as the batch allows (at 80 msg/s, six or
+    seven; below about 20 msg/s, one), and a sender whose slots are all handed
     out waits for them to pass instead of asking again at once. A slot a starved
     sender came to too late is given up and asked for again: counted as wanted."""
     wanted = max(4, int(limit * HEADROOM))
