@@ -252,12 +252,13 @@ def crash_run(
     processes: int,
     webhook_url: str | None,
     seed: int,
+    limit: int = 1000,
 ) -> dict[str, float]:
     """Start the workers, SIGKILL them at a random moment, recover, restart; count chunks."""
     rng = random.Random(seed)
     webhooks = webhook_url is not None
-    prefix, phones = prepare(url, sandbox, docs, latency_ms, 1000, webhook_url)
-    rate = 1000  # ours: the number's limit, shared; theirs: hand-divided below
+    prefix, phones = prepare(url, sandbox, docs, latency_ms, limit, webhook_url)
+    rate = limit  # ours: the number's limit, shared; theirs: hand-divided below
     extra = {
         **CRASH_DELIVERY_ENV,
         "DELIVERY_UNKNOWN_GRACE_SECONDS": CRASH_DELIVERY_ENV["DELIVERY_UNKNOWN_GRACE_SECONDS"]
@@ -362,6 +363,12 @@ def main() -> None:
     parser.add_argument("--crash-docs", type=int, default=200, help="0: skip the crash runs")
     parser.add_argument("--crash-rounds", type=int, default=3)
     parser.add_argument("--crash-processes", type=int, default=2)
+    parser.add_argument(
+        "--crash-limit",
+        type=int,
+        default=0,
+        help="the number's limit in the crash runs, msg/s (0: --limit)",
+    )
     args = parser.parse_args()
 
     cpu_rows, rate_rows, crash_rows, ratio_rows, fig = [], [], [], [], {}
@@ -523,6 +530,7 @@ def main() -> None:
                         latency_ms=args.latency_ms,
                         rounds=args.crash_rounds,
                         processes=args.crash_processes,
+                        limit=args.crash_limit or args.limit,
                         webhook_url=svc.webhook_url if svc else None,
                         seed=7,
                     )
@@ -587,10 +595,10 @@ def main() -> None:
         f"{args.crash_processes} worker processes SIGKILLed "
         f"2-4 s after start, {args.crash_rounds} rounds, then restarted until all is delivered. "
         "Ours: leases expired through the data after each kill, the number's limit shared "
-        f"({args.limit:,} msg/s); procrastinate: the limit divided by hand, stalled jobs "
-        "retried (`get_stalled_jobs` + `retry_job`), which re-runs a document from its first "
-        "chunk. Last column: ours = chunks left `sending` (outcome unknown) at the kills; "
-        "procrastinate = jobs re-run.\n\n"
+        f"({args.crash_limit or args.limit:,} msg/s); procrastinate: the limit divided by "
+        "hand, stalled jobs retried (`get_stalled_jobs` + `retry_job`), which re-runs a "
+        "document from its first chunk. Last column: ours = chunks left `sending` (outcome "
+        "unknown) at the kills; procrastinate = jobs re-run.\n\n"
         "| system | accepted / expected | duplicated chunks | missing chunks | undelivered docs | "
         "ambiguous chunks / jobs re-run |\n|---|---|---|---|---|---|\n"
         + "\n".join(crash_rows)
@@ -603,7 +611,8 @@ def main() -> None:
         f"--docs {args.docs} --docs-two {args.docs_two} --limit {args.limit} "
         f"--rate-limits {args.rate_limits} --concurrency {args.concurrency} "
         f"--paced-limit {args.paced_limit} --repeats {args.repeats} "
-        f"--crash-docs {args.crash_docs}",
+        f"--crash-docs {args.crash_docs}"
+        + (f" --crash-limit {args.crash_limit}" if args.crash_limit else ""),
         body,
     )
 
