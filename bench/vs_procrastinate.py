@@ -388,8 +388,12 @@ def main() -> None:
         for chunks, docs in ((2, args.docs_two), (9, args.docs)):
             got: dict[str, list[dict[str, float]]] = {system: [] for system in SYSTEMS}
             for _ in range(args.repeats):
-                for system in SYSTEMS:  # interleaved: the same machine load for each
-                    got[system].append(
+                # Interleaved: the same machine load for each system, paced or not.
+                planned = [(system, args.limit, got[system]) for system in SYSTEMS]
+                if chunks == 2 and args.paced_limit:
+                    planned += [(system, args.paced_limit, paced[system]) for system in paced]
+                for system, limit, into in planned:
+                    into.append(
                         rate_run(
                             system,
                             url,
@@ -397,21 +401,7 @@ def main() -> None:
                             server,
                             docs=docs,
                             chunks=chunks,
-                            limit=args.limit,
-                            concurrency=args.concurrency,
-                            latency_ms=args.latency_ms,
-                        )
-                    )
-                for system, runs in paced.items() if chunks == 2 and args.paced_limit else ():
-                    runs.append(
-                        rate_run(
-                            system,
-                            url,
-                            sandbox,
-                            server,
-                            docs=docs,
-                            chunks=2,
-                            limit=args.paced_limit,
+                            limit=limit,
                             concurrency=args.concurrency,
                             latency_ms=args.latency_ms,
                         )
@@ -447,16 +437,12 @@ def main() -> None:
                 fig[f"cpu_ms_{system}_{chunks}"] = total
                 fig[f"pg_ms_{system}_{chunks}"] = m["pg"]
             # Within each repeat, then the median: not a ratio of medians.
-            fig[f"cpu_ratio_{chunks}"] = median(
-                [_total(o) / _total(t) for o, t in zip(got["ours"], got["theirs"], strict=True)]
-            )
+            ratios = [
+                _total(o) / _total(t) for o, t in zip(got["ours"], got["theirs"], strict=True)
+            ]
+            fig[f"cpu_ratio_{chunks}"] = median(ratios)
             ratio_rows.append(
-                f"| {chunks} | "
-                + ", ".join(
-                    f"{_total(o) / _total(t):.2f}"
-                    for o, t in zip(got["ours"], got["theirs"], strict=True)
-                )
-                + f" | **{fig[f'cpu_ratio_{chunks}']:.2f}** |"
+                f"| {chunks} | {', '.join(f'{r:.2f}' for r in ratios)} | **{median(ratios):.2f}** |"
             )
             if chunks == 2:
                 unbound_runs = got

@@ -61,7 +61,7 @@ _AMBIGUOUS = (ChunkState.SENDING, ChunkState.UNKNOWN)
 # this share of that wait, and never longer than LINGER_SECONDS, for others to
 # share its transaction (``LedgerWriter``). The bound is also how much longer
 # an accepted part may go unrecorded, so what a crash can add to the parts it
-# leaves with an unknown outcome: at 80 msg/s, about four.
+# leaves with an unknown outcome: at 80 msg/s, up to about four.
 LINGER_SHARE = 0.5
 LINGER_SECONDS = 0.05
 # What a knock's send came to, besides its message id.
