@@ -9,7 +9,7 @@ import platform
 import re
 import sys
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -70,6 +70,23 @@ def scratch_database(own_server: bool = False) -> Iterator[str]:
         finally:
             with psycopg.connect(admin, autocommit=True) as conn:
                 conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def variant_databases(admin: str, prefix: str, names: Iterable[str]) -> dict[str, str]:
+    """A database per variant on the admin URL's server (``{prefix}_0``, ``_1``...),
+    created if missing, not migrated: name → URL."""
+    urls = {}
+    for i, name in enumerate(names):
+        ensure_database(admin, f"{prefix}_{i}")
+        urls[name] = with_database(admin, f"{prefix}_{i}")
+    return urls
+
+
+def alternating(pair: int, names: Iterable[str]) -> list[str]:
+    """The variants in pair ``pair``'s order: reversed every other pair, so a machine
+    getting busier or quieter favours none of them."""
+    order = list(names)
+    return order if pair % 2 == 0 else order[::-1]
 
 
 def percentile(values: list[float], p: float) -> float:

@@ -25,15 +25,17 @@ import time
 from _common import (
     ServerCpu,
     admin_url,
+    alternating,
     child_env,
     median,
     run_with_cpu,
     seed_ready_documents,
     undelivered,
+    variant_databases,
     write_section,
 )
 
-from delivery_pipeline.store.db import connect, ensure_database, with_database
+from delivery_pipeline.store.db import connect
 from delivery_pipeline.store.migrations import upgrade
 from delivery_pipeline.testing.plans import plan_body
 from delivery_pipeline.testing.sandbox import start_sandbox
@@ -98,17 +100,14 @@ def main() -> None:
 
     runs: dict[str, list[dict[str, float]]] = {name: [] for name in FILLFACTORS}
     with admin_url(own_server=True) as admin, start_sandbox() as sandbox:
-        urls = {}
-        for i, (name, fillfactor) in enumerate(FILLFACTORS.items()):
-            ensure_database(admin, f"dp_fillfactor_{i}")
-            urls[name] = with_database(admin, f"dp_fillfactor_{i}")
+        urls = variant_databases(admin, "dp_fillfactor", FILLFACTORS)
+        for name, fillfactor in FILLFACTORS.items():
             upgrade(urls[name])
             with connect(urls[name]) as conn:
                 conn.execute(f"ALTER TABLE documents SET (fillfactor = {fillfactor})")
         server = ServerCpu(urls[next(iter(FILLFACTORS))])
         for pair in range(args.pairs):
-            order = list(FILLFACTORS) if pair % 2 == 0 else list(reversed(FILLFACTORS))
-            for name in order:
+            for name in alternating(pair, FILLFACTORS):
                 figures = one_run(urls[name], sandbox, server, args.docs, f"+1{50 + pair}")
                 runs[name].append(figures)
                 shown = {k: round(v, 3) for k, v in figures.items()}

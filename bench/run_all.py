@@ -40,6 +40,7 @@ BENCHMARKS: dict[str, list[str]] = {
     "claim_depth": ["--depths", "1000,10000,100000", "--claims", "10"],
     "group_commit": ["--docs", "1600", "--batches", "1,4,16,32"],
     "fillfactor": ["--docs", "1000", "--pairs", "6"],
+    "startup": ["--against", "1c547dd", "--pairs", "12"],
     "arrivals": ["--docs", "200", "--runs", "3", "--loads", "0,2"],
 }
 

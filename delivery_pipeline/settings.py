@@ -14,9 +14,11 @@ Surrounding whitespace is never part of a value: a secret copied from a file
 keeps no trailing newline.
 
 Bad values fail with one format, naming the variable: ``SettingsError``.
-"""
 
-from __future__ import annotations
+Annotations are evaluated, not postponed: pydantic would compile each field's
+string again when it builds the models, at every process's start-up
+(docs/benchmarks.md, "Start-up").
+"""
 
 import datetime as dt
 import os
@@ -879,7 +881,7 @@ class Settings(BaseModel):
         }
 
     @classmethod
-    def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> Self:
         """Every section from the environment; ``SettingsError`` names each bad variable."""
         environ = os.environ if environ is None else environ
         values: dict[str, Section] = {}
@@ -914,7 +916,7 @@ class Settings(BaseModel):
         """The heartbeat guard's parameters: the eligibility's, and the default number."""
         return {**self.delivery.eligibility, "default_number": self.whatsapp.phone_number_id}
 
-    def replace(self, **sections: Any) -> Settings:
+    def replace(self, **sections: Any) -> Self:
         """A copy with some sections' fields changed: ``replace(delivery={"rate_limit": 5})``."""
         changed = {}
         for name, fields in sections.items():

@@ -679,8 +679,8 @@ WHERE phone_number_id = %(phone_number_id)s
 SELECT pg_advisory_xact_lock(hashtext(%(dedup_key)s))
 
 -- name: last_alert
--- The newest alert for a key.
-SELECT *, extract(epoch FROM now() - created_at)::float8 AS age_seconds
+-- The newest alert for a key: its kind, severity and age.
+SELECT kind, severity, extract(epoch FROM now() - created_at)::float8 AS age_seconds
 FROM ops_alerts WHERE dedup_key = %(dedup_key)s ORDER BY created_at DESC, id DESC LIMIT 1
 
 -- name: insert_alert

@@ -8,7 +8,6 @@ exit status 1 (needs attention) or 2 (bad input: nothing written); see
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import datetime as dt
 import getpass
 import json
@@ -92,7 +91,7 @@ def cmd_people_list(args: argparse.Namespace, settings: Settings) -> int:
     with connect(_database_url(settings)) as conn:
         people = QUERIES.list_people.all(conn, {})
     print_rows(
-        [dataclasses.asdict(person) for person in people],
+        [person._asdict() for person in people],
         [
             "id",
             "phone",
@@ -158,11 +157,11 @@ def cmd_documents_show(args: argparse.Namespace, settings: Settings) -> int:
             raise UsageError(f"no document {args.id}")
         chunks = QUERIES.document_chunks.all(conn, {"document_id": args.id})
         actions = QUERIES.document_actions.all(conn, {"document_id": args.id})
-    shown = dataclasses.asdict(doc)
+    shown = doc._asdict()
     del shown["body"]
     shown["review_edited"] = shown.pop("approved_body") is not None
-    listed = [dataclasses.asdict(chunk) for chunk in chunks]
-    done = [dataclasses.asdict(action) for action in actions]  # cancels and resends
+    listed = [chunk._asdict() for chunk in chunks]
+    done = [action._asdict() for action in actions]  # cancels and resends
     print(json.dumps({"document": shown, "chunks": listed, "actions": done}, default=str, indent=2))
     return 0
 

@@ -73,15 +73,15 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     pauses = [sender for sender in senders if sender.paused_at]
     paused = bool(pauses)
     if args.json:
-        shown = dataclasses.asdict(senders[0]) if senders else None
+        shown = senders[0]._asdict() if senders else None
         states = [dataclasses.asdict(line) for line in lines]
-        knock_templates = [dataclasses.asdict(t) for t in templates]
+        knock_templates = [t._asdict() for t in templates]
         print(
             json.dumps(
                 {
                     "states": states,
                     "sender": shown,
-                    "pauses": [dataclasses.asdict(sender) for sender in pauses],
+                    "pauses": [sender._asdict() for sender in pauses],
                     "pacer": pacers[0],
                     "pacers": pacers,
                     "knock_templates": knock_templates,

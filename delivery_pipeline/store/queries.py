@@ -20,7 +20,6 @@ the database (parameter names and types, result columns and types).
 
 from __future__ import annotations
 
-import dataclasses
 import datetime as dt
 import enum
 import re
@@ -272,13 +271,20 @@ def _enum_of(hint: object) -> type[enum.Enum] | None:
     return found[0] if found else None
 
 
+def row_fields(row: type) -> tuple[str, ...] | None:
+    """The fields of one of ``store.rows``' named tuples; None for one column's type."""
+    fields: tuple[str, ...] | None = getattr(row, "_fields", None)
+    return fields if issubclass(row, tuple) else None
+
+
 def row_factory(row: type[R]) -> BaseRowFactory[R]:
-    """Rows as ``row``: a dataclass by column name (psycopg's ``class_row``, with enum
+    """Rows as ``row``: a named tuple by column name (psycopg's ``class_row``, with enum
     fields loaded as their enum), or any other type as the one column's value."""
-    if not dataclasses.is_dataclass(row):
+    fields = row_fields(row)
+    if fields is None:
         return cast(BaseRowFactory[R], scalar_row)
     hints = typing.get_type_hints(row)
-    enums = {f.name: e for f in dataclasses.fields(row) if (e := _enum_of(hints[f.name]))}
+    enums = {name: e for name in fields if (e := _enum_of(hints[name]))}
     if not enums:
         return class_row(row)
 

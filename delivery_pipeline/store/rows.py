@@ -2,7 +2,7 @@
 
 Parameters are a ``TypedDict`` per shape, so mypy checks each call's names
 and types (a ``NotRequired`` key is one that some queries of a shared shape
-do not read); a row is a frozen dataclass whose fields are the query's result
+do not read); a row is a ``NamedTuple`` whose fields are the query's result
 columns, in order and by name (a query of one column returns the value
 itself). ``store.queries`` pairs each query with its two types;
 ``delivery_pipeline_tests/store/test_queries.py`` describes every query on a
@@ -10,14 +10,18 @@ migrated database and fails when a type and its SQL disagree. Shapes shared
 by several queries are declared once, first; the rest follow the order of
 ``sql/queries*.sql``. A field typed with one of ``model``'s enums is loaded as
 that enum (the CHECK constraint guarantees the value).
-"""
 
-from __future__ import annotations
+Every process builds all of these classes at import, and a sender's start-up
+is part of what each of its messages costs (docs/benchmarks.md, "Start-up"):
+so rows are named tuples, not frozen dataclasses (whose methods are compiled
+from generated source, class by class), and annotations here are evaluated,
+not postponed (``typing`` compiles each string annotation of a ``TypedDict``
+or a ``NamedTuple`` into a forward reference).
+"""
 
 import datetime as dt
 import uuid
-from dataclasses import dataclass
-from typing import Any, NotRequired, TypedDict
+from typing import Any, NamedTuple, NotRequired, TypedDict
 
 from psycopg.types.json import Jsonb
 
@@ -91,8 +95,7 @@ class DayBounds(TypedDict):
 # ── rows shared by several queries ──────────────────────────────────────
 
 
-@dataclass(frozen=True, slots=True)
-class Person:
+class Person(NamedTuple):
     """A ``people`` row."""
 
     id: int
@@ -117,8 +120,7 @@ class Person:
     phone_number_id: str | None
 
 
-@dataclass(frozen=True, slots=True)
-class Document:
+class Document(NamedTuple):
     """A ``documents`` row."""
 
     id: int
@@ -165,18 +167,16 @@ class Document:
     chunk_failures: int
 
 
-@dataclass(frozen=True, slots=True)
-class StateCount:
+class StateCount(NamedTuple):
     """Documents in one state (abandoned: per reason, else ``''``) and the oldest's age."""
 
     state: str
     reason: str
-    count: int
+    count: int  # type: ignore[assignment]  # shadows tuple.count, never called
     oldest_age_seconds: float
 
 
-@dataclass(frozen=True, slots=True)
-class ChunkOwner:
+class ChunkOwner(NamedTuple):
     """A chunk as a status webhook finds it, with its document's person."""
 
     document_id: int
@@ -188,8 +188,7 @@ class ChunkOwner:
     phone_number_id: str | None  # the number it was sent from (sql/027)
 
 
-@dataclass(frozen=True, slots=True)
-class DeliveryEvent:
+class DeliveryEvent(NamedTuple):
     """One outbox row (``delivery_events``, sql/008)."""
 
     id: int
@@ -255,8 +254,7 @@ class ReadyDocument(PendingDocument):
     needs_review: bool
 
 
-@dataclass(frozen=True, slots=True)
-class Chunk:
+class Chunk(NamedTuple):
     """A chunk of the ledger, without its text (``documents show``)."""
 
     document_id: int
@@ -274,8 +272,7 @@ class Chunk:
     error_code: int | None
 
 
-@dataclass(frozen=True, slots=True)
-class OldestWaiting:
+class OldestWaiting(NamedTuple):
     """The oldest document of a state that waits on someone."""
 
     state: str
@@ -288,8 +285,7 @@ class OldestWaiting:
 # ── sql/queries.sql: eligibility and claim ──────────────────────────────
 
 
-@dataclass(frozen=True, slots=True)
-class Eligible:
+class Eligible(NamedTuple):
     """What a sweep would act on now, and how."""
 
     id: int
@@ -310,8 +306,7 @@ class ClaimBatch(Guard):
     number: str | None
 
 
-@dataclass(frozen=True, slots=True)
-class Claim:
+class Claim(NamedTuple):
     """A document this sweep holds, what the eligibility function said to do, and
     what delivering it needs (the claim returns it: no second read)."""
 
@@ -368,8 +363,7 @@ class BeginDelivery(TypedDict):
     lease: dt.timedelta
 
 
-@dataclass(frozen=True, slots=True)
-class LedgerEntry:
+class LedgerEntry(NamedTuple):
     """One row of ``begin_delivery``: for its document, the person is busy (then
     nothing else), or a chunk."""
 
@@ -406,8 +400,7 @@ class AdvanceDelivery(TypedDict):
     renew_after: dt.timedelta
 
 
-@dataclass(frozen=True, slots=True)
-class Advance:
+class Advance(NamedTuple):
     """What ``advance_delivery`` did for a document: is the claim ours, was the
     chunk fenced, is the document delivered."""
 
@@ -447,8 +440,7 @@ class AbandonClaimed(ClaimRef):
 # ── sql/queries.sql: knock ──────────────────────────────────────────────
 
 
-@dataclass(frozen=True, slots=True)
-class KnockReservation:
+class KnockReservation(NamedTuple):
     previous: dt.datetime | None
     reserved: dt.datetime
 
@@ -464,8 +456,7 @@ class AwaitReply(ClaimRef):
     service_window: dt.timedelta
 
 
-@dataclass(frozen=True, slots=True)
-class AwaitingReply:
+class AwaitingReply(NamedTuple):
     """NULL: the person wrote meanwhile, the document is due again.
     ``failed_knock_id``: the knock just sent had already failed by status."""
 
@@ -493,8 +484,7 @@ class PauseSender(TypedDict):
     max_seconds: float
 
 
-@dataclass(frozen=True, slots=True)
-class Paused:
+class Paused(NamedTuple):
     """What ``pause_sender`` did: ``fresh`` when this refusal started the pause."""
 
     fresh: bool
@@ -514,8 +504,7 @@ class SenderRow(TypedDict):
     phone_number_id: str
 
 
-@dataclass(frozen=True, slots=True)
-class SenderState:
+class SenderState(NamedTuple):
     paused_at: dt.datetime | None
     pause_code: int | None
     pause_reason: str | None
@@ -537,14 +526,12 @@ class ReserveSendSlots(ByPhoneNumber):
     spacing: float
 
 
-@dataclass(frozen=True, slots=True)
-class SendSlots:
+class SendSlots(NamedTuple):
     first_slot: dt.datetime
     first_slot_in: float
 
 
-@dataclass(frozen=True, slots=True)
-class PacerState:
+class PacerState(NamedTuple):
     booked_ahead_seconds: float
     throttled_seconds_ago: float | None
     throttles: int
@@ -566,8 +553,7 @@ class NewAlert(ByDedupKey):
     episode: bool  # a row of a check's episode (note_check), kept while the episode is open
 
 
-@dataclass(frozen=True, slots=True)
-class OpsAlert:
+class OpsAlert(NamedTuple):
     """An ``ops_alerts`` row."""
 
     id: int
@@ -584,10 +570,11 @@ class OpsAlert:
     episode: bool
 
 
-@dataclass(frozen=True, slots=True)
-class LastAlert(OpsAlert):
-    """The newest ``ops_alerts`` row of a key, and its age."""
+class LastAlert(NamedTuple):
+    """The newest ``ops_alerts`` row of a key: what decides whether to raise it again."""
 
+    kind: str
+    severity: str
     age_seconds: float
 
 
@@ -598,8 +585,7 @@ class AlertSendFailed(ById):
 # ── sql/queries_checks.sql ──────────────────────────────────────────────
 
 
-@dataclass(frozen=True, slots=True)
-class PendingCheck:
+class PendingCheck(NamedTuple):
     id: int
     person_id: int
     kind: str
@@ -611,8 +597,7 @@ class PendingCheck:
     over_error: int
 
 
-@dataclass(frozen=True, slots=True)
-class GeneratingCheck:
+class GeneratingCheck(NamedTuple):
     id: int
     person_id: int
     kind: str
@@ -628,8 +613,7 @@ class UndeliveredCheckParams(Eligibility, AgedCheck):
     slow: dt.timedelta
 
 
-@dataclass(frozen=True, slots=True)
-class UndeliveredCheck:
+class UndeliveredCheck(NamedTuple):
     id: int
     person_id: int
     kind: str
@@ -647,8 +631,7 @@ class UndeliveredCheck:
     over_slow: int
 
 
-@dataclass(frozen=True, slots=True)
-class AwaitingReviewCheck:
+class AwaitingReviewCheck(NamedTuple):
     id: int
     person_id: int
     kind: str
@@ -658,8 +641,7 @@ class AwaitingReviewCheck:
     over_error: int
 
 
-@dataclass(frozen=True, slots=True)
-class AwaitingReplyCheck:
+class AwaitingReplyCheck(NamedTuple):
     id: int
     person_id: int
     kind: str
@@ -674,8 +656,7 @@ class KnockHealthParams(Sample):
     answer_grace: dt.timedelta
 
 
-@dataclass(frozen=True, slots=True)
-class KnockHealth:
+class KnockHealth(NamedTuple):
     knocked: int
     settled: int
     not_delivered: int
@@ -689,23 +670,20 @@ class PeriodSample(Sample):
     period: dt.timedelta
 
 
-@dataclass(frozen=True, slots=True)
-class AbandonedCheck:
+class AbandonedCheck(NamedTuple):
     reason: str
-    count: int
+    count: int  # type: ignore[assignment]  # shadows tuple.count, never called
     oldest_age_seconds: float
     oldest_ids: list[int]
 
 
-@dataclass(frozen=True, slots=True)
-class TierCheck:
+class TierCheck(NamedTuple):
     person_id: int
     age_seconds: float
     total: int
 
 
-@dataclass(frozen=True, slots=True)
-class SenderPausedCheck:
+class SenderPausedCheck(NamedTuple):
     paused_at: dt.datetime | None
     pause_code: int | None
     pause_reason: str | None
@@ -721,8 +699,7 @@ class AlertsToSend(TypedDict):
     limit: int
 
 
-@dataclass(frozen=True, slots=True)
-class UnsentAlert:
+class UnsentAlert(NamedTuple):
     id: int
     dedup_key: str
     severity: str
@@ -734,8 +711,7 @@ class UnsentAlert:
     channel: str
 
 
-@dataclass(frozen=True, slots=True)
-class DeliveryEventsCheck:
+class DeliveryEventsCheck(NamedTuple):
     id: int
     event: str
     source: str
@@ -760,8 +736,7 @@ class ClaimGenerationBatch(MaxAttempts):
     document_id: int | None
 
 
-@dataclass(frozen=True, slots=True)
-class GenerationClaim:
+class GenerationClaim(NamedTuple):
     """A document claimed for generation, with what the generator needs of its person."""
 
     id: int
@@ -782,8 +757,7 @@ class GenerationSucceeded(TypedDict):
     needs_review: bool
 
 
-@dataclass(frozen=True, slots=True)
-class Generated:
+class Generated(NamedTuple):
     id: int
     person_id: int
     abandoned_at: dt.datetime | None
@@ -815,8 +789,7 @@ class At(TypedDict):
     at: dt.datetime | None
 
 
-@dataclass(frozen=True, slots=True)
-class EnqueuedBrief:
+class EnqueuedBrief(NamedTuple):
     id: int
     person_id: int
     for_date: dt.date
@@ -826,8 +799,7 @@ class StaleBriefs(At):
     lease: dt.timedelta
 
 
-@dataclass(frozen=True, slots=True)
-class AbandonedBrief:
+class AbandonedBrief(NamedTuple):
     id: int
     person_id: int
     for_date: dt.date
@@ -878,8 +850,7 @@ class BySource(TypedDict):
     source: str
 
 
-@dataclass(frozen=True, slots=True)
-class Heartbeat:
+class Heartbeat(NamedTuple):
     source: str
     seen_at: dt.datetime
     age_seconds: float
@@ -888,8 +859,7 @@ class Heartbeat:
 # ── sql/queries_report.sql ──────────────────────────────────────────────
 
 
-@dataclass(frozen=True, slots=True)
-class ReportDocument:
+class ReportDocument(NamedTuple):
     id: int
     kind: str
     generated_at: dt.datetime
@@ -899,8 +869,7 @@ class ReportDocument:
     phone_number_id: str  # '' before its first claim (sql/027)
 
 
-@dataclass(frozen=True, slots=True)
-class ReportChunk:
+class ReportChunk(NamedTuple):
     document_id: int
     chunk_index: int
     state: str
@@ -909,8 +878,7 @@ class ReportChunk:
     phone_number_id: str  # '' for a document claimed before sql/027
 
 
-@dataclass(frozen=True, slots=True)
-class ReportKnock:
+class ReportKnock(NamedTuple):
     id: int
     person_id: int
     knock_sent_at: dt.datetime
@@ -919,8 +887,7 @@ class ReportKnock:
     answered: bool
 
 
-@dataclass(frozen=True, slots=True)
-class ReportAbandoned:
+class ReportAbandoned(NamedTuple):
     id: int
     reason: str | None
 
@@ -940,8 +907,7 @@ class PruneBatch(TypedDict):
     after_sub: NotRequired[str | None]
 
 
-@dataclass(frozen=True, slots=True)
-class BatchPruned:
+class BatchPruned(NamedTuple):
     """What one prune batch did, and the key the next one continues after."""
 
     deleted: int
@@ -951,8 +917,7 @@ class BatchPruned:
     after_sub: str | None
 
 
-@dataclass(frozen=True, slots=True)
-class OldestKept:
+class OldestKept(NamedTuple):
     """How old each pruned table's oldest row is (seconds; None: the table is empty)."""
 
     raw_webhooks: float | None
@@ -971,8 +936,7 @@ class DecideReview(ByDocument):
     body: str | None
 
 
-@dataclass(frozen=True, slots=True)
-class ReviewDecided:
+class ReviewDecided(NamedTuple):
     id: int
     person_id: int
     review_decision: ReviewDecision
@@ -980,8 +944,7 @@ class ReviewDecided:
     reviewed_at: dt.datetime
 
 
-@dataclass(frozen=True, slots=True)
-class DocumentReview:
+class DocumentReview(NamedTuple):
     """Where one document stands with the reviewers."""
 
     id: int
@@ -1002,8 +965,7 @@ class Limit(TypedDict):
     limit: int
 
 
-@dataclass(frozen=True, slots=True)
-class Waiting:
+class Waiting(NamedTuple):
     """A document awaiting review, as a reviewer sees it."""
 
     id: int
@@ -1036,8 +998,7 @@ class SignInAttempt(SignInFailure):
     known_for: dt.timedelta
 
 
-@dataclass(frozen=True, slots=True)
-class SignInState:
+class SignInState(NamedTuple):
     """Where a sign-in attempt stands: until when this client, and clients not known,
     are held (None: not held), and whether this client signed in lately."""
 
@@ -1065,8 +1026,7 @@ class ByKeyHash(TypedDict):
     key_hash: bytes
 
 
-@dataclass(frozen=True, slots=True)
-class StoredSession:
+class StoredSession(NamedTuple):
     """A live review session."""
 
     reviewer: str
@@ -1110,8 +1070,7 @@ class ApplyStatuses(TypedDict):
     events: Jsonb  # list[StatusEvent]
 
 
-@dataclass(frozen=True, slots=True)
-class AppliedStatus:
+class AppliedStatus(NamedTuple):
     """A status stored now (message id and status), or a document whose chunk it settled."""
 
     wa_message_id: str | None
@@ -1153,8 +1112,7 @@ class RawWebhook(TypedDict):
     body: bytes
 
 
-@dataclass(frozen=True, slots=True)
-class KeptRaw:
+class KeptRaw(NamedTuple):
     """The raw body's row, stored now or counted again (a replay of the same bytes)."""
 
     id: int
@@ -1172,8 +1130,7 @@ class GateParams(TypedDict):
     number: str | None
 
 
-@dataclass(frozen=True, slots=True)
-class SenderGate:
+class SenderGate(NamedTuple):
     """One pause row ('*' or a number): ``open``, or this sweep holds its ``probe``,
     or neither (paused)."""
 
@@ -1201,8 +1158,7 @@ class MaySend(TypedDict):
     phone_number_id: str
 
 
-@dataclass(frozen=True, slots=True)
-class SendAllowed:
+class SendAllowed(NamedTuple):
     allowed: bool
     every: bool  # what stops it is the pause of every number
 
@@ -1212,8 +1168,7 @@ class ResumeSending(TypedDict):
     phone_number_id: str | None  # None: every pause
 
 
-@dataclass(frozen=True, slots=True)
-class Resumed:
+class Resumed(NamedTuple):
     """A pause an operator ended."""
 
     phone_number_id: str
@@ -1232,8 +1187,7 @@ class TemplateKeys(TypedDict):
     languages: list[str]
 
 
-@dataclass(frozen=True, slots=True)
-class TemplateHealth:
+class TemplateHealth(NamedTuple):
     """A knock template's health: its problem ('ok' when healthy or never heard of)."""
 
     name: str
@@ -1300,8 +1254,7 @@ class TemplateStatesParams(TemplateKeys):
     undelivered_after: dt.timedelta
 
 
-@dataclass(frozen=True, slots=True)
-class TemplateState:
+class TemplateState(NamedTuple):
     """A configured knock template: what the platform said, and its recent knocks."""
 
     name: str
@@ -1327,9 +1280,8 @@ class TemplateState:
     not_delivered: int
 
 
-@dataclass(frozen=True, slots=True)
-class KnockHeldCount:
-    count: int
+class KnockHeldCount(NamedTuple):
+    count: int  # type: ignore[assignment]  # shadows tuple.count, never called
     oldest_age_seconds: float
 
 
@@ -1343,8 +1295,7 @@ class OpenKnock(ClaimRef):
     phone_number_id: str  # the number it is sent from
 
 
-@dataclass(frozen=True, slots=True)
-class OpenedKnock:
+class OpenedKnock(NamedTuple):
     """A knock recorded before its send, and how many documents it asks about."""
 
     id: int
@@ -1369,8 +1320,7 @@ class KnockLookup(ByKnock):
     wa_message_id: str
 
 
-@dataclass(frozen=True, slots=True)
-class KnockRow:
+class KnockRow(NamedTuple):
     id: int
     person_id: int
     template: str
@@ -1393,15 +1343,13 @@ class KnockFailed(ByKnock):
     error: str
 
 
-@dataclass(frozen=True, slots=True)
-class KnockWaiting:
+class KnockWaiting(NamedTuple):
     """The documents still waiting on a knock that failed."""
 
     document_ids: list[int]
 
 
-@dataclass(frozen=True, slots=True)
-class KnockFailureError:
+class KnockFailureError(NamedTuple):
     """The error object of a knock's failed status (None: it carried none)."""
 
     error: dict[str, Any] | None
@@ -1413,8 +1361,7 @@ class KnockUnwait(DocumentIds):
     error: str
 
 
-@dataclass(frozen=True, slots=True)
-class KnockUnwaited:
+class KnockUnwaited(NamedTuple):
     id: int
     delivery_attempts: int
 
@@ -1429,8 +1376,7 @@ class KnocksNotDeliveredParams(Sample):
     undelivered_after: dt.timedelta
 
 
-@dataclass(frozen=True, slots=True)
-class KnockNotDelivered:
+class KnockNotDelivered(NamedTuple):
     id: int
     person_id: int
     template: str
@@ -1466,8 +1412,7 @@ class NewDocumentAction(ByDocument):
     in_flight: bool
 
 
-@dataclass(frozen=True, slots=True)
-class OperatorDocument:
+class OperatorDocument(NamedTuple):
     """A document as an operator acts on it (``operator_document``)."""
 
     id: int
@@ -1484,14 +1429,12 @@ class OperatorDocument:
     parts: int  # parts in the ledger (0 before the first claim)
 
 
-@dataclass(frozen=True, slots=True)
-class ActionRecorded:
+class ActionRecorded(NamedTuple):
     id: int
     at: dt.datetime
 
 
-@dataclass(frozen=True, slots=True)
-class DocumentAction:
+class DocumentAction(NamedTuple):
     """One operator action on a document (``document_actions``)."""
 
     id: int
@@ -1541,8 +1484,7 @@ class ChangeUserId(TypedDict):
     wa_message_id: str | None
 
 
-@dataclass(frozen=True, slots=True)
-class IdentityChange:
+class IdentityChange(NamedTuple):
     """One change of a person's number or BSUID, and what announced it."""
 
     field: str
@@ -1576,8 +1518,7 @@ class RecordPricing(TypedDict):
     records: Jsonb
 
 
-@dataclass(frozen=True, slots=True)
-class PricedMessage:
+class PricedMessage(NamedTuple):
     """A priced message as the report counts it."""
 
     document_id: int | None
@@ -1617,8 +1558,7 @@ class NoReplyAfter(TypedDict):
 # ── sql/queries_report.sql: knocks answered or not (026) ─────────────────
 
 
-@dataclass(frozen=True, slots=True)
-class KnockOutcome:
+class KnockOutcome(NamedTuple):
     """A knock that left in the day, and what came of it (one outcome)."""
 
     id: int
@@ -1627,8 +1567,7 @@ class KnockOutcome:
     outcome: str  # answered, later, stop, not_wanted, not_seen, never_delivered
 
 
-@dataclass(frozen=True, slots=True)
-class KnockPresses:
+class KnockPresses(NamedTuple):
     action: str
     via: str
     presses: int

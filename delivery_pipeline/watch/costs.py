@@ -18,7 +18,6 @@ has no row for its country nor ``*`` is counted as ``unpriced``. No Dagster here
 from __future__ import annotations
 
 import csv
-import dataclasses
 import datetime as dt
 import re
 from dataclasses import dataclass
@@ -136,8 +135,7 @@ def _money(value: float | None) -> str:
 
 
 def _frame(rows: list[PricedMessage]) -> pd.DataFrame:
-    columns = [f.name for f in dataclasses.fields(PricedMessage)]
-    return pd.DataFrame([dataclasses.astuple(r) for r in rows], columns=columns)
+    return pd.DataFrame(rows, columns=list(PricedMessage._fields))
 
 
 def _costs(frame: pd.DataFrame, rates: RateTable | None) -> pd.Series:

@@ -89,8 +89,7 @@ def _frame(
     conn: psycopg.Connection[Any], query: Query[DayBounds, Any], params: DayBounds
 ) -> pd.DataFrame:
     """The query's rows as a frame whose columns are its row type's fields."""
-    rows = [dataclasses.astuple(row) for row in query.all(conn, params)]
-    return pd.DataFrame(rows, columns=[f.name for f in dataclasses.fields(query.row)])
+    return pd.DataFrame(query.all(conn, params), columns=list(query.row._fields))
 
 
 def _quantile(values: pd.Series, q: float) -> float | None:

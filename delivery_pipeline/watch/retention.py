@@ -20,7 +20,6 @@ table and says that more is left; the next day's run goes on. No Dagster here:
 
 from __future__ import annotations
 
-import dataclasses
 import datetime as dt
 from dataclasses import dataclass, field
 from typing import Any
@@ -141,7 +140,7 @@ def prune_history(
         [prune_table(conn, table, keep[table.name], max_batches=max_batches) for table in TABLES]
     )
     oldest = QUERIES.retention_oldest.one(conn, {})
-    ages = dataclasses.asdict(oldest) if oldest else {}
+    ages = oldest._asdict() if oldest else {}
     for pruned in result.tables:
         pruned.oldest_age_seconds = ages.get(pruned.table)
     return result

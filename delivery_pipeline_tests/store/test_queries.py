@@ -3,7 +3,7 @@
 Each query is prepared (never run) with the parameter types its ``TypedDict``
 declares, and described: the SQL's ``%(name)s`` set must be the declared
 keys (less, at most, its ``NotRequired`` ones), each parameter's type the one
-the server expects, and the result columns, in order, the row dataclass's
+the server expects, and the result columns, in order, the row's
 fields with matching types (a ``Statement`` returns none). So a column added,
 renamed or retyped in SQL without its row type, or a parameter without its
 declaration, fails here.
@@ -30,6 +30,7 @@ from delivery_pipeline.store.queries import (
     Query,
     Statement,
     row_factory,
+    row_fields,
 )
 from delivery_pipeline.store.rows import Claim, LedgerEntry
 
@@ -209,15 +210,15 @@ def test_rows_are_declared(name: str, described: dict[str, Described]) -> None:
         assert columns == [], f"{name} returns {columns}: declare it a Query with a row type"
         return
     assert isinstance(query, Query)
-    if not dataclasses.is_dataclass(query.row):
+    fields = row_fields(query.row)
+    if fields is None:
         assert len(columns) == 1, f"{name} returns {columns}, not one {query.row.__name__}"
         assert matches(columns[0][1], query.row), (
             f"{name}: its column is {columns[0][1]}, declared {query.row.__name__}"
         )
         return
     hints = typing.get_type_hints(query.row)
-    fields = [f.name for f in dataclasses.fields(query.row)]
-    assert [c for c, _ in columns] == fields, (
+    assert [c for c, _ in columns] == list(fields), (
         f"{name}: the result columns and {query.row.__name__}'s fields differ (names or order)"
     )
     for column, pg_type in columns:
