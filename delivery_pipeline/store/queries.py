@@ -273,8 +273,10 @@ def _enum_of(hint: object) -> type[enum.Enum] | None:
 
 def row_fields(row: type) -> tuple[str, ...] | None:
     """The fields of one of ``store.rows``' named tuples; None for one column's type."""
+    if not (isinstance(row, type) and issubclass(row, tuple)):  # list[int]: not a class
+        return None
     fields: tuple[str, ...] | None = getattr(row, "_fields", None)
-    return fields if issubclass(row, tuple) else None
+    return fields
 
 
 def row_factory(row: type[R]) -> BaseRowFactory[R]:
