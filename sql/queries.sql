@@ -322,12 +322,15 @@ WITH req AS (
              resend_ambiguous boolean, finish boolean)
 ),
 sent AS (
+    -- Also a chunk a status webhook settled under the same tag: one that commits
+    -- while this statement runs is 'sending' in its snapshot, and the finish
+    -- below would take it for a part not yet accepted.
     UPDATE delivery_chunks c
     SET state = 'sent', wa_message_id = r.wa_message_id, sent_at = coalesce(c.sent_at, now()),
         unknown_since = NULL
     FROM req r
     WHERE c.document_id = r.document_id AND c.chunk_index = r.sent_index
-      AND c.callback_data = r.sent_callback AND c.state IN ('sending', 'unknown')
+      AND c.callback_data = r.sent_callback AND c.state IN ('sending', 'unknown', 'sent')
     RETURNING c.document_id, c.chunk_index
 ),
 ours AS (

@@ -226,6 +226,55 @@ def test_a_batch_a_deadlock_rolled_back_is_written_again(db, database_url):
         ]
 
 
+def test_a_status_settling_the_last_part_during_the_finish_still_finishes(db, database_url):
+    """A status webhook settles the last part (``sent``, under the tag the finish
+    records) and commits while the finish waits for that row: the finish took its
+    snapshot before, where the part is still ``sending``, and must still see every
+    part accepted rather than send the document round again."""
+    document_id, token = _claimed(db)
+    _with_ledger(db, document_id, ["sent", "sending"])
+    wamid = f"wamid.{document_id}.1"
+    finish = AdvanceRequest(
+        document_id,
+        token,
+        DEV_PHONE_NUMBER_ID,
+        sent=(1, f"dp:{document_id}:1:1", wamid),
+        fence=None,
+        resend_ambiguous=False,
+        finish=True,
+    )
+    answers: list[Any] = []
+    writer = _writer(database_url)
+
+    def write() -> None:
+        async def alone() -> Any:
+            try:
+                return await writer.advance(finish)
+            finally:
+                await writer.aclose()
+
+        answers.append(asyncio.run(alone()))
+
+    with connect(database_url, autocommit=False) as service:
+        service.execute(
+            "UPDATE delivery_chunks SET state = 'sent', wa_message_id = %s, sent_at = now() "
+            "WHERE document_id = %s AND chunk_index = 1 AND state = 'sending'",
+            (wamid, document_id),
+        )
+        thread = threading.Thread(target=write)
+        thread.start()
+        _wait_until_blocked(db)
+        service.commit()
+    thread.join(timeout=30)
+    [answer] = answers
+    assert (answer.ours, answer.delivered) == (True, True)
+    row = db.execute(
+        "SELECT delivered_at, claim_token FROM documents WHERE id = %s", (document_id,)
+    ).fetchone()
+    assert row is not None and row["delivered_at"] is not None and row["claim_token"] is None
+    assert _chunks(db, document_id)[1] == ("sent", wamid)
+
+
 def _wait_until_blocked(db: psycopg.Connection[Any], timeout: float = 10.0) -> None:
     """Until some session of this database waits for a row lock."""
     deadline = time.monotonic() + timeout
