@@ -267,9 +267,11 @@ class Sweep:
                 )
                 if not claims:
                     if self.in_flight:
-                        # Our own claims hold back their persons' next documents.
-                        self.finished.clear()
-                        await self.finished.wait()
+                        # Our own claims hold back their persons' next documents:
+                        # each that finishes may let one go. The claim is planned
+                        # afresh at every call, dearer than the guard's probe, and
+                        # as the queue drains nearly every finish would find nothing.
+                        await self._await_eligible()
                         continue
                     if self.targeted:
                         # A reply or a poke: what it could not claim another sweep
@@ -307,6 +309,15 @@ class Sweep:
         finally:
             for _ in range(self.concurrency):
                 await queue.put(None)
+
+    async def _await_eligible(self) -> None:
+        """Wait, after a claim found nothing, until one of our documents finishes and
+        the guard finds something eligible, or none of ours is left in flight."""
+        while self.in_flight and not self.state.stop.is_set():
+            self.finished.clear()
+            await self.finished.wait()
+            if await self.engine.store.eligible_exists():
+                return
 
     async def _work(self, queue: asyncio.Queue[Claim | None]) -> None:
         while (claim := await queue.get()) is not None:
