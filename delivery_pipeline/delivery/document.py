@@ -16,7 +16,7 @@ import contextlib
 import datetime as dt
 import logging
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import NoReturn
 
@@ -64,6 +64,19 @@ _AMBIGUOUS = (ChunkState.SENDING, ChunkState.UNKNOWN)
 # leaves with an unknown outcome: at 80 msg/s, up to about four.
 LINGER_SHARE = 0.5
 LINGER_SECONDS = 0.05
+# Below the limit nothing waits for a slot, and a write met others only while
+# a transaction happened to be in flight: about two documents a transaction
+# with 32 in flight at 150 ms a send, most of Postgres's work per message
+# (docs/benchmarks.md, "Company"). While at least COMPANY_SIBLINGS other sends
+# of the sweep await their answer, more requests are on their way, and a write
+# waits this share of a send's round trip for them; the documents that met
+# then send and come back together, so the next transaction is shared again.
+# It costs the sweep's rate about that share per write; a document alone, or
+# among a few, never waits (a reply's first part, one long plan).
+COMPANY_SHARE = 0.025
+COMPANY_SIBLINGS = 4
+# How fast the round trip a write's wait follows moves to a new answer's.
+ROUND_TRIP_SMOOTHING = 0.1
 # What a knock's send came to, besides its message id.
 _UNKNOWN_OUTCOME = object()
 _NOT_KNOCKED = object()
@@ -125,6 +138,38 @@ class FirstSend:
                 self._changed.notify_all()
 
 
+def linger(backlog: float, sends_waiting: int, round_trip: float) -> float:
+    """How long a document's next ledger write may wait for others to share its
+    transaction: part of the wait for a slot its next send has anyway
+    (``backlog``), or, with company on its way (other sends awaiting their
+    answer), a share of a send's ``round_trip``; never more than ``LINGER_SECONDS``."""
+    company = COMPANY_SHARE * round_trip if sends_waiting >= COMPANY_SIBLINGS else 0.0
+    return min(LINGER_SECONDS, max(LINGER_SHARE * backlog, company))
+
+
+class SendsAwaited:
+    """The chunk sends of one sweep waiting for their answer, and how long an
+    accepted one has taken lately (a moving average)."""
+
+    def __init__(self) -> None:
+        self.waiting = 0
+        self.round_trip = 0.0
+
+    @contextlib.contextmanager
+    def one(self) -> Iterator[None]:
+        self.waiting += 1
+        try:
+            yield
+        finally:
+            self.waiting -= 1
+
+    def accepted(self, seconds: float) -> None:
+        if self.round_trip:
+            self.round_trip += ROUND_TRIP_SMOOTHING * (seconds - self.round_trip)
+        else:
+            self.round_trip = seconds
+
+
 @dataclass
 class DocumentDelivery:
     """Delivers the documents one sweep claimed, one at a time per call.
@@ -145,6 +190,7 @@ class DocumentDelivery:
     numbers: Mapping[str, dict[str, list[tuple[str, str]]]] = field(default_factory=dict)
     # The process's, shared by every sweep it runs.
     first_send: FirstSend = field(default_factory=FirstSend)
+    sends: SendsAwaited = field(default_factory=SendsAwaited, init=False)
 
     async def run(self, claim: Claim) -> None:
         """Carry out the claim's action; raises ``GlobalStop`` when nobody can be sent to."""
@@ -279,10 +325,12 @@ class DocumentDelivery:
                     return
             await self.pacers.of(claim.phone_number_id).acquire()
             started_at = dt.datetime.now(dt.UTC)
+            started = time.monotonic()
             try:
-                wamid = await self.client.send_text(
-                    to, text, callback_data=callback, number=claim.phone_number_id
-                )
+                with self.sends.one():
+                    wamid = await self.client.send_text(
+                        to, text, callback_data=callback, number=claim.phone_number_id
+                    )
             except SendOutcomeUnknown as exc:
                 self._send_failed(claim, exc)
                 self.sweep.note(Event.UNKNOWN_OUTCOME, claim.document_id)
@@ -317,6 +365,7 @@ class DocumentDelivery:
                 else:
                     await self._failed(claim, exc)
                 return
+            self.sends.accepted(time.monotonic() - started)
             accepted = (index, callback, wamid)
             self.sweep.note(Event.CHUNK_SENT, claim.document_id)
             await self._sent_ok(claim, started_at)
@@ -339,11 +388,8 @@ class DocumentDelivery:
             )
 
     def _linger(self, claim: Claim) -> float:
-        """How long the document's next ledger write may wait to share a transaction:
-        while the number's sends wait for slots, a part of that wait, which the
-        document would spend waiting for its own slot anyway."""
         backlog = self.pacers.of(claim.phone_number_id).backlog()
-        return min(LINGER_SECONDS, LINGER_SHARE * backlog)
+        return linger(backlog, self.sends.waiting, self.sends.round_trip)
 
     async def _resend_ambiguous(self, claim: Claim, index: int, row: LedgerRow | None) -> bool:
         """A chunk whose outcome is unknown: wait for a status, then the policy. True: resend."""
