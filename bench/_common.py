@@ -82,6 +82,32 @@ def variant_databases(admin: str, prefix: str, names: Iterable[str]) -> dict[str
     return urls
 
 
+@contextmanager
+def revision_tree(ref: str) -> Iterator[tuple[str, Path]]:
+    """Another revision of the project checked out beside this one (a ``git
+    worktree``, removed afterwards): its short name and its directory."""
+    import subprocess
+    import tempfile
+
+    short = subprocess.run(
+        ["git", "rev-parse", "--short", ref], cwd=REPO, capture_output=True, text=True, check=True
+    ).stdout.strip()
+    with tempfile.TemporaryDirectory(prefix="dp-revision-") as scratch:
+        tree = Path(scratch) / short
+        subprocess.run(
+            ["git", "worktree", "add", "--detach", str(tree), short],
+            cwd=REPO,
+            check=True,
+            capture_output=True,
+        )
+        try:
+            yield short, tree
+        finally:
+            subprocess.run(
+                ["git", "worktree", "remove", "--force", str(tree)], cwd=REPO, check=False
+            )
+
+
 def alternating(pair: int, names: Iterable[str]) -> list[str]:
     """The variants in pair ``pair``'s order: reversed every other pair, so a machine
     getting busier or quieter favours none of them."""

@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 from _common import (
@@ -33,6 +32,7 @@ from _common import (
     alternating,
     child_env,
     median,
+    revision_tree,
     run_with_cpu,
     variant_databases,
     write_section,
@@ -49,13 +49,6 @@ started = time.process_time()
 import delivery_pipeline.cli.main, delivery_pipeline.cli.sweep
 print(time.process_time() - started)
 """
-
-
-def _revision(ref: str) -> str:
-    out = subprocess.run(
-        ["git", "rev-parse", "--short", ref], cwd=REPO, capture_output=True, text=True, check=True
-    )
-    return out.stdout.strip()
 
 
 def _migrate(tree: Path, url: str) -> None:
@@ -85,32 +78,19 @@ def main() -> None:
     parser.add_argument("--pairs", type=int, default=12)
     args = parser.parse_args()
 
-    against = _revision(args.against)
-    with tempfile.TemporaryDirectory(prefix="dp-startup-") as scratch:
-        other = Path(scratch) / against
-        subprocess.run(
-            ["git", "worktree", "add", "--detach", str(other), against],
-            cwd=REPO,
-            check=True,
-            capture_output=True,
-        )
-        try:
-            trees = {f"{against} (--against)": other, "this checkout": REPO}
-            runs: dict[str, list[dict[str, float]]] = {name: [] for name in trees}
-            with admin_url(own_server=True) as admin, start_sandbox() as sandbox:
-                urls = variant_databases(admin, "dp_startup", trees)
-                for name, tree in trees.items():
-                    _migrate(tree, urls[name])
-                    _measure(tree, urls[name], sandbox.url)  # writes its bytecode
-                for pair in range(args.pairs):
-                    for name in alternating(pair, trees):
-                        figures = _measure(trees[name], urls[name], sandbox.url)
-                        runs[name].append(figures)
-                        print(pair, name, {k: round(v, 3) for k, v in figures.items()}, flush=True)
-        finally:
-            subprocess.run(
-                ["git", "worktree", "remove", "--force", str(other)], cwd=REPO, check=False
-            )
+    with revision_tree(args.against) as (against, other):
+        trees = {f"{against} (--against)": other, "this checkout": REPO}
+        runs: dict[str, list[dict[str, float]]] = {name: [] for name in trees}
+        with admin_url(own_server=True) as admin, start_sandbox() as sandbox:
+            urls = variant_databases(admin, "dp_startup", trees)
+            for name, tree in trees.items():
+                _migrate(tree, urls[name])
+                _measure(tree, urls[name], sandbox.url)  # writes its bytecode
+            for pair in range(args.pairs):
+                for name in alternating(pair, trees):
+                    figures = _measure(trees[name], urls[name], sandbox.url)
+                    runs[name].append(figures)
+                    print(pair, name, {k: round(v, 3) for k, v in figures.items()}, flush=True)
 
     before, after = (runs[name] for name in trees)
     lines = []
