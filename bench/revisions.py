@@ -101,7 +101,8 @@ def main() -> None:
                         concurrency=args.concurrency,
                         latency_ms=args.latency_ms,
                     )
-                    # The run's own commits (prepare's seeding is before it).
+                    # The run's commits, its preparation's few (two set-based
+                    # inserts, VACUUM, CHECKPOINT) among them.
                     figures["commits"] = _commits(url) - commits
                     runs[name].append(figures)
 

@@ -157,11 +157,14 @@ class SendsAwaited:
 
     @contextlib.contextmanager
     def one(self) -> Iterator[None]:
+        """Around one send; its round trip counts only if it returned (accepted)."""
         self.waiting += 1
+        started = time.monotonic()
         try:
             yield
         finally:
             self.waiting -= 1
+        self.accepted(time.monotonic() - started)
 
     def accepted(self, seconds: float) -> None:
         if self.round_trip:
@@ -325,7 +328,6 @@ class DocumentDelivery:
                     return
             await self.pacers.of(claim.phone_number_id).acquire()
             started_at = dt.datetime.now(dt.UTC)
-            started = time.monotonic()
             try:
                 with self.sends.one():
                     wamid = await self.client.send_text(
@@ -365,7 +367,6 @@ class DocumentDelivery:
                 else:
                     await self._failed(claim, exc)
                 return
-            self.sends.accepted(time.monotonic() - started)
             accepted = (index, callback, wamid)
             self.sweep.note(Event.CHUNK_SENT, claim.document_id)
             await self._sent_ok(claim, started_at)

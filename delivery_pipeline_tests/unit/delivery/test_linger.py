@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from delivery_pipeline.delivery.document import (
@@ -49,6 +51,16 @@ def test_sends_awaited_counts_each_send_until_its_answer_even_a_failed_one() -> 
     with pytest.raises(RuntimeError), sends.one():
         raise RuntimeError("the send failed")
     assert sends.waiting == 0
+
+
+def test_only_a_send_that_returned_moves_the_round_trip() -> None:
+    sends = SendsAwaited()
+    with pytest.raises(RuntimeError), sends.one():
+        raise RuntimeError("refused")
+    assert sends.round_trip == 0.0
+    with sends.one():
+        time.sleep(0.002)
+    assert sends.round_trip >= 0.002
 
 
 def test_the_round_trip_follows_answers_without_jumping_to_one() -> None:
