@@ -326,12 +326,12 @@ class DocumentDelivery:
                         detail=f"chunk {index} changed meanwhile",
                     )
                     return
-            await self.pacers.of(claim.phone_number_id).acquire()
+            ready = await self.pacers.of(claim.phone_number_id).acquire()
             started_at = dt.datetime.now(dt.UTC)
             try:
                 with self.sends.one():
                     wamid = await self.client.send_text(
-                        to, text, callback_data=callback, number=claim.phone_number_id
+                        to, text, callback_data=callback, number=claim.phone_number_id, ready=ready
                     )
             except SendOutcomeUnknown as exc:
                 self._send_failed(claim, exc)
@@ -492,7 +492,7 @@ class DocumentDelivery:
                 with_buttons=choice.name in self.settings.knock_button_template_set,
                 waiting=opened.documents,
             )
-            await self.pacers.of(claim.phone_number_id).acquire()
+            ready = await self.pacers.of(claim.phone_number_id).acquire()
             started_at = dt.datetime.now(dt.UTC)
             try:
                 wamid = await self.client.send_template(
@@ -503,6 +503,7 @@ class DocumentDelivery:
                     callback_data=knock_callback(knock_id),
                     button_payloads=knock.buttons,
                     number=claim.phone_number_id,
+                    ready=ready,
                 )
             except SendOutcomeUnknown as exc:
                 # It may have reached the person: count it as sent rather

@@ -14,11 +14,17 @@ exceeds the limit; a sender that dies loses at most the few slots it held
 timeline forward for everybody.
 
 Two local rules keep the count under the limit on the platform's clock, not
-only on the timeline: a slot is never used early, and a slot woken up more
-than ``tolerance`` late is given up (a late send would crowd the next
-second; with slots spaced for ``limit × HEADROOM``, up to ``1/HEADROOM − 1``
-seconds of lateness still fits in the limit, and the tolerance keeps a
-margin of that for the way to the platform and its own jitter).
+only on the timeline: a slot is never used early, and a slot more than
+``tolerance`` late is given up (a late send would crowd the next second;
+with slots spaced for ``limit × HEADROOM``, up to ``1/HEADROOM − 1`` seconds
+of lateness still fits in the limit, and the tolerance keeps a margin of
+that for the way to the platform and its own jitter). Lateness is judged
+twice: when the sender wakes for its slot, and again as the request's bytes
+are about to be written (``acquire`` returns that second check, for the
+client to await there), because between the two the sender builds the
+request and its event loop runs other work, and a process the machine
+preempts in between would otherwise send a slot it woke up for on time tens
+of milliseconds late.
 
 ``RateLimiter`` is an optional cap for one process (``DELIVERY_RATE_LIMIT``).
 """
@@ -29,7 +35,7 @@ import asyncio
 import contextlib
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, Protocol
 
 import psycopg
@@ -94,8 +100,13 @@ class DatabaseClock:
         return database_time - self._offsets[0][1]
 
 
+# What a send awaits right before its request's bytes are written: it returns
+# once the send may leave (at once, if its slot is still on time).
+Ready = Callable[[], Awaitable[None]]
+
+
 class Pacer(Protocol):
-    async def acquire(self) -> None: ...
+    async def acquire(self) -> Ready: ...
     async def back_off(self, seconds: float) -> None: ...
     async def aclose(self) -> None: ...
 
@@ -134,28 +145,48 @@ class SharedPacer:
         self._reserving = asyncio.Lock()
         self._clock = DatabaseClock()
         self._conn: psycopg.AsyncConnection[Any] | None = None
-        # For tests and benchmarks: round trips to the timeline, and slots given up
-        # because this sender came to them too late.
+        # For tests and benchmarks: round trips to the timeline, slots given up
+        # because this sender came to them too late, and of those, the ones
+        # found late only as the request was about to be written.
         self.reservations = 0
         self.forfeited = 0
+        self.late_at_write = 0
 
     @property
     def rate(self) -> float:
         """The fleet's pace on the timeline, in sends per second."""
         return 1.0 / self.spacing
 
-    async def acquire(self) -> None:
-        """Wait for this sender's next slot on the number's timeline."""
-        self._acquiring += 1
-        try:
-            await self._acquire()
-        finally:
-            self._acquiring -= 1
+    async def acquire(self) -> Ready:
+        """Wait for this sender's next slot on the number's timeline. Returns what
+        the send awaits right before its bytes are written: at once if the slot
+        is still on time there, else after the next slot (the late one given up)."""
+        slot = await self._slot()
+
+        async def on_time() -> None:
+            nonlocal slot
+            while not self._on_time(*slot):
+                self.forfeited += 1
+                self.late_at_write += 1
+                slot = await self._slot()
+
+        return on_time
 
     def backlog(self) -> float:
         return self._acquiring * self.spacing
 
-    async def _acquire(self) -> None:
+    def _on_time(self, slot: float, epoch: int) -> bool:
+        return epoch == self._epoch and time.monotonic() - slot <= self.tolerance
+
+    async def _slot(self) -> tuple[float, int]:
+        """The next slot and the throttle epoch it belongs to, once it has come."""
+        self._acquiring += 1
+        try:
+            return await self._acquire()
+        finally:
+            self._acquiring -= 1
+
+    async def _acquire(self) -> tuple[float, int]:
         if self._cap is not None:
             await self._cap.acquire()
         self._asked.append(time.monotonic())
@@ -174,7 +205,7 @@ class SharedPacer:
             while (now := time.monotonic()) < slot:  # noqa: ASYNC110 - a clock, not an event
                 await asyncio.sleep(slot - now)
             if epoch == self._epoch and now - slot <= self.tolerance:
-                return
+                return slot, epoch
             self.forfeited += 1
 
     async def back_off(self, seconds: float) -> None:

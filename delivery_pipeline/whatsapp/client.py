@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import aiohttp
@@ -37,6 +38,41 @@ MAX_CONNECTIONS = 128
 KEEPALIVE_SECONDS = 2.0
 # A connect takes at most this long (or the send timeout, if shorter).
 CONNECT_TIMEOUT_MAX = 5.0
+# A send's ``ready`` may wait this long, holding its connection: far below a
+# server's keep-alive, so that the connection it holds is not closed under it.
+READY_SECONDS = 1.0
+
+# Awaited right before a send's bytes are written; raising there sends nothing.
+Ready = Callable[[], Awaitable[None]]
+
+
+class NotWritten(Exception):
+    """``ready`` raised: the request was never written."""
+
+
+class _WrittenWhenReady(aiohttp.BytesPayload):
+    """A request body written only once ``ready`` has returned. The request's
+    headers wait in aiohttp's buffer for the body, so headers and body leave
+    together, in the same step of the event loop as ``ready`` returned: nothing
+    of ours runs in between."""
+
+    def __init__(self, body: bytes, ready: Ready) -> None:
+        super().__init__(body, content_type="application/json")
+        self._ready = ready
+
+    async def write_with_length(
+        self, writer: aiohttp.abc.AbstractStreamWriter, content_length: int | None
+    ) -> None:
+        try:
+            async with asyncio.timeout(READY_SECONDS):
+                await self._ready()
+        except Exception as exc:
+            # Not an OSError (as a timeout is): aiohttp hands this one back to
+            # the request as a connection error caused by it, which _post knows.
+            raise NotWritten(
+                f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+            ) from exc
+        await super().write_with_length(writer, content_length)
 
 
 def addressed(to: str) -> dict[str, str]:
@@ -120,10 +156,18 @@ class CloudApiClient:
         return self._session
 
     async def send_text(
-        self, to: str, body: str, *, callback_data: str | None = None, number: str | None = None
+        self,
+        to: str,
+        body: str,
+        *,
+        callback_data: str | None = None,
+        number: str | None = None,
+        ready: Ready | None = None,
     ) -> str:
         """Send a free-form text to a number or a BSUID (``addressed``) from business
-        number ``number`` (None: the configured one); returns the wamid."""
+        number ``number`` (None: the configured one); returns the wamid. ``ready``
+        is awaited right before the request's bytes are written (at most
+        ``READY_SECONDS``); if it raises, nothing is sent (``SendNotAttempted``)."""
         payload: dict[str, Any] = {
             "messaging_product": "whatsapp",
             "recipient_type": "individual",
@@ -133,7 +177,7 @@ class CloudApiClient:
         }
         if callback_data:
             payload["biz_opaque_callback_data"] = callback_data
-        return await self._post(payload, number)
+        return await self._post(payload, number, ready)
 
     async def send_template(
         self,
@@ -145,11 +189,12 @@ class CloudApiClient:
         callback_data: str | None = None,
         button_payloads: tuple[str, ...] = (),
         number: str | None = None,
+        ready: Ready | None = None,
     ) -> str:
         """Send an approved template with positional body parameters and, for a
         template with quick-reply buttons, each button's payload (in button order:
         the press comes back with it), from business number ``number`` (None: the
-        configured one); returns the wamid."""
+        configured one); returns the wamid. ``ready`` as for ``send_text``."""
         template: dict[str, Any] = {"name": name, "language": {"code": language}}
         components: list[dict[str, Any]] = []
         if parameters:
@@ -176,7 +221,7 @@ class CloudApiClient:
         }
         if callback_data:
             payload["biz_opaque_callback_data"] = callback_data
-        return await self._post(payload, number)
+        return await self._post(payload, number, ready)
 
     async def phone_number(self, number: str | None = None) -> dict[str, Any]:
         """``GET /{version}/{phone_number_id}``: the record of ``number`` (None: the
@@ -199,11 +244,14 @@ class CloudApiClient:
             return body
         raise _error_of(status, raw, body)
 
-    async def _post(self, payload: dict[str, Any], number: str | None = None) -> str:
+    async def _post(
+        self, payload: dict[str, Any], number: str | None = None, ready: Ready | None = None
+    ) -> str:
         body = json.dumps(payload).encode()
+        data = body if ready is None else _WrittenWhenReady(body, ready)
         url = self._url if number is None else f"{self._base}/{number}/messages"
         try:
-            async with self._slots, self._http().post(url, data=body) as response:
+            async with self._slots, self._http().post(url, data=data) as response:
                 return _parse_response(response.status, await response.read())
         except (aiohttp.ClientConnectorError, aiohttp.ConnectionTimeoutError) as exc:
             raise SendNotAttempted(f"{type(exc).__name__}: {exc}") from exc
@@ -214,6 +262,12 @@ class CloudApiClient:
             aiohttp.ClientOSError,
             TimeoutError,
         ) as exc:
+            raise SendOutcomeUnknown(f"{type(exc).__name__}: {exc}") from exc
+        except aiohttp.ClientConnectionError as exc:
+            # aiohttp's word for "the body could not be written": by ``ready``,
+            # before a byte left, or by the connection, after some may have.
+            if isinstance(exc.__cause__, NotWritten):
+                raise SendNotAttempted(f"not ready to send: {exc.__cause__}") from exc
             raise SendOutcomeUnknown(f"{type(exc).__name__}: {exc}") from exc
 
 

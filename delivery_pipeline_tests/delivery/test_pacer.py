@@ -273,6 +273,42 @@ def test_a_throttle_seen_by_one_process_slows_every_sender(database_url):
     assert row["throttles"] == 1 and row["since"] >= dt.timedelta(seconds=0.8)
 
 
+def test_a_slot_is_judged_again_as_the_request_is_written(database_url):
+    """``acquire`` returns on time; what the send awaits right before its bytes
+    leave judges the slot again. Awaited at once, it lets the send go; after the
+    process stalled past the tolerance (as a preempted one does while building
+    the request), it gives the slot up and waits for a later one; after a
+    throttle it waits out the pause, whoever else held slots."""
+    with connect(database_url) as conn:
+        conn.execute(QUERIES.pacer_row.sql, {"phone_number_id": NUMBER})
+
+    async def main() -> None:
+        pacer = SharedPacer(database_url, NUMBER, 20)
+        try:
+            ready = await pacer.acquire()
+            await ready()
+            assert (pacer.late_at_write, pacer.forfeited) == (0, 0)
+
+            ready = await pacer.acquire()
+            # The whole process stalls, its loop included, as a preempted one does.
+            time.sleep(pacer.tolerance + 0.03)  # noqa: ASYNC251
+            await ready()
+            assert pacer.late_at_write == 1
+            assert pacer.forfeited >= 1
+
+            ready = await pacer.acquire()
+            await pacer.back_off(0.3)
+            paused = time.monotonic()
+            await ready()
+            assert pacer.late_at_write == 2
+            # A lower bound, which a loaded machine only lengthens.
+            assert time.monotonic() - paused >= 0.25
+        finally:
+            await pacer.aclose()
+
+    asyncio.run(main())
+
+
 @pytest.mark.parametrize("limit", [5, 20, 80])
 def test_senders_waiting_at_the_limit_take_slots_a_batch_per_round_trip(database_url, limit):
     """A second of slots wanted at once by twelve senders of one process: each
