@@ -29,6 +29,7 @@ from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
 from delivery_pipeline.model import bsuid, e164
+from delivery_pipeline.sandbox.arrival import arrival_of
 from delivery_pipeline.sandbox.config import RUNTIME_KEYS, SandboxConfig
 from delivery_pipeline.sandbox.state import ForcedRefusal, Person, SandboxState, iso, new_wamid
 from delivery_pipeline.sandbox.templates import DETAILS as template_details
@@ -514,7 +515,7 @@ async def phone_number(request: Request) -> Response:
 
 
 async def send_message(request: Request) -> Response:
-    arrived = time.monotonic()  # where the throughput window counts it
+    arrived = arrival_of(request)  # where the throughput window counts it
     sandbox = _sandbox(request)
     refused = _identity_refusal(request, "post")
     if refused is not None:

@@ -9,6 +9,7 @@ import uvicorn
 
 from delivery_pipeline import logs
 from delivery_pipeline.sandbox.app import create_app
+from delivery_pipeline.sandbox.arrival import StampedHttp
 from delivery_pipeline.sandbox.config import config_from_settings
 from delivery_pipeline.settings import (
     DEV_ACCESS_TOKEN,
@@ -57,4 +58,6 @@ def main(argv: list[str] | None = None) -> None:
         port=args.port,
         log_level=args.log_level,
         access_log=args.log_level in ("info", "debug"),
+        # Requests stamped as they arrive, where the throughput limit counts them.
+        http=StampedHttp,
     )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 import json
 import time
 from collections.abc import Awaitable, Callable, Iterator
@@ -607,6 +608,65 @@ def test_throughput_limit_is_130429(sandbox: SandboxProcess) -> None:
     assert stats["accepted"] == 5 and stats["throttled"] == 3
     assert stats["rejected_by_code"] == {"130429": 3}
     assert len(sandbox.inboxes()) == 5
+
+
+def test_the_throughput_limit_counts_a_request_when_it_arrived(sandbox: SandboxProcess) -> None:
+    """Two requests pipelined on one connection arrive together; uvicorn starts the
+    second's handler only once the first has answered (here after 300 ms of
+    latency). The limit counts both at their arrival, not at their handlers."""
+    import socket
+    from urllib.parse import urlsplit
+
+    number = "+15550100089"
+    sandbox.set_window(number, 60)
+    sandbox.faults(latency_ms=300, pair_rate_enabled=False)
+    url = urlsplit(sandbox.messages_url)
+    requests = b""
+    for body in ("first", "second"):
+        data = json.dumps(text_payload(number, body)).encode()
+        requests += (
+            f"POST {url.path} HTTP/1.1\r\nHost: {url.netloc}\r\n"
+            f"Authorization: Bearer {sandbox.access_token}\r\n"
+            f"Content-Type: application/json\r\nContent-Length: {len(data)}\r\n\r\n"
+        ).encode() + data
+    with socket.create_connection((url.hostname, url.port), timeout=10) as conn:
+        conn.sendall(requests)
+        answers = b""
+        while answers.count(b"HTTP/1.1 200") < 2:
+            chunk = conn.recv(65536)
+            assert chunk, answers
+            answers += chunk
+    first, second = (dt.datetime.fromisoformat(m["arrived"]) for m in sandbox.inbox(number))
+    assert second - first < dt.timedelta(milliseconds=150), (first, second)
+
+
+@pytest.mark.solo
+def test_a_request_is_counted_when_it_arrived_while_the_sandbox_was_not_running(
+    sandbox: SandboxProcess,
+) -> None:
+    """A sandbox process the machine did not run for a while (stopped here) reads
+    the request late; the kernel says when it came, and the limit counts that."""
+    import os
+    import signal
+    import threading
+
+    number = "+15550100088"
+    sandbox.set_window(number, 60)
+    answers: list[httpx.Response] = []
+    os.kill(sandbox.pid, signal.SIGSTOP)
+    try:
+        sent = dt.datetime.now(dt.UTC)
+        poster = threading.Thread(
+            target=lambda: answers.append(post_raw(sandbox, text_payload(number, "late read")))
+        )
+        poster.start()
+        time.sleep(0.3)
+    finally:
+        os.kill(sandbox.pid, signal.SIGCONT)
+    poster.join(timeout=10)
+    assert answers and answers[0].status_code == 200
+    (message,) = sandbox.inbox(number)
+    assert dt.datetime.fromisoformat(message["arrived"]) - sent < dt.timedelta(milliseconds=150)
 
 
 def test_pair_rate_limit_is_131056_per_recipient(sandbox: SandboxProcess) -> None:
