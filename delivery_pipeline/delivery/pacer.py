@@ -35,12 +35,13 @@ import asyncio
 import contextlib
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Callable
 from typing import Any, Protocol
 
 import psycopg
 
 from delivery_pipeline.store.queries import QUERIES
+from delivery_pipeline.whatsapp.client import Ready
 
 HEADROOM = 0.97
 # A sender holds at most this much of the timeline ahead of now: what it loses
@@ -98,11 +99,6 @@ class DatabaseClock:
     def local(self, database_time: float) -> float:
         """The monotonic time of a moment on the database's clock (after ``observe``)."""
         return database_time - self._offsets[0][1]
-
-
-# What a send awaits right before its request's bytes are written: it returns
-# once the send may leave (at once, if its slot is still on time).
-Ready = Callable[[], Awaitable[None]]
 
 
 class Pacer(Protocol):
@@ -204,7 +200,7 @@ class SharedPacer:
             # until the slot has really come.
             while (now := time.monotonic()) < slot:  # noqa: ASYNC110 - a clock, not an event
                 await asyncio.sleep(slot - now)
-            if epoch == self._epoch and now - slot <= self.tolerance:
+            if self._on_time(slot, epoch):
                 return slot, epoch
             self.forfeited += 1
 
