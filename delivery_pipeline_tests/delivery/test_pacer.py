@@ -22,7 +22,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from delivery_pipeline.delivery.pacer import HEADROOM, RateLimiter, SharedPacer
+import uvloop
+
+from delivery_pipeline.delivery.pacer import HEADROOM, RateLimiter, SharedPacer, until
 from delivery_pipeline.store.db import connect
 from delivery_pipeline.store.queries import QUERIES
 
@@ -307,6 +309,42 @@ def test_a_slot_is_judged_again_as_the_request_is_written(database_url):
             await pacer.aclose()
 
     asyncio.run(main())
+
+
+def test_waiting_for_a_moment_takes_one_timer_and_never_returns_early():
+    """On uvloop, as a sweep runs: its timers count whole milliseconds and fire
+    up to one early; waiting again for the rest went through timers of zero,
+    tens of wakes a slot."""
+
+    async def main() -> tuple[list[float], int]:
+        early: list[float] = []
+        timers = 0
+        for i in range(40):
+            moment = time.monotonic() + 0.0005 + (i % 7) * 0.0031
+            timers += await until(moment)
+            early.append(moment - time.monotonic())
+        return early, timers
+
+    early, timers = uvloop.run(main())
+    assert max(early) <= 0
+    assert timers <= 48, timers
+
+
+def test_a_sender_waits_for_its_slots_with_about_one_timer_each(database_url):
+    """Thirty slots at 40 msg/s, one sender: about thirty timers, not hundreds."""
+    with connect(database_url) as conn:
+        conn.execute(QUERIES.pacer_row.sql, {"phone_number_id": NUMBER})
+
+    async def main() -> int:
+        pacer = SharedPacer(database_url, NUMBER, 40)
+        try:
+            for _ in range(30):
+                await (await pacer.acquire())()
+        finally:
+            await pacer.aclose()
+        return pacer.timers
+
+    assert uvloop.run(main()) <= 36
 
 
 @pytest.mark.parametrize("limit", [5, 20, 80])
