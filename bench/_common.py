@@ -12,6 +12,7 @@ import uuid
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
@@ -452,6 +453,15 @@ def run_with_cpu(
 ) -> tuple[str, float]:
     """Run a process to the end; its stdout and its CPU seconds (user + system, from
     its rusage: start-up included)."""
+    out, usage = run_with_usage(cmd, env, cwd, timeout)
+    return out, usage.ru_utime + usage.ru_stime
+
+
+def run_with_usage(
+    cmd: list[str], env: dict[str, str], cwd: Path = REPO, timeout: float = 600
+) -> tuple[str, Any]:
+    """Run a process to the end; its stdout and its rusage (CPU seconds, the times
+    it went to sleep waiting for something: ``ru_nvcsw``)."""
     import subprocess
     import threading
 
@@ -472,4 +482,4 @@ def run_with_cpu(
         r.join(timeout)
     if proc.returncode not in (0, 1):
         raise RuntimeError(f"{cmd} -> {proc.returncode}\n{''.join(err)[-3000:]}")
-    return "".join(out), usage.ru_utime + usage.ru_stime
+    return "".join(out), usage

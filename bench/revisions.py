@@ -20,6 +20,7 @@ import argparse
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import vs_procrastinate as vs
 from _common import (
@@ -29,7 +30,7 @@ from _common import (
     figures_comment,
     median,
     revision_tree,
-    run_with_cpu,
+    run_with_usage,
     scratch_database,
     write_section,
 )
@@ -77,12 +78,12 @@ def main() -> None:
 
         def sweep_in_tree(
             cmd: list[str], env: dict[str, str], cwd: Path = REPO, timeout: float = 600
-        ) -> tuple[str, float]:
+        ) -> tuple[str, Any]:
             # vs_procrastinate runs our sweep as `python -m delivery_pipeline.cli`
             # from the repository: run it from the tree being measured instead.
-            return run_with_cpu(cmd, {**env, "PYTHONPATH": str(tree[0])}, tree[0], timeout)
+            return run_with_usage(cmd, {**env, "PYTHONPATH": str(tree[0])}, tree[0], timeout)
 
-        vs.run_with_cpu = sweep_in_tree
+        vs.run_with_usage = sweep_in_tree
         runs: dict[str, list[dict[str, float]]] = {name: [] for name in trees}
         with scratch_database(own_server=True) as url, start_sandbox() as sandbox:
             server = ServerCpu(url)

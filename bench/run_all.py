@@ -291,6 +291,23 @@ def summary_rows() -> list[tuple[str, str, str, bool | None]]:
         p.get("paced_ratio_theirs"),
         "{:.2f}",
     )
+    add(
+        "… ours not paced, fewer in flight, at about the paced rate ÷ unbound",
+        "report",
+        p.get("same_rate_ratio_ours"),
+        "{:.2f}",
+    )
+    for key, how in (
+        ("wakes_ours_2", "unbound"),
+        ("same_rate_wakes_ours", "not paced, at about the paced rate"),
+        ("paced_wakes_ours", "paced"),
+    ):
+        add(
+            f"… the sender's wake-ups per message (voluntary context switches), {how}",
+            "report",
+            p.get(key),
+            "{:.2f}",
+        )
     for key in sorted(k for k in p if k.startswith("ratio_")):
         limit = int(key.split("_")[1])
         add(

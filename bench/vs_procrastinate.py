@@ -57,6 +57,7 @@ from _common import (
     median,
     rates,
     run_with_cpu,
+    run_with_usage,
     scratch_database,
     seed_ready_documents,
     undelivered,
@@ -189,19 +190,22 @@ def rate_run(
         run(theirs_cmd(url, sandbox.url, limit, concurrency, "defer", prefix, http=http))
     pg0 = server.seconds() if server else 0.0
     started = time.perf_counter()
-    sender_cpu, processes = 0.0, 0
+    sender_cpu, sender_wakes, processes = 0.0, 0, 0
     if system == "ours":
         deadline = time.monotonic() + 300
         while True:  # throttled ones come back: sweep again, as the heartbeat would
-            sender_cpu += run_with_cpu(*ours_cmd(url, sandbox.url, limit, concurrency))[1]
+            usage = run_with_usage(*ours_cmd(url, sandbox.url, limit, concurrency))[1]
+            sender_cpu += usage.ru_utime + usage.ru_stime
+            sender_wakes += usage.ru_nvcsw
             processes += 1
             if not undelivered(url, prefix) or time.monotonic() > deadline:
                 break
             time.sleep(0.25)
     else:
-        sender_cpu = run_with_cpu(
+        usage = run_with_usage(
             *theirs_cmd(url, sandbox.url, limit, concurrency, "work", http=http)
         )[1]
+        sender_cpu, sender_wakes = usage.ru_utime + usage.ru_stime, usage.ru_nvcsw
         processes = 1
     wall = time.perf_counter() - started
     pg_cpu = server.seconds() - pg0 if server else float("nan")
@@ -218,6 +222,7 @@ def rate_run(
         "throttled": stats["throttled"],
         "undelivered": undelivered(url, prefix),
         "sender_cpu": sender_cpu,
+        "sender_wakes": sender_wakes,
         "pg_cpu": pg_cpu,
         "processes": processes,
     }
@@ -359,6 +364,13 @@ def main() -> None:
         default=80,
         help="two-chunk plans again at this limit (msg/s), binding: the cost of pacing; 0 skips",
     )
+    parser.add_argument(
+        "--same-rate-concurrency",
+        type=int,
+        default=13,
+        help="ours not paced, this many in flight (about the paced rate at the sandbox's "
+        "latency), next to the paced runs: what the rate costs, apart from pacing; 0 skips",
+    )
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--crash-docs", type=int, default=200, help="0: skip the crash runs")
     parser.add_argument("--crash-rounds", type=int, default=3)
@@ -385,14 +397,20 @@ def main() -> None:
         # unbound runs they are compared with: this machine's speed drifts by
         # tens of per cent over minutes, so a ratio is taken within one repeat.
         paced: dict[str, list[dict[str, float]]] = {"ours": [], "theirs": []}
+        # Ours not paced, at about the paced rate (fewer in flight): what of the
+        # paced cost the lower rate accounts for, and what the pacer itself.
+        same_rate: list[dict[str, float]] = []
         for chunks, docs in ((2, args.docs_two), (9, args.docs)):
             got: dict[str, list[dict[str, float]]] = {system: [] for system in SYSTEMS}
             for _ in range(args.repeats):
                 # Interleaved: the same machine load for each system, paced or not.
-                planned = [(system, args.limit, got[system]) for system in SYSTEMS]
+                c = args.concurrency
+                planned = [(system, args.limit, got[system], c) for system in SYSTEMS]
                 if chunks == 2 and args.paced_limit:
-                    planned += [(system, args.paced_limit, paced[system]) for system in paced]
-                for system, limit, into in planned:
+                    planned += [(system, args.paced_limit, paced[system], c) for system in paced]
+                    if args.same_rate_concurrency:
+                        planned.append(("ours", args.limit, same_rate, args.same_rate_concurrency))
+                for system, limit, into, concurrency in planned:
                     into.append(
                         rate_run(
                             system,
@@ -402,7 +420,7 @@ def main() -> None:
                             docs=docs,
                             chunks=chunks,
                             limit=limit,
-                            concurrency=args.concurrency,
+                            concurrency=concurrency,
                             latency_ms=args.latency_ms,
                         )
                     )
@@ -417,6 +435,7 @@ def main() -> None:
                     "pg": 1000 * pg / received,
                     "steady": median([r["steady"] for r in runs]),
                     "throttled": sum(r["throttled"] for r in runs),
+                    "wakes": median([r["sender_wakes"] / r["received"] for r in runs]),
                     "received": received,
                     "dup_missing": (
                         sum(r["duplicates"] for r in runs),
@@ -435,6 +454,7 @@ def main() -> None:
                     f"{m['dup_missing'][0]} / {m['dup_missing'][1]} |"
                 )
                 fig[f"cpu_ms_{system}_{chunks}"] = total
+                fig[f"wakes_{system}_{chunks}"] = m["wakes"]
                 fig[f"pg_ms_{system}_{chunks}"] = m["pg"]
             # Within each repeat, then the median: not a ratio of medians.
             ratios = [
@@ -454,7 +474,11 @@ def main() -> None:
             )
             fig[f"ratio_{args.limit}"] = per_msg[("ours", chunks)]["steady"] / base["steady"]
         paced_rows = []
-        for system, runs in paced.items() if args.paced_limit else ():
+        compared = [(s, SYSTEMS[s], runs, f"paced_{{}}_{s}") for s, runs in paced.items()]
+        if same_rate:
+            label = f"ours, not paced, {args.same_rate_concurrency} in flight"
+            compared.insert(1, ("ours", label, same_rate, "same_rate_{}_ours"))
+        for system, label, runs, key in compared if args.paced_limit else ():
             # What pacing at the limit adds to each side's cost per message.
             received = median([r["received"] for r in runs])
             sender = 1000 * median([r["sender_cpu"] for r in runs]) / received
@@ -465,15 +489,17 @@ def main() -> None:
                 _total(p) / _total(u) for p, u in zip(runs, unbound_runs[system], strict=True)
             ]
             paced_rows.append(
-                f"| {SYSTEMS[system]} | {received:.0f} | {sender:.2f} | {pg:.2f} | "
+                f"| {label} | {received:.0f} | {sender:.2f} | {pg:.2f} | "
                 f"**{sender + pg:.2f}** | {unbound_total:.2f} | "
                 + ", ".join(f"{r:.2f}" for r in ratios)
                 + f" | **{median(ratios):.2f}** | "
                 f"{median([r['steady'] for r in runs]):.1f} | "
+                f"{median([r['sender_wakes'] / r['received'] for r in runs]):.2f} | "
                 f"{sum(r['throttled'] for r in runs)} |"
             )
-            fig[f"paced_ratio_{system}"] = median(ratios)
-            fig[f"paced_pg_ms_{system}"] = pg
+            fig[key.format("ratio")] = median(ratios)
+            fig[key.format("pg_ms")] = pg
+            fig[key.format("wakes")] = median([r["sender_wakes"] / r["received"] for r in runs])
         for limit in [int(x) for x in args.rate_limits.split(",") if x]:
             runs = {
                 system: rate_run(
@@ -568,10 +594,22 @@ def main() -> None:
         f"Paced: the two-chunk plans again with the number's limit at {args.paced_limit} "
         "msg/s (binding: 32 in flight at 150 ms would send 213 msg/s), run in each repeat "
         "right after the unbound runs, each side against its own unbound run of the same "
-        "repeat. Target (issue 20): ours paced ≤ 1.1 × ours unbound.\n\n"
-        "| system | accepted | sender ms/msg | Postgres ms/msg | total ms/msg | "
+        "repeat. Target (issue 20): ours paced ≤ 1.1 × ours unbound. "
+        + (
+            f'The row "not paced, {args.same_rate_concurrency} in flight" is our sweep at the '
+            f"unbound limit with only {args.same_rate_concurrency} documents in flight, so at "
+            "about the paced rate with the pacer never binding, run in the same repeat: it "
+            "parts the paced cost into what the lower rate costs (its ratio) and what pacing "
+            "adds to that (the paced row against it). A sender's wake-ups are its voluntary "
+            "context switches (rusage).\n\n"
+            if same_rate
+            else "\n\n"
+        )
+        + "| system | accepted | sender ms/msg | Postgres ms/msg | total ms/msg | "
         "unbound total | ÷ unbound, each repeat | ÷ unbound, median | steady msg/s | "
-        "throttled |\n|---|---|---|---|---|---|---|---|---|---|\n" + "\n".join(paced_rows) + "\n\n"
+        "sender wake-ups / msg | throttled |\n|---|---|---|---|---|---|---|---|---|---|---|\n"
+        + "\n".join(paced_rows)
+        + "\n\n"
         "Rates at other limits (nine-chunk plans, ours vs procrastinate with httpx):\n\n"
         "| limit msg/s | ours msg/s | procrastinate msg/s | ours / theirs | ours wall s | "
         "theirs wall s | throttled ours / theirs |\n|---|---|---|---|---|---|---|\n"
