@@ -216,7 +216,8 @@ class SharedPacer:
                     self._waiting -= 1
                 continue
             epoch = self._epoch
-            self.timers += await until(slot)
+            timers = await until(slot)  # not `+= await`: the sum is read before the wait
+            self.timers += timers
             if self._on_time(slot, epoch):
                 return slot, epoch
             self.forfeited += 1
