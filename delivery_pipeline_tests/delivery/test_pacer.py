@@ -19,10 +19,9 @@ from pathlib import Path
 
 import psycopg
 import pytest
+import uvloop
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-import uvloop
 
 from delivery_pipeline.delivery.pacer import HEADROOM, RateLimiter, SharedPacer, until
 from delivery_pipeline.store.db import connect
