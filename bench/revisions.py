@@ -119,6 +119,7 @@ def main() -> None:
             "total": median(total),
             "steady": median([r["steady"] for r in measured]),
             "commits": median([per_message(r, "commits") for r in measured]),
+            "wakes": median([per_message(r, "sender_wakes") for r in measured]),
             "throttled": sum(r["throttled"] for r in measured),
             "wrong": sum(r["duplicates"] + r["missing"] for r in measured),
         }
@@ -126,7 +127,7 @@ def main() -> None:
         rows.append(
             f"| {name} | {row['sender']:.2f} | {row['pg']:.2f} | **{row['total']:.2f}** | "
             f"{', '.join(f'{t:.2f}' for t in total)} | {row['steady']:.1f} | "
-            f"{row['commits']:.2f} | {row['throttled']} | {row['wrong']} |"
+            f"{row['commits']:.2f} | {row['wakes']:.2f} | {row['throttled']} | {row['wrong']} |"
         )
     before, after = (runs[name] for name in trees)
     lower = sum(
@@ -140,16 +141,17 @@ def main() -> None:
         f"{args.limit} msg/s; our sweep from each tree, {args.pairs} pairs in alternating "
         "order on one embedded Postgres. CPU ms per accepted message: the sweep's rusage "
         "(start-up included) and the whole Postgres server's; commits per message from "
-        "`pg_stat_database`. Medians.\n\n"
+        "`pg_stat_database`; the sweep's wake-ups (voluntary context switches) per message. "
+        "Medians.\n\n"
         "| tree | sweep ms/msg | Postgres ms/msg | total ms/msg | total, each run | "
-        "steady msg/s | commits / msg | throttled | duplicated + missing |\n"
-        "|---|---:|---:|---:|---|---:|---:|---:|---:|\n" + "\n".join(rows) + "\n\n"
+        "steady msg/s | commits / msg | wake-ups / msg | throttled | duplicated + missing |\n"
+        "|---|---:|---:|---:|---|---:|---:|---:|---:|---:|\n" + "\n".join(rows) + "\n\n"
         f"This checkout's total lower in {lower} of {args.pairs} pairs.\n\n" + figures_comment(fig)
     )
     print(body)
     command = (
         f"./dev shell bench/revisions.py --against {args.against} --pairs {args.pairs} "
-        f"--docs {args.docs} --chunks {args.chunks}"
+        f"--docs {args.docs} --chunks {args.chunks} --limit {args.limit}"
     )
     write_section("revisions", command, body)
 

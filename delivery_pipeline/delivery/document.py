@@ -326,7 +326,9 @@ class DocumentDelivery:
                         detail=f"chunk {index} changed meanwhile",
                     )
                     return
-            ready = await self.pacers.of(claim.phone_number_id).acquire()
+            pacer = self.pacers.of(claim.phone_number_id)
+            ready = await pacer.acquire()
+            self.store.writer.at_wake(1.0 / pacer.rate)
             started_at = dt.datetime.now(dt.UTC)
             try:
                 with self.sends.one():

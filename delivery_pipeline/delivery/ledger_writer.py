@@ -112,6 +112,8 @@ class LedgerWriter:
         self._writing: asyncio.Task[None] | None = None
         # While the writer lingers: woken early by a request due sooner.
         self._lingering: tuple[float, asyncio.Future[None]] | None = None
+        # Write what is due this much sooner (``at_wake``), once.
+        self._sooner = 0.0
         # Transactions committed (a batch a deadlock rolled back is not one).
         self.transactions = 0
 
@@ -142,13 +144,25 @@ class LedgerWriter:
         elif self._lingering is not None and due < self._lingering[0]:
             _settle(self._lingering[1])
 
+    def at_wake(self, within: float) -> None:
+        """The process is awake anyway (a sender's slot has come): if the writer
+        lingers for a request due within ``within`` seconds, write now rather
+        than wake the process again for it. A wake costs a paced sender about as
+        much as a message's own work; the linger is a bound, never a promise
+        to wait."""
+        lingering = self._lingering
+        if lingering is not None and lingering[0] <= asyncio.get_running_loop().time() + within:
+            self._sooner = within
+            _settle(lingering[1])
+
     async def _linger(self) -> None:
         """Until the first waiting request is due (the writer's clock: the loop's)."""
         loop = asyncio.get_running_loop()
         while True:
             waiting: list[_Waiting[Any, Any]] = [*self._begins, *self._advances]
             due = min((w.due for w in waiting if not w.answer.done()), default=0.0)
-            if due <= loop.time():
+            sooner, self._sooner = self._sooner, 0.0
+            if due <= loop.time() + sooner:
                 return
             woken: asyncio.Future[None] = loop.create_future()
             timer = loop.call_at(due, _settle, woken)

@@ -120,6 +120,11 @@ class DatabaseClock:
 
 
 class Pacer(Protocol):
+    @property
+    def rate(self) -> float:
+        """Sends a second at most, on the pace kept."""
+        ...
+
     async def acquire(self) -> Ready: ...
     async def back_off(self, seconds: float) -> None: ...
     async def aclose(self) -> None: ...
@@ -258,7 +263,8 @@ class SharedPacer:
                 # slot each time one passes (a round trip per send at the limit).
                 # The others waiting queue on the lock meanwhile and take what
                 # this brings, rather than each sleeping its turn.
-                await asyncio.sleep(self._held[-1 - keep] - time.monotonic())
+                # On the same timer as the sender of that slot, so one wake serves both.
+                await until(self._held[-1 - keep])
                 self._forget_passed()
             count = min(self.max_batch - len(self._held), max(1, self._waiting, self._expected()))
             async with self._session() as conn:

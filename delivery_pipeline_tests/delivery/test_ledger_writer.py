@@ -434,3 +434,36 @@ def test_a_request_that_may_not_wait_takes_the_lingering_ones_with_it(db, databa
     assert transactions == 1
     assert took < 10  # not the 30 s the first one could have waited
     assert _chunks(db, lingering)[1] == ("sending", None)
+
+
+def test_a_wake_for_a_slot_writes_what_would_be_due_before_the_next_one(db, database_url):
+    """A paced sender's slot has woken the process: what lingers for a moment
+    before the next slot is written then, instead of on a timer of its own; what
+    may wait longer lingers on."""
+    document_id, token = _claimed(db)
+    _with_ledger(db, document_id, ["sending", "pending"])
+
+    async def woken() -> tuple[int, float, int]:
+        writer = _writer(database_url)
+        loop = asyncio.get_running_loop()
+        try:
+            started = loop.time()
+            waiting = asyncio.create_task(
+                writer.advance(record_and_fence(document_id, token), linger=30)
+            )
+            await asyncio.sleep(0.05)
+            writer.at_wake(1.0)  # due in 30 s: not before the next wake
+            await asyncio.sleep(0.2)
+            before = writer.transactions
+            writer.at_wake(60.0)
+            answer = await waiting
+            assert answer.fenced
+            return before, loop.time() - started, writer.transactions
+        finally:
+            await writer.aclose()
+
+    before, took, transactions = asyncio.run(woken())
+    assert before == 0
+    assert transactions == 1
+    assert took < 10  # not the 30 s it could have waited
+    assert _chunks(db, document_id) == [("sent", f"wamid.{document_id}.0"), ("sending", None)]
