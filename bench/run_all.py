@@ -44,6 +44,7 @@ BENCHMARKS: dict[str, list[str]] = {
     # The revision before writes below the limit waited for company.
     "revisions": ["--against", "0456648", "--pairs", "6"],
     "arrivals": ["--docs", "200", "--runs", "3", "--loads", "0,2"],
+    "pacer_wait": ["--pairs", "4", "--slots", "800"],
 }
 
 
@@ -296,6 +297,19 @@ def summary_rows() -> list[tuple[str, str, str, bool | None]]:
         "report",
         p.get("same_rate_ratio_ours"),
         "{:.2f}",
+    )
+    pw = read_figures("pacer_wait") or {}
+    add(
+        "the pacer's own CPU per slot (32 senders, 80 msg/s, no sends), with the timer slack",
+        "report",
+        pw.get("cpu_ms_shipped"),
+        "{:.3f} ms",
+    )
+    add(
+        "… the same waiting again for what a timer fired early by (before)",
+        "report",
+        pw.get("cpu_ms_no_slack"),
+        "{:.3f} ms",
     )
     for key, how in (
         ("wakes_ours_2", "unbound"),
