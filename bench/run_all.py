@@ -298,6 +298,17 @@ def summary_rows() -> list[tuple[str, str, str, bool | None]]:
         p.get("same_rate_ratio_ours"),
         "{:.2f}",
     )
+    for key, how in (
+        ("wakes_ours_2", "unbound"),
+        ("same_rate_wakes_ours", "not paced, at about the paced rate"),
+        ("paced_wakes_ours", "paced"),
+    ):
+        add(
+            f"… the sender's wake-ups per message (voluntary context switches), {how}",
+            "report",
+            p.get(key),
+            "{:.2f}",
+        )
     pw = read_figures("pacer_wait") or {}
     add(
         "the pacer's own CPU per slot (32 senders, 80 msg/s, no sends), with the timer slack",
@@ -311,17 +322,6 @@ def summary_rows() -> list[tuple[str, str, str, bool | None]]:
         pw.get("cpu_ms_no_slack"),
         "{:.3f} ms",
     )
-    for key, how in (
-        ("wakes_ours_2", "unbound"),
-        ("same_rate_wakes_ours", "not paced, at about the paced rate"),
-        ("paced_wakes_ours", "paced"),
-    ):
-        add(
-            f"… the sender's wake-ups per message (voluntary context switches), {how}",
-            "report",
-            p.get(key),
-            "{:.2f}",
-        )
     for key in sorted(k for k in p if k.startswith("ratio_")):
         limit = int(key.split("_")[1])
         add(
