@@ -45,7 +45,12 @@ class HarnessProcess:
         self.port = port
         self.url = f"http://127.0.0.1:{port}"
         self.log_path = child.log_path
-        self.http = httpx.Client(base_url=self.url, timeout=10.0)
+        # Idle connections dropped well before uvicorn's keep-alive (5 s) closes
+        # them: with both at 5 s, a call made as the server closed the idle
+        # connection it reused failed with "Server disconnected".
+        self.http = httpx.Client(
+            base_url=self.url, timeout=10.0, limits=httpx.Limits(keepalive_expiry=2.0)
+        )
 
     @property
     def pid(self) -> int:
