@@ -112,7 +112,11 @@ def finish(settings, db, sandbox, *, grace: int = 3, rounds: int = 60) -> None:
         }
     )
     for _ in range(rounds):
-        sandbox.wait_webhooks_idle(timeout=10)
+        # Statuses the service refused while Postgres was down come back on the
+        # sandbox's doubling backoff: after an outage of a few seconds on a busy
+        # machine the next try can be over ten seconds off, and a sweep that
+        # does not wait for it resends a part whose status was on its way.
+        sandbox.wait_webhooks_idle(timeout=40)
         db.execute(
             "UPDATE documents SET claim_token = NULL, claimed_at = NULL "
             "WHERE claim_token IS NOT NULL AND claimed_at < now() - interval '2 seconds'"
