@@ -488,18 +488,19 @@ def main() -> None:
             ratios = [
                 _total(p) / _total(u) for p, u in zip(runs, unbound_runs[system], strict=True)
             ]
+            wakes = median([r["sender_wakes"] / r["received"] for r in runs])
             paced_rows.append(
                 f"| {label} | {received:.0f} | {sender:.2f} | {pg:.2f} | "
                 f"**{sender + pg:.2f}** | {unbound_total:.2f} | "
                 + ", ".join(f"{r:.2f}" for r in ratios)
                 + f" | **{median(ratios):.2f}** | "
                 f"{median([r['steady'] for r in runs]):.1f} | "
-                f"{median([r['sender_wakes'] / r['received'] for r in runs]):.2f} | "
+                f"{wakes:.2f} | "
                 f"{sum(r['throttled'] for r in runs)} |"
             )
             fig[key.format("ratio")] = median(ratios)
             fig[key.format("pg_ms")] = pg
-            fig[key.format("wakes")] = median([r["sender_wakes"] / r["received"] for r in runs])
+            fig[key.format("wakes")] = wakes
         for limit in [int(x) for x in args.rate_limits.split(",") if x]:
             runs = {
                 system: rate_run(

@@ -112,8 +112,8 @@ class LedgerWriter:
         self._writing: asyncio.Task[None] | None = None
         # While the writer lingers: woken early by a request due sooner.
         self._lingering: tuple[float, asyncio.Future[None]] | None = None
-        # Write what is due this much sooner (``at_wake``), once.
-        self._sooner = 0.0
+        # Write now what lingers, once (``at_wake`` found it due soon enough).
+        self._flush = False
         # Transactions committed (a batch a deadlock rolled back is not one).
         self.transactions = 0
 
@@ -152,7 +152,7 @@ class LedgerWriter:
         to wait."""
         lingering = self._lingering
         if lingering is not None and lingering[0] <= asyncio.get_running_loop().time() + within:
-            self._sooner = within
+            self._flush = True
             _settle(lingering[1])
 
     async def _linger(self) -> None:
@@ -161,8 +161,8 @@ class LedgerWriter:
         while True:
             waiting: list[_Waiting[Any, Any]] = [*self._begins, *self._advances]
             due = min((w.due for w in waiting if not w.answer.done()), default=0.0)
-            sooner, self._sooner = self._sooner, 0.0
-            if due <= loop.time() + sooner:
+            flush, self._flush = self._flush, False
+            if flush or due <= loop.time():
                 return
             woken: asyncio.Future[None] = loop.create_future()
             timer = loop.call_at(due, _settle, woken)
