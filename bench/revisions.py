@@ -32,6 +32,7 @@ from _common import (
     revision_tree,
     run_with_usage,
     scratch_database,
+    sweep_medians,
     write_section,
 )
 
@@ -107,22 +108,10 @@ def main() -> None:
                     figures["commits"] = _commits(url) - commits
                     runs[name].append(figures)
 
-    def per_message(run: dict[str, float], key: str) -> float:
-        return run[key] / run["received"]
-
     rows, fig = [], {}
     for name, measured in runs.items():
-        total = [1000 * (r["sender_cpu"] + r["pg_cpu"]) / r["received"] for r in measured]
-        row = {
-            "sender": median([1000 * per_message(r, "sender_cpu") for r in measured]),
-            "pg": median([1000 * per_message(r, "pg_cpu") for r in measured]),
-            "total": median(total),
-            "steady": median([r["steady"] for r in measured]),
-            "commits": median([per_message(r, "commits") for r in measured]),
-            "wakes": median([per_message(r, "sender_wakes") for r in measured]),
-            "throttled": sum(r["throttled"] for r in measured),
-            "wrong": sum(r["duplicates"] + r["missing"] for r in measured),
-        }
+        row, total = sweep_medians(measured)
+        row["commits"] = median([r["commits"] / r["received"] for r in measured])
         fig[name] = row
         rows.append(
             f"| {name} | {row['sender']:.2f} | {row['pg']:.2f} | **{row['total']:.2f}** | "

@@ -45,6 +45,7 @@ BENCHMARKS: dict[str, list[str]] = {
     "revisions": ["--against", "0456648", "--pairs", "6"],
     "arrivals": ["--docs", "200", "--runs", "3", "--loads", "0,2"],
     "pacer_wait": ["--pairs", "4", "--slots", "800"],
+    "paced_tax": ["--pairs", "3", "--docs", "1000"],
 }
 
 
@@ -322,6 +323,20 @@ def summary_rows() -> list[tuple[str, str, str, bool | None]]:
         pw.get("cpu_ms_no_slack"),
         "{:.3f} ms",
     )
+    pt = read_figures("paced_tax") or {}
+    tax = pt.get("ratios") or {}
+    assert isinstance(tax, dict)
+    for key, how in (
+        ("paced (shipped)", "as shipped"),
+        ("paced, merged wakes", "the waits merged into one wake a message (bench only)"),
+        ("paced, warm (spin taken out)", "the sweep's core kept busy, spin taken out (bench only)"),
+    ):
+        add(
+            f"paced ÷ unbound in bench/paced_tax.py, {how}",
+            "report",
+            tax.get(key),
+            "{:.2f}",
+        )
     for key in sorted(k for k in p if k.startswith("ratio_")):
         limit = int(key.split("_")[1])
         add(
