@@ -147,9 +147,8 @@ class LedgerWriter:
     def at_wake(self, within: float) -> None:
         """The process is awake anyway (a sender's slot has come): if the writer
         lingers for a request due within ``within`` seconds, write now rather
-        than wake the process again for it. A wake costs a paced sender about as
-        much as a message's own work; the linger is a bound, never a promise
-        to wait."""
+        than wake the process again for it: one wake fewer, and the linger is
+        a bound, never a promise to wait."""
         lingering = self._lingering
         if lingering is not None and lingering[0] <= asyncio.get_running_loop().time() + within:
             self._flush = True

@@ -65,8 +65,8 @@ CLOCK_SECONDS = 5.0
 # uvloop's timers count whole milliseconds from a clock read when the loop's
 # turn began, so a timer can fire up to about a millisecond before its time.
 # Sleeping again for what is left (a fraction of a millisecond: a timer of
-# zero) would wake a sender tens of times a slot, each wake costing as much as
-# a send's own bookkeeping. A wait aims this far past its moment instead: never
+# zero) would take a sender through tens of timers and loop turns a slot
+# (docs/benchmarks.md, "pacer_wait"). A wait aims this far past its moment instead: never
 # early, one wake nearly always, and late by about as much for every slot,
 # which keeps their spacing and spends a small part of the tolerance.
 TIMER_SLACK = 0.001
