@@ -1,6 +1,8 @@
 """Run every benchmark in sequence, then regenerate the summary table at the top
-of docs/benchmarks.md (figure, target, measured, met?). About 12-15 minutes on
-2 cores. Each script writes its own section; the summary reads them back.
+of docs/benchmarks.md (figure, target, measured, met?). Long on 2 cores: several
+scripts (vs_procrastinate, fleet, arrivals, revisions, paced_tax) take ten
+minutes or more each. Each script writes its own section; the summary reads
+them back.
 
     ./dev shell bench/run_all.py [--skip vs_procrastinate,guard] [--summary-only]
 
