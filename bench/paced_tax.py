@@ -21,7 +21,11 @@ costs; the warm sweep shows how much of it is the sweep's core going cold
 between slots (caches, the idle states of a virtual CPU). What neither
 variant removes is Postgres's share and the paced sweep's own bookkeeping.
 
-    ./dev shell bench/paced_tax.py [--pairs 2] [--docs 1000] [--hold-ms 15]
+It runs the sweep as ``bench/vs_procrastinate.py`` does, and so, like
+``bench/revisions.py``, asks for procrastinate installed
+(``./dev shell -m pip install procrastinate``) although it runs no worker.
+
+    ./dev shell bench/paced_tax.py [--pairs 3] [--docs 1000] [--hold-ms 15]
 """
 
 from __future__ import annotations
@@ -39,16 +43,12 @@ import vs_procrastinate as vs
 from _common import (
     REPO,
     ServerCpu,
-    alternating,
     figures_comment,
     median,
     run_with_usage,
-    scratch_database,
     sweep_medians,
     write_section,
 )
-
-from delivery_pipeline.testing.sandbox import start_sandbox
 
 # variant → (the sweep's limit, how the child's pacer waits)
 VARIANTS: dict[str, tuple[int, str]] = {
@@ -135,7 +135,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--pairs", type=int, default=2)
+    parser.add_argument("--pairs", type=int, default=3)
     parser.add_argument("--docs", type=int, default=1000)
     parser.add_argument("--hold-ms", type=float, default=15.0)
     args = parser.parse_args()
@@ -158,27 +158,25 @@ def main() -> None:
             ]
         return run_with_usage(cmd, env, cwd, timeout)
 
+    def one(name: str, url: str, sandbox: Any, server: ServerCpu) -> dict[str, float]:
+        current[0] = name
+        Path(spun_file).write_text("0")
+        figures = vs.rate_run(
+            "ours",
+            url,
+            sandbox,
+            server,
+            docs=args.docs,
+            chunks=2,
+            limit=VARIANTS[name][0],
+            concurrency=32,
+            latency_ms=150.0,
+        )
+        figures["spun"] = float(Path(spun_file).read_text())
+        return figures
+
     vs.run_with_usage = sweep
-    runs: dict[str, list[dict[str, float]]] = {name: [] for name in VARIANTS}
-    with scratch_database(own_server=True) as url, start_sandbox() as sandbox:
-        server = ServerCpu(url)
-        for pair in range(args.pairs):
-            for name in alternating(pair, VARIANTS):
-                current[0] = name
-                Path(spun_file).write_text("0")
-                figures = vs.rate_run(
-                    "ours",
-                    url,
-                    sandbox,
-                    server,
-                    docs=args.docs,
-                    chunks=2,
-                    limit=VARIANTS[name][0],
-                    concurrency=32,
-                    latency_ms=150.0,
-                )
-                figures["spun"] = float(Path(spun_file).read_text())
-                runs[name].append(figures)
+    runs = vs.ours_in_turns(VARIANTS, args.pairs, one)
     Path(spun_file).unlink(missing_ok=True)
 
     rows, fig = [], {}

@@ -26,18 +26,15 @@ import vs_procrastinate as vs
 from _common import (
     REPO,
     ServerCpu,
-    alternating,
     figures_comment,
     median,
     revision_tree,
     run_with_usage,
-    scratch_database,
     sweep_medians,
     write_section,
 )
 
 from delivery_pipeline.store.db import connect
-from delivery_pipeline.testing.sandbox import start_sandbox
 
 
 def _same_migrations(ref: str) -> bool:
@@ -84,29 +81,27 @@ def main() -> None:
             # from the repository: run it from the tree being measured instead.
             return run_with_usage(cmd, {**env, "PYTHONPATH": str(tree[0])}, tree[0], timeout)
 
+        def one(name: str, url: str, sandbox: Any, server: ServerCpu) -> dict[str, float]:
+            tree[0] = trees[name]
+            commits = _commits(url)
+            figures = vs.rate_run(
+                "ours",
+                url,
+                sandbox,
+                server,
+                docs=args.docs,
+                chunks=args.chunks,
+                limit=args.limit,
+                concurrency=args.concurrency,
+                latency_ms=args.latency_ms,
+            )
+            # The run's commits, its preparation's few (two set-based
+            # inserts, VACUUM, CHECKPOINT) among them.
+            figures["commits"] = _commits(url) - commits
+            return figures
+
         vs.run_with_usage = sweep_in_tree
-        runs: dict[str, list[dict[str, float]]] = {name: [] for name in trees}
-        with scratch_database(own_server=True) as url, start_sandbox() as sandbox:
-            server = ServerCpu(url)
-            for pair in range(args.pairs):
-                for name in alternating(pair, trees):
-                    tree[0] = trees[name]
-                    commits = _commits(url)
-                    figures = vs.rate_run(
-                        "ours",
-                        url,
-                        sandbox,
-                        server,
-                        docs=args.docs,
-                        chunks=args.chunks,
-                        limit=args.limit,
-                        concurrency=args.concurrency,
-                        latency_ms=args.latency_ms,
-                    )
-                    # The run's commits, its preparation's few (two set-based
-                    # inserts, VACUUM, CHECKPOINT) among them.
-                    figures["commits"] = _commits(url) - commits
-                    runs[name].append(figures)
+        runs = vs.ours_in_turns(trees, args.pairs, one)
 
     rows, fig = [], {}
     for name, measured in runs.items():
