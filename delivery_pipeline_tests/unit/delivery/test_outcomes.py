@@ -1,4 +1,5 @@
-"""``consequence_of``: what a platform error means for a document, sync or async."""
+"""``consequence_of`` and ``at_limit``: what a platform error means for a document,
+sync or async, on a chunk or on a knock."""
 
 from __future__ import annotations
 
@@ -7,10 +8,12 @@ import pytest
 from delivery_pipeline.delivery.outcomes import (
     ASYNC_RETRY_SECONDS,
     ECOSYSTEM_RETRY_SECONDS,
-    TEMPLATE_HOLD_SECONDS,
     THROUGHPUT_PAUSE_SECONDS,
     Consequence,
+    Failure,
+    MessageKind,
     Step,
+    at_limit,
     consequence_of,
 )
 from delivery_pipeline.model import AbandonReason
@@ -33,15 +36,24 @@ def of(
     subcode: int | None = None,
     knock: bool = False,
 ) -> Consequence:
+    """The consequence, with the attempt limit applied to ``attempts`` as counted."""
     error: CloudApiError | None = classify(code, subcode=subcode) if code is not None else None
-    return consequence_of(
+    failure = Failure(
         error,
+        MessageKind.KNOCK if knock else MessageKind.CHUNK,
         document_id=7,
         person_id=3,
         attempts=attempts,
-        settings=SETTINGS,
         synchronous=synchronous,
-        knock=knock,
+        template=("document_ready", "en") if knock else None,
+    )
+    return at_limit(
+        consequence_of(failure, SETTINGS),
+        document_id=7,
+        attempts=attempts,
+        last_error=failure.reason,
+        code=code,
+        settings=SETTINGS,
     )
 
 
@@ -93,7 +105,8 @@ def test_an_unreachable_person_abandons_without_opting_out() -> None:
 def test_a_refused_template_holds_knocks_only() -> None:
     consequence = of(132001)
     assert (consequence.step, consequence.scope) == (Step.HOLD_TEMPLATE, Scope.TEMPLATE)
-    assert consequence.retry_after == TEMPLATE_HOLD_SECONDS and not consequence.counts_attempt
+    assert consequence.retry_after == SETTINGS.template_recheck_seconds
+    assert not consequence.counts_attempt
     assert consequence.alert is not None and consequence.alert.key == "template_refused:132001"
 
 
