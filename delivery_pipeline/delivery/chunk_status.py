@@ -16,7 +16,7 @@ from typing import Any
 from psycopg import AsyncConnection
 
 from delivery_pipeline.delivery.callback import parse_chunk
-from delivery_pipeline.delivery.completer import Counted, abandon_documents, complete
+from delivery_pipeline.delivery.completer import Counted, Held, abandon_documents, complete
 from delivery_pipeline.delivery.outcomes import Consequence, Failure, MessageKind
 from delivery_pipeline.model import AbandonReason
 from delivery_pipeline.settings import DeliverySettings
@@ -75,7 +75,7 @@ async def chunk_failed(
 
 
 @dataclass(frozen=True)
-class FailedChunk:
+class FailedChunk(Held):
     """A failed chunk's document, as a status webhook holds it (``completer.Held``):
     whoever holds its claim, it is no longer delivered and is due as the
     consequence says; a sender finishing it meanwhile sees that (sql/028)."""
@@ -89,9 +89,6 @@ class FailedChunk:
     @property
     def probe_document(self) -> int | None:
         return self.chunk.document_id
-
-    def last_error(self, reason: str) -> str:
-        return reason
 
     async def give_back(
         self, conn: AsyncConnection[Any], consequence: Consequence, error: str

@@ -50,7 +50,8 @@ class Counted(NamedTuple):
 
 
 class Held(Protocol):
-    """The documents a failed send was for, as whoever heard of the failure holds them."""
+    """The documents a failed send was for, as whoever heard of the failure holds them
+    (a holder subclasses it for ``last_error``)."""
 
     @property
     def number(self) -> str | None:
@@ -63,8 +64,9 @@ class Held(Protocol):
         ...
 
     def last_error(self, reason: str) -> str:
-        """What the documents' last error says of ``reason``."""
-        ...
+        """What the documents' last error says of ``reason``: the reason, unless the
+        holder has more to say."""
+        return reason
 
     async def give_back(
         self, conn: AsyncConnection[Any], consequence: Consequence, error: str
@@ -122,12 +124,11 @@ async def complete(
             settings=settings,
         )
         if exhausted.step is Step.ABANDON:
+            assert exhausted.abandon_reason is not None and exhausted.alert is not None
             # In the transaction that counted the attempt: whoever gave the
             # document back still holds its row, so nobody claimed it since.
             last = f"{counted.attempts} attempts, last: {error}"
-            reason = AbandonReason.MAX_ATTEMPTS
-            if await abandon_documents(conn, [counted.document_id], reason, last):
-                assert exhausted.alert is not None
+            if await abandon_documents(conn, [counted.document_id], exhausted.abandon_reason, last):
                 await record_alert(conn, exhausted.alert)
                 abandoned.append(counted.document_id)
         elif consequence.retry_after == 0:

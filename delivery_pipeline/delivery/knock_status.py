@@ -22,8 +22,8 @@ from typing import Any
 
 from psycopg import AsyncConnection
 
-from delivery_pipeline.delivery.completer import Counted, abandon_documents, complete
-from delivery_pipeline.delivery.outcomes import Consequence, Failure, MessageKind, Step
+from delivery_pipeline.delivery.completer import Counted, Held, abandon_documents, complete
+from delivery_pipeline.delivery.outcomes import Consequence, Failure, MessageKind, Step, reason_of
 from delivery_pipeline.model import AbandonReason
 from delivery_pipeline.settings import DeliverySettings
 from delivery_pipeline.store.queries import QUERIES
@@ -64,7 +64,6 @@ async def knock_failed(
     whose sender had not yet recorded the knock sent is not waiting yet: its
     sender sees the failure in ``await_reply`` and calls ``failed_before_waiting``.
     """
-    reason = str(error) if error else "failed status without an error"
     failed = await QUERIES.knock_failed.one(
         conn,
         {
@@ -72,12 +71,12 @@ async def knock_failed(
             "wa_message_id": wamid,
             "at": at,
             "error_code": error.code if error else None,
-            "error": reason[:1000],
+            "error": reason_of(error)[:1000],
         },
     )
     if failed is None:
         return []
-    return await _carry_out(conn, knock, error, settings)
+    return await _complete_waiting(conn, knock, error, settings)
 
 
 async def failed_before_waiting(
@@ -90,10 +89,10 @@ async def failed_before_waiting(
         return []
     found = await QUERIES.knock_failure_error.one(conn, {"knock_id": knock_id})
     error = from_error_object(found.error) if found and found.error else None
-    return await _carry_out(conn, knock, error, settings)
+    return await _complete_waiting(conn, knock, error, settings)
 
 
-async def _carry_out(
+async def _complete_waiting(
     conn: AsyncConnection[Any],
     knock: KnockRow,
     error: CloudApiError | None,
@@ -117,7 +116,7 @@ async def _carry_out(
 
 
 @dataclass(frozen=True)
-class FailedKnock:
+class FailedKnock(Held):
     """The documents still waiting on a knock that failed later, as a status webhook
     holds them (``completer.Held``): given back, they stop waiting on the person and
     knock again when due; the person's knock reservation is theirs again unless the

@@ -86,7 +86,12 @@ class Failure:
 
     @property
     def reason(self) -> str:
-        return str(self.error) if self.error is not None else "failed status without an error"
+        return reason_of(self.error)
+
+
+def reason_of(error: CloudApiError | None) -> str:
+    """What a failure says, in a document's or a message's last error."""
+    return str(error) if error is not None else "failed status without an error"
 
 
 @dataclass(frozen=True)

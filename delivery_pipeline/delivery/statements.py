@@ -16,7 +16,7 @@ from typing import Any
 from psycopg import AsyncConnection
 from psycopg_pool import AsyncConnectionPool
 
-from delivery_pipeline.delivery.completer import GOES_ON, Completed, Counted, complete
+from delivery_pipeline.delivery.completer import GOES_ON, Completed, Counted, Held, complete
 from delivery_pipeline.delivery.knock_status import failed_before_waiting
 from delivery_pipeline.delivery.ledger_writer import AdvanceRequest, BeginRequest, LedgerWriter
 from delivery_pipeline.delivery.outcomes import Consequence, Failure, Step
@@ -429,7 +429,7 @@ def _chunk(claim: Claim, index: int, callback: str) -> ChunkRef:
 
 
 @dataclass(frozen=True)
-class ClaimedDocument:
+class ClaimedDocument(Held):
     """A document as its sender holds it, under its claim (``completer.Held``): what
     is written of it needs the claim still ours; it goes on at once under the claim
     (``completer.GOES_ON``) and, paused, is given back as it was (the pause decides
@@ -444,9 +444,6 @@ class ClaimedDocument:
     @property
     def probe_document(self) -> int | None:
         return self.claim.document_id
-
-    def last_error(self, reason: str) -> str:
-        return reason
 
     async def give_back(
         self, conn: AsyncConnection[Any], consequence: Consequence, error: str
