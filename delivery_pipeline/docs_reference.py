@@ -119,6 +119,42 @@ def _argument(action: argparse.Action) -> tuple[str, str, str] | None:
     return (f"`{name}`", shown, help_)
 
 
+def _usage(command: argparse.ArgumentParser) -> str:
+    """The command's synopsis, written here rather than by argparse, whose wrapping
+    differs between Python versions (the page must be the same on every one)."""
+    grouped = {a: g for g in command._mutually_exclusive_groups for a in g._group_actions}
+    words: list[str] = [command.prog]
+    done: set[argparse._MutuallyExclusiveGroup] = set()
+    for action in command._actions:
+        if isinstance(action, argparse._HelpAction):
+            continue
+        if isinstance(action, argparse._SubParsersAction):
+            words.append("COMMAND ..." if action.required else "[COMMAND ...]")
+            continue
+        group = grouped.get(action)
+        if group is not None:
+            if group not in done:
+                done.add(group)
+                words.append(
+                    "[" + " | ".join(a.option_strings[0] for a in group._group_actions) + "]"
+                )
+            continue
+        if not action.option_strings:
+            words.append(str(action.metavar or action.dest))
+            continue
+        word = action.option_strings[0]
+        if action.nargs != 0:
+            word += " " + str(action.metavar or action.dest.upper())
+        words.append(word if action.required else f"[{word}]")
+    lines = [words[0]]
+    for word in words[1:]:
+        if len(lines[-1]) + 1 + len(word) > USAGE_WIDTH:
+            lines.append("    " + word)
+        else:
+            lines[-1] += " " + word
+    return "\n".join(lines)
+
+
 def cli_page() -> str:
     from delivery_pipeline.cli.main import build_parser
 
@@ -131,12 +167,10 @@ def cli_page() -> str:
         )
         if group and command is not parser:
             continue  # a group of commands (`db`, `people`): its members follow
-        usage = argparse.HelpFormatter(command.prog, width=USAGE_WIDTH)
-        usage.add_usage(command.usage, command._actions, command._mutually_exclusive_groups)
         body += [f"## {path or 'delivery-pipeline'}", ""]
         if command.description:
             body += [" ".join(command.description.split()), ""]
-        body += ["```text", usage.format_help().strip(), "```", ""]
+        body += ["```text", _usage(command), "```", ""]
         rows = [row for action in command._actions if (row := _argument(action))]
         if rows:
             body += [*_table(("argument", "default", "meaning"), rows), ""]
