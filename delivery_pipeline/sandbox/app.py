@@ -735,7 +735,9 @@ async def template_life(request: Request) -> Response:
         return JSONResponse(sandbox.templates.life(name, language).view(name, language))
     data = await _json_object(request)
     if data is None:
-        return _control_error("body must be a JSON object (see README: sandbox templates)")
+        return _control_error(
+            "body must be a JSON object (see docs/reference/sandbox.md, Templates)"
+        )
     try:
         return JSONResponse(sandbox.change_template(name, language, data))
     except ValueError as exc:

@@ -87,7 +87,7 @@ DEFAULT_TEMPLATES: tuple[Template, ...] = (
         "{{1}}, o que você pediu está esperando por você. Responda para recebê-lo.",
         1,
     ),
-    # The knock with buttons (README: the template to submit), {{2}}: how many wait.
+    # The knock with buttons (docs/how-to/whatsapp.md), {{2}}: how many wait.
     *(Template(*spec) for spec in KNOCK_BUTTON_SPECS),
 )
 

@@ -3,9 +3,9 @@
 Every code the platform answers is classified here, by what it concerns
 (``Scope``: the person, the template, the sender, this message) and what the
 engine does about it (``Effect``). ``RULES`` is that classification as a
-table; ``docs/design.md`` §7 prints the same table and a test compares the
-two. The class decides what the engine does; code branches on the class (or
-its ``scope``/``effect``), never on message text or HTTP status. The same
+table, and ``docs/reference/errors.md`` is generated from it. The class
+decides what the engine does; code branches on the class (or its
+``scope``/``effect``), never on message text or HTTP status. The same
 classification serves synchronous errors (the send call) and asynchronous
 ones (``failed`` status webhooks).
 """
