@@ -13,6 +13,7 @@ import pytest
 from delivery_pipeline.delivery.sweep import run_sweep
 from delivery_pipeline.store.queries import QUERIES
 from delivery_pipeline.whatsapp.errors import (
+    MEDIA_UPLOAD_RULES,
     PHONE_NUMBER_ID_RULE,
     RULES,
     Arrives,
@@ -30,7 +31,8 @@ from delivery_pipeline_tests.support.data import add_document, add_person
 
 DESIGN = Path(__file__).resolve().parents[2] / "docs" / "design.md"
 _ROW = re.compile(
-    r"^\| (\d+(?: \(subcode 33\))?) \| (.+?) \| (\w+) \| `(\w+)`: .+ \| ([a-z, ]+) \|$"
+    r"^\| (\d+(?: \(subcode 33\)| \(media upload\))?) \| (.+?) \| (\w+) \| `(\w+)`: .+ "
+    r"\| ([a-z, ]+) \|$"
 )
 
 
@@ -48,6 +50,7 @@ def design_rows() -> dict[str, tuple[str, str, str, str]]:
 def test_the_design_table_is_the_classification():
     expected = {str(code): rule for code, rule in RULES.items()}
     expected["100 (subcode 33)"] = PHONE_NUMBER_ID_RULE
+    expected.update({f"{code} (media upload)": rule for code, rule in MEDIA_UPLOAD_RULES.items()})
     rows = design_rows()
     assert sorted(rows) == sorted(expected), "a code is in one table and not the other"
     for code, rule in expected.items():
