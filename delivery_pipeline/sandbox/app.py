@@ -655,6 +655,9 @@ async def upload_media(request: Request) -> Response:
         return _error(refused)
     number = request.path_params["phone_number_id"]
     config = sandbox.config
+    delay = sandbox.latency_seconds()
+    if delay > 0:
+        await asyncio.sleep(delay)
     try:
         fields, file = await read_upload(request)
         forced = sandbox.state.forced_refusal("", "media", number)
