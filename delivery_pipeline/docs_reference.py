@@ -189,6 +189,7 @@ def cli_page() -> str:
 
 def errors_page() -> str:
     from delivery_pipeline.whatsapp.errors import (
+        MEDIA_UPLOAD_RULES,
         PHONE_NUMBER_ID_RULE,
         RULES,
         CloudApiError,
@@ -199,6 +200,7 @@ def errors_page() -> str:
     order = list(Scope)
     rules = [(str(code), rule) for code, rule in RULES.items()]
     rules.append(("100 (subcode 33)", PHONE_NUMBER_ID_RULE))
+    rules.extend((f"{code} (media upload)", rule) for code, rule in MEDIA_UPLOAD_RULES.items())
     rules.sort(key=lambda item: (order.index(item[1].scope), int(item[0].split()[0])))
     rows = [
         (

@@ -1073,6 +1073,12 @@ class ReviewSettings(Section):
         return value
 
 
+# A finished document's rendered file is kept this long after it was drawn: as long
+# as a media id uploaded from it lasts (30 days), after which a resend uploads
+# again and may as well draw it again from the body, which is never pruned.
+DOCUMENT_FILES_DAYS = 30
+
+
 class RetentionSettings(Section):
     """How long history is kept (the prune_history job). Raw bodies are the largest and
     read by no code: shortest. Statuses and inbound messages must outlive Meta's
@@ -1118,6 +1124,7 @@ class RetentionSettings(Section):
             "status_events": dt.timedelta(days=self.status_events_days),
             "inbound_messages": dt.timedelta(days=self.inbound_messages_days),
             "ops_alerts": dt.timedelta(days=self.ops_alerts_days),
+            "document_files": dt.timedelta(days=DOCUMENT_FILES_DAYS),
         }
 
 
