@@ -93,9 +93,13 @@ def redact(settings: Settings) -> None:
         handler.addFilter(scrubber)
 
 
-class Scrubbing(logging.NullHandler):
+class Scrubbing(logging.Handler):
     """Writes nothing: its ``Redact`` filter scrubs each record in place for the handlers
-    after it on the same logger."""
+    after it on the same logger. (Not a ``NullHandler``, whose ``handle`` skips the
+    filters.)"""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        pass
 
 
 def redact_captured(settings: Settings) -> None:

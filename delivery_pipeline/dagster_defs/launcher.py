@@ -9,8 +9,8 @@ setting at its default, whatever the deployment chose.
 
 ``SettingsDockerRunLauncher`` forwards, by name, every variable of the settings
 model that is set and not empty in the daemon's environment (an empty value
-means the default, here as everywhere), with the storage's ``DAGSTER_PG_*`` and
-libpq's own connection variables, plus whatever ``env_vars`` lists. Values are
+means the default, here as everywhere), the storage's ``DAGSTER_PG_*`` and
+libpq's own connection variables that are set, and whatever ``env_vars`` lists. Values are
 read when a run is launched, never written to the YAML or to Dagster's storage.
 The ``docker_executor``'s step containers get the same list: it reads the run
 launcher's ``env_vars`` too.
@@ -49,21 +49,21 @@ STORAGE_VARIABLES = (
 )
 
 
-def run_variables() -> list[str]:
-    """Every variable a run reads: the settings (the sandbox's aside), then the storage's."""
-    settings = [name for name in Settings.env_names() if not name.startswith("SANDBOX_")]
-    return [*dict.fromkeys([*settings, *STORAGE_VARIABLES])]
+def setting_variables() -> list[str]:
+    """Every variable of the settings model but the sandbox's."""
+    return [name for name in Settings.env_names() if not name.startswith("SANDBOX_")]
 
 
 def forwarded(environ: Mapping[str, str], configured: Iterable[str] = ()) -> list[str]:
     """The ``env_vars`` of a run launched from ``environ``: ``configured`` as given, then
-    each run variable set there and not empty (and not already configured)."""
+    each setting set there and not empty (empty is the default, the run's too), then
+    each storage variable set there at all (an empty ``DAGSTER_PG_HOST`` means a Unix
+    socket)."""
     configured = list(configured)
     named = {entry.split("=", 1)[0] for entry in configured}
-    present = [
-        name for name in run_variables() if name not in named and environ.get(name, "").strip()
-    ]
-    return [*configured, *present]
+    settings = [name for name in setting_variables() if environ.get(name, "").strip()]
+    storage = [name for name in STORAGE_VARIABLES if name in environ]
+    return [*configured, *(name for name in [*settings, *storage] if name not in named)]
 
 
 class SettingsDockerRunLauncher(DockerRunLauncher):
