@@ -1,6 +1,6 @@
 """The one logging set-up of every process we start: the webhook service, the CLI and
 the sandbox call ``configure``; Dagster's code location (webserver, daemon, every run)
-calls ``quiet_http_clients`` and ``redact_captured`` when it loads.
+calls ``quiet_http_clients`` and ``ready_for_capture`` when it loads.
 
 HTTP client libraries log the URL of every request (httpx at INFO, httpcore,
 urllib3 and aiohttp at DEBUG, hpack the headers), and our URLs are secrets: a
@@ -102,12 +102,16 @@ class Scrubbing(logging.Handler):
         pass
 
 
-def redact_captured(settings: Settings) -> None:
-    """Scrub our own loggers' records before any other handler on the ``delivery_pipeline``
-    logger sees them. Dagster's log capture (``python_logs: managed_python_loggers:
-    [delivery_pipeline]`` in dagster.yaml) hangs its handler there, and the record
-    reaches it before it propagates to the root's redacting handlers."""
+def ready_for_capture(settings: Settings) -> None:
+    """Our loggers as Dagster captures them (``python_logs: managed_python_loggers:
+    [delivery_pipeline]`` in dagster.yaml): at INFO, their level for operators,
+    whatever the process's root level; and each record scrubbed of every secret
+    before any other handler on the ``delivery_pipeline`` logger sees it, since
+    Dagster hangs its handler there and the record reaches it before it propagates
+    to the root's redacting handlers."""
     package = logging.getLogger(CAPTURED_LOGGER)
+    if package.level == logging.NOTSET:
+        package.setLevel(logging.INFO)
     scrubbing = Scrubbing()
     scrubbing.addFilter(Redact(settings.secret_texts()))
     others = [h for h in package.handlers if not isinstance(h, Scrubbing)]

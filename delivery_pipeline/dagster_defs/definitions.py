@@ -22,7 +22,7 @@ from delivery_pipeline.dagster_defs.outbox_sensor import record_delivery_events
 from delivery_pipeline.dagster_defs.resources import build_resources
 from delivery_pipeline.dagster_defs.schedules import build_schedules
 from delivery_pipeline.dagster_defs.sensors import build_sensors
-from delivery_pipeline.logs import quiet_http_clients, redact_captured
+from delivery_pipeline.logs import quiet_http_clients, ready_for_capture
 from delivery_pipeline.settings import Settings
 
 
@@ -55,5 +55,5 @@ def defs() -> dg.Definitions:
     # without a secret, whatever a deployment forwards into it.
     quiet_http_clients()
     settings = Settings.from_env()
-    redact_captured(settings)
+    ready_for_capture(settings)
     return build_definitions(settings)

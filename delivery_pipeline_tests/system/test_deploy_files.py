@@ -414,8 +414,7 @@ def test_helm_values_say_what_deploy_dagster_yaml_says() -> None:
     queued = values["dagsterDaemon"]["runCoordinator"]["config"]["queuedRunCoordinator"]
     assert queued["maxConcurrentRuns"] == instance["concurrency"]["runs"]["max_concurrent_runs"]
     assert values["pythonLogs"] == {
-        "pythonLogLevel": instance["python_logs"]["python_log_level"],
-        "managedPythonLoggers": instance["python_logs"]["managed_python_loggers"],
+        "managedPythonLoggers": instance["python_logs"]["managed_python_loggers"]
     }
     custom = values["computeLogManager"]["config"]["customComputeLogManager"]
     assert (custom["module"], custom["class"], custom["config"]) == (
