@@ -109,8 +109,10 @@ WITH taken AS (
       AND (%(person_id)s::bigint IS NULL OR kr.person_id = %(person_id)s::bigint)
       AND (%(number)s::text IS NULL
            OR coalesce(a.phone_number_id, p.phone_number_id, %(default_number)s) = %(number)s::text)
-      AND NOT (SELECT g.paused FROM sending_gate(
-                   coalesce(a.phone_number_id, p.phone_number_id, %(default_number)s), NULL) g)
+      AND NOT EXISTS (SELECT 1 FROM sender_state s
+                      WHERE s.paused_at IS NOT NULL
+                        AND s.phone_number_id IN (
+                            '*', coalesce(a.phone_number_id, p.phone_number_id, %(default_number)s)))
     ORDER BY a.due_at
     LIMIT %(limit)s
     FOR UPDATE OF a SKIP LOCKED
