@@ -22,12 +22,13 @@ from delivery_pipeline.settings import DEV_PHONE_NUMBER_ID, Settings
 from delivery_pipeline.store.db import connect
 from delivery_pipeline.store.queries import QUERIES
 from delivery_pipeline.testing.sandbox import WebhookReceiver
-from delivery_pipeline.testing.service import APP_SECRET, start_service
+from delivery_pipeline.testing.service import APP_SECRET
 from delivery_pipeline_tests.delivery.test_knock_replies import (
     BUTTONS,
     STOP_ANSWER,
     TEMPLATES,
     answers,
+    knock_service,
     knocked,
     replies,
     sweep,
@@ -45,18 +46,9 @@ def knock_settings(settings: Settings) -> Settings:
     return settings.replace(delivery={"knock_templates": TEMPLATES})
 
 
-def _service(knock_settings: Settings, sandbox: Any) -> Any:
-    return start_service(
-        knock_settings.database.database_url,
-        sandbox.url,
-        DELIVERY_LISTEN="false",
-        DELIVERY_KNOCK_TEMPLATES=TEMPLATES,
-    )
-
-
 @pytest.fixture
 def service(sandbox, knock_settings) -> Iterator[Any]:
-    with _service(knock_settings, sandbox) as svc:
+    with knock_service(sandbox, knock_settings) as svc:
         sandbox.faults(webhook_url=svc.webhook_url, app_secret=APP_SECRET, status_delay_ms=20)
         yield svc
 
@@ -70,7 +62,10 @@ def test_a_press_redelivered_to_two_replicas_is_answered_once(db, sandbox, knock
         [press] = platform.wait_for(lambda got: any(w.messages() for w in got))
     assert press.messages()[0]["type"] == "button"
 
-    with _service(knock_settings, sandbox) as one, _service(knock_settings, sandbox) as two:
+    with (
+        knock_service(sandbox, knock_settings) as one,
+        knock_service(sandbox, knock_settings) as two,
+    ):
         answered_200: list[int] = []
 
         def deliver(replica: Any) -> None:

@@ -74,7 +74,8 @@ def knock_settings(settings: Settings) -> Settings:
     return settings.replace(delivery={"knock_templates": TEMPLATES})
 
 
-def _service(sandbox: Any, knock_settings: Settings, **env: str) -> Any:
+def knock_service(sandbox: Any, knock_settings: Settings, **env: str) -> Any:
+    """The webhook service, knocking with the button templates, not listening."""
     return start_service(
         knock_settings.database.database_url,
         sandbox.url,
@@ -86,7 +87,7 @@ def _service(sandbox: Any, knock_settings: Settings, **env: str) -> Any:
 
 @pytest.fixture
 def service(sandbox, knock_settings) -> Iterator[Any]:
-    with _service(sandbox, knock_settings) as svc:
+    with knock_service(sandbox, knock_settings) as svc:
         sandbox.faults(webhook_url=svc.webhook_url, app_secret=APP_SECRET, status_delay_ms=20)
         yield svc
 
@@ -219,7 +220,7 @@ def test_later_snoozes_until_the_persons_next_morning(db, sandbox, knock_setting
 
 
 def test_later_with_a_setting_snoozes_that_long_then_delivers(db, sandbox, knock_settings):
-    with _service(sandbox, knock_settings, DELIVERY_LATER_SECONDS="2") as svc:
+    with knock_service(sandbox, knock_settings, DELIVERY_LATER_SECONDS="2") as svc:
         sandbox.faults(webhook_url=svc.webhook_url, app_secret=APP_SECRET, status_delay_ms=20)
         person, doc, body = knocked(db, sandbox, knock_settings, "es")
 
