@@ -369,6 +369,23 @@ CREATE FUNCTION public.template_sendable(t public.message_templates) RETURNS boo
     SELECT template_problem(t) IN ('ok', 'not_utility', 'flagged', 'quality_red')
 $$;
 
+-- Name: acknowledgements; Type: TABLE
+
+CREATE TABLE public.acknowledgements (
+    reply_id bigint NOT NULL,
+    phone_number_id text,
+    state text DEFAULT 'due'::text NOT NULL,
+    due_at timestamp with time zone DEFAULT now() NOT NULL,
+    expires_at timestamp with time zone NOT NULL,
+    attempts integer DEFAULT 0 NOT NULL,
+    claimed_at timestamp with time zone,
+    wa_message_id text,
+    sent_at timestamp with time zone,
+    error_code integer,
+    error text,
+    CONSTRAINT acknowledgements_state_check CHECK ((state = ANY (ARRAY['due'::text, 'sending'::text, 'sent'::text, 'unknown'::text, 'failed'::text])))
+);
+
 -- Name: dagster_heartbeats; Type: TABLE
 
 CREATE TABLE public.dagster_heartbeats (
@@ -921,6 +938,11 @@ ALTER TABLE ONLY public.person_identity_changes ALTER COLUMN id SET DEFAULT next
 
 ALTER TABLE ONLY public.raw_webhooks ALTER COLUMN id SET DEFAULT nextval('public.raw_webhooks_id_seq'::regclass);
 
+-- Name: acknowledgements acknowledgements_pkey; Type: CONSTRAINT
+
+ALTER TABLE ONLY public.acknowledgements
+    ADD CONSTRAINT acknowledgements_pkey PRIMARY KEY (reply_id);
+
 -- Name: dagster_heartbeats dagster_heartbeats_pkey; Type: CONSTRAINT
 
 ALTER TABLE ONLY public.dagster_heartbeats
@@ -1080,6 +1102,10 @@ ALTER TABLE ONLY public.template_events
 
 ALTER TABLE ONLY public.time_zone_names
     ADD CONSTRAINT time_zone_names_pkey PRIMARY KEY (name);
+
+-- Name: acknowledgements_due; Type: INDEX
+
+CREATE INDEX acknowledgements_due ON public.acknowledgements USING btree (due_at) WHERE (state = 'due'::text);
 
 -- Name: delivery_events_reported; Type: INDEX
 
@@ -1260,6 +1286,11 @@ CREATE TRIGGER documents_ready_on_insert AFTER INSERT ON public.documents FOR EA
 -- Name: documents documents_ready_on_update; Type: TRIGGER
 
 CREATE TRIGGER documents_ready_on_update AFTER UPDATE ON public.documents FOR EACH ROW WHEN ((new.in_queue AND (new.claim_token IS NULL) AND ((NOT old.in_queue) OR (old.claim_token IS NOT NULL) OR (old.next_attempt_at IS DISTINCT FROM new.next_attempt_at)))) EXECUTE FUNCTION public.notify_delivery_ready();
+
+-- Name: acknowledgements acknowledgements_reply_id_fkey; Type: FK CONSTRAINT
+
+ALTER TABLE ONLY public.acknowledgements
+    ADD CONSTRAINT acknowledgements_reply_id_fkey FOREIGN KEY (reply_id) REFERENCES public.knock_replies(id) ON DELETE CASCADE;
 
 -- Name: delivery_chunks delivery_chunks_document_id_fkey; Type: FK CONSTRAINT
 
