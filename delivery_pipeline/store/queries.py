@@ -46,6 +46,11 @@ from delivery_pipeline.store.rows import (
     AgedCheck,
     AlertSendFailed,
     AlertsToSend,
+    ApiDocument,
+    ApiEvent,
+    ApplicationDocument,
+    ApplicationPerson,
+    Applications,
     AppliedStatus,
     ApplyStatuses,
     At,
@@ -56,6 +61,7 @@ from delivery_pipeline.store.rows import (
     BatchPruned,
     BeginDelivery,
     BriefDueDate,
+    ByApplication,
     ByDedupKey,
     ByDocument,
     ById,
@@ -81,6 +87,7 @@ from delivery_pipeline.store.rows import (
     ChunkRefused,
     Claim,
     ClaimBatch,
+    ClaimEvents,
     ClaimGenerationBatch,
     ClaimRef,
     DayBounds,
@@ -91,20 +98,29 @@ from delivery_pipeline.store.rows import (
     Document,
     DocumentAction,
     DocumentIds,
+    DocumentKnock,
     DocumentReview,
     Eligible,
+    EndpointFailed,
+    EndpointGate,
     EndProbe,
     EnqueuedBrief,
+    EventFailed,
+    ExpireEvents,
     GateParams,
     Generated,
     GeneratingCheck,
     GenerationClaim,
     GenerationFailed,
     GenerationSucceeded,
+    HandedOver,
+    HandOvers,
     Heartbeat,
     HoldKnock,
     HoldQuiet,
+    IdempotencyKey,
     IdentityChange,
+    KeepAnswer,
     KeptRaw,
     KnockAccepted,
     KnockAnswered,
@@ -130,10 +146,13 @@ from delivery_pipeline.store.rows import (
     LearnIdentity,
     LedgerEntry,
     Limit,
+    LinkPerson,
     MaxAttempts,
     MaySend,
+    MessagePrice,
     MigrationRecord,
     NewAlert,
+    NewApiDocument,
     NewDocumentAction,
     NewInbound,
     NewPerson,
@@ -152,6 +171,7 @@ from delivery_pipeline.store.rows import (
     OutboxPending,
     OutboxRelease,
     OutboxRuns,
+    OutboxState,
     PacerState,
     Paused,
     PauseSender,
@@ -159,12 +179,15 @@ from delivery_pipeline.store.rows import (
     PendingDocument,
     PeriodSample,
     Person,
+    PersonKey,
+    PersonKeyRow,
     PersonUserId,
     PricedMessage,
     ProbeRef,
     PruneBatch,
     QuietHours,
     RaiseLastInbound,
+    RateTake,
     RawWebhook,
     ReadyDocument,
     RecordPricing,
@@ -213,6 +236,7 @@ from delivery_pipeline.store.rows import (
     UndeliveredCheckParams,
     UnreserveKnock,
     UnsentAlert,
+    UpdatePerson,
     Waiting,
 )
 
@@ -626,6 +650,35 @@ class Queries:
     report_delivered_document_messages = Query(DayBounds, PricedMessage)
     report_lost_messages = Query(DayBounds, PricedMessage)
     documents_delivered_count = Query(DayBounds, int)
+
+    # sql/queries_api.sql: the applications' door (036)
+    api_idempotency_lock = Statement(IdempotencyKey)
+    api_handed_over = Query(IdempotencyKey, HandedOver)
+    api_insert_document = Statement(NewApiDocument)
+    api_keep_answer = Statement(KeepAnswer)
+    api_person_lock = Statement(PersonKey)
+    api_person_by_key = Query(PersonKey, Person)
+    api_link_person = Query(LinkPerson, PersonKeyRow)
+    api_person_key = Query(ApplicationPerson, PersonKeyRow)
+    api_update_person = Query(UpdatePerson, Person)
+    api_document = Query(ApplicationDocument, ApiDocument)
+    api_document_knocks = Query(ByDocument, DocumentKnock)
+    api_document_pricing = Query(ByDocument, MessagePrice)
+    api_rate_take = Query(RateTake, dt.datetime)
+    api_rate_wait = Query(RateTake, float)
+    api_register_endpoint = Statement(ByApplication)
+    api_unregister_endpoints = Statement(Applications)
+    api_endpoint_gate = Query(EndpointGate, bool)
+    api_endpoint_probe_unused = Statement(ByApplication)
+    api_claim_events = Query(ClaimEvents, ApiEvent)
+    api_events_delivered = Statement(ByIds)
+    api_event_failed = Statement(EventFailed)
+    api_endpoint_ok = Query(ByApplication, int)
+    api_endpoint_failed = Query(EndpointFailed, int)
+    api_expire_events = Query(ExpireEvents, str)
+    api_forget_events = Statement(OutboxForget)
+    api_outbox_state = Query(NoParams, OutboxState)
+    api_handovers = Query(NoParams, HandOvers)
 
     @classmethod
     def declared(cls) -> dict[str, Named]:
