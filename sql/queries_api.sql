@@ -117,12 +117,25 @@ UPDATE api_endpoints SET removed_at = now()
 WHERE removed_at IS NULL AND NOT (application = ANY(%(applications)s))
 
 -- name: api_endpoint_gate
--- May this process send to an application's endpoint now? A healthy one (no failure since its last success): yes, every process. A failing one: only the process that takes its probe (due now; held for the lease), with one event. No row: not now.
-UPDATE api_endpoints
-SET next_attempt_at = CASE WHEN failures > 0 THEN now() + %(lease)s ELSE next_attempt_at END
-WHERE application = %(application)s AND removed_at IS NULL
-  AND (failures = 0 OR next_attempt_at <= now())
-RETURNING failures > 0 AS probing
+-- May this process send to an application's endpoint now? A healthy one (no failure since its last success): yes, as every process may (false: not probing; nothing written). A failing one: only the process that takes its probe, due now and then held for the lease (true: probing, one event). No row: not now.
+WITH endpoint AS (
+    SELECT application, failures FROM api_endpoints
+    WHERE application = %(application)s AND removed_at IS NULL
+),
+probe AS (
+    UPDATE api_endpoints e SET next_attempt_at = now() + %(lease)s
+    FROM endpoint
+    WHERE e.application = endpoint.application AND endpoint.failures > 0
+      AND e.failures > 0 AND e.next_attempt_at <= now()
+    RETURNING true AS probing
+)
+SELECT probing FROM probe
+UNION ALL
+SELECT false FROM endpoint WHERE failures = 0
+
+-- name: api_listen_events
+-- Hear when an event is recorded (a trigger on api_events notifies, once per statement).
+LISTEN api_events
 
 -- name: api_endpoint_probe_unused
 -- The probe found nothing to send: the failing endpoint may be probed as soon as an event comes.

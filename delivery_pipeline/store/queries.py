@@ -670,6 +670,7 @@ class Queries:
     api_unregister_endpoints = Statement(Applications)
     api_endpoint_gate = Query(EndpointGate, bool)
     api_endpoint_probe_unused = Statement(ByApplication)
+    api_listen_events = Statement(NoParams)
     api_claim_events = Query(ClaimEvents, ApiEvent)
     api_events_delivered = Statement(ByIds)
     api_event_failed = Statement(EventFailed)
