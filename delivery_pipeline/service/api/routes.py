@@ -256,6 +256,16 @@ def _dump(answer: BaseModel) -> dict[str, Any]:
     return answer.model_dump(mode="json")
 
 
+class JsonAnswer(JSONResponse):
+    """JSON with its keys in order: an answer replayed from Postgres (jsonb keeps no
+    order) is byte for byte the first."""
+
+    def render(self, content: Any) -> bytes:
+        return json.dumps(
+            content, sort_keys=True, ensure_ascii=False, separators=(",", ":")
+        ).encode("utf-8")
+
+
 # ── documents ───────────────────────────────────────────────────────────
 
 
@@ -318,7 +328,7 @@ async def post_document(
     if accepted.replayed:
         headers["Idempotent-Replayed"] = "true"
     due = not accepted.replayed and accepted.answer.get("state") == "undelivered"
-    return JSONResponse(
+    return JsonAnswer(
         accepted.answer,
         status_code=201,
         headers=headers,
@@ -339,7 +349,7 @@ async def _document_answer(
         )
     if record is None:
         raise ApiProblem(404, "not-found", f"no document {what} handed over by {application}")
-    return JSONResponse(_dump(views.document(record, api.rates)))
+    return JsonAnswer(_dump(views.document(record, api.rates)))
 
 
 async def get_document(
@@ -392,7 +402,7 @@ def _action(action: OperatorAction) -> Handler:
             document=views.document(record, api.rates),
         )
         sweep = service.sweep_later([], [document_id]) if action == OperatorAction.RESEND else None
-        return JSONResponse(_dump(answer), background=sweep)
+        return JsonAnswer(_dump(answer), background=sweep)
 
     return act
 
@@ -424,7 +434,7 @@ async def put_person(request: Request, caller: Caller, service: Service, api: Ap
     except InputError as exc:
         raise _input_problem(exc) from None
     answer = views.person(known.person, key, api.settings.whatsapp.phone_number_id)
-    return JSONResponse(
+    return JsonAnswer(
         _dump(answer),
         status_code=201 if known.created else 200,
         headers={"Location": f"{PREFIX}/people/{key}"},
@@ -437,7 +447,7 @@ async def get_person(request: Request, caller: Caller, service: Service, api: Ap
         person = await application_people.person_by_key(conn, caller.application, key)
     if person is None:
         raise ApiProblem(404, "not-found", f"no person {key!r} known to {caller.application}")
-    return JSONResponse(_dump(views.person(person, key, api.settings.whatsapp.phone_number_id)))
+    return JsonAnswer(_dump(views.person(person, key, api.settings.whatsapp.phone_number_id)))
 
 
 async def openapi(request: Request) -> Response:
