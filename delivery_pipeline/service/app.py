@@ -33,6 +33,7 @@ from typing import Any
 import psycopg
 import uvicorn
 from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
@@ -42,7 +43,7 @@ from delivery_pipeline.delivery.sweep import DeliveryEngine, pool_size
 from delivery_pipeline.service.api.auth import Tokens
 from delivery_pipeline.service.api.events import EventDeliverer
 from delivery_pipeline.service.api.openapi import rendered as api_description
-from delivery_pipeline.service.api.routes import API_ROUTES, ApiState
+from delivery_pipeline.service.api.routes import API_ROUTES, ApiState, http_exception
 from delivery_pipeline.service.bodies import TooLarge, read_limited
 from delivery_pipeline.service.daemon_watch import watch_forever
 from delivery_pipeline.service.ingest import OurNumbers, WebhookOutcome, apply_payload
@@ -276,7 +277,9 @@ def create_app(settings: Settings, database_url: str) -> Starlette:
             await client.aclose()
             await pool.close()
 
-    return Starlette(routes=ROUTES, lifespan=lifespan)
+    return Starlette(
+        routes=ROUTES, lifespan=lifespan, exception_handlers={HTTPException: http_exception}
+    )
 
 
 def _rate_table(settings: Settings) -> RateTable | None:

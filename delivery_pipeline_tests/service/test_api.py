@@ -1,6 +1,7 @@
 """The applications' API with real processes: the service (two of them where the fleet
 matters), the sandbox and Postgres. The property-based run over its description is
-``test_api_contract.py``; events back to the application are ``system/test_application_events.py``."""
+``test_api_contract.py``; events back to the application are
+``system/test_application_events.py``."""
 
 from __future__ import annotations
 

@@ -21,6 +21,7 @@ TITLES = {
     400: "Bad request",
     401: "Unauthorized",
     404: "Not found",
+    405: "Method not allowed",
     409: "Conflict",
     413: "Payload too large",
     415: "Unsupported media type",

@@ -27,8 +27,9 @@ from typing import Any, TypeVar
 import psycopg
 from psycopg_pool import PoolTimeout
 from pydantic import BaseModel, ValidationError
+from starlette.exceptions import HTTPException
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
 from delivery_pipeline.model import OperatorAction
@@ -142,7 +143,15 @@ def _failed(exc: Exception, service: Service, request: Request) -> Response:
 # ── reading a request ───────────────────────────────────────────────────
 
 
-async def json_body(request: Request, api: ApiState, *, required: bool = True) -> Any:
+@dataclass(frozen=True)
+class Body:
+    """A request's JSON body: its bytes and its value."""
+
+    raw: bytes
+    value: Any
+
+
+async def json_body(request: Request, api: ApiState, *, required: bool = True) -> Body:
     """The body as JSON, within the size limit, every string storable."""
     media = request.headers.get("content-type", "").split(";")[0].strip().lower()
     if media and media != "application/json" and not media.endswith("+json"):
@@ -157,13 +166,13 @@ async def json_body(request: Request, api: ApiState, *, required: bool = True) -
             413, "too-large", f"the body is over {limit} bytes (DELIVERY_API_MAX_BODY_BYTES)"
         ) from None
     if not raw.strip() and not required:
-        return {}
+        return Body(b"{}", {})
     try:
         payload = json.loads(raw, parse_constant=_no_constant)
     except (ValueError, RecursionError) as exc:
         raise ApiProblem(400, "malformed", f"the body is not JSON: {_json_error(exc)}") from None
     _check_storable(payload, "", 0)
-    return payload
+    return Body(raw, payload)
 
 
 def _no_constant(name: str) -> Any:
@@ -198,9 +207,11 @@ def _check_storable(value: Any, path: str, depth: int) -> None:
 M = TypeVar("M", bound=BaseModel)
 
 
-def parsed(model: type[M], payload: Any) -> M:
+def parsed(model: type[M], body: Body) -> M:
+    """``body`` as ``model`` says, strictly: a JSON string is no date unless ISO, 0 is no
+    boolean, "5" is no number."""
     try:
-        return model.model_validate(payload)
+        return model.model_validate_json(body.raw, strict=True)
     except ValidationError as exc:
         raise from_validation(exc) from None
 
@@ -280,13 +291,13 @@ async def post_document(
     request: Request, caller: Caller, service: Service, api: ApiState
 ) -> Response:
     idempotency_key = _idempotency_key(request)
-    payload = await json_body(request, api)
-    new = parsed(schemas.NewDocument, payload)
+    body = await json_body(request, api)
+    new = parsed(schemas.NewDocument, body)
     if new.generate == (new.body is not None):
         raise invalid("body", "give the document's body, or generate: true to have it written")
     if len(json.dumps(new.metadata).encode()) > METADATA_MAX_BYTES:
         raise invalid("metadata", f"over {METADATA_MAX_BYTES // 1024} KiB of JSON")
-    request_hash = _request_hash(payload) if idempotency_key is not None else None
+    request_hash = _request_hash(body.value) if idempotency_key is not None else None
     ref = PersonRef(**new.person.model_dump())
     handed = HandOver(
         caller.application,
@@ -448,6 +459,18 @@ async def get_person(request: Request, caller: Caller, service: Service, api: Ap
     if person is None:
         raise ApiProblem(404, "not-found", f"no person {key!r} known to {caller.application}")
     return JsonAnswer(_dump(views.person(person, key, api.settings.whatsapp.phone_number_id)))
+
+
+async def http_exception(request: Request, exc: Exception) -> Response:
+    """Starlette's own answer to a path no route takes (404) or a method it does not
+    (405), as problem details under ``/v1``; elsewhere exactly as before."""
+    assert isinstance(exc, HTTPException)
+    if request.url.path.startswith(PREFIX + "/"):
+        kind = "not-found" if exc.status_code == 404 else "method-not-allowed"
+        return ApiProblem(exc.status_code, kind, exc.detail, headers=exc.headers).response()
+    if exc.status_code in {204, 304}:
+        return Response(status_code=exc.status_code, headers=exc.headers)
+    return PlainTextResponse(exc.detail, status_code=exc.status_code, headers=exc.headers)
 
 
 async def openapi(request: Request) -> Response:

@@ -20,6 +20,8 @@ MAX_ID = 2**63 - 1
 KEY_MAX = 200
 BODY_MAX_CHARACTERS = 65_536
 REASON_MAX = 1000
+E164_PATTERN = r"^\+[1-9][0-9]{6,14}$"
+BSUID_PATTERN = r"^[A-Z]{2}\.[A-Za-z0-9]{1,128}$"
 QUIET_HOURS_PATTERN = r"^([01][0-9]|2[0-3]):[0-5][0-9]-([01][0-9]|2[0-3]):[0-5][0-9]$"
 LOCAL_TIME_PATTERN = r"^([01][0-9]|2[0-3]):[0-5][0-9]$"
 
@@ -42,11 +44,14 @@ class PersonRef(Request):
 
     id: int | None = Field(None, ge=1, le=MAX_ID, description="our id for the person")
     phone: str | None = Field(
-        None, max_length=32, description="E.164, like +5511987654321", examples=["+5511987654321"]
+        None,
+        pattern=E164_PATTERN,
+        description="E.164, like +5511987654321",
+        examples=["+5511987654321"],
     )
     user_id: str | None = Field(
         None,
-        max_length=131,
+        pattern=BSUID_PATTERN,
         description="WhatsApp's business-scoped user id (BSUID), like US.13491208655302741918",
     )
     key: str | None = Field(
@@ -113,8 +118,8 @@ class PersonValues(Request):
     left out stay (a new person starts from the defaults). A number, a user id and a
     business number are set once."""
 
-    phone: str | None = Field(None, max_length=32, description="E.164")
-    user_id: str | None = Field(None, max_length=131, description="BSUID")
+    phone: str | None = Field(None, pattern=E164_PATTERN, description="E.164")
+    user_id: str | None = Field(None, pattern=BSUID_PATTERN, description="BSUID")
     name: str | None = Field(None, max_length=200)
     locale: Locale | None = None
     time_zone: str | None = Field(
