@@ -1,13 +1,16 @@
 """An application's endpoint for its events, as a test or a benchmark plays it.
 
 A threaded HTTP server on a fixed port of loopback that records every POST it
-takes (headers, body, when) and answers 200. ``down()`` closes its socket, so
-a sender's connection is refused as when the application is not running;
-``up()`` listens on the same port again.
+takes (headers, body, when it arrived and when it was answered) and answers
+200, after up to ``jitter`` seconds of its own work (random): what is sent at
+once is answered in any order. ``down()`` closes its socket, so a sender's
+connection is refused as when the application is not running; ``up()``
+listens on the same port again.
 """
 
 from __future__ import annotations
 
+import random
 import threading
 import time
 from collections.abc import Callable
@@ -22,7 +25,8 @@ from delivery_pipeline.testing.processes import free_port
 class Received:
     headers: dict[str, str]  # lower-case names
     body: bytes
-    at: float  # time.monotonic()
+    at: float  # when it arrived (time.monotonic())
+    answered: float  # when the endpoint answered it
 
 
 class _Server(ThreadingHTTPServer):
@@ -36,8 +40,9 @@ class _Server(ThreadingHTTPServer):
 class ApplicationEndpoint:
     """Records every event posted to it; may go down and come back on its port."""
 
-    def __init__(self, port: int | None = None, status: int = 200) -> None:
+    def __init__(self, port: int | None = None, status: int = 200, jitter: float = 0.0) -> None:
         self.port = port or free_port()
+        self.jitter = jitter
         self.url = f"http://127.0.0.1:{self.port}/events"
         self.status = status
         self.received: list[Received] = []
@@ -53,8 +58,10 @@ class ApplicationEndpoint:
             def do_POST(self) -> None:  # noqa: N802 (http.server's naming)
                 body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
                 headers = {name.lower(): value for name, value in self.headers.items()}
+                arrived = time.monotonic()
+                time.sleep(random.uniform(0, endpoint.jitter))
                 with endpoint._lock:
-                    endpoint.received.append(Received(headers, body, time.monotonic()))
+                    endpoint.received.append(Received(headers, body, arrived, time.monotonic()))
                     endpoint._lock.notify_all()
                 self.send_response(endpoint.status)
                 self.send_header("Content-Length", "0")

@@ -119,11 +119,13 @@ class EventDeliverer:
         try:
             await self._register()
             next_look = 0.0
+            # a failing endpoint is alerted within half its allowance
+            every = min(LOOK_SECONDS, self.alert_after / 2)
             while True:
                 busy = await self._pass_all()
                 if time.monotonic() >= next_look:
                     await self._look_after()
-                    next_look = time.monotonic() + LOOK_SECONDS
+                    next_look = time.monotonic() + every
                 if not busy:
                     self._wake.clear()
                     with contextlib.suppress(TimeoutError):
