@@ -187,6 +187,62 @@ def outbox(conn: psycopg.Connection[Any]) -> list[OutboxState]:
     return QUERIES.api_outbox_state.all(conn, {})
 
 
+def outbox_lines(states: list[OutboxState]) -> list[str]:
+    """``status``'s lines: each application's endpoint and what waits for it."""
+    if not states:
+        return []
+    return ["", "application events (DELIVERY_API_WEBHOOKS):"] + [
+        f"  {describe_endpoint(state)}" for state in states
+    ]
+
+
 def handovers(conn: psycopg.Connection[Any]) -> list[HandOvers]:
     """What each application handed over in the last 24 hours, and where it is now."""
     return QUERIES.api_handovers.all(conn, {})
+
+
+@dataclass(frozen=True)
+class ApplicationsRecord:
+    """The backlog's view of the applications: a row each, and numbers the UI plots."""
+
+    rows: list[dict[str, Any]]
+    numbers: dict[str, float | int]
+
+
+def applications_record(conn: psycopg.Connection[Any]) -> ApplicationsRecord:
+    """What each application handed over in the last 24 hours, where that is now, and
+    its events outbox: per application, and summed."""
+    handed = {h.application: h for h in handovers(conn)}
+    states = {o.application: o for o in outbox(conn)}
+    rows: list[dict[str, Any]] = []
+    numbers: dict[str, float | int] = {}
+    for application in sorted(set(handed) | set(states)):
+        h, o = handed.get(application), states.get(application)
+        rows.append(
+            {
+                "application": application,
+                "handed_over_24h": h.handed_over if h else 0,
+                "delivered": h.delivered if h else 0,
+                "abandoned": h.abandoned if h else 0,
+                "open": h.open if h else 0,
+                "events_waiting": o.waiting if o else 0,
+                "oldest_event_age_seconds": round(o.oldest_age_seconds or 0.0, 1) if o else 0.0,
+                "events_given_up_24h": o.expired_last_day if o else 0,
+                "endpoint": _endpoint_word(o),
+            }
+        )
+        numbers[f"handed_over_24h_{application}"] = h.handed_over if h else 0
+        numbers[f"events_waiting_{application}"] = o.waiting if o else 0
+    numbers["api_handed_over_24h"] = sum(row["handed_over_24h"] for row in rows)
+    numbers["api_events_waiting"] = sum(row["events_waiting"] for row in rows)
+    numbers["api_events_oldest_age_seconds"] = max(
+        (row["oldest_event_age_seconds"] for row in rows), default=0.0
+    )
+    numbers["api_endpoints_failing"] = sum(row["endpoint"] == "failing" for row in rows)
+    return ApplicationsRecord(rows, numbers)
+
+
+def _endpoint_word(state: OutboxState | None) -> str:
+    if state is None or state.removed_at is not None:
+        return "none"
+    return "failing" if state.failing_since is not None else "answering"
