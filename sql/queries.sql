@@ -169,7 +169,7 @@ FROM eligible_documents(%(lease)s, %(service_window)s, %(quiet_hours)s) ORDER BY
 -- else %(default_number)s; the claim writes it, so a document never changes number.
 -- %(number)s (`sweep --number`): only that number's documents (the default's
 -- takes those of the people bound to none). Not given, the test is a NULL
--- parameter, decided before the number's lookup (docs/design.md §17).
+-- parameter, decided before the number's lookup (docs/design/numbers.md).
 WITH candidates AS (
     SELECT e.id, e.action, e.next_attempt_at, e.quiet_until
     FROM eligible_documents(%(lease)s, %(service_window)s, %(quiet_hours)s) e

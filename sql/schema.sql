@@ -699,6 +699,41 @@ CREATE SEQUENCE public.document_actions_id_seq
 
 ALTER SEQUENCE public.document_actions_id_seq OWNED BY public.document_actions.id;
 
+-- Name: document_files; Type: TABLE
+
+CREATE TABLE public.document_files (
+    document_id bigint NOT NULL,
+    source_sha256 text NOT NULL,
+    sha256 text NOT NULL,
+    filename text NOT NULL,
+    mime_type text NOT NULL,
+    size_bytes integer NOT NULL,
+    content bytea NOT NULL,
+    rendered_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT document_files_check CHECK ((size_bytes = octet_length(content)))
+);
+ALTER TABLE ONLY public.document_files ALTER COLUMN content SET STORAGE EXTERNAL;
+
+-- Name: document_media; Type: TABLE
+
+CREATE TABLE public.document_media (
+    document_id bigint NOT NULL,
+    phone_number_id text NOT NULL,
+    sha256 text NOT NULL,
+    media_id text,
+    uploaded_at timestamp with time zone,
+    expires_at timestamp with time zone,
+    uploads integer DEFAULT 0 NOT NULL,
+    upload_token uuid,
+    upload_started_at timestamp with time zone,
+    dropped_at timestamp with time zone,
+    dropped_reason text,
+    upload_refusal_code integer,
+    upload_refusal text,
+    CONSTRAINT document_media_check CHECK ((((media_id IS NULL) = (uploaded_at IS NULL)) AND ((media_id IS NULL) = (expires_at IS NULL)))),
+    CONSTRAINT document_media_check1 CHECK (((upload_token IS NULL) = (upload_started_at IS NULL)))
+);
+
 -- Name: document_states; Type: VIEW
 
 CREATE VIEW public.document_states AS
@@ -1185,6 +1220,16 @@ ALTER TABLE ONLY public.delivery_events
 ALTER TABLE ONLY public.document_actions
     ADD CONSTRAINT document_actions_pkey PRIMARY KEY (id);
 
+-- Name: document_files document_files_pkey; Type: CONSTRAINT
+
+ALTER TABLE ONLY public.document_files
+    ADD CONSTRAINT document_files_pkey PRIMARY KEY (document_id);
+
+-- Name: document_media document_media_pkey; Type: CONSTRAINT
+
+ALTER TABLE ONLY public.document_media
+    ADD CONSTRAINT document_media_pkey PRIMARY KEY (document_id, phone_number_id, sha256);
+
 -- Name: documents documents_pkey; Type: CONSTRAINT
 
 ALTER TABLE ONLY public.documents
@@ -1353,6 +1398,10 @@ CREATE INDEX delivery_events_unreported ON public.delivery_events USING btree (s
 -- Name: document_actions_by_document; Type: INDEX
 
 CREATE INDEX document_actions_by_document ON public.document_actions USING btree (document_id, id);
+
+-- Name: document_files_rendered; Type: INDEX
+
+CREATE INDEX document_files_rendered ON public.document_files USING btree (rendered_at, document_id);
 
 -- Name: documents_abandoned_at; Type: INDEX
 
@@ -1553,6 +1602,16 @@ ALTER TABLE ONLY public.delivery_chunks
 
 ALTER TABLE ONLY public.document_actions
     ADD CONSTRAINT document_actions_document_id_fkey FOREIGN KEY (document_id) REFERENCES public.documents(id);
+
+-- Name: document_files document_files_document_id_fkey; Type: FK CONSTRAINT
+
+ALTER TABLE ONLY public.document_files
+    ADD CONSTRAINT document_files_document_id_fkey FOREIGN KEY (document_id) REFERENCES public.documents(id) ON DELETE CASCADE;
+
+-- Name: document_media document_media_document_id_fkey; Type: FK CONSTRAINT
+
+ALTER TABLE ONLY public.document_media
+    ADD CONSTRAINT document_media_document_id_fkey FOREIGN KEY (document_id) REFERENCES public.document_files(document_id) ON DELETE CASCADE;
 
 -- Name: documents documents_person_id_fkey; Type: FK CONSTRAINT
 

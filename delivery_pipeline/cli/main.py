@@ -311,7 +311,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="delivery-pipeline",
         description="Deliver generated documents over WhatsApp. Settings come from the "
-        "environment (see README); with no DATABASE_URL an embedded Postgres is used.",
+        "environment (docs/reference/settings.md); with no DATABASE_URL an embedded Postgres is "
+        "used.",
     )
     parser.add_argument(
         "-v", "--verbose", action="store_true", help="log at INFO; show the traceback of an error"

@@ -15,7 +15,6 @@ import re
 from dataclasses import dataclass
 
 from delivery_pipeline.delivery.reply import BUTTON_PAYLOADS
-from delivery_pipeline.whatsapp.errors import CloudApiError, Scope
 
 _LINE_BREAKS_AND_TABS = re.compile(r"[\r\n\t\v\f\u2028\u2029]+")
 _LONG_SPACE_RUNS = re.compile(r" {5,}")
@@ -91,12 +90,6 @@ def knock_with(
 def knock_choices(locale: str, choices: dict[str, list[tuple[str, str]]]) -> list[tuple[str, str]]:
     """The locale's templates in order of preference (English's when it has none)."""
     return choices.get(locale) or choices["en"]
-
-
-def template_scoped(error: CloudApiError | None) -> bool:
-    """The error concerns the template the send named (``errors.RULES``): a knock
-    tries the next template of its locale; in-window sends go on."""
-    return error is not None and error.scope == Scope.TEMPLATE
 
 
 @dataclass(frozen=True)

@@ -32,7 +32,7 @@ BUTTON_PAYLOADS: tuple[str, ...] = ("knock:send", "knock:later", "knock:stop")
 _BY_PAYLOAD = {payload: Ask(payload.split(":", 1)[1]) for payload in BUTTON_PAYLOADS}
 
 # Whole-message keywords (normalised: lower case, no accents, single spaces),
-# and the buttons' own texts (README), so a template approved without our
+# and the buttons' own texts (docs/design/conversation.md), so a template approved without our
 # payloads still works: its press comes back with the button's text.
 KEYWORDS: dict[str, Ask] = {
     **dict.fromkeys(["stop", "unsubscribe", "parar", "pare", "baja", "cancelar", "sair"], Ask.STOP),

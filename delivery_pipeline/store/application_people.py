@@ -13,7 +13,7 @@ names: the values given replace the stored ones, the rest stay (a new person
 starts from the defaults). A number, a user id or a business number, once a
 person has one, is not changed here: a number moves when WhatsApp says so
 (``user_changed_number``), and a person's business number is chosen once, since
-their conversation and window live on it (docs/design.md §17).
+their conversation and window live on it (docs/design/numbers.md).
 
 Every change is inside the caller's transaction, under a lock on the key, so
 two requests about one key never both add a person.

@@ -26,6 +26,7 @@ import re
 import sys
 import types
 import typing
+import uuid
 from collections.abc import Coroutine, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -107,6 +108,8 @@ from delivery_pipeline.store.rows import (
     EnqueuedBrief,
     EventFailed,
     ExpireEvents,
+    FileContent,
+    FileSourceRow,
     GateParams,
     Generated,
     GeneratingCheck,
@@ -149,11 +152,19 @@ from delivery_pipeline.store.rows import (
     LinkPerson,
     MaxAttempts,
     MaySend,
+    MediaDrop,
+    MediaLease,
+    MediaLookup,
+    MediaRecord,
+    MediaRefusal,
+    MediaState,
+    MediaToken,
     MessagePrice,
     MigrationRecord,
     NewAlert,
     NewApiDocument,
     NewDocumentAction,
+    NewFile,
     NewInbound,
     NewPerson,
     NoParams,
@@ -219,6 +230,7 @@ from delivery_pipeline.store.rows import (
     StaleBriefs,
     StartSession,
     StateCount,
+    StoredFile,
     StoredSession,
     TemplateCategoryEvent,
     TemplateEvent,
@@ -560,6 +572,7 @@ class Queries:
     prune_status_events = Query(PruneBatch, BatchPruned)
     prune_inbound_messages = Query(PruneBatch, BatchPruned)
     prune_ops_alerts = Query(PruneBatch, BatchPruned)
+    prune_document_files = Query(PruneBatch, BatchPruned)
     retention_oldest = Query(NoParams, OldestKept)
 
     # sql/queries_review.sql
@@ -680,6 +693,18 @@ class Queries:
     api_forget_events = Statement(OutboxForget)
     api_outbox_state = Query(NoParams, OutboxState)
     api_handovers = Query(NoParams, HandOvers)
+    # sql/queries_files.sql: a document's file (037)
+    document_file_source = Query(ByDocument, FileSourceRow)
+    document_file = Query(ByDocument, StoredFile)
+    store_document_file = Query(NewFile, StoredFile)
+    document_file_content = Query(FileContent, bytes)
+    # sql/queries_media.sql: a file's media id on a number (037)
+    document_media = Query(MediaLookup, MediaState)
+    lease_media_upload = Query(MediaLease, uuid.UUID)
+    record_media_upload = Query(MediaRecord, str)
+    refuse_media_upload = Query(MediaRefusal, int)
+    release_media_upload = Query(MediaToken, int)
+    drop_media = Query(MediaDrop, str)
 
     @classmethod
     def declared(cls) -> dict[str, Named]:

@@ -234,7 +234,7 @@ def test_a_demo_plan_is_delivered_after_the_person_writes(up):
     assert texts(sandbox.get(inbox_path).json()) == chunks
     # the delivery is on Dagster's timeline: posted by the service itself (up wires
     # DAGSTER_WEBSERVER_URL), or by the sensor, which may take a fresh row between
-    # the service's commit and its push on a loaded machine (design §13)
+    # the service's commit and its push on a loaded machine (docs/design/timeline.md)
     with connect(up.database_url) as conn:
         recorded = eventually(
             lambda: conn.execute(

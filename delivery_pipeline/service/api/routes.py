@@ -23,6 +23,7 @@ import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
+from urllib.parse import quote
 
 import psycopg
 from psycopg_pool import PoolTimeout
@@ -126,7 +127,7 @@ def _failed(exc: Exception, service: Service, request: Request) -> Response:
             "api-database",
             "API %s %s: the database is unavailable (%s): %s",
             request.method,
-            request.url.path,
+            one_line(request.url.path)[:200],
             type(exc).__name__,
             one_line(str(exc)),
         )
@@ -136,7 +137,7 @@ def _failed(exc: Exception, service: Service, request: Request) -> Response:
             "the database is unavailable: retry later (the same Idempotency-Key is safe)",
             headers={"Retry-After": "5"},
         ).response()
-    log.exception("API %s %s failed (a bug)", request.method, request.url.path)
+    log.exception("API %s %s failed (a bug)", request.method, one_line(request.url.path)[:200])
     return ApiProblem(500, "internal", "an internal error; it is logged").response()
 
 
@@ -448,7 +449,7 @@ async def put_person(request: Request, caller: Caller, service: Service, api: Ap
     return JsonAnswer(
         _dump(answer),
         status_code=201 if known.created else 200,
-        headers={"Location": f"{PREFIX}/people/{key}"},
+        headers={"Location": f"{PREFIX}/people/{quote(key, safe='')}"},
     )
 
 

@@ -16,7 +16,7 @@ from delivery_pipeline.store.application_documents import DocumentRecord
 from delivery_pipeline.store.rows import Person
 from delivery_pipeline.watch.rates import RateTable
 
-# Who moves a document on from each state (docs/design.md §3).
+# Who moves a document on from each state (docs/reference/lifecycle.md).
 OWNERS: dict[str, str] = {
     **{state.value: owner for state, owner in WAITING_STATE_OWNERS.items()},
     DocumentState.DELIVERED.value: "nobody (done)",

@@ -27,7 +27,7 @@ from typing import Any
 from delivery_pipeline.model import Severity
 from delivery_pipeline.watch.alerts import AlertChannel
 
-RUNBOOK = "README.md, 'What an alert means'"
+RUNBOOK = "its runbook: How-to → Alerts in the documentation (watch/runbooks.py)"
 
 
 class Owner(enum.StrEnum):
@@ -269,6 +269,8 @@ _BY_NAME = {
     for check in (*STATE_CHECKS, SERVICE, KNOCK_HELD, KNOCK_NOT_DELIVERED, BACKLOG_FRESHNESS)
 }
 CHECK_NAMES = tuple(check.name for check in STATE_CHECKS)
+# Every check, the template family as its name rule (its name is the prefix).
+CHECKS: tuple[Check, ...] = (*_BY_NAME.values(), _TEMPLATE)
 
 
 def lookup(name: str) -> Check | None:
