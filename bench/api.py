@@ -24,7 +24,9 @@ import argparse
 import asyncio
 import base64
 import json
+import os
 import time
+from pathlib import Path
 
 from _common import RawHttpConnection, child_env, percentile, scratch_database, write_section
 
@@ -74,7 +76,13 @@ async def _hand_over(
     return time.perf_counter() - started, latencies
 
 
-def handovers(count: int, connections: int) -> list[tuple[str, float, float, float]]:
+def cpu_seconds(pid: int) -> float:
+    """A process's CPU time so far (user and system), from /proc."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def handovers(count: int, connections: int) -> list[tuple[str, float, float, float, float]]:
     rows = []
     sandbox = start_sandbox()
     try:
@@ -82,20 +90,24 @@ def handovers(count: int, connections: int) -> list[tuple[str, float, float, flo
             env = child_env(**API)
             with start_service(db_url, sandbox.url, **env) as service:
                 for run, (what, ready) in enumerate((("to be generated", False), ("ready", True))):
+                    cpu = cpu_seconds(service.pid)
                     elapsed, latencies = asyncio.run(
                         _hand_over(service.port, count, connections, ready, str(run))
                     )
+                    cpu_ms = (cpu_seconds(service.pid) - cpu) * 1000 / count
                     rate = count / elapsed
                     p50, p99 = percentile(latencies, 50), percentile(latencies, 99)
-                    rows.append((what, rate, p50, p99))
-                    print(f"{what}: {rate:,.0f} hand-overs/s, p50 {p50:.1f} ms, p99 {p99:.1f} ms")
+                    rows.append((what, rate, p50, p99, cpu_ms))
+                    print(
+                        f"{what}: {rate:,.0f} hand-overs/s, p50 {p50:.1f} ms, p99 {p99:.1f} ms, "
+                        f"service CPU {cpu_ms:.2f} ms each"
+                    )
     finally:
         sandbox.stop()
     return rows
 
 
 SEED_EVENTS = """
-INSERT INTO api_endpoints (application) VALUES ('acme') ON CONFLICT DO NOTHING;
 INSERT INTO api_events (application, type, stream, document_id, person_id, data)
 SELECT 'acme', 'document.delivered', 'document:' || (g / %(per)s), g / %(per)s, 1,
        jsonb_build_object('document', jsonb_build_object('id', g / %(per)s), 'state', 'delivered')
@@ -103,11 +115,12 @@ FROM generate_series(0, %(n)s - 1) g
 """
 
 
-def events(count: int) -> list[tuple[int, float]]:
+def events(count: int) -> list[tuple[int, float, float]]:
     rows = []
     for per_document in (1, 10):
         with scratch_database() as db_url, ApplicationEndpoint() as endpoint:
             with connect(db_url) as conn:
+                conn.execute("INSERT INTO api_endpoints (application) VALUES ('acme')")
                 conn.execute(SEED_EVENTS, {"n": count, "per": per_document})
             env = child_env(
                 **API,
@@ -115,17 +128,22 @@ def events(count: int) -> list[tuple[int, float]]:
                 DELIVERY_API_WEBHOOK_SECRETS=f"acme={SECRET}",
             )
             started = time.perf_counter()
-            with start_service(db_url, "http://127.0.0.1:9", **env), connect(db_url) as conn:
-                while conn.execute(
-                    "SELECT count(*) AS n FROM api_events WHERE delivered_at IS NULL"
-                ).fetchone()["n"]:
-                    assert time.perf_counter() - started < 600, "events not delivered in 10 min"
-                    time.sleep(0.05)
+            with start_service(db_url, "http://127.0.0.1:9", **env) as service:
+                with connect(db_url) as conn:
+                    while conn.execute(
+                        "SELECT count(*) AS n FROM api_events WHERE delivered_at IS NULL"
+                    ).fetchone()["n"]:
+                        assert time.perf_counter() - started < 600, "not delivered in 10 min"
+                        time.sleep(0.05)
                 elapsed = time.perf_counter() - started
+                cpu_ms = cpu_seconds(service.pid) * 1000 / count
             assert len(endpoint.received) >= count
         rate = count / elapsed
-        rows.append((per_document, rate))
-        print(f"{per_document} per document: {rate:,.0f} events/s ({count} in {elapsed:.1f} s)")
+        rows.append((per_document, rate, cpu_ms))
+        print(
+            f"{per_document} per document: {rate:,.0f} events/s ({count} in {elapsed:.1f} s), "
+            f"service CPU {cpu_ms:.2f} ms each (its start-up included)"
+        )
     return rows
 
 
@@ -137,6 +155,7 @@ def main() -> None:
     args = parser.parse_args()
     handed = handovers(args.handovers, args.connections)
     sent = events(args.events)
+    load = os.getloadavg()[1]
     write_section(
         "api",
         f"./dev shell bench/api.py --handovers {args.handovers} "
@@ -147,13 +166,21 @@ def main() -> None:
         "Idempotency-Key (the key's lock, the person added, the document, its answer "
         "kept: one transaction); a ready document is also swept by the service at once "
         "(a knock to the sandbox, in its own process).\n\n"
-        "| documents | accepted/s | p50 ms | p99 ms |\n|---|---|---|---|\n"
-        + "\n".join(f"| {w} | {r:,.0f} | {p50:.1f} | {p99:.1f} |" for w, r, p50, p99 in handed)
+        "| documents | accepted/s | p50 ms | p99 ms | service CPU ms each |\n"
+        "|---|---|---|---|---|\n"
+        + "\n".join(
+            f"| {w} | {r:,.0f} | {p50:.1f} | {p99:.1f} | {cpu:.2f} |"
+            for w, r, p50, p99, cpu in handed
+        )
         + "\n\nEvents: one service process's deliverer sending outbox rows, signed, to an "
         "endpoint answering 200 at once (the benchmark's process, on threads), from the "
         "service's start until every row is delivered (start-up included).\n\n"
-        "| events per document | events/s |\n|---|---|\n"
-        + "\n".join(f"| {per} | {rate:,.0f} |" for per, rate in sent),
+        "| events per document | events/s | service CPU ms each |\n|---|---|---|\n"
+        + "\n".join(f"| {per} | {rate:,.0f} | {cpu:.2f} |" for per, rate, cpu in sent)
+        + f"\n\nThe machine's load average over the run: {load:.1f} on {os.cpu_count()} cores "
+        "(shared with other work). The rates are what this machine gave; the service's "
+        "own CPU per hand-over or event says what one free core would sustain (1000 over "
+        "it, Postgres's share aside).",
     )
 
 

@@ -47,14 +47,22 @@ class DocumentRecord:
 
 
 async def read(
-    conn: AsyncConn, application: str, document_id: int, lease: dt.timedelta
+    conn: AsyncConn,
+    application: str,
+    document_id: int,
+    lease: dt.timedelta,
+    *,
+    just_handed_over: bool = False,
 ) -> DocumentRecord | None:
-    """The document and how it went, if ``application`` handed it over."""
+    """The document and how it went, if ``application`` handed it over (one handed over
+    in this transaction has no parts, knocks, actions or prices yet: not asked)."""
     document = await QUERIES.api_document.one(
         conn, {"application": application, "document_id": document_id, "lease": lease}
     )
     if document is None:
         return None
+    if just_handed_over:
+        return DocumentRecord(document, [], [], [], [])
     by_document: ByDocument = {"document_id": document_id}
     return DocumentRecord(
         document,

@@ -283,7 +283,9 @@ class JsonAnswer(JSONResponse):
 
 async def _render(api: ApiState, application: str, conn: Any, document_id: int) -> dict[str, Any]:
     lease = api.settings.delivery.lease
-    record = await application_documents.read(conn, application, document_id, lease)
+    record = await application_documents.read(
+        conn, application, document_id, lease, just_handed_over=True
+    )
     assert record is not None
     return _dump(views.document(record, api.rates))
 
