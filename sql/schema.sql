@@ -544,6 +544,23 @@ CREATE FUNCTION public.template_sendable(t public.message_templates) RETURNS boo
     SELECT template_problem(t) IN ('ok', 'not_utility', 'flagged', 'quality_red')
 $$;
 
+-- Name: acknowledgements; Type: TABLE
+
+CREATE TABLE public.acknowledgements (
+    reply_id bigint NOT NULL,
+    phone_number_id text,
+    state text DEFAULT 'due'::text NOT NULL,
+    due_at timestamp with time zone DEFAULT now() NOT NULL,
+    expires_at timestamp with time zone NOT NULL,
+    attempts integer DEFAULT 0 NOT NULL,
+    claimed_at timestamp with time zone,
+    wa_message_id text,
+    sent_at timestamp with time zone,
+    error_code integer,
+    error text,
+    CONSTRAINT acknowledgements_state_check CHECK ((state = ANY (ARRAY['due'::text, 'sending'::text, 'sent'::text, 'unknown'::text, 'failed'::text])))
+);
+
 -- Name: api_endpoints; Type: TABLE
 
 CREATE TABLE public.api_endpoints (
@@ -1165,6 +1182,11 @@ ALTER TABLE ONLY public.person_identity_changes ALTER COLUMN id SET DEFAULT next
 
 ALTER TABLE ONLY public.raw_webhooks ALTER COLUMN id SET DEFAULT nextval('public.raw_webhooks_id_seq'::regclass);
 
+-- Name: acknowledgements acknowledgements_pkey; Type: CONSTRAINT
+
+ALTER TABLE ONLY public.acknowledgements
+    ADD CONSTRAINT acknowledgements_pkey PRIMARY KEY (reply_id);
+
 -- Name: api_documents api_documents_pkey; Type: CONSTRAINT
 
 ALTER TABLE ONLY public.api_documents
@@ -1354,6 +1376,10 @@ ALTER TABLE ONLY public.template_events
 
 ALTER TABLE ONLY public.time_zone_names
     ADD CONSTRAINT time_zone_names_pkey PRIMARY KEY (name);
+
+-- Name: acknowledgements_due; Type: INDEX
+
+CREATE INDEX acknowledgements_due ON public.acknowledgements USING btree (due_at) WHERE (state = 'due'::text);
 
 -- Name: api_documents_created; Type: INDEX
 
@@ -1582,6 +1608,11 @@ CREATE TRIGGER documents_ready_on_update AFTER UPDATE ON public.documents FOR EA
 -- Name: people people_api_events; Type: TRIGGER
 
 CREATE TRIGGER people_api_events AFTER UPDATE OF opted_out_at, knocks_stopped_at ON public.people FOR EACH ROW WHEN ((((old.opted_out_at IS NULL) AND (new.opted_out_at IS NOT NULL)) OR ((old.knocks_stopped_at IS NULL) AND (new.knocks_stopped_at IS NOT NULL)))) EXECUTE FUNCTION public.record_api_person_events();
+
+-- Name: acknowledgements acknowledgements_reply_id_fkey; Type: FK CONSTRAINT
+
+ALTER TABLE ONLY public.acknowledgements
+    ADD CONSTRAINT acknowledgements_reply_id_fkey FOREIGN KEY (reply_id) REFERENCES public.knock_replies(id) ON DELETE CASCADE;
 
 -- Name: api_documents api_documents_document_id_fkey; Type: FK CONSTRAINT
 

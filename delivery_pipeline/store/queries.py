@@ -41,6 +41,9 @@ from delivery_pipeline.store.rows import (
     AbandonDocument,
     AbandonedBrief,
     AbandonedCheck,
+    AcknowledgementClaim,
+    AcknowledgementRefused,
+    AcknowledgementSent,
     ActionRecorded,
     Advance,
     AdvanceDelivery,
@@ -87,6 +90,7 @@ from delivery_pipeline.store.rows import (
     ChunkRef,
     ChunkRefused,
     Claim,
+    ClaimAcknowledgements,
     ClaimBatch,
     ClaimEvents,
     ClaimGenerationBatch,
@@ -183,6 +187,7 @@ from delivery_pipeline.store.rows import (
     OutboxRelease,
     OutboxRuns,
     OutboxState,
+    OweAcknowledgement,
     PacerState,
     Paused,
     PauseSender,
@@ -648,6 +653,10 @@ class Queries:
     abandon_stopped_documents = Query(ByPerson, int)
     wake_for_reminders = Query(NoParams, int)
     abandon_no_reply = Query(NoReplyAfter, int)
+    owe_acknowledgement = Statement(OweAcknowledgement)
+    claim_acknowledgements = Query(ClaimAcknowledgements, AcknowledgementClaim)
+    acknowledgement_sent = Statement(AcknowledgementSent)
+    acknowledgement_refused = Statement(AcknowledgementRefused)
     # sql/queries_identity.sql: identity without a phone number
     person_by_identity = Query(ByIdentity, Person)
     person_by_user_id = Query(ByUserId, Person)

@@ -1556,6 +1556,51 @@ class NoReplyAfter(TypedDict):
     after_seconds: float
 
 
+# ── sql/queries_replies.sql: the answer to Later and Stop (038) ─────────────
+
+
+class OweAcknowledgement(TypedDict):
+    inbound_message_id: str
+    to_their_number: bool
+    fresh_seconds: float
+
+
+class ClaimAcknowledgements(TypedDict):
+    limit: int
+    person_id: int | None
+    number: str | None
+    default_number: str
+
+
+class AcknowledgementClaim(NamedTuple):
+    """An answer to a press, taken to be sent (``claim_acknowledgements``)."""
+
+    reply_id: int
+    phone_number_id: str
+    attempts: int
+    action: str
+    documents: int
+    snoozed_until: dt.datetime | None
+    phone: str | None
+    user_id: str | None
+    locale: str
+    time_zone: str
+
+
+class AcknowledgementSent(TypedDict):
+    reply_id: int
+    state: str  # 'sent', or 'unknown' (no answer came)
+    wa_message_id: str | None
+
+
+class AcknowledgementRefused(TypedDict):
+    reply_id: int
+    retry_seconds: float | None  # None: never again ('failed')
+    counts_attempt: bool
+    error_code: int | None
+    error: str
+
+
 # ── sql/queries_report.sql: knocks answered or not (026) ─────────────────
 
 
