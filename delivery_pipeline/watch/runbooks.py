@@ -51,6 +51,7 @@ DELIVERY = "how-to/alerts/delivery"
 KNOCKS = "how-to/alerts/knocks"
 SENDING = "how-to/alerts/sending"
 WATCHERS = "how-to/alerts/watchers"
+APPLICATIONS = "how-to/alerts/applications"
 
 _CHECK_PAGES = {
     registry.PENDING: GENERATION,
@@ -128,6 +129,16 @@ KEYS: tuple[AlertKey, ...] = (
         "run_failure:<run id>",
         "the ops_run_failures sensor",
         Runbook(WATCHERS, "run-failure"),
+    ),
+    AlertKey(
+        "application_endpoint:<application>",
+        "the webhook service (an application's endpoint failing)",
+        Runbook(APPLICATIONS, "application-endpoint"),
+    ),
+    AlertKey(
+        "application_events_expired:<application>",
+        "the webhook service (an application's events past the retry horizon)",
+        Runbook(APPLICATIONS, "application-events-given-up"),
     ),
 )
 
