@@ -274,6 +274,21 @@ class DatabaseSettings(Section):
         json_schema_extra=env("DELIVERY_DATA_DIR"),
         description="where the embedded Postgres lives",
     )
+    connect_timeout_seconds: int = Field(
+        10,
+        ge=2,
+        json_schema_extra=env("DATABASE_CONNECT_TIMEOUT_SECONDS"),
+        description="Dagster's sensors, checks and ops give up reaching the app database "
+        "after this long (libpq's connect_timeout; 2 at least)",
+    )
+    statement_timeout_seconds: float = Field(
+        30.0,
+        gt=0,
+        json_schema_extra=env("DATABASE_STATEMENT_TIMEOUT_SECONDS"),
+        description="a statement of Dagster's sensors, checks and ops (a lock wait included) "
+        "is cancelled after this long: a sensor skips, a run fails; keep it under Dagster's "
+        "60 s sensor deadline",
+    )
     embedded_os_user: str = Field(
         "embedded_postgres",
         pattern=r"^[a-z_][a-z0-9_-]{0,31}$",
@@ -514,6 +529,11 @@ class DeliverySettings(Section):
     concurrency: int = Field(16, ge=1, description="documents in flight per sweep")
     sweepers: int = Field(
         2, ge=1, le=MAX_SWEEPERS, description="parallel sweeper ops per deliver_documents run"
+    )
+    executor: Literal["multiprocess", "docker", "k8s"] = Field(
+        "multiprocess",
+        description="where a deliver_documents run's sweepers run: processes of the run, "
+        "Docker containers (dagster-docker) or Kubernetes pods (dagster-k8s)",
     )
     chunk_limit: int = Field(
         4096,
