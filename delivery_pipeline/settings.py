@@ -5,12 +5,13 @@ application settings; nothing reads it at import time. Each section is a
 plain pydantic model whose fields name their environment variable (the
 section's prefix plus the field name, or an explicit ``env``) and says what it
 means (its ``description``), so the settings reference (generated from this
-file), ``deploy/dagster.yaml`` and the Dagster resources all follow it.
-Secrets are ``SecretStr`` (the database URL: text kept out of ``repr``,
-because every connection needs it as text): their values
-never appear in a ``repr``, a log line or an error message, and reach Dagster
-as the name of their variable (``dagster_defs/resources.py``). So does any
-URL setting that carries a password in its userinfo (``https://user:key@…``).
+file), the run launcher (``dagster_defs/launcher.py``) and the Dagster resources
+all follow it. Secrets are ``SecretStr`` (the database URL: text kept out of
+``repr``, because every connection needs it as text): their values never
+appear in a ``repr``, a log line or an error message, nor on Dagster's
+resources page (``dagster_defs/resources.py``: each process reads its own
+environment; no value is run configuration). Neither does any URL setting
+that carries a password in its userinfo (``https://user:key@…``).
 Surrounding whitespace is never part of a value: a secret copied from a file
 keeps no trailing newline.
 
@@ -245,8 +246,7 @@ def _passwords(text: str) -> set[str]:
 
 
 def _stripped(value: Any) -> Any:
-    # Exactly str: a Dagster EnvVar (a str naming the variable) passes as it is.
-    if type(value) is str:
+    if isinstance(value, str):
         return value.strip()
     if isinstance(value, SecretStr):
         return SecretStr(value.get_secret_value().strip())
@@ -817,7 +817,6 @@ class ApiSettings(Section):
     @field_validator("tokens")
     @classmethod
     def _tokens(cls, value: SecretStr | None) -> SecretStr | None:
-        # (a Dagster resource would hold the variable's name here instead: not checked)
         if isinstance(value, SecretStr):
             parse_api_tokens(value.get_secret_value())
         return value
@@ -1167,7 +1166,6 @@ class ReviewSettings(Section):
     @field_validator("token")
     @classmethod
     def _long_token(cls, value: SecretStr | None) -> SecretStr | None:
-        # (a Dagster resource holds the variable's name here instead: not checked)
         if not isinstance(value, SecretStr):
             return value
         if len(value.get_secret_value().strip()) < REVIEW_TOKEN_MIN_LENGTH:
@@ -1384,6 +1382,16 @@ class Settings(BaseModel):
             yield from section.env_names().values()
             for older in section.env_aliases().values():
                 yield from older
+
+    @classmethod
+    def secret_env_names(cls) -> frozenset[str]:
+        """Every variable that always holds a secret (``Section.secret_fields``)."""
+        names: set[str] = set()
+        for section in cls.sections().values():
+            env_names, aliases = section.env_names(), section.env_aliases()
+            for field in section.secret_fields():
+                names.update((env_names[field], *aliases.get(field, ())))
+        return frozenset(names)
 
     @property
     def guard(self) -> Guard:

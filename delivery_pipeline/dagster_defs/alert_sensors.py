@@ -144,16 +144,16 @@ def build_alert_sensors(
     )
     def ops_check_alerts(
         context: dg.SensorEvaluationContext,
-        app_db: AppDatabase,
-        ops_channel: OpsChannelResource,
-        review: ReviewResource,
+        app_db: dg.ResourceParam[AppDatabase],
+        ops_channel: dg.ResourceParam[OpsChannelResource],
+        review: dg.ResourceParam[ReviewResource],
     ) -> dg.SkipReason:
         written = alert_on_checks(
             context.instance,
             app_db,
-            reminder_seconds=ops_channel.alert_reminder_seconds,
+            reminder_seconds=ops_channel.settings.alert_reminder_seconds,
             keys=check_keys,
-            reviewer_reminder_seconds=review.reminder_seconds,
+            reviewer_reminder_seconds=review.settings.reminder_seconds,
         )
         with app_db.connect() as conn:
             report = send_pending(conn, ops_channel.notifier(), reviewers=review.notifier())
@@ -167,9 +167,9 @@ def build_alert_sensors(
     )
     def ops_run_failures(
         context: dg.RunFailureSensorContext,
-        app_db: AppDatabase,
-        ops_channel: OpsChannelResource,
-        review: ReviewResource,
+        app_db: dg.ResourceParam[AppDatabase],
+        ops_channel: dg.ResourceParam[OpsChannelResource],
+        review: dg.ResourceParam[ReviewResource],
     ) -> None:
         run = context.dagster_run
         failures = context.get_step_failure_events()

@@ -90,11 +90,11 @@ def _on_asset(
         metadata={"owner": check.owner.value, "runbook": check.runbook},
     )
     def _check(
-        app_db: AppDatabase,
-        checks: ChecksResource,
-        delivery: DeliveryResource,
-        review: ReviewResource,
-        delivery_service: DeliveryServiceResource,
+        app_db: dg.ResourceParam[AppDatabase],
+        checks: dg.ResourceParam[ChecksResource],
+        delivery: dg.ResourceParam[DeliveryResource],
+        review: dg.ResourceParam[ReviewResource],
+        delivery_service: dg.ResourceParam[DeliveryServiceResource],
     ) -> dg.AssetCheckResult:
         settings = check_settings(checks, delivery, review, delivery_service)
         with app_db.connect() as conn:
