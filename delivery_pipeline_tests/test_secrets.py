@@ -27,6 +27,8 @@ DATABASE_URL = "postgresql://ops:a-db-password@db.internal:5432/delivery"
 # The secrets with a shape of their own (application=value lists).
 SHAPED = {
     "DELIVERY_API_TOKENS": "acme=an-api-token-of-some-length",
+    "REVIEW_TOKENS": "Ana=a-reviewer-token-of-some-length",
+    "OPERATOR_TOKENS": "Olga=an-operator-token-of-some-length",
     "DELIVERY_API_WEBHOOKS": "acme=http://127.0.0.1:9/DELIVERY_API_WEBHOOKS-of-some-length",
     "DELIVERY_API_WEBHOOK_SECRETS": "acme=whsec_" + "QUJDREVGR0hJSktMTU5PUFFSU1RVVldY",
 }
@@ -118,7 +120,14 @@ def test_the_resources_take_no_config_and_describe_no_secret(monkeypatch) -> Non
     assert "- `DELIVERY_SERVICE_URL`: http://service.internal:8766" in shown
     assert "- `DATABASE_URL`: (set)" in shown and "- `OPENAI_BASE_URL`: (set)" in shown
     # what no Dagster process reads is not there at all, not even as set
-    for withheld in ("WHATSAPP_APP_SECRET", "WHATSAPP_VERIFY_TOKEN", "REVIEW_TOKEN"):
+    for withheld in (
+        "WHATSAPP_APP_SECRET",
+        "WHATSAPP_VERIFY_TOKEN",
+        "DAGSTER_WEBSERVER_URL",
+        "REVIEW_TOKEN",
+        "REVIEW_TOKENS",
+        "OPERATOR_TOKENS",
+    ):
         assert f"`{withheld}`" not in shown, withheld
     assert isinstance(resources["generator"].resource_fn(None), GeneratorResource)
     assert isinstance(resources["delivery_service"].resource_fn(None), DeliveryServiceResource)

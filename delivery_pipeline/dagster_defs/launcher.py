@@ -71,6 +71,17 @@ RUN_SECRETS = frozenset(
 )
 
 
+# Read by the code location's sensors (the alerts), in the code server, never by a run.
+SENSOR_SECRETS = frozenset({"OPS_WEBHOOK_URL", "REVIEW_WEBHOOK_URL"})
+
+
+def webhook_service_only() -> frozenset[str]:
+    """The secrets no Dagster process reads, the webhook service's alone: the Helm values
+    keep them out of the Secret Dagster's pods get (``deploy/helm/values.yaml``)."""
+    secrets = Settings.secret_env_names() - RUN_SECRETS - SENSOR_SECRETS
+    return secrets | {"DAGSTER_WEBSERVER_URL"}
+
+
 def setting_variables() -> list[str]:
     """Every variable of the settings model but the sandbox's."""
     return [name for name in Settings.env_names() if not name.startswith("SANDBOX_")]

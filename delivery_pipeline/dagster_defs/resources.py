@@ -163,7 +163,7 @@ class RetentionResource:
 WITHHELD: dict[str, frozenset[str]] = {
     "whatsapp": frozenset({"app_secret", "verify_token"}),
     "service": frozenset({"dagster_webserver_url"}),
-    "review": frozenset({"token"}),
+    "review": frozenset({"token", "tokens", "operator_tokens"}),
 }
 
 S = TypeVar("S", bound=Section)

@@ -207,6 +207,8 @@ def test_run_containers_get_the_settings_the_deployment_set() -> None:
         "WHATSAPP_APP_SECRET",
         "WHATSAPP_VERIFY_TOKEN",
         "REVIEW_TOKEN",
+        "REVIEW_TOKENS",
+        "OPERATOR_TOKENS",
         "OPS_WEBHOOK_URL",
         "REVIEW_WEBHOOK_URL",
         "DELIVERY_API_TOKENS",
