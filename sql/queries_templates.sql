@@ -136,12 +136,16 @@ LEFT JOIN knocks k ON k.template = c.name AND k.language = c.language
 GROUP BY c.position, c.name, c.language, t.name, t.language
 ORDER BY c.position
 
--- name: knock_held_count
--- Documents holding their knock for a healthy template (state 'knock_held'): how many, the oldest's age.
-SELECT count(*)::int AS count,
-       coalesce(extract(epoch FROM now() - min(knock_held_since)), 0)::float8 AS oldest_age_seconds
-FROM documents
-WHERE knock_held_since IS NOT NULL AND in_queue
+-- name: knock_held_by_locale
+-- Documents holding their knock for a healthy template (state 'knock_held'), per locale of their person: how many, the oldest's age, the oldest few ids (%(sample)s).
+SELECT p.locale, count(*)::int AS held,
+       extract(epoch FROM now() - min(d.knock_held_since))::float8 AS oldest_age_seconds,
+       (array_agg(d.id ORDER BY d.knock_held_since, d.id))[1:%(sample)s] AS oldest_ids
+FROM documents d
+JOIN people p ON p.id = d.person_id
+WHERE d.knock_held_since IS NOT NULL AND d.in_queue
+GROUP BY p.locale
+ORDER BY p.locale
 
 -- ───────────────────────────────── knocks ────────────────────────────────
 

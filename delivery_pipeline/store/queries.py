@@ -54,6 +54,7 @@ from delivery_pipeline.store.rows import (
     AwaitingReviewCheck,
     AwaitReply,
     BatchPruned,
+    Beat,
     BeginDelivery,
     BriefDueDate,
     ByDedupKey,
@@ -95,6 +96,7 @@ from delivery_pipeline.store.rows import (
     Eligible,
     EndProbe,
     EnqueuedBrief,
+    EpisodeState,
     GateParams,
     Generated,
     GeneratingCheck,
@@ -112,7 +114,7 @@ from delivery_pipeline.store.rows import (
     KnockFailureError,
     KnockHealth,
     KnockHealthParams,
-    KnockHeldCount,
+    KnockHeldLocale,
     KnockLookup,
     KnockNotDelivered,
     KnockOutcome,
@@ -475,6 +477,7 @@ class Queries:
     # alerts
     alert_lock = Statement(ByDedupKey)
     last_alert = Query(ByDedupKey, LastAlert)
+    episode_state = Query(ByDedupKey, EpisodeState)
     insert_alert = Query(NewAlert, OpsAlert)
     alert_sent = Statement(ById)
     alert_send_failed = Statement(AlertSendFailed)
@@ -520,7 +523,7 @@ class Queries:
     outbox_release = Statement(OutboxRelease)
     outbox_reported = Statement(ByIds)
     outbox_forget = Statement(OutboxForget)
-    beat = Statement(BySource)
+    beat = Query(BySource, Beat)
     heartbeats = Query(NoParams, Heartbeat)
 
     # sql/queries_report.sql
@@ -581,7 +584,7 @@ class Queries:
     template_category_event = Statement(TemplateCategoryEvent)
     wake_held_knocks = Query(NoParams, int)
     template_states = Query(TemplateStatesParams, TemplateState)
-    knock_held_count = Query(NoParams, KnockHeldCount)
+    knock_held_by_locale = Query(Sample, KnockHeldLocale)
     open_knock = Query(OpenKnock, OpenedKnock)
     knock_accepted = Statement(KnockAccepted)
     knock_refused = Statement(KnockRefused)

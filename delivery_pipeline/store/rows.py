@@ -550,7 +550,8 @@ class NewAlert(ByDedupKey):
     message: str
     details: Jsonb
     channel: str
-    episode: bool  # a row of a check's episode (note_check), kept while the episode is open
+    episode: bool  # a row of an episode (watch/episodes.py), kept while the episode is open
+    observed_at: dt.datetime | None  # when what it says was seen; None: now
 
 
 class OpsAlert(NamedTuple):
@@ -568,6 +569,7 @@ class OpsAlert(NamedTuple):
     last_send_error: str | None
     channel: str
     episode: bool
+    observed_at: dt.datetime
 
 
 class LastAlert(NamedTuple):
@@ -576,6 +578,19 @@ class LastAlert(NamedTuple):
     kind: str
     severity: str
     age_seconds: float
+
+
+class EpisodeState(NamedTuple):
+    """An episode's key as it stands (``watch/episodes.py``); the row's fields are None
+    while the key has no row."""
+
+    kind: str | None
+    severity: str | None
+    observed_at: dt.datetime | None
+    age_seconds: float | None
+    opened_at: dt.datetime | None
+    resolved_at: dt.datetime | None
+    now: dt.datetime
 
 
 class AlertSendFailed(ById):
@@ -848,6 +863,10 @@ class OutboxForget(TypedDict):
 
 class BySource(TypedDict):
     source: str
+
+
+class Beat(NamedTuple):
+    at: dt.datetime  # the database's now when the beat was left
 
 
 class Heartbeat(NamedTuple):
@@ -1280,9 +1299,13 @@ class TemplateState(NamedTuple):
     not_delivered: int
 
 
-class KnockHeldCount(NamedTuple):
-    count: int  # type: ignore[assignment]  # shadows tuple.count, never called
+class KnockHeldLocale(NamedTuple):
+    """The documents of one locale holding their knock for a healthy template."""
+
+    locale: str
+    held: int
     oldest_age_seconds: float
+    oldest_ids: list[int]
 
 
 class OpenKnock(ClaimRef):
