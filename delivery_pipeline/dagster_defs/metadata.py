@@ -53,6 +53,8 @@ def _typed(value: Any) -> Any:
     if isinstance(value, dt.datetime):
         aware = value if value.tzinfo else value.replace(tzinfo=dt.UTC)
         return dg.MetadataValue.timestamp(aware)
+    if isinstance(value, dt.timedelta):
+        return dg.MetadataValue.float(value.total_seconds())
     if isinstance(value, Mapping | list | tuple | set | frozenset):
         return dg.MetadataValue.json(plain(value))
     if hasattr(value, "item"):  # numpy scalars from a DataFrame

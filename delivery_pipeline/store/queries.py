@@ -104,6 +104,7 @@ from delivery_pipeline.store.rows import (
     GenerationFailed,
     GenerationSucceeded,
     Heartbeat,
+    HeartbeatIdle,
     HoldKnock,
     HoldQuiet,
     IdentityChange,
@@ -487,6 +488,7 @@ class Queries:
 
     # sql/queries_backlog.sql
     backlog_by_state = Query(NoParams, StateCount)
+    heartbeat_idle = Query(NoParams, HeartbeatIdle)
 
     # sql/queries_checks.sql
     check_pending = Query(AgedCheck, PendingCheck)

@@ -865,6 +865,20 @@ class BySource(TypedDict):
     source: str
 
 
+class HeartbeatIdle(NamedTuple):
+    """Why the heartbeat finds nothing eligible (``heartbeat_idle``)."""
+
+    queued: int
+    knock_held: int
+    quiet: int
+    next_due: dt.datetime | None
+    paused_at: dt.datetime | None
+    pause_code: int | None
+    pause_reason: str | None
+    next_probe_at: dt.datetime | None
+    numbers_paused: int
+
+
 class Beat(NamedTuple):
     at: dt.datetime  # the database's now when the beat was left
 
