@@ -92,6 +92,7 @@ from delivery_pipeline.store.rows import (
     Document,
     DocumentAction,
     DocumentIds,
+    DocumentOutlook,
     DocumentReview,
     Eligible,
     EndProbe,
@@ -155,6 +156,7 @@ from delivery_pipeline.store.rows import (
     OutboxPending,
     OutboxRelease,
     OutboxRuns,
+    OutlookQuery,
     PacerState,
     Paused,
     PauseSender,
@@ -441,6 +443,8 @@ class Queries:
     insert_ready_document = Query(ReadyDocument, Document)
     insert_pending_document = Query(PendingDocument, Document)
     document_by_id = Query(ById, Document)
+    document_outlooks = Query(OutlookQuery, DocumentOutlook)
+    superseded_by = Query(ById, int)
     document_chunks = Query(ByDocument, Chunk)
     state_summary = Query(NoParams, StateCount)
     oldest_waiting = Query(NoParams, OldestWaiting)
