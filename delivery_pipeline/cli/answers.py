@@ -45,14 +45,16 @@ def added(conn: psycopg.Connection[Any], settings: Settings, doc: Document) -> s
 
 
 def _plan(seen: Outlook) -> str:
+    """How it will go; the first words as they always were ("ready for delivery",
+    "awaiting review"), what actually happens after them."""
     row = seen.row
     if seen.state == DocumentState.AWAITING_REVIEW:
-        return "awaiting review: a reviewer approves it before it goes"
+        return "awaiting review"
     if row.paused_number is not None:
-        return f"ready, but {seen.why}; next probe {seen.when()}"
+        return f"ready for delivery, but {seen.why}; next probe {seen.when()}"
     if row.quiet_now_until is not None:
         return (
-            f"ready; it waits for the end of their quiet hours ({row.quiet_hours} "
+            f"ready for delivery; it waits for the end of their quiet hours ({row.quiet_hours} "
             f"{row.time_zone}) and goes at {seen.when(row.quiet_now_until)}"
         )
     if not row.window_open:
