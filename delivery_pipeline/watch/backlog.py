@@ -122,9 +122,15 @@ def idle_reason(conn: psycopg.Connection[Any]) -> str:
         waiting.append(f"{idle.quiet} wait for the end of the person's quiet hours")
     if idle.paused_at is not None:
         probe = f"{idle.next_probe_at:%H:%M:%S %Z}" if idle.next_probe_at else "due now"
+        reason = idle.pause_reason or ""
+        cause = (
+            reason
+            if reason.startswith(f"({idle.pause_code})")
+            else f"code {idle.pause_code}: {reason}"
+        )
         return (
             f"Sending is paused for every sender since {idle.paused_at:%Y-%m-%d %H:%M:%S %Z} "
-            f"(code {idle.pause_code}: {idle.pause_reason}): {idle.queued} documents wait "
+            f"({cause}): {idle.queued} documents wait "
             f"behind it; the next probe at {probe}. Fix the cause, then `delivery-pipeline "
             "resume` (check sender_paused)."
             + (f" Of them, {'; '.join(waiting)}." if waiting else "")
