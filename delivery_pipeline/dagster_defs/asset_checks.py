@@ -153,7 +153,7 @@ def _on_asset(check: Check, evaluate: Evaluate) -> dg.AssetChecksDefinition:
 
 
 def _probe_service(conn: psycopg.Connection[Any], settings: Settings) -> CheckResult:
-    # the heartbeat is left by _on_asset; the probe itself needs only the URL
+    # the heartbeat is left by `evaluated`; the probe itself needs only the URL
     return check_service_reachable(settings.service.service_url)
 
 

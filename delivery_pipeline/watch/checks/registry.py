@@ -77,7 +77,7 @@ class CheckResult:
     severity: Severity | None
     summary: str
     metadata: dict[str, Any]
-    said: tuple[Said, ...] = ()
+    said: tuple[Said, ...]
 
     @property
     def count(self) -> int:
