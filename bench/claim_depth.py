@@ -114,7 +114,7 @@ def main() -> None:
 
     results: dict[str, dict[str, float]] = {}
     with scratch_database(own_server=True) as url:
-        # As the engine's pool opens its connections (docs/deploy.md: Postgres's JIT).
+        # As the engine's pool opens its connections (docs/how-to/scale.md, "What breaks first").
         with psycopg.connect(url, row_factory=dict_row, options="-c jit=off") as conn:
             for depth in depths:
                 grow_queue(conn, depth)

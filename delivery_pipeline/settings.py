@@ -3,10 +3,11 @@
 ``Settings.from_env()`` is the only reader of the process environment for
 application settings; nothing reads it at import time. Each section is a
 plain pydantic model whose fields name their environment variable (the
-section's prefix plus the field name, or an explicit ``env``), so the README's
-table, ``deploy/dagster.yaml`` and the Dagster resources are all checked
-against this file. Secrets are ``SecretStr`` (the database URL: text kept
-out of ``repr``, because every connection needs it as text): their values
+section's prefix plus the field name, or an explicit ``env``) and says what it
+means (its ``description``), so the settings reference (generated from this
+file), ``deploy/dagster.yaml`` and the Dagster resources all follow it.
+Secrets are ``SecretStr`` (the database URL: text kept out of ``repr``,
+because every connection needs it as text): their values
 never appear in a ``repr``, a log line or an error message, and reach Dagster
 as the name of their variable (``dagster_defs/resources.py``). So does any
 URL setting that carries a password in its userinfo (``https://user:key@…``).
@@ -62,6 +63,7 @@ class Guard(Eligibility):
 
 SANDBOX_DEFAULT_PORT = 8765
 SERVICE_DEFAULT_PORT = 8766
+DOCS_DEFAULT_PORT = 8000  # ./dev docs serves the site here
 
 # The identity a sender and the sandbox share when no credentials are
 # configured: local development and tests. A real number sets both variables.
@@ -262,7 +264,10 @@ class DatabaseSettings(Section):
         None,
         repr=False,
         json_schema_extra=env("DATABASE_URL"),
-        description="app database; unset: embedded",
+        description=(
+            "the app database (any Postgres ≥ 14; a password in it is never shown); unset: an "
+            "embedded Postgres under DELIVERY_DATA_DIR"
+        ),
     )
     data_dir: str = Field(
         str(DEFAULT_DATA_DIR),
@@ -273,8 +278,10 @@ class DatabaseSettings(Section):
         "embedded_postgres",
         pattern=r"^[a-z_][a-z0-9_-]{0,31}$",
         json_schema_extra=env("DELIVERY_EMBEDDED_OS_USER"),
-        description="the system user the embedded Postgres runs as when started by root "
-        "(created on first use)",
+        description=(
+            "the system user the embedded Postgres runs as when started by root (created on first "
+            "use)"
+        ),
     )
 
     @field_validator("database_url")
@@ -383,21 +390,57 @@ class WhatsAppSettings(Section):
     env_prefix: ClassVar[str] = "WHATSAPP_"
 
     api_base_url: str = Field(
-        f"http://127.0.0.1:{SANDBOX_DEFAULT_PORT}", description="Cloud API base URL"
+        f"http://127.0.0.1:{SANDBOX_DEFAULT_PORT}",
+        description=(
+            "the Cloud API's base URL (https://graph.facebook.com in production); the default is "
+            "the sandbox"
+        ),
     )
     api_version: str = Field("v25.0", description="Graph API version")
-    phone_number_id: str = Field(DEV_PHONE_NUMBER_ID, description="business phone number id")
-    access_token: SecretStr = Field(SecretStr(DEV_ACCESS_TOKEN), description="access token")
-    send_timeout: float = Field(10.0, gt=0, description="seconds per send")
-    throughput_limit: float = Field(
-        80.0, gt=0, description="messages per second of the number, shared by every sender"
+    phone_number_id: str = Field(
+        DEV_PHONE_NUMBER_ID,
+        description=(
+            "the default business phone number's id (the sandbox takes it too); the default is the "
+            "development identity"
+        ),
     )
-    app_secret: SecretStr | None = Field(None, description="webhook signature key")
-    verify_token: SecretStr | None = Field(None, description="verification handshake token")
+    access_token: SecretStr = Field(
+        SecretStr(DEV_ACCESS_TOKEN),
+        description=(
+            "the Cloud API access token (the sandbox takes it too); the default is the development "
+            "identity"
+        ),
+    )
+    send_timeout: float = Field(
+        10.0,
+        gt=0,
+        description=(
+            "seconds per send: the answer's longest silence, and the whole send at most this plus "
+            "the connect (≤ 5 s); a timeout after the request left is an unknown outcome"
+        ),
+    )
+    throughput_limit: float = Field(
+        80.0,
+        gt=0,
+        description=(
+            "messages per second of the default number, shared by every sender (service replicas, "
+            "Dagster runs, CLI sweeps) through Postgres: set it to the number's limit, never "
+            "divide it"
+        ),
+    )
+    app_secret: SecretStr | None = Field(
+        None, description="the webhook signature key (service and sandbox)"
+    )
+    verify_token: SecretStr | None = Field(
+        None, description="the token of Meta's verification handshake"
+    )
     numbers: str = Field(
         "",
-        description="the business numbers besides WHATSAPP_PHONE_NUMBER_ID, a JSON list of "
-        '{"id", "limit", "countries", "knock_templates"} (README: Several business numbers)',
+        description=(
+            'the business numbers besides WHATSAPP_PHONE_NUMBER_ID, a JSON list of {"id", "limit" '
+            '(messages/s, default 80), "countries" (calling codes whose new people it serves), '
+            '"knock_templates" (DELIVERY_KNOCK_TEMPLATES\' format)}; unset: one number'
+        ),
     )
 
     @field_validator("api_base_url")
@@ -435,75 +478,150 @@ class WhatsAppSettings(Section):
 class DeliverySettings(Section):
     env_prefix: ClassVar[str] = "DELIVERY_"
 
-    lease_seconds: int = Field(600, ge=1, description="claim lease")
-    window_margin_seconds: int = Field(
-        900, ge=0, lt=24 * 3600, description="safety margin before the 24 h window ends"
+    lease_seconds: int = Field(
+        600,
+        ge=1,
+        description="a delivery claim's lease: a crashed sender's claim is taken over after it",
     )
-    max_attempts: int = Field(5, ge=1, description="transient failures before max_attempts")
-    backoff_base_seconds: float = Field(30.0, ge=0, description="first retry delay")
-    backoff_max_seconds: float = Field(3600.0, ge=0, description="retry delay cap")
+    window_margin_seconds: int = Field(
+        900,
+        ge=0,
+        lt=24 * 3600,
+        description=(
+            "safety margin before the 24 h window ends: free-form text only until 24 h minus this"
+        ),
+    )
+    max_attempts: int = Field(
+        5,
+        ge=1,
+        description=(
+            "send attempts failed by the message's own error (refused at once or failed later) "
+            "before the document is abandoned max_attempts"
+        ),
+    )
+    backoff_base_seconds: float = Field(
+        30.0, ge=0, description="the first retry delay (doubling, ±25 % jitter)"
+    )
+    backoff_max_seconds: float = Field(3600.0, ge=0, description="the retry delay's cap")
     rate_limit: float | None = Field(
-        None, gt=0, description="optional cap, messages per second, for one process"
+        None,
+        gt=0,
+        description=(
+            "an optional cap, messages per second, for one process (the number's limit is "
+            "WHATSAPP_THROUGHPUT_LIMIT)"
+        ),
     )
     concurrency: int = Field(16, ge=1, description="documents in flight per sweep")
     sweepers: int = Field(
         2, ge=1, le=MAX_SWEEPERS, description="parallel sweeper ops per deliver_documents run"
     )
     chunk_limit: int = Field(
-        4096, ge=16, le=4096, description="UTF-16 code units per message (docs/design.md)"
+        4096,
+        ge=16,
+        le=4096,
+        description=(
+            "UTF-16 code units per message (16–4096): the strictest reading of the platform's "
+            "characters, so an emoji counts two; chunks are cut only between grapheme clusters"
+        ),
     )
-    chunk_interval_seconds: float = Field(0.0, ge=0, description="pause between chunks")
+    chunk_interval_seconds: float = Field(
+        0.0, ge=0, description="pause between the parts of one document"
+    )
     unknown_policy: Literal["resend", "abandon"] = Field(
-        "resend", description="a send whose outcome never settled"
+        "resend",
+        description=(
+            "a send whose outcome never settled: resend (at least once: a possible duplicate part) "
+            "or abandon (at most once: abandoned unknown_outcome)"
+        ),
     )
     unknown_grace_seconds: int = Field(
-        300, ge=0, description="wait for a status before the unknown policy"
+        300,
+        ge=0,
+        description=(
+            "how long an unknown send outcome waits for a status webhook before the policy decides"
+        ),
     )
     knock_templates: str = Field(
         DEFAULT_KNOCK_TEMPLATES,
-        description="locale=template:language, comma-separated; '|' lists fallbacks in order",
+        description=(
+            "each locale's approved knock templates, locale=name:language, comma-separated, "
+            "fallbacks in order after '|' (en=document_ready:en|document_waiting:en); en is "
+            "required (the fallback locale)"
+        ),
     )
     template_recheck_seconds: float = Field(
         900,
         gt=0,
-        description="a template a send refused is avoided this long; held knocks look again",
+        description=(
+            "a template a send refused is avoided this long, fleet-wide, unless a lifecycle "
+            "webhook approves it sooner; held knocks look again at least this often"
+        ),
     )
-    knock_param_max: int = Field(60, ge=1, description="cap of the knock's name parameter")
+    knock_param_max: int = Field(
+        60, ge=1, description="the cap of the knock's name parameter (characters)"
+    )
     knock_button_templates: str = Field(
         "documents_ready",
-        description="knock templates approved with the count parameter {{2}} and the quick "
-        "replies Send it / Later / Stop (README), comma-separated names",
+        description=(
+            "knock templates approved with the count parameter {{2}} and the quick replies Send it "
+            "/ Later / Stop, comma-separated names; any other knock template is sent with the name "
+            "alone"
+        ),
     )
     no_reply_seconds: float = Field(
         24 * 3600,
         gt=0,
-        description="a document still unanswered this long after its knock's one reminder "
-        "is abandoned no_reply",
+        description=(
+            "a document still unanswered this long after its knock's one reminder is abandoned "
+            "no_reply"
+        ),
     )
     later_seconds: float | None = Field(
         None,
         gt=0,
-        description="a Later press snoozes this long; unset: until the person's next morning",
+        description=(
+            "a Later press snoozes the person's waiting documents this long; unset: until their "
+            "next morning (the end of their quiet hours, or 08:00 where they live)"
+        ),
     )
-    heartbeat_seconds: int = Field(30, ge=1, description="heartbeat sensor interval")
+    heartbeat_seconds: int = Field(30, ge=1, description="the delivery_heartbeat sensor's interval")
     pause_probe_seconds: float = Field(
-        10.0, gt=0, description="first probe after a sender-wide pause (docs/design.md §7.1)"
+        10.0,
+        gt=0,
+        description=(
+            "the first probe after a sender-wide pause; the interval doubles with each refused "
+            "probe"
+        ),
     )
     pause_probe_max_seconds: float = Field(
-        300.0, gt=0, description="the probe interval doubles up to this"
+        300.0,
+        gt=0,
+        description=(
+            "the probe interval's cap: the longest wait after a fix nobody announced with `resume`"
+        ),
     )
     review_kinds: str = Field(
-        "", description="kinds a reviewer approves before delivery, comma-separated"
+        "",
+        description=(
+            "kinds a reviewer approves before delivery, comma-separated (plan, daily_brief); "
+            "unset: none"
+        ),
     )
 
     quiet_hours: str = Field(
         "21:00-08:00",
-        description="local HH:MM-HH:MM in which nothing unasked-for is sent; empty: none",
+        description=(
+            "local quiet hours, in each person's own time zone, in which nothing they did not just "
+            "ask for is sent (no knock either); off for none; a person's own (people add "
+            "--quiet-hours) wins"
+        ),
     )
     rate_table: str = Field(
         "",
-        description="CSV file of category,country,price per message for the delivery "
-        "report's costs; empty: counts only",
+        description=(
+            "a CSV file of prices per billable message (category,country,price) for the delivery "
+            "report's costs; unset: counts only, without money"
+        ),
     )
 
     @field_validator("review_kinds")
@@ -582,22 +700,36 @@ class ServiceSettings(Section):
         description="bearer token of /internal/sweep",
     )
     webhook_max_body_bytes: int = Field(
-        4 * 1024 * 1024, ge=1024, json_schema_extra=env("WEBHOOK_MAX_BODY_BYTES")
+        4 * 1024 * 1024,
+        ge=1024,
+        json_schema_extra=env("WEBHOOK_MAX_BODY_BYTES"),
+        description=(
+            "the webhook body limit (above Meta's largest batches: a 413 makes Meta retry for days)"
+        ),
     )
     listen: bool = Field(
         True,
         json_schema_extra=env("DELIVERY_LISTEN"),
-        description="sweep when Postgres notifies that a document became deliverable",
+        description=(
+            "the webhook service sweeps when Postgres notifies that a document became deliverable"
+        ),
     )
     dagster_webserver_url: str | None = Field(
         None,
         json_schema_extra=env("DAGSTER_WEBSERVER_URL"),
-        description="where the service reports its deliveries at once; unset: a sensor does",
+        description=(
+            "the Dagster webserver, where the webhook service reports each delivery as it happens; "
+            "unset: the record_delivery_events sensor reports them, within about 5 s"
+        ),
     )
     trusted_proxies: str = Field(
         "127.0.0.1",
         json_schema_extra=env("DELIVERY_TRUSTED_PROXIES"),
-        description="addresses or networks whose X-Forwarded-For/-Proto the service believes",
+        description=(
+            "addresses or networks (10.0.0.0/8, comma-separated; *: any peer) whose "
+            "X-Forwarded-For and X-Forwarded-Proto the service believes: behind a load balancer, "
+            "its addresses"
+        ),
     )
 
     @field_validator("trusted_proxies")
@@ -627,29 +759,47 @@ class GenerationSettings(Section):
 
     # backend, timeout_seconds and max_retries were GENERATOR_*: those names still work.
     backend: Literal["offline", "openai"] = Field(
-        "offline", json_schema_extra=formerly("GENERATOR_BACKEND"), description="offline or openai"
+        "offline",
+        json_schema_extra=formerly("GENERATOR_BACKEND"),
+        description="offline (deterministic, en/es/pt) or openai (any chat-completions API)",
     )
     openai_base_url: str = Field(
-        "https://api.openai.com/v1", json_schema_extra=env("OPENAI_BASE_URL")
+        "https://api.openai.com/v1",
+        json_schema_extra=env("OPENAI_BASE_URL"),
+        description="the openai backend's API base URL",
     )
-    openai_model: str = Field("gpt-4o-mini", json_schema_extra=env("OPENAI_MODEL"))
-    openai_api_key: SecretStr | None = Field(None, json_schema_extra=env("OPENAI_API_KEY"))
+    openai_model: str = Field(
+        "gpt-4o-mini",
+        json_schema_extra=env("OPENAI_MODEL"),
+        description="the openai backend's model",
+    )
+    openai_api_key: SecretStr | None = Field(
+        None, json_schema_extra=env("OPENAI_API_KEY"), description="the openai backend's key"
+    )
     timeout_seconds: float = Field(
         60.0,
         gt=0,
         json_schema_extra=formerly("GENERATOR_TIMEOUT_SECONDS"),
-        description="per request",
+        description="seconds per request to the generator backend",
     )
     max_retries: int = Field(
-        2, ge=0, json_schema_extra=formerly("GENERATOR_MAX_RETRIES"), description="per document"
+        2,
+        ge=0,
+        json_schema_extra=formerly("GENERATOR_MAX_RETRIES"),
+        description="retries per request to the generator backend",
     )
-    lease_seconds: int = Field(600, ge=1, description="generation claim lease")
+    lease_seconds: int = Field(600, ge=1, description="a generation claim's lease")
     max_attempts: int = Field(3, ge=1, description="generation attempts per document")
-    backoff_base_seconds: float = Field(60.0, ge=0)
-    backoff_max_seconds: float = Field(3600.0, ge=0)
-    batch_size: int = Field(4, ge=1, description="documents claimed at once")
+    backoff_base_seconds: float = Field(60.0, ge=0, description="the first generation retry delay")
+    backoff_max_seconds: float = Field(3600.0, ge=0, description="the generation retry delay's cap")
+    batch_size: int = Field(4, ge=1, description="documents claimed per generation batch")
     misconfigured_pause_seconds: float = Field(
-        300.0, ge=0, description="pause when the generator is misconfigured"
+        300.0,
+        ge=0,
+        description=(
+            "pending work pauses this long when the generator is misconfigured (bad key, model, "
+            "URL)"
+        ),
     )
     sensor_seconds: int = Field(30, ge=1, description="pending_generation sensor interval")
 
@@ -669,42 +819,119 @@ class CheckSettings(Section):
     env_prefix: ClassVar[str] = "CHECK_"
 
     # pending and generating (owner: the generator)
-    pending_warn_seconds: float = Field(15 * 60, gt=0)
-    pending_error_seconds: float = Field(60 * 60, gt=0)
-    generating_warn_seconds: float = Field(15 * 60, gt=0)
-    generating_error_seconds: float = Field(60 * 60, gt=0)
+    pending_warn_seconds: float = Field(
+        15 * 60,
+        gt=0,
+        description="pending_too_long: WARN when a document waits for generation this long",
+    )
+    pending_error_seconds: float = Field(60 * 60, gt=0, description="pending_too_long: ERROR")
+    generating_warn_seconds: float = Field(
+        15 * 60,
+        gt=0,
+        description=(
+            "generating_too_long: WARN when a generation claim is this old (a dead or stuck "
+            "generator)"
+        ),
+    )
+    generating_error_seconds: float = Field(60 * 60, gt=0, description="generating_too_long: ERROR")
     # undelivered (owner: delivery): eligible and due this long is stranded
-    undelivered_warn_seconds: float = Field(30 * 60, gt=0)
-    undelivered_error_seconds: float = Field(2 * 60 * 60, gt=0)
+    undelivered_warn_seconds: float = Field(
+        30 * 60,
+        gt=0,
+        description=(
+            "undelivered_stranded: WARN when a document a sweep would deliver now was not taken "
+            "for this long"
+        ),
+    )
+    undelivered_error_seconds: float = Field(
+        2 * 60 * 60, gt=0, description="undelivered_stranded: ERROR"
+    )
     # undelivered this long since generation, even while retrying: WARN only
-    undelivered_slow_seconds: float = Field(2 * 60 * 60, gt=0)
+    undelivered_slow_seconds: float = Field(
+        2 * 60 * 60,
+        gt=0,
+        description=(
+            "undelivered_stranded: WARN when a document is still undelivered this long after "
+            "generation while retrying"
+        ),
+    )
     # awaiting a knock reply (owner: the person): alerts only on abnormal shares
-    knock_settle_seconds: float = Field(15 * 60, gt=0, description="a knock should be delivered")
-    knock_answer_grace_seconds: float = Field(60 * 60, gt=0, description="then answered")
-    knock_min_sample: int = Field(5, ge=1)
-    knock_unanswered_share: float = Field(0.5, ge=0, le=1, description="WARN above")
-    knock_undelivered_share: float = Field(0.5, ge=0, le=1, description="ERROR above")
+    knock_settle_seconds: float = Field(
+        15 * 60, gt=0, description="awaiting_reply: a knock should show delivered by then"
+    )
+    knock_answer_grace_seconds: float = Field(
+        60 * 60, gt=0, description="awaiting_reply: and answered by then"
+    )
+    knock_min_sample: int = Field(
+        5, ge=1, description="awaiting_reply: knocks needed before the shares count"
+    )
+    knock_unanswered_share: float = Field(
+        0.5, ge=0, le=1, description="awaiting_reply: WARN above this share of knocks unanswered"
+    )
+    knock_undelivered_share: float = Field(
+        0.5,
+        ge=0,
+        le=1,
+        description=(
+            "awaiting_reply: ERROR above this share of knocks never delivered (a template that "
+            "stopped working)"
+        ),
+    )
     # one knock accepted and never reported delivered (owner: the template):
     # statuses come in seconds; an hour without one is a dropped send (template
     # pacing), not a person who has not answered yet
     knock_undelivered_seconds: float = Field(
-        60 * 60, gt=0, description="a knock not reported delivered this long is reported"
+        60 * 60,
+        gt=0,
+        description=(
+            "knock_not_delivered: a knock accepted and never reported delivered, read or failed "
+            "this long (a dropped send)"
+        ),
     )
     # abandoned or generation failed in the last day (owner: ops)
-    abandoned_warn_count: int = Field(1, ge=1)
-    abandoned_error_count: int = Field(10, ge=1)
+    abandoned_warn_count: int = Field(
+        1,
+        ge=1,
+        description=(
+            "abandoned_or_failed: WARN at this many documents lost in the last 24 h (abandoned for "
+            "an unexpected reason, or failed generation)"
+        ),
+    )
+    abandoned_error_count: int = Field(10, ge=1, description="abandoned_or_failed: ERROR")
     # messaging tier use (owner: ops)
-    tier_warn_share: float = Field(0.8, gt=0)
-    tier_error_share: float = Field(1.0, gt=0)
-    sample_size: int = Field(5, ge=1, description="ids of the oldest rows listed per check")
+    tier_warn_share: float = Field(
+        0.8,
+        gt=0,
+        description="messaging_tier_headroom: WARN at this share of WHATSAPP_MESSAGING_TIER",
+    )
+    tier_error_share: float = Field(1.0, gt=0, description="messaging_tier_headroom: ERROR")
+    sample_size: int = Field(5, ge=1, description="ids of the oldest rows each check lists")
     # Dagster's own record (owner: ops): the backlog refreshed, deliveries on the timeline
-    backlog_stale_seconds: float = Field(15 * 60, gt=0, description="backlog freshness")
-    events_warn_seconds: float = Field(5 * 60, gt=0, description="a delivery not yet recorded")
-    events_error_seconds: float = Field(30 * 60, gt=0)
+    backlog_stale_seconds: float = Field(
+        15 * 60,
+        gt=0,
+        description=(
+            "freshness_check: WARN when delivery_backlog was not materialized for this long"
+        ),
+    )
+    events_warn_seconds: float = Field(
+        5 * 60,
+        gt=0,
+        description=(
+            "delivery_events_unrecorded: WARN when a delivery is not on the delivered_documents "
+            "timeline after this long"
+        ),
+    )
+    events_error_seconds: float = Field(
+        30 * 60, gt=0, description="delivery_events_unrecorded: ERROR"
+    )
     messaging_tier: str = Field(
         "250",
         json_schema_extra=env("WHATSAPP_MESSAGING_TIER"),
-        description="unique people reached outside the window per 24 h",
+        description=(
+            "unique people reached outside the window per 24 h: 250, 2000 (2k), 10000, 100000 or "
+            "unlimited (the tier check)"
+        ),
     )
 
     @field_validator("messaging_tier", mode="before")
@@ -726,15 +953,44 @@ class CheckSettings(Section):
 class OpsSettings(Section):
     env_prefix: ClassVar[str] = "OPS_"
 
-    webhook_url: SecretStr | None = Field(None, description="Slack-compatible incoming webhook")
-    alert_sensor_seconds: int = Field(60, ge=1, description="alert sensor interval")
-    alert_reminder_seconds: int = Field(4 * 3600, ge=1, description="reminder interval")
+    webhook_url: SecretStr | None = Field(
+        None,
+        description=(
+            "the ops channel: a Slack-compatible incoming webhook; unset: alerts go to the log and "
+            "the ops_alerts table only"
+        ),
+    )
+    alert_sensor_seconds: int = Field(
+        60, ge=1, description="the ops_check_alerts sensor's interval"
+    )
+    alert_reminder_seconds: int = Field(
+        4 * 3600,
+        ge=1,
+        description="a failing check or an open alert episode is reminded this often",
+    )
     watchdog_stale_seconds: int = Field(
         600,
         ge=1,
         json_schema_extra=env("WATCHDOG_STALE_SECONDS"),
-        description="Dagster's daemon silent this long: the webhook service alerts",
+        description=(
+            "the webhook service alerts when Dagster's daemon has been silent this long (no "
+            "heartbeat tick, no check evaluation)"
+        ),
     )
+    # Local like every other default URL: where `./dev docs` serves the site.
+    docs_url: str = Field(
+        f"http://127.0.0.1:{DOCS_DEFAULT_PORT}",
+        json_schema_extra=env("DELIVERY_DOCS_URL"),
+        description=(
+            "where the documentation site is published: every alert links its runbook there "
+            "(default: where ./dev docs serves it)"
+        ),
+    )
+
+    @field_validator("docs_url")
+    @classmethod
+    def _no_trailing_slash(cls, value: str) -> str:
+        return value.rstrip("/")
 
 
 class ReviewSettings(Section):
@@ -742,24 +998,60 @@ class ReviewSettings(Section):
 
     env_prefix: ClassVar[str] = "REVIEW_"
 
-    token: SecretStr | None = Field(None, description="the review page's sign-in token")
-    webhook_url: SecretStr | None = Field(
-        None, description="the reviewers' Slack-compatible webhook; unset: the ops channel"
+    token: SecretStr | None = Field(
+        None,
+        description=(
+            "the review page's sign-in token (at least 16 characters); unset: the page answers 404"
+        ),
     )
-    warn_seconds: float = Field(30 * 60, gt=0, description="awaiting review: WARN after")
-    error_seconds: float = Field(2 * 60 * 60, gt=0, description="ERROR (and ops) after")
-    reminder_seconds: int = Field(30 * 60, ge=1, description="reminder to the reviewers every")
+    webhook_url: SecretStr | None = Field(
+        None,
+        description=(
+            "the reviewers' Slack-compatible incoming webhook; unset: their alerts go to the ops "
+            "channel"
+        ),
+    )
+    warn_seconds: float = Field(
+        30 * 60,
+        gt=0,
+        description=(
+            "awaiting_review_too_long: WARN to the reviewers when a document awaits review this "
+            "long"
+        ),
+    )
+    error_seconds: float = Field(
+        2 * 60 * 60, gt=0, description="awaiting_review_too_long: ERROR, escalated to ops"
+    )
+    reminder_seconds: int = Field(
+        30 * 60,
+        ge=1,
+        description="the reviewers are reminded this often while documents wait too long",
+    )
     sign_in_client_failures: int = Field(
-        10, ge=1, description="wrong tokens from one client within the window: it waits"
+        10,
+        ge=1,
+        description=(
+            "wrong tokens one client may send within the window; then it waits (429) until the "
+            "oldest leaves the window"
+        ),
     )
     sign_in_failures: int = Field(
-        100, ge=1, description="wrong tokens from all clients within the window: new ones wait"
+        100,
+        ge=1,
+        description=(
+            "wrong tokens from all clients together within the window; then every client that has "
+            "not signed in within 30 days waits (429)"
+        ),
     )
     sign_in_window_seconds: int = Field(
-        15 * 60, ge=1, description="the window the sign-in failures are counted over"
+        15 * 60, ge=1, description="the sliding window both sign-in limits count over"
     )
     cookie_secure: Literal["auto", "always"] = Field(
-        "auto", description="auto: Secure when the request came over HTTPS; always: Secure"
+        "auto",
+        description=(
+            "auto: the session cookie is Secure when the request came over HTTPS (as a trusted "
+            "proxy says); always: always Secure (the page then works only over HTTPS)"
+        ),
     )
 
     @field_validator("cookie_secure", mode="before")
@@ -781,6 +1073,12 @@ class ReviewSettings(Section):
         return value
 
 
+# A finished document's rendered file is kept this long after it was drawn: as long
+# as a media id uploaded from it lasts (30 days), after which a resend uploads
+# again and may as well draw it again from the body, which is never pruned.
+DOCUMENT_FILES_DAYS = 30
+
+
 class RetentionSettings(Section):
     """How long history is kept (the prune_history job). Raw bodies are the largest and
     read by no code: shortest. Statuses and inbound messages must outlive Meta's
@@ -791,15 +1089,33 @@ class RetentionSettings(Section):
     env_prefix: ClassVar[str] = "RETENTION_"
 
     raw_webhooks_days: float = Field(
-        7, ge=1, description="raw webhook bodies, after their last receipt"
+        7,
+        ge=1,
+        description="days a raw webhook body is kept after it was last received (at least 1)",
     )
     status_events_days: float = Field(
-        30, ge=7, description="status webhooks (a waiting knock's stay)"
+        30,
+        ge=7,
+        description=(
+            "days a status webhook is kept (at least 7: Meta redelivers for up to 7 days); a knock "
+            "still waiting on its person keeps its statuses"
+        ),
     )
     inbound_messages_days: float = Field(
-        30, ge=7, description="inbound messages (each person's newest stays)"
+        30,
+        ge=7,
+        description=(
+            "days an inbound message is kept (at least 7); each person's newest message stays"
+        ),
     )
-    ops_alerts_days: float = Field(90, ge=2, description="ops alerts (an open episode's stay)")
+    ops_alerts_days: float = Field(
+        90,
+        ge=2,
+        description=(
+            "days an ops alert is kept (at least 2: unsent alerts are retried for a day); an open "
+            "check episode stays whole"
+        ),
+    )
 
     def keep(self) -> dict[str, dt.timedelta]:
         """Table → how long its rows are kept."""
@@ -808,18 +1124,41 @@ class RetentionSettings(Section):
             "status_events": dt.timedelta(days=self.status_events_days),
             "inbound_messages": dt.timedelta(days=self.inbound_messages_days),
             "ops_alerts": dt.timedelta(days=self.ops_alerts_days),
+            "document_files": dt.timedelta(days=DOCUMENT_FILES_DAYS),
         }
 
 
 class ScheduleSettings(Section):
-    daily_briefs_cron: str = Field("*/15 * * * *", json_schema_extra=env("DAILY_BRIEFS_CRON"))
-    backlog_cron: str = Field("*/5 * * * *", json_schema_extra=env("BACKLOG_CRON"))
-    checks_cron: str = Field("*/5 * * * *", json_schema_extra=env("CHECKS_CRON"))
-    report_cron: str = Field("15 0 * * *", json_schema_extra=env("REPORT_CRON"))
-    report_start_date: dt.date = Field(
-        dt.date(2026, 1, 1), json_schema_extra=env("REPORT_START_DATE")
+    daily_briefs_cron: str = Field(
+        "*/15 * * * *",
+        json_schema_extra=env("DAILY_BRIEFS_CRON"),
+        description="the daily_briefs schedule",
     )
-    retention_cron: str = Field("45 3 * * *", json_schema_extra=env("RETENTION_CRON"))
+    backlog_cron: str = Field(
+        "*/5 * * * *",
+        json_schema_extra=env("BACKLOG_CRON"),
+        description="the backlog_every_5_minutes schedule",
+    )
+    checks_cron: str = Field(
+        "*/5 * * * *",
+        json_schema_extra=env("CHECKS_CRON"),
+        description="the checks_every_5_minutes schedule",
+    )
+    report_cron: str = Field(
+        "15 0 * * *",
+        json_schema_extra=env("REPORT_CRON"),
+        description="the daily_delivery_report schedule",
+    )
+    report_start_date: dt.date = Field(
+        dt.date(2026, 1, 1),
+        json_schema_extra=env("REPORT_START_DATE"),
+        description="the delivery report's first partition",
+    )
+    retention_cron: str = Field(
+        "45 3 * * *",
+        json_schema_extra=env("RETENTION_CRON"),
+        description="the prune_history_daily schedule",
+    )
 
     @field_validator(
         "daily_briefs_cron", "backlog_cron", "checks_cron", "report_cron", "retention_cron"
@@ -838,19 +1177,41 @@ class SandboxSettings(Section):
 
     env_prefix: ClassVar[str] = "SANDBOX_"
 
-    webhook_url: str | None = Field(None, description="where it posts signed webhooks")
-    refusal_mode: str | None = Field(None, description="how 131047 shows: sync or async")
-    latency_ms: float | None = None
-    throughput_limit: int | None = Field(None, description="0: unlimited")
-    read_rate: float | None = None
-    pair_rate_enabled: bool | None = Field(
-        None, json_schema_extra=env("SANDBOX_PAIR_RATE"), description="on or off"
+    webhook_url: str | None = Field(
+        None, description="the sandbox: where it posts signed status and inbound webhooks"
     )
-    status_delay_ms: float | None = None
-    status_batch: int | None = None
-    seed: int | None = None
+    refusal_mode: str | None = Field(
+        None,
+        description=(
+            "the sandbox: a closed window refused on the send (sync) or accepted and failed later "
+            "(async)"
+        ),
+    )
+    latency_ms: float | None = Field(
+        None, description="the sandbox: milliseconds before it answers a send"
+    )
+    throughput_limit: int | None = Field(
+        None, description="the sandbox: the default number's messages per second (0: unlimited)"
+    )
+    read_rate: float | None = Field(
+        None, description="the sandbox: the share of delivered messages it reports read"
+    )
+    pair_rate_enabled: bool | None = Field(
+        None,
+        json_schema_extra=env("SANDBOX_PAIR_RATE"),
+        description="the sandbox: the per-person pair rate (131056), on or off",
+    )
+    status_delay_ms: float | None = Field(
+        None, description="the sandbox: milliseconds before it posts a status webhook"
+    )
+    status_batch: int | None = Field(None, description="the sandbox: statuses per webhook body")
+    seed: int | None = Field(None, description="the sandbox: its random seed")
     service_billable: bool | None = Field(
-        None, description="in-window service messages (and templates) billed (on/off)"
+        None,
+        description=(
+            "the sandbox: in-window service messages (and templates) billable, as reported from "
+            "2026-10 (on/off)"
+        ),
     )
 
     @field_validator("refusal_mode", mode="before")

@@ -45,6 +45,8 @@ class Child:
     ready_url: str | None
     log_path: Path
     ready_below: int = 500
+    # Where it runs (None: where ``start`` is told).
+    cwd: Path | None = None
     process: subprocess.Popen[bytes] | None = None
     _log: IO[bytes] | None = field(default=None, repr=False)
     _pump: threading.Thread | None = field(default=None, repr=False)
@@ -55,7 +57,7 @@ class Child:
         self._log = open(self.log_path, "ab")  # noqa: SIM115 - closed in stop()
         self.process = subprocess.Popen(
             self.argv,
-            cwd=cwd,
+            cwd=self.cwd or cwd,
             env=self.env,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE if stream else self._log,

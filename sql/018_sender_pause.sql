@@ -2,7 +2,7 @@
 -- number id, a locked account, a cut messaging limit, the app's rate limit)
 -- stops every sender of the fleet: the pause is read before claiming and at
 -- every fence, and while it lasts one sender at a time probes whether the
--- cause has cleared, at a growing interval (docs/design.md §7.1).
+-- cause has cleared, at a growing interval (docs/design/pause.md).
 ALTER TABLE sender_state
     ADD COLUMN next_probe_at timestamptz,
     -- the interval after the next failed probe grows from this one

@@ -1,6 +1,6 @@
 -- 027: several business numbers. A company sends from a number per market,
 -- and no number goes past its own throughput limit, so past that scale it
--- has more numbers (WHATSAPP_NUMBERS, docs/design.md §17). Each person is
+-- has more numbers (WHATSAPP_NUMBERS, docs/design/numbers.md). Each person is
 -- bound to one number, each document goes out whole from its person's
 -- number, each number has its own send timeline (send_pacer was keyed by
 -- number from 007 on) and its own pause: a number the platform refuses stops

@@ -6,8 +6,8 @@
 -- every person before the first row comes out; the claim then judged and
 -- sorted the whole due queue for each batch: 488 ms a claim of 32 with 100,000
 -- documents due (the morning the briefs fall due), growing with the queue
--- (docs/benchmarks.md, claim_depth). Asked per document instead (an index
--- probe of the person's queued documents), the rule lets the claim walk the
+-- (docs/benchmarks.md, "One claim, as the queue grows"). Asked per document
+-- instead (an index probe of the person's queued documents), the rule lets the claim walk the
 -- queue index in due order and stop once its batch is full, at the same cost
 -- at every depth. The rule itself is unchanged.
 --

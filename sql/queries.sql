@@ -43,7 +43,17 @@ VALUES (%(phone)s, %(name)s, %(locale)s, %(time_zone)s, %(brief_opt_in)s, %(brie
 RETURNING *
 
 -- name: set_quiet_hours
--- The person's own quiet hours (local 'HH:MM-HH:MM'; NULL: the default).
+-- The person's own quiet hours (local 'HH:MM-HH:MM'; NULL: the default). What
+-- the old ones held is due now, and the claim holds it again if the new ones say
+-- so; what the person snoozed with Later (the same instant in knock_replies) stays.
+WITH released AS (
+    UPDATE documents d SET quiet_until = NULL, next_attempt_at = now()
+    WHERE d.person_id = %(person_id)s AND d.quiet_until > now()
+      AND d.delivered_at IS NULL AND d.abandoned_at IS NULL
+      AND NOT EXISTS (SELECT 1 FROM knock_replies kr
+                      WHERE kr.person_id = d.person_id AND kr.snoozed_until = d.quiet_until)
+    RETURNING d.id
+)
 UPDATE people SET quiet_hours = %(quiet_hours)s WHERE id = %(person_id)s RETURNING *
 
 -- name: person_by_id
@@ -169,7 +179,7 @@ FROM eligible_documents(%(lease)s, %(service_window)s, %(quiet_hours)s) ORDER BY
 -- else %(default_number)s; the claim writes it, so a document never changes number.
 -- %(number)s (`sweep --number`): only that number's documents (the default's
 -- takes those of the people bound to none). Not given, the test is a NULL
--- parameter, decided before the number's lookup (docs/design.md §17).
+-- parameter, decided before the number's lookup (docs/design/numbers.md).
 WITH candidates AS (
     SELECT e.id, e.action, e.next_attempt_at, e.quiet_until
     FROM eligible_documents(%(lease)s, %(service_window)s, %(quiet_hours)s) e

@@ -83,3 +83,60 @@ WHERE d.awaiting_reply_since IS NOT NULL AND d.reminded_at IS NOT NULL
   AND d.reminded_at < now() - make_interval(secs => %(after_seconds)s::float8)
   AND d.claim_token IS NULL AND d.abandoned_at IS NULL AND d.delivered_at IS NULL
 RETURNING d.id
+
+-- ─────────────────────── the answer to Later and Stop (038) ──────────────────
+
+-- name: owe_acknowledgement
+-- The reply %(inbound_message_id)s asked for Later or Stop: it owes the person one short answer, due now and for %(fresh_seconds)s, from the number they wrote to when that is not theirs (%(to_their_number)s false), else from their own. Once per reply.
+INSERT INTO acknowledgements (reply_id, phone_number_id, expires_at)
+SELECT kr.id, CASE WHEN %(to_their_number)s THEN NULL ELSE i.to_phone_number_id END,
+       now() + make_interval(secs => %(fresh_seconds)s::float8)
+FROM knock_replies kr
+JOIN inbound_messages i ON i.wa_message_id = kr.inbound_message_id
+WHERE kr.inbound_message_id = %(inbound_message_id)s
+ON CONFLICT (reply_id) DO NOTHING
+
+-- name: claim_acknowledgements
+-- The fence of an answer to a press: up to %(limit)s due and still fresh (of one person, or from one number: %(default_number)s also sends for the people bound to none) go due → sending, each taken by one sender; none from a paused number. With what their words and their send need.
+WITH taken AS (
+    SELECT a.reply_id, kr.person_id,
+           coalesce(a.phone_number_id, p.phone_number_id, %(default_number)s) AS number
+    FROM acknowledgements a
+    JOIN knock_replies kr ON kr.id = a.reply_id
+    JOIN people p ON p.id = kr.person_id
+    WHERE a.state = 'due' AND a.due_at <= now() AND a.expires_at > now()
+      AND (p.phone IS NOT NULL OR p.user_id IS NOT NULL)
+      AND (%(person_id)s::bigint IS NULL OR kr.person_id = %(person_id)s::bigint)
+      AND (%(number)s::text IS NULL
+           OR coalesce(a.phone_number_id, p.phone_number_id, %(default_number)s) = %(number)s::text)
+      AND NOT EXISTS (SELECT 1 FROM sender_state s
+                      WHERE s.paused_at IS NOT NULL
+                        AND s.phone_number_id IN (
+                            '*', coalesce(a.phone_number_id, p.phone_number_id, %(default_number)s)))
+    ORDER BY a.due_at
+    LIMIT %(limit)s
+    FOR UPDATE OF a SKIP LOCKED
+)
+UPDATE acknowledgements a
+SET state = 'sending', claimed_at = now(), attempts = a.attempts + 1
+FROM taken t
+JOIN knock_replies kr ON kr.id = t.reply_id
+JOIN people p ON p.id = t.person_id
+WHERE a.reply_id = t.reply_id
+RETURNING a.reply_id, t.number AS phone_number_id, a.attempts, kr.action, kr.documents,
+          kr.snoozed_until, p.phone, p.user_id, p.locale, p.time_zone
+
+-- name: acknowledgement_sent
+-- The answer %(reply_id)s left: 'sent' with its message id, or 'unknown' (no answer came; never sent again).
+UPDATE acknowledgements
+SET state = %(state)s, wa_message_id = %(wa_message_id)s, sent_at = now()
+WHERE reply_id = %(reply_id)s AND state = 'sending'
+
+-- name: acknowledgement_refused
+-- The answer %(reply_id)s did not leave: due again %(retry_seconds)s from now (NULL: never, 'failed'), its attempt given back unless %(counts_attempt)s; the refusal kept.
+UPDATE acknowledgements
+SET state = CASE WHEN %(retry_seconds)s::float8 IS NULL THEN 'failed' ELSE 'due' END,
+    due_at = now() + make_interval(secs => coalesce(%(retry_seconds)s::float8, 0)),
+    attempts = attempts - CASE WHEN %(counts_attempt)s THEN 0 ELSE 1 END,
+    error_code = %(error_code)s, error = %(error)s
+WHERE reply_id = %(reply_id)s AND state = 'sending'

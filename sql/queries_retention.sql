@@ -120,6 +120,34 @@ LEFT JOIN LATERAL (
     SELECT created_at, id FROM batch ORDER BY created_at DESC, id DESC LIMIT 1
 ) last ON true
 
+-- name: prune_document_files
+-- Files rendered before now() - %(keep)s whose document is finished (delivered or abandoned): derived from the body, which stays, and drawn again if ever needed (a resend); their media ids go with them (sql/037). A file of a document still on its way stays however old.
+WITH batch AS (
+    SELECT f.ctid AS row_id, f.rendered_at, f.document_id,
+           EXISTS (
+               SELECT 1 FROM documents d
+               WHERE d.id = f.document_id
+                 AND (d.delivered_at IS NOT NULL OR d.abandoned_at IS NOT NULL)
+           ) AS unread
+    FROM document_files f
+    WHERE f.rendered_at < now() - %(keep)s
+      AND (f.rendered_at, f.document_id) > (coalesce(%(after_at)s::timestamptz, '-infinity'),
+                                            coalesce(%(after_key)s::bigint, 0))
+    ORDER BY f.rendered_at, f.document_id
+    LIMIT %(limit)s
+),
+gone AS (
+    DELETE FROM document_files WHERE ctid = ANY (ARRAY(SELECT row_id FROM batch WHERE unread))
+    RETURNING 1
+)
+SELECT (SELECT count(*) FROM gone) AS deleted, (SELECT count(*) FROM batch) AS examined,
+       last.rendered_at AS after_at, last.document_id AS after_key, NULL::text AS after_sub
+FROM (SELECT) one
+LEFT JOIN LATERAL (
+    SELECT rendered_at, document_id FROM batch
+    ORDER BY rendered_at DESC, document_id DESC LIMIT 1
+) last ON true
+
 -- name: retention_oldest
 -- How old the oldest row of each pruned table is now (seconds; NULL: empty), for the job's record.
 SELECT (SELECT extract(epoch FROM now() - min(last_received_at)) FROM raw_webhooks)::float8
@@ -128,4 +156,6 @@ SELECT (SELECT extract(epoch FROM now() - min(last_received_at)) FROM raw_webhoo
            AS status_events,
        (SELECT extract(epoch FROM now() - min(received_at)) FROM inbound_messages)::float8
            AS inbound_messages,
-       (SELECT extract(epoch FROM now() - min(created_at)) FROM ops_alerts)::float8 AS ops_alerts
+       (SELECT extract(epoch FROM now() - min(created_at)) FROM ops_alerts)::float8 AS ops_alerts,
+       (SELECT extract(epoch FROM now() - min(rendered_at)) FROM document_files)::float8
+           AS document_files

@@ -369,6 +369,23 @@ CREATE FUNCTION public.template_sendable(t public.message_templates) RETURNS boo
     SELECT template_problem(t) IN ('ok', 'not_utility', 'flagged', 'quality_red')
 $$;
 
+-- Name: acknowledgements; Type: TABLE
+
+CREATE TABLE public.acknowledgements (
+    reply_id bigint NOT NULL,
+    phone_number_id text,
+    state text DEFAULT 'due'::text NOT NULL,
+    due_at timestamp with time zone DEFAULT now() NOT NULL,
+    expires_at timestamp with time zone NOT NULL,
+    attempts integer DEFAULT 0 NOT NULL,
+    claimed_at timestamp with time zone,
+    wa_message_id text,
+    sent_at timestamp with time zone,
+    error_code integer,
+    error text,
+    CONSTRAINT acknowledgements_state_check CHECK ((state = ANY (ARRAY['due'::text, 'sending'::text, 'sent'::text, 'unknown'::text, 'failed'::text])))
+);
+
 -- Name: dagster_heartbeats; Type: TABLE
 
 CREATE TABLE public.dagster_heartbeats (
@@ -458,6 +475,41 @@ CREATE SEQUENCE public.document_actions_id_seq
 -- Name: document_actions_id_seq; Type: SEQUENCE OWNED BY
 
 ALTER SEQUENCE public.document_actions_id_seq OWNED BY public.document_actions.id;
+
+-- Name: document_files; Type: TABLE
+
+CREATE TABLE public.document_files (
+    document_id bigint NOT NULL,
+    source_sha256 text NOT NULL,
+    sha256 text NOT NULL,
+    filename text NOT NULL,
+    mime_type text NOT NULL,
+    size_bytes integer NOT NULL,
+    content bytea NOT NULL,
+    rendered_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT document_files_check CHECK ((size_bytes = octet_length(content)))
+);
+ALTER TABLE ONLY public.document_files ALTER COLUMN content SET STORAGE EXTERNAL;
+
+-- Name: document_media; Type: TABLE
+
+CREATE TABLE public.document_media (
+    document_id bigint NOT NULL,
+    phone_number_id text NOT NULL,
+    sha256 text NOT NULL,
+    media_id text,
+    uploaded_at timestamp with time zone,
+    expires_at timestamp with time zone,
+    uploads integer DEFAULT 0 NOT NULL,
+    upload_token uuid,
+    upload_started_at timestamp with time zone,
+    dropped_at timestamp with time zone,
+    dropped_reason text,
+    upload_refusal_code integer,
+    upload_refusal text,
+    CONSTRAINT document_media_check CHECK ((((media_id IS NULL) = (uploaded_at IS NULL)) AND ((media_id IS NULL) = (expires_at IS NULL)))),
+    CONSTRAINT document_media_check1 CHECK (((upload_token IS NULL) = (upload_started_at IS NULL)))
+);
 
 -- Name: document_states; Type: VIEW
 
@@ -887,6 +939,11 @@ ALTER TABLE ONLY public.person_identity_changes ALTER COLUMN id SET DEFAULT next
 
 ALTER TABLE ONLY public.raw_webhooks ALTER COLUMN id SET DEFAULT nextval('public.raw_webhooks_id_seq'::regclass);
 
+-- Name: acknowledgements acknowledgements_pkey; Type: CONSTRAINT
+
+ALTER TABLE ONLY public.acknowledgements
+    ADD CONSTRAINT acknowledgements_pkey PRIMARY KEY (reply_id);
+
 -- Name: dagster_heartbeats dagster_heartbeats_pkey; Type: CONSTRAINT
 
 ALTER TABLE ONLY public.dagster_heartbeats
@@ -911,6 +968,16 @@ ALTER TABLE ONLY public.delivery_events
 
 ALTER TABLE ONLY public.document_actions
     ADD CONSTRAINT document_actions_pkey PRIMARY KEY (id);
+
+-- Name: document_files document_files_pkey; Type: CONSTRAINT
+
+ALTER TABLE ONLY public.document_files
+    ADD CONSTRAINT document_files_pkey PRIMARY KEY (document_id);
+
+-- Name: document_media document_media_pkey; Type: CONSTRAINT
+
+ALTER TABLE ONLY public.document_media
+    ADD CONSTRAINT document_media_pkey PRIMARY KEY (document_id, phone_number_id, sha256);
 
 -- Name: documents documents_pkey; Type: CONSTRAINT
 
@@ -1037,6 +1104,10 @@ ALTER TABLE ONLY public.template_events
 ALTER TABLE ONLY public.time_zone_names
     ADD CONSTRAINT time_zone_names_pkey PRIMARY KEY (name);
 
+-- Name: acknowledgements_due; Type: INDEX
+
+CREATE INDEX acknowledgements_due ON public.acknowledgements USING btree (due_at) WHERE (state = 'due'::text);
+
 -- Name: delivery_events_reported; Type: INDEX
 
 CREATE INDEX delivery_events_reported ON public.delivery_events USING btree (reported_at) WHERE (reported_at IS NOT NULL);
@@ -1048,6 +1119,10 @@ CREATE INDEX delivery_events_unreported ON public.delivery_events USING btree (s
 -- Name: document_actions_by_document; Type: INDEX
 
 CREATE INDEX document_actions_by_document ON public.document_actions USING btree (document_id, id);
+
+-- Name: document_files_rendered; Type: INDEX
+
+CREATE INDEX document_files_rendered ON public.document_files USING btree (rendered_at, document_id);
 
 -- Name: documents_abandoned_at; Type: INDEX
 
@@ -1213,6 +1288,11 @@ CREATE TRIGGER documents_ready_on_insert AFTER INSERT ON public.documents FOR EA
 
 CREATE TRIGGER documents_ready_on_update AFTER UPDATE ON public.documents FOR EACH ROW WHEN ((new.in_queue AND (new.claim_token IS NULL) AND ((NOT old.in_queue) OR (old.claim_token IS NOT NULL) OR (old.next_attempt_at IS DISTINCT FROM new.next_attempt_at)))) EXECUTE FUNCTION public.notify_delivery_ready();
 
+-- Name: acknowledgements acknowledgements_reply_id_fkey; Type: FK CONSTRAINT
+
+ALTER TABLE ONLY public.acknowledgements
+    ADD CONSTRAINT acknowledgements_reply_id_fkey FOREIGN KEY (reply_id) REFERENCES public.knock_replies(id) ON DELETE CASCADE;
+
 -- Name: delivery_chunks delivery_chunks_document_id_fkey; Type: FK CONSTRAINT
 
 ALTER TABLE ONLY public.delivery_chunks
@@ -1222,6 +1302,16 @@ ALTER TABLE ONLY public.delivery_chunks
 
 ALTER TABLE ONLY public.document_actions
     ADD CONSTRAINT document_actions_document_id_fkey FOREIGN KEY (document_id) REFERENCES public.documents(id);
+
+-- Name: document_files document_files_document_id_fkey; Type: FK CONSTRAINT
+
+ALTER TABLE ONLY public.document_files
+    ADD CONSTRAINT document_files_document_id_fkey FOREIGN KEY (document_id) REFERENCES public.documents(id) ON DELETE CASCADE;
+
+-- Name: document_media document_media_document_id_fkey; Type: FK CONSTRAINT
+
+ALTER TABLE ONLY public.document_media
+    ADD CONSTRAINT document_media_document_id_fkey FOREIGN KEY (document_id) REFERENCES public.document_files(document_id) ON DELETE CASCADE;
 
 -- Name: documents documents_person_id_fkey; Type: FK CONSTRAINT
 

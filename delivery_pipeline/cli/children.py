@@ -1,7 +1,13 @@
-"""The children ``up`` runs: the sandbox, the webhook service and ``dagster dev``.
+"""The children ``up`` runs: the sandbox, the webhook service and ``dg dev``.
 
 What each is started with and what it sees; starting, readiness and stopping
 are the supervisor's (``delivery_pipeline.supervisor``).
+
+Dagster is started as Dagster 1.13 expects, so that its log holds nothing a
+newcomer cannot act on: ``dg dev`` (``dagster dev`` warns that it is superseded
+by it), run in ``DAGSTER_HOME`` (run anywhere else, it warns that a
+``dagster.yaml`` it finds there "will not be used", and the project's own is
+the one ``prepare_dagster_home`` copies there).
 """
 
 from __future__ import annotations
@@ -13,12 +19,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from delivery_pipeline.cli.provision import Databases
+from delivery_pipeline.sandbox.knock_templates import KNOCK_BUTTON_SPECS
 from delivery_pipeline.settings import (
+    DEFAULT_KNOCK_TEMPLATES,
     DEV_ACCESS_TOKEN,
     DEV_PHONE_NUMBER_ID,
     PROJECT_ROOT,
     SANDBOX_DEFAULT_PORT,
     SERVICE_DEFAULT_PORT,
+    parse_templates,
 )
 from delivery_pipeline.store.db import sqlalchemy_url
 from delivery_pipeline.supervisor import Child
@@ -46,9 +55,28 @@ def _python() -> str:
     return sys.executable
 
 
-def _dagster_executable() -> str:
-    local = Path(sys.executable).parent / "dagster"
-    return str(local) if local.exists() else (shutil.which("dagster") or "dagster")
+def _dg_executable() -> str:
+    local = Path(sys.executable).parent / "dg"
+    return str(local) if local.exists() else (shutil.which("dg") or "dg")
+
+
+def demo_knock_templates() -> str:
+    """``DELIVERY_KNOCK_TEMPLATES`` for the sandbox: each locale's template with the
+    quick replies (which the sandbox plays approved) first, the plain one after,
+    so the demo's knock can be answered with Send it / Later / Stop."""
+    plain = parse_templates(DEFAULT_KNOCK_TEMPLATES)
+    with_buttons = {
+        language.split("_")[0]: (name, language) for name, language, *_ in KNOCK_BUTTON_SPECS
+    }
+    return ",".join(
+        f"{locale}={name}:{language}|{plain[locale][0]}:{plain[locale][1]}"
+        for locale, (name, language) in with_buttons.items()
+    )
+
+
+def send_button(locale: str) -> str:
+    """The text of the demo knock's *Send it* button in ``locale``."""
+    return next(spec[4][0] for spec in KNOCK_BUTTON_SPECS if spec[1].split("_")[0] == locale)
 
 
 def prepare_dagster_home(home: Path, root: Path = PROJECT_ROOT) -> Path:
@@ -96,12 +124,17 @@ def child_environment(
             "DAGSTER_PG_URL": sqlalchemy_url(databases.dagster_url),
         }
     )
+    # Unset or empty (the default): the demo's knocks carry buttons; a choice of
+    # the shell's own is kept.
+    env["DELIVERY_KNOCK_TEMPLATES"] = env.get("DELIVERY_KNOCK_TEMPLATES") or demo_knock_templates()
     project_path = str(PROJECT_ROOT)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [project_path, base.get("PYTHONPATH")]))
     return env
 
 
-def build_children(env: dict[str, str], ports: Ports, logs: Path) -> list[Child]:
+def build_children(
+    env: dict[str, str], ports: Ports, logs: Path, dagster_home: Path
+) -> list[Child]:
     return [
         Child(
             "sandbox",
@@ -136,7 +169,7 @@ def build_children(env: dict[str, str], ports: Ports, logs: Path) -> list[Child]
         Child(
             "dagster",
             [
-                _dagster_executable(),
+                _dg_executable(),
                 "dev",
                 "-w",
                 str(PROJECT_ROOT / "workspace.yaml"),
@@ -148,5 +181,6 @@ def build_children(env: dict[str, str], ports: Ports, logs: Path) -> list[Child]
             env,
             ports.url(ports.dagster) + "/server_info",
             logs / "dagster.log",
+            cwd=dagster_home,
         ),
     ]

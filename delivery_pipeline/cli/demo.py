@@ -1,4 +1,15 @@
-"""The demo people ``up`` seeds on the embedded database: one per language and time zone."""
+"""The demo people ``up`` seeds: one per language and time zone, with no quiet hours.
+
+Quiet hours keep unasked-for messages from a real person's night; these people
+are the sandbox's, and the tour knocks them and answers for them whenever it is
+tried. Living where they live (São Paulo, Mexico City, London) at 04:00 UTC,
+they would all be asleep and the tour would have no knock to answer; moving
+them to a zone where it is day now would make their zone, their brief time and
+their number's country disagree, and tie the demo to the hour of the first
+``up``. So their own quiet hours are none (``00:00-00:00``, the person's own
+setting that ``people add --quiet-hours`` writes); everybody else keeps
+``DELIVERY_QUIET_HOURS``.
+"""
 
 from __future__ import annotations
 
@@ -11,6 +22,8 @@ from delivery_pipeline.store.intake import add_person, request_document
 from delivery_pipeline.store.queries import QUERIES
 from delivery_pipeline.store.rows import Person
 
+NO_QUIET_HOURS = "00:00-00:00"
+
 
 @dataclass(frozen=True)
 class DemoPerson:
@@ -19,6 +32,16 @@ class DemoPerson:
     locale: str
     time_zone: str
     brief_local_time: str
+
+    def seeded(self, person: Person) -> bool:
+        """Is ``person`` this demo person as ``up`` made them, quiet hours left at the
+        default (an ``up`` from before the demo's own quiet hours)?"""
+        return (person.phone, person.name, person.locale, person.time_zone) == (
+            self.phone,
+            self.name,
+            self.locale,
+            self.time_zone,
+        ) and person.quiet_hours is None
 
 
 DEMO_PEOPLE = (
@@ -43,8 +66,14 @@ def seed_demo(database_url: str, whatsapp: WhatsAppSettings | None = None) -> li
                     time_zone=demo.time_zone,
                     brief_opt_in=True,
                     brief_local_time=demo.brief_local_time,
+                    quiet_hours=NO_QUIET_HOURS,
                     whatsapp=whatsapp,
                 )
                 request_document(conn, person.id, Kind.PLAN)
+            elif demo.seeded(person):
+                person = QUERIES.set_quiet_hours.one(
+                    conn, {"person_id": person.id, "quiet_hours": NO_QUIET_HOURS}
+                )
+                assert person is not None  # it was just read
             people.append(person)
     return people

@@ -1,6 +1,6 @@
 """What an operator sees when a command cannot do its job: one line, the next step.
 
-Exit codes (the README's table):
+Exit codes (docs/reference/cli-errors.md):
 
   0  done
   1  needs attention: something outside the command line must be fixed or

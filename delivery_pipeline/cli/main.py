@@ -258,19 +258,19 @@ def cmd_sandbox_say(args: argparse.Namespace, settings: Settings) -> int:
     # A username user is addressed by their BSUID.
     phone = parse_user_id(args.number) if bsuid(args.number) else parse_phone(args.number)
     body = {"text": args.text, **({"to": args.to} if args.to else {})}
-    answer = _sandbox_post(args.sandbox_url, f"people/{phone}/messages", body)
+    answer = _sandbox_call(args.sandbox_url, "POST", f"people/{phone}/messages", body)
     to = f" to {args.to}" if args.to else ""
     print(f"{phone} wrote {args.text!r}{to} ({answer.get('id')})")
     return 0
 
 
-def _sandbox_post(sandbox_url: str, path: str, body: dict[str, Any]) -> dict[str, Any]:
-    """POST one of the sandbox's controls; its JSON answer, or a one-line failure."""
+def _sandbox_call(sandbox_url: str, method: str, path: str, body: Any = None) -> Any:
+    """One of the sandbox's controls; its JSON answer, or a one-line failure."""
     import httpx
 
     sandbox = sandbox_url.rstrip("/")
     try:
-        response = httpx.post(f"{sandbox}/_sandbox/{path}", json=body, timeout=10)
+        response = httpx.request(method, f"{sandbox}/_sandbox/{path}", json=body, timeout=10)
     except httpx.TransportError as exc:
         raise CommandFailed(
             f"no sandbox answers at {sandbox} ({type(exc).__name__}): start it with "
@@ -278,15 +278,25 @@ def _sandbox_post(sandbox_url: str, path: str, body: dict[str, Any]) -> dict[str
         ) from exc
     if response.status_code != 200:
         raise UsageError(f"sandbox answered {response.status_code}: {response.text[:200]}")
-    answer: dict[str, Any] = response.json()
-    return answer
+    return response.json()
 
 
 def cmd_sandbox_press(args: argparse.Namespace, settings: Settings) -> int:
     phone = parse_user_id(args.number) if bsuid(args.number) else parse_phone(args.number)
     button: str | int = int(args.button) if args.button.isdigit() else args.button
-    answer = _sandbox_post(args.sandbox_url, f"people/{phone}/press", {"button": button})
+    answer = _sandbox_call(args.sandbox_url, "POST", f"people/{phone}/press", {"button": button})
     print(f"{phone} pressed {args.button!r} ({answer.get('id')})")
+    return 0
+
+
+def cmd_sandbox_inbox(args: argparse.Namespace, settings: Settings) -> int:
+    from delivery_pipeline.cli.conversation import conversation
+
+    phone = parse_user_id(args.number) if bsuid(args.number) else parse_phone(args.number)
+    path = f"people/{phone}"
+    received = _sandbox_call(args.sandbox_url, "GET", f"{path}/inbox")
+    written = _sandbox_call(args.sandbox_url, "GET", path)["written"]
+    print(conversation(phone, received, written))
     return 0
 
 
@@ -299,7 +309,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="delivery-pipeline",
         description="Deliver generated documents over WhatsApp. Settings come from the "
-        "environment (see README); with no DATABASE_URL an embedded Postgres is used.",
+        "environment (docs/reference/settings.md); with no DATABASE_URL an embedded Postgres is "
+        "used.",
     )
     parser.add_argument(
         "-v", "--verbose", action="store_true", help="log at INFO; show the traceback of an error"
@@ -482,6 +493,15 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("number", help="the person's E.164 number, or a username user's BSUID")
     p.add_argument("button", help="the button's text (Later, Más tarde, …) or its index (0, 1, 2)")
+    p.add_argument("--sandbox-url", default=f"http://127.0.0.1:{SANDBOX_DEFAULT_PORT}")
+    p = add(
+        sb_sub,
+        "inbox",
+        cmd_sandbox_inbox,
+        "a person's conversation in the sandbox as text: what their phone received (with "
+        "a knock's buttons) and what they wrote or pressed, oldest first",
+    )
+    p.add_argument("number", help="the person's E.164 number, or a username user's BSUID")
     p.add_argument("--sandbox-url", default=f"http://127.0.0.1:{SANDBOX_DEFAULT_PORT}")
     return parser
 

@@ -1,8 +1,8 @@
 """``delivery-pipeline resume``: the operator fixed what paused sending; resume now.
 
-Without it the pause ends by itself at the next successful probe (docs/design.md
-§7.1); with it every sender resumes at once (one ready notification wakes every
-listening service). The alert episode is resolved, naming who resumed.
+Without it the pause ends by itself at the next successful probe
+(docs/design/pause.md); with it every sender resumes at once (one ready
+notification wakes every listening service). The alert episode is resolved, naming who resumed.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 Starts (or reuses) the embedded Postgres under ``.data/``, makes the
 ``delivery`` and ``dagster`` databases, migrates, seeds demo people in three
 languages and time zones, then runs as child processes the WhatsApp sandbox,
-the webhook service wired to it, and ``dagster dev`` (webserver + daemon, with
+the webhook service wired to it, and ``dg dev`` (webserver + daemon, with
 ``DAGSTER_HOME=.dagster_home``). Ctrl-C (or SIGTERM) stops all of it.
 
 Secrets are dev-only: generated once into ``.data/dev-secrets.json``. Real
@@ -32,6 +32,7 @@ from delivery_pipeline.cli.children import (
     build_children,
     child_environment,
     prepare_dagster_home,
+    send_button,
 )
 from delivery_pipeline.cli.demo import seed_demo
 from delivery_pipeline.cli.failures import require_free_port
@@ -71,18 +72,18 @@ def _banner(ports: Ports, databases: Databases, people: list[Person], logs: Path
     if people:
         lines += [
             "",
-            "Demo people (their plans generate now; each gets a knock, since "
-            "they have not written yet, unless it is night for them: then in their morning):",
+            "Demo people (their plans generate now and each gets a knock with buttons, "
+            "whatever the hour: demo people have no quiet hours):",
         ]
         lines += [f"  {p.name:<12} {p.phone:<15} {p.locale}  {p.time_zone}" for p in people]
         first = people[0].phone
         assert first is not None  # the demo people have numbers
+        sandbox = f"--sandbox-url {ports.url(ports.sandbox)}"
         lines += [
             "",
             "Answer as a person, and watch the plan arrive:",
-            f'  delivery-pipeline sandbox say {first} "oi" '
-            f"--sandbox-url {ports.url(ports.sandbox)}",
-            f"  curl -s {ports.url(ports.sandbox)}/_sandbox/people/%2B{first[1:]}/inbox",
+            f"  delivery-pipeline sandbox inbox {first} {sandbox}",
+            f"  delivery-pipeline sandbox press {first} {send_button(people[0].locale)} {sandbox}",
         ]
     lines += ["", "Ctrl-C stops everything.", ""]
     return "\n".join(lines)
@@ -125,7 +126,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         env = child_environment(
             dict(os.environ), databases, dev_secrets(data_dir), ports, data_dir, dagster_home
         )
-        children = build_children(env, ports, logs)
+        children = build_children(env, ports, logs, dagster_home)
         for child in children:
             print(f"starting {child.name}...", file=sys.stderr)
             child.start(PROJECT_ROOT, args.follow)

@@ -132,7 +132,7 @@ class OpsChannelResource(ConfigurableResource, OpsSettings):
     webhook_url: str | None = None  # type: ignore[assignment]
 
     def notifier(self) -> OpsNotifier:
-        return OpsNotifier(url=self.webhook_url)
+        return OpsNotifier(url=self.webhook_url, docs_url=self.docs_url)
 
 
 class ReviewResource(ConfigurableResource, ReviewSettings):

@@ -4,7 +4,9 @@ It ties a status to a chunk even when the send's own answer was lost:
 ``dp:<document>:<chunk>:<attempt>`` for a chunk, ``dp:knock:<knock>`` for a
 knock (a row of ``knocks``, which may cover several documents). Knocks sent
 before the knocks table were tagged ``dp:<document>:knock``; their statuses
-may still arrive, so that tag is still read.
+may still arrive, so that tag is still read. The answer to a press of Later or
+Stop is ``dp:answer:<reply>`` (a row of ``knock_replies``): its statuses are
+stored and priced like any other, and change no document.
 """
 
 from __future__ import annotations
@@ -23,6 +25,10 @@ def chunk_callback(document_id: int, chunk_index: int, attempt: int) -> str:
 
 def knock_callback(knock_id: int) -> str:
     return f"dp:knock:{knock_id}"
+
+
+def acknowledgement_callback(reply_id: int) -> str:
+    return f"dp:answer:{reply_id}"
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,7 @@
 """Cut a document into messages of at most ``limit`` UTF-16 code units.
 
 The limit is counted in UTF-16 code units, the strictest reading of the
-platform's "4096 characters" (docs/design.md, "The 4096 limit"): a chunk within
+platform's "4096 characters" (docs/design/chunking.md, "The 4096 limit"): a chunk within
 it is within 4096 code points and 4096 grapheme clusters as well.
 
 Cuts fall on paragraph boundaries when they can, then on sentence (``.``,
@@ -88,7 +88,7 @@ def delivery_messages(text: str, limit: int = 4096) -> list[str]:
     The platform does not keep messages in order, and a part resent after a
     later one was accepted (a failure after acceptance) arrives after it: the
     marker lets the person read the parts in order whatever order they came in
-    (docs/design.md, "Parts that say where they belong"). A one-message document
+    (docs/design/chunking.md, "Parts that say where they belong"). A one-message document
     carries none.
     """
     chunks = chunk_text(text, limit)

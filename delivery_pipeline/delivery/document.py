@@ -6,7 +6,7 @@ continues from the first chunk not yet ``sent``. Every chunk is fenced before
 it is sent (recorded as ``sending`` only if our claim still holds), so a
 sender that lost its claim sends nothing more. Recording chunk i and fencing
 chunk i+1 are one round trip, and recording the last one marks the document
-delivered. What a failed send means comes from ``outcomes.consequence_of``.
+delivered. A failed send is the completer's to carry out (``completer``).
 """
 
 from __future__ import annotations
@@ -22,19 +22,19 @@ from typing import NoReturn
 
 from delivery_pipeline.delivery.callback import chunk_callback, knock_callback
 from delivery_pipeline.delivery.chunking import delivery_messages
-from delivery_pipeline.delivery.identity import address, bsuid_alert, refused_for_bsuid
+from delivery_pipeline.delivery.completer import GOES_ON, Completed
+from delivery_pipeline.delivery.identity import address
 from delivery_pipeline.delivery.knock import (
-    Knock,
     TemplateChoice,
     knock_choices,
     knock_with,
     pick_template,
-    template_scoped,
 )
 from delivery_pipeline.delivery.outcomes import (
     THROUGHPUT_PAUSE_SECONDS,
+    Failure,
+    MessageKind,
     Step,
-    consequence_of,
     retry_delay,
 )
 from delivery_pipeline.delivery.pacer import Pacers
@@ -361,13 +361,9 @@ class DocumentDelivery:
             except CloudApiError as exc:
                 self._send_failed(claim, exc)
                 await self.store.chunk_failed(claim, index, callback, exc.code)
-                if refused_for_bsuid(exc):
-                    await self.store.record_alert(
-                        bsuid_alert(claim.person_id, claim.document_id, exc, knock=False)
-                    )
-                    await self._abandon(claim, AbandonReason.UNDELIVERABLE, str(exc))
-                else:
-                    await self._failed(claim, exc)
+                completed = await self._failed(claim, exc, MessageKind.CHUNK)
+                if completed.consequence.step is Step.KNOCK:
+                    await self._knock(claim)
                 return
             accepted = (index, callback, wamid)
             self.sweep.note(Event.CHUNK_SENT, claim.document_id)
@@ -525,51 +521,31 @@ class DocumentDelivery:
                 self._send_failed(claim, exc)
                 # Gives the person's knock reservation back: this knock never left.
                 await self.store.knock_refused(knock_id, exc.code, str(exc))
-                if refused_for_bsuid(exc):
+                template = (knock.template, knock.language)
+                completed = await self._failed(claim, exc, MessageKind.KNOCK, template)
+                step = completed.consequence.step
+                if step is Step.WAIT_FOR_PERSON:
                     # Not knockable at their BSUID: the document waits for them
                     # to write (delivery/identity.py), no knock counted.
-                    await self.store.record_alert(
-                        bsuid_alert(claim.person_id, claim.document_id, exc, knock=True)
-                    )
                     return _NOT_KNOCKED
-                if template_scoped(exc):
-                    await self._template_refused(claim, knock, exc)
+                if step is Step.NEXT_TEMPLATE:
+                    log.warning(
+                        "document %s: knock template %s:%s refused (%s); trying the next",
+                        claim.document_id,
+                        knock.template,
+                        knock.language,
+                        exc.code,
+                    )
                     again = await self.store.reserve_knock(claim.person_id)
                     if again is None:
                         return _NOT_KNOCKED
                     reservation = again
                     continue
-                await self._failed(claim, exc, knock=True)
                 return _HANDLED
             await self.store.knock_accepted(knock_id, wamid)
             self.sweep.note(Event.KNOCK_SENT, claim.document_id)
             await self._sent_ok(claim, started_at)
             return wamid
-
-    async def _template_refused(self, claim: Claim, knock: Knock, exc: CloudApiError) -> None:
-        """The platform refused the template itself: avoid it (fleet-wide) until a
-        lifecycle webhook approves it again or the recheck comes, and say so."""
-        assert exc.code is not None
-        await self.store.note_template_refused(
-            knock.template, knock.language, exc.code, self.settings.template_recheck_seconds
-        )
-        await self.store.record_alert(
-            Alert(
-                f"knock_template:{knock.template}:{knock.language}:{exc.code}",
-                AlertSeverity.ERROR,
-                f"WhatsApp refused the knock template {knock.template} ({knock.language}): "
-                f"{exc}. Knocks fail over to the next template of the locale "
-                "(DELIVERY_KNOCK_TEMPLATES); in-window deliveries go on.",
-                {"template": knock.template, "language": knock.language, "code": exc.code},
-            )
-        )
-        log.warning(
-            "document %s: knock template %s:%s refused (%s); trying the next",
-            claim.document_id,
-            knock.template,
-            knock.language,
-            exc.code,
-        )
 
     async def _hold_knock(self, claim: Claim, health: list[TemplateHealth]) -> None:
         """No template of the locale can knock: the document waits for one (owner: the
@@ -611,60 +587,49 @@ class DocumentDelivery:
 
     # ── outcomes ───────────────────────────────────────────────────────
 
-    async def _failed(self, claim: Claim, exc: CloudApiError, *, knock: bool = False) -> None:
-        """The platform refused a send (a chunk, or with ``knock`` the knock): carry
-        out what the error means."""
-        attempts = claim.delivery_attempts + 1
-        consequence = consequence_of(
+    async def _failed(
+        self,
+        claim: Claim,
+        exc: CloudApiError,
+        kind: MessageKind,
+        template: tuple[str, str] | None = None,
+    ) -> Completed:
+        """The platform refused a send of this claim's: the completer carries out what
+        the error means; the sweep's part is here. A step in ``GOES_ON`` is the
+        caller's to go on with, under the claim."""
+        failure = Failure(
             exc,
-            document_id=claim.document_id,
-            person_id=claim.person_id,
-            attempts=attempts,
-            settings=self.settings,
+            kind,
+            claim.document_id,
+            claim.person_id,
+            attempts=claim.delivery_attempts + 1,
             synchronous=True,
-            knock=knock,
+            template=template,
         )
-        if consequence.alert is not None and consequence.step != Step.PAUSE:
-            await self.store.record_alert(consequence.alert)
-        if consequence.step == Step.PAUSE:
+        completed = await self.store.complete(claim, failure)
+        consequence = completed.consequence
+        if consequence.step is Step.PAUSE:
             self.first_send.proven = False
-            # Paused first: the release's ready notification then says "at the
-            # next probe", and no listener sweeps the document again at once.
-            await self.store.pause_sender(exc, str(exc), claim)
-            await self.store.release(claim)
             self.sweep.note(Event.RELEASED, claim.document_id)
             self.sweep.maybe_paused = True
             if pause_scope(exc, claim.phone_number_id) != EVERY_NUMBER:
                 # This number's trouble: its documents wait, the sweep goes on
                 # with the other numbers' (the claim skips a paused number's).
                 log.warning("business number %s paused: %s", claim.phone_number_id, exc)
-                return
+                return completed
             hint = remedy(exc.code)
             raise GlobalStop(f"{exc}: {hint}" if hint else str(exc))
-        if consequence.step == Step.ABANDON:
-            assert consequence.abandon_reason is not None
-            if consequence.opts_out:
-                await self.store.opt_out(claim.person_id)
-            error = str(exc)
-            if consequence.abandon_reason == AbandonReason.MAX_ATTEMPTS:
-                error = f"{attempts} attempts, last: {exc}"
-            await self._abandon(claim, consequence.abandon_reason, error)
-            return
-        if consequence.step == Step.KNOCK:
-            # The window closed: the platform's word is the person's new state.
-            await self.store.refuse_window(claim.person_id)
-            await self._knock(claim)
-            return
-        if consequence.slows_sender:
-            await self.pacers.of(claim.phone_number_id).back_off(THROUGHPUT_PAUSE_SECONDS)
-        # RETRY, or HOLD_TEMPLATE: this knock waits, nothing else does (the sweep
-        # goes on); the hold is the document's next attempt and last error.
-        await self._retry(
-            claim,
-            delay=consequence.retry_after,
-            reason=str(exc),
-            counts_attempt=consequence.counts_attempt,
-        )
+        if completed.abandoned:
+            self._abandoned(claim, completed.abandon_reason, str(exc))
+        elif consequence.step is Step.ABANDON:
+            self.sweep.note(Event.LOST_CLAIM, claim.document_id)
+        elif consequence.step not in GOES_ON:
+            if consequence.slows_sender:
+                await self.pacers.of(claim.phone_number_id).back_off(THROUGHPUT_PAUSE_SECONDS)
+            # RETRY, or HOLD_TEMPLATE: this send waits, nothing else does (the
+            # sweep goes on); the hold is the document's next attempt and last error.
+            self._retried(claim, consequence.retry_after, str(exc))
+        return completed
 
     async def _stop_paused(self) -> NoReturn:
         """Another sender's refusal paused every number: stop, saying what it was (the
@@ -672,22 +637,24 @@ class DocumentDelivery:
         reason = await self.store.every_number_pause()
         raise GlobalStop(f"sending is paused for every sender: {reason or 'resumed since'}")
 
-    async def _retry(
-        self, claim: Claim, *, delay: float, reason: str, counts_attempt: bool = False
-    ) -> None:
-        await self.store.release_for_retry(
-            claim, delay=delay, counts_attempt=counts_attempt, error=reason
-        )
+    async def _retry(self, claim: Claim, *, delay: float, reason: str) -> None:
+        await self.store.release_for_retry(claim, delay=delay, counts_attempt=False, error=reason)
+        self._retried(claim, delay, reason)
+
+    def _retried(self, claim: Claim, delay: float, reason: str) -> None:
         self.sweep.note(
             Event.RETRY_SCHEDULED, claim.document_id, detail=reason, after_seconds=delay
         )
 
     async def _abandon(self, claim: Claim, reason: AbandonReason, error: str) -> None:
         if await self.store.abandon(claim, reason, error):
-            self.sweep.note(Event.ABANDONED, claim.document_id, detail=reason)
-            log.info("document %s abandoned: %s (%s)", claim.document_id, reason, error)
+            self._abandoned(claim, reason, error)
         else:
             self.sweep.note(Event.LOST_CLAIM, claim.document_id)
+
+    def _abandoned(self, claim: Claim, reason: AbandonReason, error: str) -> None:
+        self.sweep.note(Event.ABANDONED, claim.document_id, detail=reason)
+        log.info("document %s abandoned: %s (%s)", claim.document_id, reason, error)
 
     def _send_failed(self, claim: Claim, exc: Exception) -> None:
         self.sweep.note(Event.SEND_FAILED, claim.document_id, detail=type(exc).__name__)

@@ -8,7 +8,7 @@ from typing import Any
 
 from psycopg import AsyncConnection
 
-from delivery_pipeline.delivery.reply import Ask, read_reply
+from delivery_pipeline.delivery.reply import ANSWER_FRESH_SECONDS, ANSWERED, Ask, read_reply
 from delivery_pipeline.store.queries import QUERIES
 
 
@@ -40,8 +40,9 @@ async def answer_inbound(
     Every message to their own business number opens the window (the platform
     opens it for a button press too). Send it, Start and an ordinary reply then
     put the documents that waited for it back in the queue; Later snoozes them;
-    Stop abandons them and stops knocks and briefs. Returns whether to sweep the
-    person now.
+    Stop abandons them and stops knocks and briefs. Later and Stop owe the person
+    an answer (``reply.acknowledgement``), once per reply. Returns whether to
+    sweep the person now: their documents are due, or an answer is owed.
 
     ``to_their_number`` false: they wrote to another of our numbers, whose window
     with them is not the one their documents go out in; only what they say of
@@ -88,4 +89,14 @@ async def answer_inbound(
             "documents": documents,
         },
     )
+    if reply.ask in ANSWERED:
+        await QUERIES.owe_acknowledgement.run(
+            conn,
+            {
+                "inbound_message_id": wamid,
+                "to_their_number": to_their_number,
+                "fresh_seconds": ANSWER_FRESH_SECONDS,
+            },
+        )
+        return True
     return to_their_number and reply.ask in (Ask.SEND, Ask.START)

@@ -18,7 +18,6 @@ from delivery_pipeline.delivery.reply import BUTTON_PAYLOADS
 
 # The locale's choices are the settings' rule, read by the checks too; the engine's name.
 from delivery_pipeline.settings import knock_choices as knock_choices
-from delivery_pipeline.whatsapp.errors import CloudApiError, Scope
 
 _LINE_BREAKS_AND_TABS = re.compile(r"[\r\n\t\v\f\u2028\u2029]+")
 _LONG_SPACE_RUNS = re.compile(r" {5,}")
@@ -89,12 +88,6 @@ def knock_with(
     if not with_buttons:
         return Knock(template, language, [parameter])
     return Knock(template, language, [parameter, waiting_phrase(locale, waiting)], BUTTON_PAYLOADS)
-
-
-def template_scoped(error: CloudApiError | None) -> bool:
-    """The error concerns the template the send named (``errors.RULES``): a knock
-    tries the next template of its locale; in-window sends go on."""
-    return error is not None and error.scope == Scope.TEMPLATE
 
 
 @dataclass(frozen=True)

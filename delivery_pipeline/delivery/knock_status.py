@@ -1,13 +1,15 @@
 """A knock's statuses: delivered and read times, and what a later failure means.
 
 A knock is watched like a chunk. The platform may accept it and fail it
-later; that failure has the consequences the same error has on a chunk:
-unreachable → its documents abandoned and ops told; the template's trouble →
-the template avoided and the documents knocking again at once on the next
-template of their locale; 131049 → parked a day, counted; a sender-wide
-error → the pause; anything else → retried after a minute, counted, up to
-``DELIVERY_MAX_ATTEMPTS``. A failed knock gives the person's 24 h knock
-reservation back unless the platform's answer was about the person.
+later; that failure means what the same error means on the send call
+(``outcomes``), carried out by the one completer (``completer``) for every
+document still waiting on the knock: unreachable → abandoned and ops told;
+the template's trouble → the template avoided and the documents knocking
+again at once on the next template of their locale; 131049 → parked a day,
+counted; a sender-wide error → the pause; anything else → retried after a
+minute, counted, up to ``DELIVERY_MAX_ATTEMPTS``. A failed knock gives the
+person's 24 h knock reservation back unless it stays spent (the platform's
+answer was about the person).
 
 Runs inside the webhook service's statuses transaction (``service.ingest``).
 """
@@ -15,24 +17,18 @@ Runs inside the webhook service's statuses transaction (``service.ingest``).
 from __future__ import annotations
 
 import datetime as dt
+from dataclasses import dataclass
 from typing import Any
 
 from psycopg import AsyncConnection
 
-from delivery_pipeline.delivery.knock import template_scoped
-from delivery_pipeline.delivery.outcomes import (
-    ASYNC_RETRY_SECONDS,
-    ECOSYSTEM_RETRY_SECONDS,
-    Step,
-    consequence_of,
-)
-from delivery_pipeline.delivery.pause import pause_sender
+from delivery_pipeline.delivery.completer import Counted, Held, abandon_documents, complete
+from delivery_pipeline.delivery.outcomes import Consequence, Failure, MessageKind, Step, reason_of
 from delivery_pipeline.model import AbandonReason
 from delivery_pipeline.settings import DeliverySettings
 from delivery_pipeline.store.queries import QUERIES
-from delivery_pipeline.store.rows import KnockRow, KnockUnwaited
-from delivery_pipeline.watch.alerts import Alert, AlertSeverity, record_alert
-from delivery_pipeline.whatsapp.errors import CloudApiError, EcosystemHold, from_error_object
+from delivery_pipeline.store.rows import KnockRow
+from delivery_pipeline.whatsapp.errors import CloudApiError, from_error_object
 
 
 async def find_knock(
@@ -68,7 +64,6 @@ async def knock_failed(
     whose sender had not yet recorded the knock sent is not waiting yet: its
     sender sees the failure in ``await_reply`` and calls ``failed_before_waiting``.
     """
-    reason = str(error) if error else "failed status without an error"
     failed = await QUERIES.knock_failed.one(
         conn,
         {
@@ -76,12 +71,12 @@ async def knock_failed(
             "wa_message_id": wamid,
             "at": at,
             "error_code": error.code if error else None,
-            "error": reason[:1000],
+            "error": reason_of(error)[:1000],
         },
     )
     if failed is None:
         return []
-    return await _carry_out(conn, knock, error, settings)
+    return await _complete_waiting(conn, knock, error, settings)
 
 
 async def failed_before_waiting(
@@ -94,10 +89,10 @@ async def failed_before_waiting(
         return []
     found = await QUERIES.knock_failure_error.one(conn, {"knock_id": knock_id})
     error = from_error_object(found.error) if found and found.error else None
-    return await _carry_out(conn, knock, error, settings)
+    return await _complete_waiting(conn, knock, error, settings)
 
 
-async def _carry_out(
+async def _complete_waiting(
     conn: AsyncConnection[Any],
     knock: KnockRow,
     error: CloudApiError | None,
@@ -107,105 +102,60 @@ async def _carry_out(
     if waiting is None or not waiting.document_ids:
         return []
     documents = waiting.document_ids
-    reason = str(error) if error else "failed status without an error"
-    code = error.code if error else None
-    error_text = f"knock {knock.id} ({knock.template}:{knock.language}) failed: {reason}"
-    if template_scoped(error) and code is not None:
-        await QUERIES.note_template_refused.run(
+    failure = Failure(
+        error,
+        MessageKind.KNOCK,
+        documents[0],
+        knock.person_id,
+        attempts=0,
+        synchronous=False,
+        template=(knock.template, knock.language),
+    )
+    completed = await complete(conn, failure, FailedKnock(knock, documents), settings)
+    return list(completed.due_now)
+
+
+@dataclass(frozen=True)
+class FailedKnock(Held):
+    """The documents still waiting on a knock that failed later, as a status webhook
+    holds them (``completer.Held``): given back, they stop waiting on the person and
+    knock again when due; the person's knock reservation is theirs again unless the
+    knock stays spent."""
+
+    knock: KnockRow
+    documents: list[int]
+
+    @property
+    def number(self) -> str | None:
+        return self.knock.phone_number_id
+
+    @property
+    def probe_document(self) -> int | None:
+        return None
+
+    def last_error(self, reason: str) -> str:
+        knock = self.knock
+        return f"knock {knock.id} ({knock.template}:{knock.language}) failed: {reason}"
+
+    async def give_back(
+        self, conn: AsyncConnection[Any], consequence: Consequence, error: str
+    ) -> list[Counted]:
+        if not consequence.knock_spent:
+            await QUERIES.give_back_knock.run(conn, {"knock_id": self.knock.id})
+        if consequence.step is Step.WAIT_FOR_PERSON:
+            return []
+        unwaited = await QUERIES.knock_unwait.all(
             conn,
             {
-                "name": knock.template,
-                "language": knock.language,
-                "code": code,
-                "recheck_seconds": settings.template_recheck_seconds,
+                "document_ids": self.documents,
+                "delay_seconds": consequence.retry_after,
+                "attempt": int(consequence.counts_attempt),
+                "error": error[:1000],
             },
         )
-        await record_alert(
-            conn,
-            Alert(
-                f"knock_template:{knock.template}:{knock.language}:{code}",
-                AlertSeverity.ERROR,
-                f"WhatsApp failed a knock on template {knock.template} ({knock.language}) "
-                f"after accepting it: {reason}. Knocks fail over to the next template of "
-                "the locale; in-window deliveries go on.",
-                {"template": knock.template, "language": knock.language, "code": code},
-            ),
-        )
-        await QUERIES.give_back_knock.run(conn, {"knock_id": knock.id})
-        await _unwait(conn, documents, 0.0, counted=False, error=error_text)
-        return documents
-    if isinstance(error, EcosystemHold):
-        # 131049: not before a day has passed; the person's knock stays spent.
-        await _unwait(conn, documents, ECOSYSTEM_RETRY_SECONDS, counted=True, error=error_text)
-        return []
-    consequence = consequence_of(
-        error,
-        document_id=documents[0],
-        person_id=knock.person_id,
-        attempts=0,
-        settings=settings,
-        synchronous=False,
-        knock=True,
-    )
-    if consequence.alert is not None:
-        await record_alert(conn, consequence.alert)
-    if consequence.step == Step.ABANDON:
-        assert consequence.abandon_reason is not None
-        if consequence.opts_out:
-            await QUERIES.person_opted_out.run(conn, {"person_id": knock.person_id})
-        for document_id in documents:
-            await QUERIES.abandon_document_async.one(
-                conn,
-                {
-                    "document_id": document_id,
-                    "reason": consequence.abandon_reason,
-                    "error": error_text,
-                },
-            )
-        return []
-    await QUERIES.give_back_knock.run(conn, {"knock_id": knock.id})
-    if consequence.step == Step.PAUSE:
-        await pause_sender(
-            conn, error, reason, document_id=None, settings=settings, number=knock.phone_number_id
-        )
-        await _unwait(conn, documents, ASYNC_RETRY_SECONDS, counted=False, error=error_text)
-        return []
-    # A passing failure after acceptance: the knock never arrived. It counts,
-    # as a chunk's does; exhausted → abandoned, ops told.
-    unwaited = await _unwait(conn, documents, ASYNC_RETRY_SECONDS, counted=True, error=error_text)
-    for row in unwaited:
-        if row.delivery_attempts >= settings.max_attempts:
-            abandoned = await QUERIES.abandon_document_async.one(
-                conn,
-                {
-                    "document_id": row.id,
-                    "reason": AbandonReason.MAX_ATTEMPTS,
-                    "error": f"{row.delivery_attempts} attempts, last: {error_text}",
-                },
-            )
-            if abandoned is not None:
-                await record_alert(
-                    conn,
-                    Alert(
-                        f"max_attempts:{row.id}",
-                        AlertSeverity.WARNING,
-                        f"Document {row.id} abandoned after {row.delivery_attempts} "
-                        f"attempts: {error_text}",
-                        {"document_id": row.id, "code": code},
-                    ),
-                )
-    return []
+        return [Counted(row.id, row.delivery_attempts) for row in unwaited]
 
-
-async def _unwait(
-    conn: AsyncConnection[Any], documents: list[int], delay: float, *, counted: bool, error: str
-) -> list[KnockUnwaited]:
-    return await QUERIES.knock_unwait.all(
-        conn,
-        {
-            "document_ids": documents,
-            "delay_seconds": delay,
-            "attempt": 1 if counted else 0,
-            "error": error[:1000],
-        },
-    )
+    async def abandon(
+        self, conn: AsyncConnection[Any], reason: AbandonReason, error: str
+    ) -> list[int]:
+        return await abandon_documents(conn, self.documents, reason, error)

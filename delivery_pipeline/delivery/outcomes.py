@@ -1,19 +1,23 @@
-"""What a platform error means for a document: the one mapping.
+"""What a failed send means for its documents: the one decision.
 
 The engine meets an error on the send call (synchronous); the webhook
 service meets the same error objects in a ``failed`` status (asynchronous,
-after the platform accepted the message). Both ask ``consequence_of`` and
-carry out what it says, each within its own transaction: the engine under
-its claim, the service on whatever holds the document.
+after the platform accepted the message). Either reports a ``Failure``;
+``consequence_of`` says what it means, ``at_limit`` applies
+``DELIVERY_MAX_ATTEMPTS`` once the attempt is counted, and
+``completer.complete`` carries both out, whichever path reported it.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import datetime as dt
 import enum
 import random
 from dataclasses import dataclass
 
 from delivery_pipeline.backoff import backoff_seconds
+from delivery_pipeline.delivery.identity import bsuid_alert, refused_for_bsuid
 from delivery_pipeline.model import AbandonReason
 from delivery_pipeline.settings import DeliverySettings
 from delivery_pipeline.watch.alerts import Alert, AlertSeverity
@@ -37,19 +41,57 @@ THROUGHPUT_PAUSE_SECONDS = 0.1
 ASYNC_RETRY_SECONDS = 60.0
 # 131049 (withheld for ecosystem health): the platform asks for a day.
 ECOSYSTEM_RETRY_SECONDS = 24 * 3600.0
-# A knock whose template was refused (paused, disabled, its parameters): the
-# document waits this long before its knock is tried again. A paused template
-# stays paused 3 h at least; a quarter of an hour notices a fix soon enough
-# without knocking on a closed door every few seconds.
-TEMPLATE_HOLD_SECONDS = 15 * 60.0
+
+
+class MessageKind(enum.StrEnum):
+    """What the failed send was. The rules that differ by kind ask this value; a new
+    kind (a document sent as a file through a template) is one more member, which
+    says whether it is ``templated``; the knock's own rules do not concern it."""
+
+    CHUNK = "chunk"  # a part of a document, as text: only inside the person's window
+    KNOCK = "knock"  # the template asking the person to write
+
+    @property
+    def templated(self) -> bool:
+        """Sent on an approved template: it needs no window, and the template itself
+        can be refused (the refusal holds the template, ``template_recheck_seconds``)."""
+        return self is MessageKind.KNOCK
 
 
 class Step(enum.StrEnum):
     KNOCK = "knock"  # outside the window: the template, then wait for the person
     ABANDON = "abandon"  # never sent again
     PAUSE = "pause"  # nobody can be sent to: sending stops for everyone
-    HOLD_TEMPLATE = "hold_template"  # the knock's template is refused: the knock waits
+    HOLD_TEMPLATE = "hold_template"  # the send's template is refused: it waits for it
+    NEXT_TEMPLATE = "next_template"  # the knock's template is refused: the next one, now
+    WAIT_FOR_PERSON = "wait_for_person"  # no knock reaches them: their next message will
     RETRY = "retry"  # try again after ``retry_after``
+
+
+@dataclass(frozen=True)
+class Failure:
+    """A send the platform refused (the send call) or failed later (a status), as
+    whoever heard of it reports it."""
+
+    error: CloudApiError | None  # None: a failed status without an error object
+    kind: MessageKind
+    document_id: int  # the document it was for (a knock's: the first it asked about)
+    person_id: int
+    # The document's failed attempts with this one, as far as the reporter knows
+    # (the backoff grows with it; 0: not known, a knock's documents each have theirs).
+    attempts: int
+    synchronous: bool  # the send call refused it: the sender holds the claim
+    template: tuple[str, str] | None = None  # the template (name, language) it named
+    at: dt.datetime | None = None  # when the platform said so (None: now)
+
+    @property
+    def reason(self) -> str:
+        return reason_of(self.error)
+
+
+def reason_of(error: CloudApiError | None) -> str:
+    """What a failure says, in a document's or a message's last error."""
+    return str(error) if error is not None else "failed status without an error"
 
 
 @dataclass(frozen=True)
@@ -61,41 +103,35 @@ class Consequence:
     abandon_reason: AbandonReason | None = None
     opts_out: bool = False  # the person stopped our messages
     slows_sender: bool = False  # the number's throughput was exceeded
+    # A knock that left stays spent: the person's 24 h knock is not given back.
+    knock_spent: bool = False
     alert: Alert | None = None
 
 
-def consequence_of(
-    error: CloudApiError | None,
-    *,
-    document_id: int,
-    person_id: int,
-    attempts: int,
-    settings: DeliverySettings,
-    synchronous: bool,
-    knock: bool = False,
-) -> Consequence:
-    """What to do with a document whose send failed with ``error``.
+def consequence_of(failure: Failure, settings: DeliverySettings) -> Consequence:
+    """What to do with the documents of a send that failed.
 
-    ``attempts``: the document's failed attempts including this one.
-    ``synchronous``: the send call failed (the engine holds the claim), as
-    opposed to a ``failed`` status arriving later (``error`` may then be None).
-    ``knock``: the send that failed was the knock itself, not a chunk.
-    The error's ``scope`` says whose sends it stops, its ``effect`` what happens.
+    The error's ``scope`` says whose sends it stops, its ``effect`` what happens;
+    the kind of message and whether the send call itself refused it refine that.
+    The attempt limit is not applied here: ``at_limit``, once the attempt counted.
     """
+    error, kind = failure.error, failure.kind
     effect = error.effect if error is not None else Effect.RETRY
     scope = error.scope if error is not None else Scope.MESSAGE
+    if error is not None and refused_for_bsuid(error):
+        return _bsuid_refused(failure, error)
     if effect == Effect.KNOCK:
-        if knock:
-            # A knock refused with 131047 is never a window question (a template
+        if kind.templated:
+            # A template refused with 131047 is never a window question (a template
             # needs no window): retried after the backoff, and it counts.
             return Consequence(
-                Step.RETRY, scope, counts_attempt=True, retry_after=retry_delay(attempts, settings)
+                Step.RETRY, scope, counts_attempt=True, retry_after=_backoff(failure, settings)
             )
         return Consequence(Step.KNOCK, scope)
     if effect == Effect.PAUSE:
         # The alert is the pause's own episode (delivery/pause.py), not one per refusal.
         return Consequence(
-            Step.PAUSE, scope, retry_after=0.0 if synchronous else ASYNC_RETRY_SECONDS
+            Step.PAUSE, scope, retry_after=0.0 if failure.synchronous else ASYNC_RETRY_SECONDS
         )
     if effect == Effect.ABANDON and isinstance(error, RecipientUnreachable):
         return Consequence(
@@ -103,72 +139,145 @@ def consequence_of(
             scope,
             abandon_reason=error.abandon_reason,
             opts_out=isinstance(error, RecipientOptedOut),
-            alert=Alert(
-                f"recipient:{person_id}",
-                AlertSeverity.WARNING,
-                f"Person {person_id} cannot receive WhatsApp messages ({error}); "
-                f"document {document_id} abandoned.",
-                {"code": error.code, "document_id": document_id, "person_id": person_id},
-            ),
+            knock_spent=True,
+            alert=_unreachable_alert(failure, error),
         )
     if effect == Effect.HOLD_TEMPLATE:
         assert error is not None
-        # The hook for the template's own lifecycle: the scope says "template",
-        # the engine records the hold on the document (last error, next attempt)
-        # and only knocks wait; in-window deliveries need no template.
-        return Consequence(
-            Step.HOLD_TEMPLATE,
-            scope,
-            retry_after=TEMPLATE_HOLD_SECONDS,
-            alert=Alert(
-                f"template_refused:{error.code}",
-                AlertSeverity.WARNING,
-                f"A knock's template was refused ({error}); knocks wait and are tried "
-                f"again every {TEMPLATE_HOLD_SECONDS / 60:.0f} min, in-window deliveries go on.",
-                {"code": error.code, "document_id": document_id},
-            ),
-        )
+        return _template_refused(failure, error, settings)
     if effect == Effect.HOLD:
         if isinstance(error, EcosystemHold):
             # 131049: the platform asks for a day. A withheld knock counts (the
             # person's knock is spent); a withheld chunk does not.
+            knock = kind is MessageKind.KNOCK
             return Consequence(
-                Step.RETRY, scope, retry_after=ECOSYSTEM_RETRY_SECONDS, counts_attempt=knock
+                Step.RETRY,
+                scope,
+                retry_after=ECOSYSTEM_RETRY_SECONDS,
+                counts_attempt=knock,
+                knock_spent=knock,
             )
         if isinstance(error, PairRateLimited):
             return Consequence(Step.RETRY, scope, retry_after=_jitter(PAIR_RATE_RETRY_SECONDS))
     if effect == Effect.SLOW:
-        if not synchronous:
+        if not failure.synchronous:
             return Consequence(Step.RETRY, scope, retry_after=ASYNC_RETRY_SECONDS)
         return Consequence(
             Step.RETRY, scope, retry_after=_jitter(THROUGHPUT_PAUSE_SECONDS), slows_sender=True
         )
     # This message's own trouble: the attempt counts, refused at once or failed
-    # after acceptance, so a document that keeps failing ends abandoned.
-    if attempts >= settings.max_attempts:
-        return Consequence(
-            Step.ABANDON,
-            scope,
-            counts_attempt=True,
-            abandon_reason=AbandonReason.MAX_ATTEMPTS,
-            alert=Alert(
-                f"max_attempts:{document_id}",
-                AlertSeverity.WARNING,
-                f"Document {document_id} abandoned after {attempts} attempts: {error}",
-                {"document_id": document_id, "code": error.code if error else None},
-            ),
-        )
+    # after acceptance, so a document that keeps failing ends abandoned (at_limit).
     return Consequence(
-        Step.RETRY,
-        scope,
-        counts_attempt=True,
-        retry_after=retry_delay(attempts, settings),
+        Step.RETRY, scope, counts_attempt=True, retry_after=_backoff(failure, settings)
+    )
+
+
+def at_limit(
+    consequence: Consequence,
+    *,
+    document_id: int,
+    attempts: int,
+    last_error: str,
+    code: int | None,
+    settings: DeliverySettings,
+) -> Consequence:
+    """``DELIVERY_MAX_ATTEMPTS``, applied here alone: a consequence that counted the
+    document's ``attempts``-th attempt abandons it at the limit (``max_attempts``),
+    and ops is told; below the limit, or not counted, it stands."""
+    if not consequence.counts_attempt or attempts < settings.max_attempts:
+        return consequence
+    return dataclasses.replace(
+        consequence,
+        step=Step.ABANDON,
+        abandon_reason=AbandonReason.MAX_ATTEMPTS,
+        alert=Alert(
+            f"max_attempts:{document_id}",
+            AlertSeverity.WARNING,
+            f"Document {document_id} abandoned after {attempts} attempts: {last_error}",
+            {"document_id": document_id, "code": code},
+        ),
     )
 
 
 def retry_delay(attempts: int, settings: DeliverySettings) -> float:
     """The backoff before a document's next try, after ``attempts`` failed tries."""
     return backoff_seconds(attempts, settings.backoff_base_seconds, settings.backoff_max_seconds)
+
+
+def _backoff(failure: Failure, settings: DeliverySettings) -> float:
+    """How long a counted failure waits: the backoff; a knock that failed after it
+    was accepted, a minute (its documents were waiting on the person meanwhile)."""
+    if failure.kind is MessageKind.KNOCK and not failure.synchronous:
+        return ASYNC_RETRY_SECONDS
+    return retry_delay(failure.attempts, settings)
+
+
+def _bsuid_refused(failure: Failure, error: CloudApiError) -> Consequence:
+    """131062 (delivery/identity.py): a knock waits for the person to write, no knock
+    counted; a text that a BSUID cannot take means they cannot take our documents."""
+    knock = failure.kind is MessageKind.KNOCK
+    alert = bsuid_alert(failure.person_id, failure.document_id, error, knock=knock)
+    if knock:
+        return Consequence(Step.WAIT_FOR_PERSON, error.scope, alert=alert)
+    return Consequence(
+        Step.ABANDON,
+        error.scope,
+        abandon_reason=AbandonReason.UNDELIVERABLE,
+        knock_spent=True,
+        alert=alert,
+    )
+
+
+def _unreachable_alert(failure: Failure, error: RecipientUnreachable) -> Alert:
+    person_id, document_id = failure.person_id, failure.document_id
+    return Alert(
+        f"recipient:{person_id}",
+        AlertSeverity.WARNING,
+        f"Person {person_id} cannot receive WhatsApp messages ({error}); "
+        f"document {document_id} abandoned.",
+        {"code": error.code, "document_id": document_id, "person_id": person_id},
+    )
+
+
+def _template_refused(
+    failure: Failure, error: CloudApiError, settings: DeliverySettings
+) -> Consequence:
+    """The template itself was refused (paused, disabled, its parameters): it is
+    avoided fleet-wide for ``template_recheck_seconds`` (``completer``). A knock
+    fails over to the next template of its locale at once; any other send that
+    named it waits that long; in-window deliveries, which need no template, go on."""
+    hold = settings.template_recheck_seconds
+    if failure.kind is MessageKind.KNOCK:
+        assert failure.template is not None  # a knock names its template
+        name, language = failure.template
+        what = (
+            f"refused the knock template {name} ({language}): {error}"
+            if failure.synchronous
+            else f"failed a knock on template {name} ({language}) after accepting it: {error}"
+        )
+        return Consequence(
+            Step.NEXT_TEMPLATE,
+            error.scope,
+            alert=Alert(
+                f"knock_template:{name}:{language}:{error.code}",
+                AlertSeverity.ERROR,
+                f"WhatsApp {what}. Knocks fail over to the next template of the locale "
+                "(DELIVERY_KNOCK_TEMPLATES); in-window deliveries go on.",
+                {"template": name, "language": language, "code": error.code},
+            ),
+        )
+    return Consequence(
+        Step.HOLD_TEMPLATE,
+        error.scope,
+        retry_after=hold,
+        alert=Alert(
+            f"template_refused:{error.code}",
+            AlertSeverity.WARNING,
+            f"A send's template was refused ({error}); sends on it wait and are tried "
+            f"again every {hold / 60:.0f} min, in-window deliveries go on.",
+            {"code": error.code, "document_id": failure.document_id},
+        ),
+    )
 
 
 def _jitter(seconds: float) -> float:

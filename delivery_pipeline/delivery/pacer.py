@@ -66,7 +66,7 @@ CLOCK_SECONDS = 5.0
 # turn began, so a timer can fire up to about a millisecond before its time.
 # Sleeping again for what is left (a fraction of a millisecond: a timer of
 # zero) would take a sender through tens of timers and loop turns a slot
-# (docs/benchmarks.md, "pacer_wait"). A wait aims this far past its moment
+# (docs/benchmarks.md, "Pacer wait"). A wait aims this far past its moment
 # instead: never early, one wake nearly always, and late by about as much for
 # every slot, which keeps their spacing and spends a small part of the tolerance.
 TIMER_SLACK = 0.001

@@ -31,6 +31,7 @@ class Event(enum.StrEnum):
     HELD_QUIET = "held_quiet"  # the person's quiet hours: due when they end
     WAITED_TURN = "waited_turn"  # given back: another of the person's documents is being sent
     # Not about one document.
+    ACKNOWLEDGED = "acknowledged"  # the answer to a press of Later or Stop went
     UNKNOWN_OUTCOME = "unknown_outcome"  # a send whose answer never came
     STOPPED = "stopped"  # detail: why the whole sweep stopped
 

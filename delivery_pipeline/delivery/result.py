@@ -43,6 +43,8 @@ class SweepResult:
     # Held until the person's quiet hours end.
     held_quiet: int = 0
     due_again: int = 0
+    # Answers to presses of Later and Stop sent (delivery/acknowledgement.py).
+    acknowledged: int = 0
     abandoned: Counter[AbandonReason] = field(default_factory=Counter)
     send_errors: Counter[str] = field(default_factory=Counter)
     stopped_by: str | None = None
@@ -85,6 +87,8 @@ class SweepResult:
                 self.held_quiet += event.count
             case Event.UNKNOWN_OUTCOME:
                 self.unknown_outcomes += event.count
+            case Event.ACKNOWLEDGED:
+                self.acknowledged += event.count
             case Event.STOPPED:
                 self.stopped_by = self.stopped_by or event.detail
 

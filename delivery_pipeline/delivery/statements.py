@@ -16,9 +16,11 @@ from typing import Any
 from psycopg import AsyncConnection
 from psycopg_pool import AsyncConnectionPool
 
+from delivery_pipeline.delivery.completer import GOES_ON, Completed, Counted, Held, complete
 from delivery_pipeline.delivery.knock_status import failed_before_waiting
 from delivery_pipeline.delivery.ledger_writer import AdvanceRequest, BeginRequest, LedgerWriter
-from delivery_pipeline.delivery.pause import DEFAULT_REMINDER_SECONDS, pause_sender, resume_sender
+from delivery_pipeline.delivery.outcomes import Consequence, Failure, Step
+from delivery_pipeline.delivery.pause import DEFAULT_REMINDER_SECONDS, resume_sender
 from delivery_pipeline.model import AbandonReason, ChunkState
 from delivery_pipeline.settings import DEV_PHONE_NUMBER_ID, DeliverySettings, Guard
 from delivery_pipeline.store.queries import QUERIES
@@ -29,13 +31,11 @@ from delivery_pipeline.store.rows import (
     KnockReservation,
     LedgerEntry,
     OpenedKnock,
-    Paused,
     SendAllowed,
     SenderGate,
     TemplateHealth,
 )
 from delivery_pipeline.watch.alerts import Alert, record_alert
-from delivery_pipeline.whatsapp.errors import CloudApiError
 
 __all__ = ["Advance", "Claim", "DeliveryStore", "KnockReservation", "Ledger", "LedgerRow"]
 
@@ -156,37 +156,28 @@ class DeliveryStore:
 
     async def release(self, claim: Claim) -> None:
         async with self.pool.connection() as conn:
-            await QUERIES.release_claim.run(
-                conn, {"document_id": claim.document_id, "token": claim.token}
-            )
+            await _release(conn, claim)
 
     async def release_for_retry(
         self, claim: Claim, *, delay: float, counts_attempt: bool, error: str
     ) -> None:
         async with self.pool.connection() as conn:
-            await QUERIES.release_for_retry.one(
-                conn,
-                {
-                    "document_id": claim.document_id,
-                    "token": claim.token,
-                    "delay_seconds": delay,
-                    "attempt": int(counts_attempt),
-                    "error": error[:1000],
-                },
-            )
+            await _release_for_retry(conn, claim, delay, counts_attempt, error)
 
     async def abandon(self, claim: Claim, reason: AbandonReason, error: str) -> bool:
         async with self.pool.connection() as conn:
-            abandoned = await QUERIES.abandon_document.one(
+            return await _abandon(conn, claim, reason, error)
+
+    async def complete(self, claim: Claim, failure: Failure) -> Completed:
+        """Carry out a failed send of this claim's (``completer``), in one transaction."""
+        async with self.pool.connection() as conn, conn.transaction():
+            return await complete(
                 conn,
-                {
-                    "document_id": claim.document_id,
-                    "token": claim.token,
-                    "reason": reason,
-                    "error": error[:1000],
-                },
+                failure,
+                ClaimedDocument(claim),
+                self._settings,
+                reminder_seconds=self.reminder_seconds,
             )
-        return abandoned is not None
 
     # ── the ledger ─────────────────────────────────────────────────────
 
@@ -300,14 +291,6 @@ class DeliveryStore:
                 return False
         return row.awaiting_reply_since is not None
 
-    async def refuse_window(self, person_id: int, at: dt.datetime | None = None) -> None:
-        async with self.pool.connection() as conn:
-            await QUERIES.refuse_window.run(conn, {"person_id": person_id, "at": at})
-
-    async def opt_out(self, person_id: int) -> None:
-        async with self.pool.connection() as conn:
-            await QUERIES.person_opted_out.run(conn, {"person_id": person_id})
-
     # ── the sender ─────────────────────────────────────────────────────
 
     async def sender_paused(self) -> bool:
@@ -359,18 +342,6 @@ class DeliveryStore:
         assert allowed is not None  # an aggregate: one row
         return allowed
 
-    async def pause_sender(self, error: CloudApiError, reason: str, claim: Claim) -> Paused:
-        async with self.pool.connection() as conn:
-            return await pause_sender(
-                conn,
-                error,
-                reason,
-                document_id=claim.document_id,
-                settings=self._settings,
-                number=claim.phone_number_id,
-                reminder_seconds=self.reminder_seconds,
-            )
-
     async def resume_sender(self, send_started_at: dt.datetime, number: str) -> bool:
         async with self.pool.connection() as conn:
             return await resume_sender(conn, send_started_at, number, by="a send succeeded")
@@ -385,20 +356,6 @@ class DeliveryStore:
         async with self.pool.connection() as conn:
             return await QUERIES.template_health.all(
                 conn, {"names": [n for n, _ in choices], "languages": [lg for _, lg in choices]}
-            )
-
-    async def note_template_refused(
-        self, name: str, language: str, code: int, recheck_seconds: float
-    ) -> None:
-        async with self.pool.connection() as conn:
-            await QUERIES.note_template_refused.run(
-                conn,
-                {
-                    "name": name,
-                    "language": language,
-                    "code": code,
-                    "recheck_seconds": recheck_seconds,
-                },
             )
 
     async def open_knock(
@@ -469,3 +426,74 @@ class DeliveryStore:
 
 def _chunk(claim: Claim, index: int, callback: str) -> ChunkRef:
     return {"document_id": claim.document_id, "chunk_index": index, "callback_data": callback}
+
+
+@dataclass(frozen=True)
+class ClaimedDocument(Held):
+    """A document as its sender holds it, under its claim (``completer.Held``): what
+    is written of it needs the claim still ours; it goes on at once under the claim
+    (``completer.GOES_ON``) and, paused, is given back as it was (the pause decides
+    when it goes: the probe)."""
+
+    claim: Claim
+
+    @property
+    def number(self) -> str | None:
+        return self.claim.phone_number_id
+
+    @property
+    def probe_document(self) -> int | None:
+        return self.claim.document_id
+
+    async def give_back(
+        self, conn: AsyncConnection[Any], consequence: Consequence, error: str
+    ) -> list[Counted]:
+        if consequence.step in GOES_ON:
+            return []
+        if consequence.step is Step.PAUSE:
+            await _release(conn, self.claim)
+            return []
+        attempts = await _release_for_retry(
+            conn, self.claim, consequence.retry_after, consequence.counts_attempt, error
+        )
+        return [] if attempts is None else [Counted(self.claim.document_id, attempts)]
+
+    async def abandon(
+        self, conn: AsyncConnection[Any], reason: AbandonReason, error: str
+    ) -> list[int]:
+        return [self.claim.document_id] if await _abandon(conn, self.claim, reason, error) else []
+
+
+async def _release(conn: AsyncConnection[Any], claim: Claim) -> None:
+    await QUERIES.release_claim.run(conn, {"document_id": claim.document_id, "token": claim.token})
+
+
+async def _release_for_retry(
+    conn: AsyncConnection[Any], claim: Claim, delay: float, counts_attempt: bool, error: str
+) -> int | None:
+    """The document given back due after ``delay``; its attempts (None: the claim was lost)."""
+    return await QUERIES.release_for_retry.one(
+        conn,
+        {
+            "document_id": claim.document_id,
+            "token": claim.token,
+            "delay_seconds": delay,
+            "attempt": int(counts_attempt),
+            "error": error[:1000],
+        },
+    )
+
+
+async def _abandon(
+    conn: AsyncConnection[Any], claim: Claim, reason: AbandonReason, error: str
+) -> bool:
+    abandoned = await QUERIES.abandon_document.one(
+        conn,
+        {
+            "document_id": claim.document_id,
+            "token": claim.token,
+            "reason": reason,
+            "error": error[:1000],
+        },
+    )
+    return abandoned is not None

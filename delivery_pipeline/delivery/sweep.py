@@ -22,6 +22,7 @@ from typing import Any
 import psycopg
 from psycopg_pool import AsyncConnectionPool
 
+from delivery_pipeline.delivery.acknowledgement import Acknowledgements
 from delivery_pipeline.delivery.document import DocumentDelivery, FirstSend, GlobalStop
 from delivery_pipeline.delivery.pacer import Pacer, Pacers, SharedPacer
 from delivery_pipeline.delivery.pause import EVERY_NUMBER
@@ -75,6 +76,17 @@ class DeliveryEngine:
             )
 
         self.pacers = Pacers((lambda _number: pacer) if pacer is not None else shared)
+        # The answers owed to presses of Later and Stop, sent by the same means.
+        self.acknowledgements = Acknowledgements(
+            pool,
+            client,
+            self.pacers,
+            self.first_send,
+            settings.delivery,
+            numbers=frozenset(self.numbers),
+            default_number=settings.whatsapp.phone_number_id,
+            reminder_seconds=self.store.reminder_seconds,
+        )
 
     async def aclose(self) -> None:
         """Close what the engine opened itself (the pacers' and the ledger writer's
@@ -154,6 +166,8 @@ class Sweep:
         result = self.state.result
         if not await self._may_send():
             return result
+        if self.document_id is None and not await self._acknowledge():
+            return result
         if self.document_id is None and self.person_id is None:
             # A knock delivered and not answered: its one reminder, then no_reply
             # (the heartbeat does it too: nothing else wakes these documents).
@@ -205,6 +219,17 @@ class Sweep:
             self._database_lost(exc)
             return False
         return False
+
+    async def _acknowledge(self) -> bool:
+        """Answer the presses of Later and Stop owed now (first: they answer a press
+        the person just made); False: the sweep stopped."""
+        try:
+            await self.engine.acknowledgements.send_due(
+                self.state, person_id=self.person_id, number=self.number
+            )
+        except psycopg.OperationalError as exc:
+            self._database_lost(exc)
+        return not self.state.stop.is_set()
 
     async def _probe(self, token: uuid.UUID, scope: str) -> bool:
         """Deliver one document while ``scope`` is paused (every number, or one):

@@ -26,6 +26,7 @@ import httpx
 import psycopg
 
 from delivery_pipeline.backoff import backoff_seconds
+from delivery_pipeline.files.stored import ensure_file
 from delivery_pipeline.generation.generator import (
     DocumentSpec,
     GenerationError,
@@ -103,6 +104,10 @@ class GenerationResult:
     poked: int = 0
     poke_failed: int = 0
     awaiting_review: int = 0
+    # documents drawn as a file when their body was written (render_kinds), and
+    # those whose drawing failed (a sender draws them when it needs them)
+    files_rendered: int = 0
+    files_failed: int = 0
     stopped_by: str | None = None
     document_ids: list[int] = field(default_factory=list)
     # the documents whose generation failed this pass, for good or to retry
@@ -121,6 +126,8 @@ class GenerationResult:
             "poked": self.poked,
             "poke_failed": self.poke_failed,
             "awaiting_review": self.awaiting_review,
+            "files_rendered": self.files_rendered,
+            "files_failed": self.files_failed,
             "stopped_by": self.stopped_by,
             "document_ids": list(self.document_ids),
             "failed_ids": list(self.failed_ids),
@@ -141,9 +148,12 @@ def generate_pending(
     document_id: int | None = None,
     limit: int | None = None,
     review_kinds: Collection[str] = frozenset(),
+    render_kinds: Collection[str] = frozenset(),
 ) -> GenerationResult:
     """Generate what is due (optionally one document, at most ``limit``). A document of
-    one of ``review_kinds`` (``DELIVERY_REVIEW_KINDS``) awaits review instead of delivery."""
+    one of ``review_kinds`` (``DELIVERY_REVIEW_KINDS``) awaits review instead of delivery;
+    one of ``render_kinds`` is drawn as a file too, before delivery is poked
+    (``files.stored``: here, off the send path, at the pace of generation)."""
     policy = policy or GenerationSettings()
     result = GenerationResult()
     with connect(database_url) as conn:
@@ -170,11 +180,12 @@ def generate_pending(
             if not rows:
                 break
             result.claimed += len(rows)
+            kinds = _Kinds(review_kinds, render_kinds)
             for row in rows:
                 if result.stopped_by is not None:
                     _give_back(conn, row.id, token, policy, "not attempted: " + result.stopped_by)
                     continue
-                _generate_one(conn, row, token, generator, policy, poke, review_kinds, result)
+                _generate_one(conn, row, token, generator, policy, poke, kinds, result)
         if result.stopped_by is not None:
             QUERIES.pause_generation.all(
                 conn, {"delay_seconds": policy.misconfigured_pause_seconds}
@@ -194,7 +205,7 @@ def _generate_one(
     generator: Generator,
     policy: GenerationSettings,
     poke: SweepPoke | None,
-    review_kinds: Collection[str],
+    kinds: _Kinds,
     result: GenerationResult,
 ) -> None:
     spec = DocumentSpec(
@@ -230,7 +241,7 @@ def _generate_one(
                 "document_id": row.id,
                 "token": token,
                 "body": body,
-                "needs_review": row.kind in review_kinds,
+                "needs_review": row.kind in kinds.review,
             },
         )
     except psycopg.DataError as exc:  # whatever else the database cannot take as text
@@ -248,11 +259,33 @@ def _generate_one(
         # Nothing to deliver until a reviewer approves; the approval pokes.
         result.awaiting_review += 1
         return
+    if row.kind in kinds.render and stored.abandoned_at is None:
+        _draw_file(conn, row.id, result)
     if poke is not None and stored.abandoned_at is None:
         if poke(row.id):
             result.poked += 1
         else:
             result.poke_failed += 1
+
+
+@dataclass(frozen=True)
+class _Kinds:
+    """The kinds a reviewer approves first, and those drawn as a file too."""
+
+    review: Collection[str]
+    render: Collection[str]
+
+
+def _draw_file(conn: psycopg.Connection[Any], document_id: int, result: GenerationResult) -> None:
+    """Draw the document's file now; a failure is logged and counted, never raised: the
+    body is stored, and a sender that needs the file draws it then."""
+    try:
+        ensure_file(conn, document_id)
+    except Exception:
+        log.exception("document %s: drawing its file failed; a sender will draw it", document_id)
+        result.files_failed += 1
+    else:
+        result.files_rendered += 1
 
 
 def _storable(body: str) -> str:

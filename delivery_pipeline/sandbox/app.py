@@ -21,6 +21,7 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from contextvars import ContextVar
 from typing import Any
+from urllib.parse import quote
 
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -31,6 +32,11 @@ from starlette.types import Receive, Scope, Send
 from delivery_pipeline.model import bsuid, e164
 from delivery_pipeline.sandbox.arrival import arrival_of
 from delivery_pipeline.sandbox.config import RUNTIME_KEYS, SandboxConfig
+from delivery_pipeline.sandbox.documents import listing
+from delivery_pipeline.sandbox.media import Media, MediaStore, read_upload
+from delivery_pipeline.sandbox.presence import DEFAULT_TTL_SECONDS, Held, release, settle
+from delivery_pipeline.sandbox.reads import is_read_mark, mark_read
+from delivery_pipeline.sandbox.refusals import Refusal
 from delivery_pipeline.sandbox.state import ForcedRefusal, Person, SandboxState, iso, new_wamid
 from delivery_pipeline.sandbox.templates import DETAILS as template_details
 from delivery_pipeline.sandbox.templates import TITLES as template_titles
@@ -43,7 +49,6 @@ from delivery_pipeline.sandbox.validation import (
     REENGAGEMENT_DETAILS,
     UNREACHABLE_DETAILS,
     Outgoing,
-    Refusal,
     details,
     validate_send,
 )
@@ -81,6 +86,7 @@ class Sandbox:
         self.rng = random.Random(config.seed)
         self.outbox = WebhookOutbox(lambda: self.config, lambda: self.state.stats)
         self.templates = TemplateBook()
+        self.media = MediaStore()
 
     def chance(self, rate: float) -> bool:
         """A seeded draw; no draw at all when the rate is 0 so other draws stay reproducible."""
@@ -96,6 +102,7 @@ class Sandbox:
         self.rng = random.Random(self.config.seed)
         self.state.reset()
         self.templates.reset()
+        self.media.reset()
         self.outbox.forget()
 
     def latency_seconds(self) -> float:
@@ -118,6 +125,10 @@ class Sandbox:
             raise Refusal(forced.code, details(forced.code), http_status=_http_status(forced.code))
         # Each business number has its own limit, counted on its own window.
         number = message.phone_number_id or config.phone_number_id
+        attachment = message.attachment
+        media = None
+        if attachment is not None and attachment.media_id is not None:
+            media = self.media.usable(attachment.media_id, number, attachment.where, now)
         window = state.number_window(number)
         limit = config.limit_of(number)
         # Held at most this long between arrival and decision (the latency, a
@@ -158,6 +169,8 @@ class Sandbox:
             if config.refusal_mode == "sync":
                 raise Refusal(131047, REENGAGEMENT_DETAILS)
             failure = 131047
+        elif attachment is not None and attachment.link is not None:
+            failure = 131053  # the sandbox fetches no URL
 
         state.accepted_recently.add(arrived)
         window.add(arrived)
@@ -171,12 +184,19 @@ class Sandbox:
         if failure is None:
             # When its request arrived (the moment the limit counts), on the wall clock.
             arrived_at = now - (monotonic - arrived)
-            person.inbox.append(_inbox_record(message, wamid, now, arrived_at))
+            record = _inbox_record(message, wamid, now, arrived_at, media)
             price = pricing(message, in_window=in_window, service_billable=config.service_billable)
-            state.stats.messages_by_category[price["category"]] += 1
-            if price["billable"]:
-                state.stats.billable_by_category[price["category"]] += 1
-            self._emit_statuses(message, wamid, price)
+            conversation = new_conversation_id()
+            if person.online:
+                self._deliver(person, message, wamid, record, price, conversation)
+            else:
+                ttl = (life.ttl_seconds if life else None) or (
+                    message.template.ttl_seconds if message.template else None
+                )
+                expires = now + (ttl or DEFAULT_TTL_SECONDS)
+                person.held.append(Held(message, wamid, record, price, conversation, expires))
+                state.stats.held += 1
+                self._emit_statuses(message, wamid, price, conversation, ("sent",))
         else:
             state.stats.refused_async += 1
             state.failures.append(
@@ -240,14 +260,60 @@ class Sandbox:
             "webhooks": [f for f, _ in posts] if data.get("webhook", True) else [],
         }
 
-    def _emit_statuses(self, message: Outgoing, wamid: str, price: dict[str, Any]) -> None:
+    def _deliver(
+        self,
+        person: Person,
+        message: Outgoing,
+        wamid: str,
+        record: dict[str, Any],
+        price: dict[str, Any],
+        conversation: str,
+        *,
+        sent: bool = True,
+    ) -> None:
+        """The message reaches the phone: its inbox, the bill, its statuses (``sent``
+        too unless it was posted when the message was held)."""
+        stats = self.state.stats
+        person.inbox.append({**record, "seq": self.state.next_seq()})
+        stats.messages_by_category[price["category"]] += 1
+        if price["billable"]:
+            stats.billable_by_category[price["category"]] += 1
+        names = ["sent", "delivered"] if sent else ["delivered"]
+        if self.chance(self.config.read_rate):
+            names.append("read")
+        self._emit_statuses(message, wamid, price, conversation, tuple(names))
+
+    def set_presence(self, person: Person, online: bool) -> None:
+        """The phone is switched on (what it holds arrives, what expired is dropped) or off."""
+        person.online = online
+        if not online:
+            return
+        now = time.time()
+        dropped = len(person.dropped)
+        for held in release(person, now):
+            record = {**held.record, "delivered": iso(now)}
+            self._deliver(
+                person, held.message, held.wamid, record, held.price, held.conversation, sent=False
+            )
+        self.state.stats.dropped_ttl += len(person.dropped) - dropped
+
+    def settle_held(self, now: float) -> None:
+        """Drop every held message whose time to live passed (no webhook: only counted)."""
+        for person in self.state.people.values():
+            if person.held:
+                self.state.stats.dropped_ttl += settle(person, now)
+
+    def _emit_statuses(
+        self,
+        message: Outgoing,
+        wamid: str,
+        price: dict[str, Any],
+        conversation: str,
+        names: tuple[str, ...],
+    ) -> None:
         config = self.config
         if not (config.statuses_enabled and config.webhook_url):
             return
-        names = ["sent", "delivered"]
-        if self.chance(config.read_rate):
-            names.append("read")
-        conversation = new_conversation_id()
 
         def builder(name: str) -> Callable[[], dict[str, Any]]:
             return lambda: status_value(message, wamid, name, conversation, price)
@@ -354,7 +420,9 @@ def _http_status(code: int) -> int:
     return 400
 
 
-def _inbox_record(message: Outgoing, wamid: str, now: float, arrived_at: float) -> dict[str, Any]:
+def _inbox_record(
+    message: Outgoing, wamid: str, now: float, arrived_at: float, media: Media | None
+) -> dict[str, Any]:
     record: dict[str, Any] = {
         "id": wamid,
         "to": message.to,
@@ -375,6 +443,17 @@ def _inbox_record(message: Outgoing, wamid: str, now: float, arrived_at: float) 
             ]
     else:
         record["text"] = message.body
+    if message.attachment is not None:
+        record["document"] = {
+            "id": message.attachment.media_id,
+            "link": message.attachment.link,
+            "filename": message.attachment.filename,
+            "caption": message.attachment.caption,
+            "mime_type": media.mime_type if media else None,
+            "size": len(media.content) if media else None,
+        }
+        if message.type == "document":
+            record["text"] = message.attachment.caption or ""
     record["time"] = iso(now)
     record["arrived"] = iso(arrived_at)
     record["callback_data"] = message.callback_data
@@ -528,6 +607,12 @@ async def send_message(request: Request) -> Response:
     delay = sandbox.latency_seconds()
     if delay > 0:
         await asyncio.sleep(delay)
+    if is_read_mark(payload):
+        try:
+            mark_read(sandbox.state, payload, request.path_params["phone_number_id"], time.time())
+        except Refusal as refusal:
+            return _error(refusal)
+        return JSONResponse({"success": True})
     try:
         message = dataclasses.replace(
             validate_send(payload, sandbox.config),
@@ -560,6 +645,36 @@ async def send_message(request: Request) -> Response:
         sandbox.state.stats.stalled += 1
         return StalledResponse(body, sandbox.config.stall_ms / 1000)
     return JSONResponse(body)
+
+
+async def upload_media(request: Request) -> Response:
+    """``POST /{version}/{phone_number_id}/media``: a file for that number (sandbox/media.py)."""
+    sandbox = _sandbox(request)
+    refused = _identity_refusal(request, "post")
+    if refused is not None:
+        return _error(refused)
+    number = request.path_params["phone_number_id"]
+    config = sandbox.config
+    delay = sandbox.latency_seconds()
+    if delay > 0:
+        await asyncio.sleep(delay)
+    try:
+        fields, file = await read_upload(request)
+        forced = sandbox.state.forced_refusal("", "media", number)
+        if forced is not None:
+            raise Refusal(forced.code, details(forced.code), http_status=_http_status(forced.code))
+        media = sandbox.media.upload(
+            number,
+            fields,
+            file,
+            ttl_seconds=config.media_ttl_seconds,
+            max_bytes=config.media_max_bytes,
+            now=time.time(),
+        )
+    except Refusal as refusal:
+        sandbox.state.stats.rejected[refusal.code] += 1
+        return _error(refusal)
+    return JSONResponse({"id": media.id})
 
 
 def _injected_5xx(rng: random.Random) -> Refusal:
@@ -680,6 +795,7 @@ async def person_detail(request: Request) -> Response:
     if number is None:
         return _control_error("the number must be E.164, e.g. +15551234567")
     sandbox = _sandbox(request)
+    sandbox.settle_held(time.time())
     person = sandbox.state.people.get(number) or Person(number)
     return JSONResponse(_described(sandbox, person, time.time()))
 
@@ -735,7 +851,9 @@ async def template_life(request: Request) -> Response:
         return JSONResponse(sandbox.templates.life(name, language).view(name, language))
     data = await _json_object(request)
     if data is None:
-        return _control_error("body must be a JSON object (see README: sandbox templates)")
+        return _control_error(
+            "body must be a JSON object (see docs/reference/sandbox.md, Templates)"
+        )
     try:
         return JSONResponse(sandbox.change_template(name, language, data))
     except ValueError as exc:
@@ -743,12 +861,45 @@ async def template_life(request: Request) -> Response:
 
 
 async def templates(request: Request) -> Response:
-    return JSONResponse(_sandbox(request).templates.known())
+    sandbox = _sandbox(request)
+    return JSONResponse(listing(sandbox.config.templates, sandbox.templates))
+
+
+async def person_presence(request: Request) -> Response:
+    """``POST /_sandbox/people/{number}/presence {"online": false}``: the phone is off,
+    what is sent to it is held; ``true``: it is back (sandbox/presence.py)."""
+    number = _number(request)
+    data = await _json_object(request)
+    online = data.get("online") if data else None
+    if number is None:
+        return _control_error("the number must be E.164, e.g. +15551234567")
+    if not isinstance(online, bool):
+        return _control_error('body must be {"online": true|false}')
+    sandbox = _sandbox(request)
+    person = sandbox.state.person(number)
+    sandbox.set_presence(person, online)
+    return JSONResponse(_described(sandbox, person, time.time()))
+
+
+async def media_list(request: Request) -> Response:
+    return JSONResponse(_sandbox(request).media.listing(time.time()))
+
+
+async def media_content(request: Request) -> Response:
+    """``GET /_sandbox/media/{media_id}``: the uploaded file's bytes, as uploaded."""
+    media = _sandbox(request).media.get(request.path_params["media_id"])
+    if media is None:
+        return _control_error(f"no media {request.path_params['media_id']!r}", status=404)
+    disposition = f"attachment; filename*=UTF-8''{quote(media.filename)}"
+    return Response(
+        media.content, media_type=media.mime_type, headers={"Content-Disposition": disposition}
+    )
 
 
 _REFUSAL_BODY = (
     'body must be {"code": <int>, "mode"?: "sync"|"async", "to"?: "+E164", '
-    '"type"?: "text"|"template", "count"?: <int >= 1> | null, "phone_number_id"?: "<id>"}'
+    '"type"?: "text"|"template"|"document"|"media", "count"?: <int >= 1> | null, '
+    '"phone_number_id"?: "<id>"}'
 )
 
 
@@ -770,7 +921,7 @@ async def refusals(request: Request) -> Response:
             or isinstance(code, bool)
             or mode not in ("sync", "async")
             or (to is not None and (not isinstance(to, str) or e164(to) != to))
-            or kind not in (None, "text", "template")
+            or kind not in (None, "text", "template", "document", "media")
             or (count is not None and (not isinstance(count, int) or count < 1))
             or (sender is not None and not isinstance(sender, str))
         ):
@@ -805,6 +956,7 @@ async def faults(request: Request) -> Response:
 
 async def stats(request: Request) -> Response:
     sandbox = _sandbox(request)
+    sandbox.settle_held(time.time())
     return JSONResponse(sandbox.state.stats_view(time.monotonic(), sandbox.outbox.pending))
 
 
@@ -851,6 +1003,7 @@ def create_app(config: SandboxConfig | None = None) -> Starlette:
         Route("/_sandbox/people/{number}/unreachable", person_unreachable, methods=["POST"]),
         Route("/_sandbox/people/{number}/number", person_number, methods=["POST"]),
         Route("/_sandbox/people/{number}/press", person_presses, methods=["POST"]),
+        Route("/_sandbox/people/{number}/presence", person_presence, methods=["POST"]),
         Route("/_sandbox/people/{number}", person_detail, methods=["GET"]),
         Route("/_sandbox/inboxes", inboxes, methods=["GET"]),
         Route("/_sandbox/templates", templates, methods=["GET"]),
@@ -861,7 +1014,10 @@ def create_app(config: SandboxConfig | None = None) -> Starlette:
         Route("/_sandbox/failures", failures, methods=["GET"]),
         Route("/_sandbox/reset", reset, methods=["POST"]),
         Route("/_sandbox/ops", ops, methods=["GET", "POST"]),
+        Route("/_sandbox/media", media_list, methods=["GET"]),
+        Route("/_sandbox/media/{media_id}", media_content, methods=["GET"]),
         Route("/{version}/{phone_number_id}/messages", send_message, methods=["POST"]),
+        Route("/{version}/{phone_number_id}/media", upload_media, methods=["POST"]),
         # Last: every GET /_sandbox/… above would match it too.
         Route("/{version}/{phone_number_id}", phone_number, methods=["GET"]),
     ]

@@ -16,6 +16,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from delivery_pipeline.sandbox.document_templates import DOCUMENT_TEMPLATE_SPECS
 from delivery_pipeline.sandbox.knock_templates import KNOCK_BUTTON_SPECS
 from delivery_pipeline.settings import (
     DEV_ACCESS_TOKEN,
@@ -32,7 +33,8 @@ Duration = Annotated[float, Field(ge=0)]
 
 @dataclass(frozen=True)
 class Template:
-    """An approved template: name + language, a fixed text with ``{{n}}`` body parameters."""
+    """An approved template: name + language, a fixed text with ``{{n}}`` body parameters
+    (or ``{{name}}``, when it names them: ``parameter_names``)."""
 
     name: str
     language: str
@@ -40,11 +42,18 @@ class Template:
     param_count: int
     # Quick-reply buttons' texts, in order (a press comes back as a ``button`` message).
     buttons: tuple[str, ...] = ()
+    # A header the send fills in: "DOCUMENT" (a file chosen per send), or none.
+    header: str | None = None
+    # Named body parameters, in the order the send's values are kept (sandbox/documents.py).
+    parameter_names: tuple[str, ...] = ()
+    # message_send_ttl_seconds: an undelivered message is dropped after it (None: 30 days).
+    ttl_seconds: int | None = None
 
     def render(self, parameters: list[str]) -> str:
         text = self.text
-        for index, value in enumerate(parameters, start=1):
-            text = text.replace("{{" + str(index) + "}}", value)
+        keys = self.parameter_names or [str(i) for i in range(1, len(parameters) + 1)]
+        for key, value in zip(keys, parameters, strict=False):
+            text = text.replace("{{" + key + "}}", value)
         return text
 
 
@@ -87,8 +96,13 @@ DEFAULT_TEMPLATES: tuple[Template, ...] = (
         "{{1}}, o que você pediu está esperando por você. Responda para recebê-lo.",
         1,
     ),
-    # The knock with buttons (README: the template to submit), {{2}}: how many wait.
+    # The knock with buttons (docs/how-to/whatsapp.md), {{2}}: how many wait.
     *(Template(*spec) for spec in KNOCK_BUTTON_SPECS),
+    # Templates that carry the document itself as a file (DOCUMENT header).
+    *(
+        Template(name, language, text, len(names), (), "DOCUMENT", names, ttl)
+        for name, language, text, names, ttl in DOCUMENT_TEMPLATE_SPECS
+    ),
 )
 
 
@@ -145,6 +159,11 @@ class SandboxConfig(BaseModel):
     # message types ("text", "template") refused with 131062 when addressed to a
     # business-scoped user id (``recipient``)
     bsuid_refused_types: tuple[Literal["text", "template"], ...] = ()
+
+    # Media (sandbox/media.py): how long an uploaded media id lasts, the largest file
+    # taken (documents: 100 MB on the platform)
+    media_ttl_seconds: Duration = 30 * 24 * 3600.0
+    media_max_bytes: int = Field(100 * 1024 * 1024, ge=1)
 
     def serves(self, phone_number_id: str) -> bool:
         """Is this a number the token may send from?"""

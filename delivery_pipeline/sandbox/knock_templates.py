@@ -1,9 +1,10 @@
-"""The knock template with quick-reply buttons, as submitted for approval (README).
+"""The knock template with quick-reply buttons, as submitted for approval
+(docs/how-to/whatsapp.md, "The knock template to submit").
 
 One per language: ``{{1}}`` the person's name, ``{{2}}`` how many documents wait
 (``delivery.knock.waiting_phrase``), and the buttons *Send it* / *Later* /
 *Stop* in the person's language. The sandbox knows them as approved templates;
-the README shows the same text to submit to Meta.
+that page shows the same text to submit to Meta.
 """
 
 from __future__ import annotations

@@ -56,6 +56,14 @@ class Person:
     """None, or how sends to this phone fail with 131026: "sync" or "async"."""
 
     username: str | None = None
+    online: bool = True
+    """False: the phone is off; what is sent to it is held (sandbox/presence.py)."""
+    held: list[Any] = field(default_factory=list)
+    """presence.Held messages, in the order they were sent."""
+    dropped: list[dict[str, Any]] = field(default_factory=list)
+    """Held messages whose time to live passed: dropped without a webhook."""
+    marks: list[dict[str, Any]] = field(default_factory=list)
+    """Read marks (with or without a typing indicator) of their messages (sandbox/reads.py)."""
 
     @property
     def phone(self) -> str | None:
@@ -87,6 +95,10 @@ class Person:
             "received": len(self.inbox),
             "unreachable": self.unreachable,
             "written": self.written,
+            "online": self.online,
+            "held": [held.describe() for held in self.held],
+            "dropped": self.dropped,
+            "read_marks": self.marks,
         }
 
 
@@ -144,6 +156,8 @@ class Stats:
     stalled: int = 0
     throttled: int = 0
     paced: int = 0
+    held: int = 0  # accepted for a phone that was off
+    dropped_ttl: int = 0  # held past their time to live: dropped, no webhook
     inbound: int = 0
     webhooks_posted: int = 0
     webhooks_failed: int = 0
@@ -171,6 +185,11 @@ class SandboxState:
         self.accepted_by_number: dict[str, SlidingWindowCounter] = {}
         self.pair_limiter = PairRateLimiter()
         self.started_at = time.monotonic()
+        # Orders every inbox record and read mark of the run (``seq``).
+        self._sequence = itertools.count(1)
+
+    def next_seq(self) -> int:
+        return next(self._sequence)
 
     def number_window(self, phone_number_id: str) -> SlidingWindowCounter:
         window = self.accepted_by_number.get(phone_number_id)
@@ -230,6 +249,8 @@ class SandboxState:
             "stalled": s.stalled,
             "throttled": s.throttled,
             "paced": s.paced,
+            "held": s.held,
+            "dropped_ttl": s.dropped_ttl,
             "inbound": s.inbound,
             "people": len(self.people),
             "messages_per_second": self.accepted_recently.count(now),

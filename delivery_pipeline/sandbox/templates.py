@@ -13,7 +13,10 @@ sends of the template behave as the platform's do:
 * ``pacing`` ``fail``: accepted, ``sent``, then failed (``pacing_code``,
   131049 by default); ``drop``: accepted, ``sent``, and nothing more ever;
 * ``fail_code``: every send accepted and then failed with that code (an
-  asynchronous knock failure on demand), or refused with it (``mode`` sync).
+  asynchronous knock failure on demand), or refused with it (``mode`` sync);
+* ``message_send_ttl_seconds``: the template's time to live, as an edit of it on
+  the platform sets it (``presence``: a message not delivered by then is
+  dropped, with no webhook).
 """
 
 from __future__ import annotations
@@ -68,6 +71,8 @@ class TemplateLife:
     pacing_code: int = ECOSYSTEM
     fail_code: int | None = None
     pauses: int = 0
+    # message_send_ttl_seconds set by a control (None: the template's own, if any)
+    ttl_seconds: int | None = None
 
     def view(self, name: str, language: str) -> dict[str, Any]:
         return {"name": name, "language": language, **asdict(self)}
@@ -128,6 +133,12 @@ class TemplateBook:
             code = data.get(key)
             if code is not None and (not isinstance(code, int) or isinstance(code, bool)):
                 raise ValueError(f"{key} must be an integer error code or null")
+        ttl = data.get("message_send_ttl_seconds")
+        if ttl is not None and (not isinstance(ttl, int) or isinstance(ttl, bool) or ttl < 1):
+            # The platform takes 30-43,200 s for utility; shorter here, so a test waits less.
+            raise ValueError("message_send_ttl_seconds must be a whole number of seconds >= 1")
+        if "message_send_ttl_seconds" in data:
+            life.ttl_seconds = ttl
         base = {
             "message_template_id": life.template_id,
             "message_template_name": name,
@@ -194,6 +205,7 @@ _KEYS = frozenset(
         "pacing",
         "pacing_code",
         "fail_code",
+        "message_send_ttl_seconds",
         "webhook",
     }
 )

@@ -2,33 +2,21 @@
 
 from __future__ import annotations
 
-import secrets
 from dataclasses import dataclass, field
 from typing import Any
 
 from delivery_pipeline.model import bsuid, e164
 from delivery_pipeline.sandbox.config import SandboxConfig, Template
+from delivery_pipeline.sandbox.documents import (
+    Attachment,
+    document_header,
+    document_message,
+    named_values,
+)
+from delivery_pipeline.sandbox.refusals import Refusal
 
 TEXT_BODY_MAX = 4096
 CALLBACK_DATA_MAX = 512
-
-TITLES: dict[int, str] = {
-    2: "Service temporarily unavailable",
-    100: "Invalid parameter",
-    190: "Invalid OAuth access token",
-    130429: "Rate limit hit",
-    131000: "Something went wrong",
-    131009: "Parameter value is not valid",
-    131026: "Receiver is incapable of receiving this message",
-    131047: "Re-engagement message",
-    131051: "Unsupported message type",
-    131056: "(Business Account, Consumer Account) pair rate limit hit",
-    132000: "Number of parameters does not match the expected number of params",
-    132001: "Template name does not exist in the translation",
-    132012: "Parameter format does not match format in the created template",
-    131062: "Business-scoped user ID not supported for this message type",
-    132018: "There was an issue with the parameters in your template.",
-}
 
 REENGAGEMENT_DETAILS = (
     "Message failed to send because more than 24 hours have passed since the customer "
@@ -37,53 +25,16 @@ REENGAGEMENT_DETAILS = (
 
 UNREACHABLE_DETAILS = "Message Undeliverable."
 
-DETAILS: dict[int, str] = {131047: REENGAGEMENT_DETAILS, 131026: UNREACHABLE_DETAILS}
-
-
-def title(code: int) -> str:
-    """The error's title as the platform words it (a forced code without one: generic)."""
-    return TITLES.get(code, f"Error {code} (forced by the sandbox)")
+DETAILS: dict[int, str] = {
+    131047: REENGAGEMENT_DETAILS,
+    131026: UNREACHABLE_DETAILS,
+    131053: "Downloading media from weblink failed: the sandbox fetches no URL; upload the "
+    "file and send its id.",
+}
 
 
 def details(code: int) -> str:
     return DETAILS.get(code, f"The sandbox was told to answer {code}.")
-
-
-"""The ``error_data.details`` of the errors that can also arrive asynchronously."""
-
-
-class Refusal(Exception):
-    """A synchronous Cloud API error: HTTP status plus a Meta error object."""
-
-    def __init__(
-        self,
-        code: int,
-        details: str,
-        *,
-        http_status: int = 400,
-        message: str | None = None,
-        error_type: str = "OAuthException",
-        subcode: int | None = None,
-    ) -> None:
-        super().__init__(f"({code}) {details}")
-        self.code = code
-        self.details = details
-        self.http_status = http_status
-        self.message = message or title(code)
-        self.error_type = error_type
-        self.subcode = subcode
-
-    def body(self) -> dict[str, Any]:
-        error: dict[str, Any] = {
-            "message": self.message,
-            "type": self.error_type,
-            "code": self.code,
-            "error_data": {"messaging_product": "whatsapp", "details": self.details},
-            "fbtrace_id": "A" + secrets.token_urlsafe(16),
-        }
-        if self.subcode is not None:
-            error["error_subcode"] = self.subcode
-        return {"error": error}
 
 
 @dataclass(frozen=True)
@@ -100,6 +51,8 @@ class Outgoing:
     button_payloads: dict[int, str] = field(default_factory=dict)
     # The business number it was sent from (the path's; "" before it is known).
     phone_number_id: str = ""
+    # The file it carries: a template's DOCUMENT header, or a document message's.
+    attachment: Attachment | None = None
 
     @property
     def by_user_id(self) -> bool:
@@ -141,14 +94,19 @@ def validate_send(payload: Any, config: SandboxConfig) -> Outgoing:
         return Outgoing(to, "text", body=_text_body(payload), callback_data=callback_data)
     if kind == "template":
         template, parameters = _template(payload, config)
+        components = payload["template"].get("components")
         return Outgoing(
             to,
             "template",
             template=template,
             parameters=parameters,
             callback_data=callback_data,
-            button_payloads=_button_payloads(payload["template"].get("components"), template),
+            button_payloads=_button_payloads(components, template),
+            attachment=document_header(components, template),
         )
+    if kind == "document":
+        attachment = document_message(payload)
+        return Outgoing(to, "document", callback_data=callback_data, attachment=attachment)
     raise Refusal(131051, f"Message type {kind!r} is not supported by the sandbox.")
 
 
@@ -174,7 +132,7 @@ def _template(payload: dict[str, Any], config: SandboxConfig) -> tuple[Template,
     template = config.template(name, code)
     if template is None:
         raise Refusal(132001, f"template name ({name}) does not exist in {code}")
-    parameters = _body_parameters(spec.get("components"))
+    parameters = _body_parameters(spec.get("components"), template)
     if len(parameters) != template.param_count:
         raise Refusal(
             132000,
@@ -190,18 +148,21 @@ def _template(payload: dict[str, Any], config: SandboxConfig) -> tuple[Template,
     return template, parameters
 
 
-def _body_parameters(components: Any) -> list[str]:
+def _body_parameters(components: Any, template: Template) -> list[str]:
     if components is None:
         return []
     if not isinstance(components, list):
         raise Refusal(100, "template.components must be a list.")
     values: list[str] = []
+    names: list[str | None] = []
     for component in components:
         if not isinstance(component, dict):
             raise Refusal(100, "Each template component must be an object.")
         parameters = component.get("parameters") or []
         if component.get("type") == "button":
             continue  # _button_payloads reads (and checks) them
+        if component.get("type") == "header" and template.header is not None:
+            continue  # documents.document_header reads (and checks) it
         if component.get("type") != "body":
             if parameters:
                 raise Refusal(
@@ -217,6 +178,9 @@ def _body_parameters(components: Any) -> list[str]:
             if parameter.get("type") != "text" or not isinstance(text, str):
                 raise Refusal(132012, "Body parameters must be of type 'text' with a string text.")
             values.append(text)
+            names.append(parameter.get("parameter_name"))
+    if template.parameter_names:
+        return named_values(names, values, template)
     return values
 
 

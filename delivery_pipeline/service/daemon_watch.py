@@ -25,7 +25,7 @@ log = logging.getLogger(__name__)
 
 
 def look_once(database_url: str, settings: Settings, watching_since: dt.datetime) -> None:
-    notifier = OpsNotifier(url=secret(settings.ops.webhook_url))
+    notifier = OpsNotifier(url=secret(settings.ops.webhook_url), docs_url=settings.ops.docs_url)
     # The reviewers' alerts go where the alert sensor would post them.
     reviewers = OpsNotifier.for_reviewers(secret(settings.review.webhook_url))
     with connect(database_url) as conn:

@@ -3,8 +3,8 @@
 Meta batches up to 1000 updates per POST, redelivers anything not answered
 200 for days, and sends duplicates anyway; so every write here is idempotent
 (inbound by message id, statuses by (message id, status)) and a state never
-moves backwards. A ``failed`` status means what ``outcomes.consequence_of``
-says, exactly as the same error on the send call would.
+moves backwards. A ``failed`` status means what the same error on the send
+call would: ``chunk_status`` and ``knock_status`` hand it to the one completer.
 """
 
 from __future__ import annotations
@@ -21,14 +21,11 @@ from psycopg import AsyncConnection
 from psycopg.types.json import Jsonb
 
 from delivery_pipeline.delivery.callback import parse_chunk, parse_knock, parse_knock_id
-from delivery_pipeline.delivery.identity import bsuid_alert, refused_for_bsuid
+from delivery_pipeline.delivery.chunk_status import chunk_failed, find_chunk
 from delivery_pipeline.delivery.inbound import answer_inbound
 from delivery_pipeline.delivery.knock_status import find_knock, knock_failed, knock_status
-from delivery_pipeline.delivery.outcomes import Step, consequence_of, retry_delay
-from delivery_pipeline.delivery.pause import pause_sender
 from delivery_pipeline.delivery.template_events import FIELDS as TEMPLATE_FIELDS
 from delivery_pipeline.delivery.template_events import apply_template_change
-from delivery_pipeline.model import AbandonReason
 from delivery_pipeline.service.identity import (
     apply_system,
     apply_user_id_update,
@@ -40,9 +37,8 @@ from delivery_pipeline.service.pricing import pricing_records
 from delivery_pipeline.settings import DeliverySettings, WhatsAppSettings
 from delivery_pipeline.store.db import database_unavailable
 from delivery_pipeline.store.queries import QUERIES
-from delivery_pipeline.store.rows import ChunkOwner, StatusEvent
-from delivery_pipeline.watch.alerts import record_alert
-from delivery_pipeline.whatsapp.errors import CloudApiError, from_error_object
+from delivery_pipeline.store.rows import StatusEvent
+from delivery_pipeline.whatsapp.errors import from_error_object
 from delivery_pipeline.whatsapp.payloads import (
     dicts,
     iter_changes,
@@ -358,11 +354,13 @@ async def _apply_statuses(
             if event["status"] == "failed":
                 errors = dicts(event["payload"].get("errors"))
                 error = from_error_object(errors[0]) if errors else None
-                chunk = None if knock_id is not None else await _find_chunk(conn, wamid, callback)
+                chunk = None if knock_id is not None else await find_chunk(conn, wamid, callback)
+                due = None
                 if chunk is not None:
-                    await _apply_failure(conn, chunk, at, error, settings, outcome)
+                    due = await chunk_failed(conn, chunk, at, error, settings)
                 elif (knock := await find_knock(conn, knock_id, wamid)) is not None:
                     due = await knock_failed(conn, knock, wamid, at, error, settings)
+                if due is not None:
                     outcome.documents_changed = True
                     outcome.documents_to_sweep.update(due)
             elif knock_id is not None:
@@ -374,122 +372,6 @@ async def _apply_statuses(
                 await QUERIES.settle_knock.run(
                     conn, {"document_id": document_id, "wa_message_id": wamid}
                 )
-
-
-async def _find_chunk(
-    conn: AsyncConnection[Any], wamid: str, callback: str | None
-) -> ChunkOwner | None:
-    row = await QUERIES.chunk_by_wamid.one(conn, {"wa_message_id": wamid})
-    tag = parse_chunk(callback)
-    if row is not None or tag is None or callback is None:
-        return row
-    return await QUERIES.chunk_by_callback.one(
-        conn,
-        {"document_id": tag.document_id, "chunk_index": tag.chunk_index, "callback_data": callback},
-    )
-
-
-async def _apply_failure(
-    conn: AsyncConnection[Any],
-    chunk: ChunkOwner,
-    at: dt.datetime,
-    error: CloudApiError | None,
-    settings: DeliverySettings,
-    outcome: WebhookOutcome,
-) -> None:
-    """Accepted, then failed: the chunk never arrived; the error decides the rest."""
-    refused = await QUERIES.chunk_refused.one(
-        conn,
-        {
-            "document_id": chunk.document_id,
-            "chunk_index": chunk.chunk_index,
-            "at": at,
-            "callback_data": chunk.callback_data,
-            "error_code": error.code if error else None,
-        },
-    )
-    if refused is None:
-        return  # an old attempt, or already delivered/read: nothing to undo
-    outcome.documents_changed = True
-    document_id, person_id = chunk.document_id, chunk.person_id
-    reason = str(error) if error else "failed status without an error"
-    if error is not None and refused_for_bsuid(error):
-        await record_alert(conn, bsuid_alert(person_id, document_id, error, knock=False))
-        await QUERIES.abandon_document_async.one(
-            conn,
-            {"document_id": document_id, "reason": AbandonReason.UNDELIVERABLE, "error": reason},
-        )
-        return
-    consequence = consequence_of(
-        error,
-        document_id=document_id,
-        person_id=person_id,
-        attempts=chunk.delivery_attempts + 1,
-        settings=settings,
-        synchronous=False,
-    )
-    if consequence.step == Step.KNOCK:
-        await QUERIES.refuse_window.run(conn, {"person_id": person_id, "at": at})
-    if consequence.step == Step.PAUSE:
-        await pause_sender(
-            conn,
-            error,
-            reason,
-            document_id=document_id,
-            settings=settings,
-            number=chunk.phone_number_id,
-        )
-    if (
-        consequence.step == Step.ABANDON
-        and consequence.abandon_reason != AbandonReason.MAX_ATTEMPTS
-    ):
-        assert consequence.abandon_reason is not None  # an abandonment always has its reason
-        if consequence.alert is not None:
-            await record_alert(conn, consequence.alert)
-        if consequence.opts_out:
-            await QUERIES.person_opted_out.run(conn, {"person_id": person_id})
-        await QUERIES.abandon_document_async.one(
-            conn,
-            {"document_id": document_id, "reason": consequence.abandon_reason, "error": reason},
-        )
-        return
-    if consequence.alert is not None and consequence.step != Step.ABANDON:
-        await record_alert(conn, consequence.alert)
-    attempts = await QUERIES.undeliver_document.one(
-        conn,
-        {
-            "document_id": document_id,
-            "error": reason,
-            "delay_seconds": consequence.retry_after
-            if consequence.step != Step.ABANDON
-            else retry_delay(chunk.delivery_attempts + 1, settings),
-            "attempt": int(consequence.counts_attempt),
-            "chunk_index": chunk.chunk_index,
-        },
-    )
-    if attempts is not None and consequence.counts_attempt and attempts >= settings.max_attempts:
-        # Refused at once or failed later, the attempts are the same count.
-        exhausted = consequence_of(
-            error,
-            document_id=document_id,
-            person_id=person_id,
-            attempts=attempts,
-            settings=settings,
-            synchronous=False,
-        )
-        if exhausted.alert is not None:
-            await record_alert(conn, exhausted.alert)
-        await QUERIES.abandon_document_async.one(
-            conn,
-            {
-                "document_id": document_id,
-                "reason": AbandonReason.MAX_ATTEMPTS,
-                "error": f"{attempts} attempts, last: {reason}"[:1000],
-            },
-        )
-        return
-    if consequence.retry_after == 0 and consequence.step != Step.ABANDON:
-        outcome.documents_to_sweep.add(document_id)
 
 
 # ── template lifecycle ──────────────────────────────────────────────────

@@ -112,7 +112,7 @@ async def connect_async(url: str, *, autocommit: bool = True) -> psycopg.AsyncCo
 async def _without_jit(conn: psycopg.AsyncConnection[DictRow]) -> None:
     # The engine's statements are short, and the claim's plan costs enough to be
     # JIT-compiled: measured, the compiling took longer than the claim's work
-    # (docs/deploy.md, "Sizing a morning brief"). A SET, not a connection option,
+    # (docs/how-to/scale.md, "What breaks first"). A SET, not a connection option,
     # so options in DATABASE_URL stay as they are.
     await conn.execute("SET jit = off")
 

@@ -26,6 +26,7 @@ import re
 import sys
 import types
 import typing
+import uuid
 from collections.abc import Coroutine, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,6 +41,9 @@ from delivery_pipeline.store.rows import (
     AbandonDocument,
     AbandonedBrief,
     AbandonedCheck,
+    AcknowledgementClaim,
+    AcknowledgementRefused,
+    AcknowledgementSent,
     ActionRecorded,
     Advance,
     AdvanceDelivery,
@@ -81,6 +85,7 @@ from delivery_pipeline.store.rows import (
     ChunkRef,
     ChunkRefused,
     Claim,
+    ClaimAcknowledgements,
     ClaimBatch,
     ClaimGenerationBatch,
     ClaimRef,
@@ -98,6 +103,8 @@ from delivery_pipeline.store.rows import (
     EndProbe,
     EnqueuedBrief,
     EpisodeState,
+    FileContent,
+    FileSourceRow,
     GateParams,
     Generated,
     GeneratingCheck,
@@ -136,9 +143,17 @@ from delivery_pipeline.store.rows import (
     Limit,
     MaxAttempts,
     MaySend,
+    MediaDrop,
+    MediaLease,
+    MediaLookup,
+    MediaRecord,
+    MediaRefusal,
+    MediaState,
+    MediaToken,
     MigrationRecord,
     NewAlert,
     NewDocumentAction,
+    NewFile,
     NewInbound,
     NewPerson,
     NoParams,
@@ -157,6 +172,7 @@ from delivery_pipeline.store.rows import (
     OutboxRelease,
     OutboxRuns,
     OutlookQuery,
+    OweAcknowledgement,
     PacerState,
     Paused,
     PauseSender,
@@ -201,6 +217,7 @@ from delivery_pipeline.store.rows import (
     StaleBriefs,
     StartSession,
     StateCount,
+    StoredFile,
     StoredSession,
     TemplateCategoryEvent,
     TemplateEvent,
@@ -545,6 +562,7 @@ class Queries:
     prune_status_events = Query(PruneBatch, BatchPruned)
     prune_inbound_messages = Query(PruneBatch, BatchPruned)
     prune_ops_alerts = Query(PruneBatch, BatchPruned)
+    prune_document_files = Query(PruneBatch, BatchPruned)
     retention_oldest = Query(NoParams, OldestKept)
 
     # sql/queries_review.sql
@@ -620,6 +638,10 @@ class Queries:
     abandon_stopped_documents = Query(ByPerson, int)
     wake_for_reminders = Query(NoParams, int)
     abandon_no_reply = Query(NoReplyAfter, int)
+    owe_acknowledgement = Statement(OweAcknowledgement)
+    claim_acknowledgements = Query(ClaimAcknowledgements, AcknowledgementClaim)
+    acknowledgement_sent = Statement(AcknowledgementSent)
+    acknowledgement_refused = Statement(AcknowledgementRefused)
     # sql/queries_identity.sql: identity without a phone number
     person_by_identity = Query(ByIdentity, Person)
     person_by_user_id = Query(ByUserId, Person)
@@ -635,6 +657,19 @@ class Queries:
     report_delivered_document_messages = Query(DayBounds, PricedMessage)
     report_lost_messages = Query(DayBounds, PricedMessage)
     documents_delivered_count = Query(DayBounds, int)
+
+    # sql/queries_files.sql: a document's file (037)
+    document_file_source = Query(ByDocument, FileSourceRow)
+    document_file = Query(ByDocument, StoredFile)
+    store_document_file = Query(NewFile, StoredFile)
+    document_file_content = Query(FileContent, bytes)
+    # sql/queries_media.sql: a file's media id on a number (037)
+    document_media = Query(MediaLookup, MediaState)
+    lease_media_upload = Query(MediaLease, uuid.UUID)
+    record_media_upload = Query(MediaRecord, str)
+    refuse_media_upload = Query(MediaRefusal, int)
+    release_media_upload = Query(MediaToken, int)
+    drop_media = Query(MediaDrop, str)
 
     @classmethod
     def declared(cls) -> dict[str, Named]:

@@ -957,6 +957,7 @@ class OldestKept(NamedTuple):
     status_events: float | None
     inbound_messages: float | None
     ops_alerts: float | None
+    document_files: float | None
 
 
 # ── sql/queries_review.sql ──────────────────────────────────────────────
@@ -1592,6 +1593,51 @@ class NoReplyAfter(TypedDict):
     after_seconds: float
 
 
+# ── sql/queries_replies.sql: the answer to Later and Stop (038) ─────────────
+
+
+class OweAcknowledgement(TypedDict):
+    inbound_message_id: str
+    to_their_number: bool
+    fresh_seconds: float
+
+
+class ClaimAcknowledgements(TypedDict):
+    limit: int
+    person_id: int | None
+    number: str | None
+    default_number: str
+
+
+class AcknowledgementClaim(NamedTuple):
+    """An answer to a press, taken to be sent (``claim_acknowledgements``)."""
+
+    reply_id: int
+    phone_number_id: str
+    attempts: int
+    action: str
+    documents: int
+    snoozed_until: dt.datetime | None
+    phone: str | None
+    user_id: str | None
+    locale: str
+    time_zone: str
+
+
+class AcknowledgementSent(TypedDict):
+    reply_id: int
+    state: str  # 'sent', or 'unknown' (no answer came)
+    wa_message_id: str | None
+
+
+class AcknowledgementRefused(TypedDict):
+    reply_id: int
+    retry_seconds: float | None  # None: never again ('failed')
+    counts_attempt: bool
+    error_code: int | None
+    error: str
+
+
 # ── sql/queries_report.sql: knocks answered or not (026) ─────────────────
 
 
@@ -1667,3 +1713,92 @@ class DocumentOutlook(NamedTuple):
     parts: int
     parts_sent: int
     now: dt.datetime
+
+
+# ── sql/queries_files.sql: a document's file (037) ──────────────────────
+
+
+class FileSourceRow(NamedTuple):
+    """What a document's file is drawn from."""
+
+    kind: Kind
+    locale: str
+    name: str
+    day: dt.date
+    body: str
+
+
+class StoredFile(NamedTuple):
+    """A document's file, without its bytes."""
+
+    document_id: int
+    source_sha256: str
+    sha256: str
+    filename: str
+    mime_type: str
+    size_bytes: int
+    rendered_at: dt.datetime
+
+
+class NewFile(TypedDict):
+    document_id: int
+    source_sha256: str
+    sha256: str
+    filename: str
+    mime_type: str
+    content: bytes
+
+
+class FileContent(TypedDict):
+    document_id: int
+    sha256: str
+
+
+# ── sql/queries_media.sql: a file's media id on a number (037) ──────────
+
+
+class MediaKey(TypedDict):
+    document_id: int
+    phone_number_id: str
+    sha256: str
+
+
+class MediaLookup(MediaKey):
+    margin: dt.timedelta
+    lease: dt.timedelta
+
+
+class MediaLease(MediaLookup):
+    token: uuid.UUID
+
+
+class MediaToken(MediaKey):
+    token: uuid.UUID
+
+
+class MediaRecord(MediaToken):
+    media_id: str
+    lifetime: dt.timedelta
+
+
+class MediaRefusal(MediaToken):
+    code: int | None
+    refusal: str
+
+
+class MediaDrop(TypedDict):
+    document_id: int
+    phone_number_id: str
+    media_id: str
+    reason: str
+
+
+class MediaState(NamedTuple):
+    """A file's media id on a number, and whether it may be used now."""
+
+    media_id: str | None
+    usable: bool
+    uploading: bool
+    upload_refusal_code: int | None
+    upload_refusal: str | None
+    uploads: int

@@ -161,6 +161,25 @@ class SandboxProcess(HarnessProcess):
             body["count"] = count
         return self._call("POST", "/_sandbox/refusals", body)
 
+    def set_online(self, number: str, online: bool) -> dict[str, Any]:
+        """The phone at ``number`` is off (``False``: what is sent to it is held) or back."""
+        path = f"/_sandbox/people/{_path_number(number)}/presence"
+        return self._call("POST", path, {"online": online})
+
+    def templates(self) -> list[dict[str, Any]]:
+        """Every template the sandbox knows, with its life and its components."""
+        return self._call("GET", "/_sandbox/templates")
+
+    def media(self) -> list[dict[str, Any]]:
+        """Every upload: its id, number, type, file name, size, expiry."""
+        return self._call("GET", "/_sandbox/media")
+
+    def media_bytes(self, media_id: str) -> bytes:
+        """The bytes of upload ``media_id``, as uploaded."""
+        response = self.http.get(f"/_sandbox/media/{media_id}")
+        response.raise_for_status()
+        return response.content
+
     def clear_refusals(self) -> None:
         self._call("DELETE", "/_sandbox/refusals")
 

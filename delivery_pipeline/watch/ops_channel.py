@@ -27,6 +27,7 @@ import psycopg
 from delivery_pipeline.store.queries import QUERIES
 from delivery_pipeline.store.rows import UnsentAlert
 from delivery_pipeline.watch.alerts import AlertChannel
+from delivery_pipeline.watch.runbooks import runbook_for
 
 log = logging.getLogger(__name__)
 
@@ -67,6 +68,9 @@ class OpsNotifier:
     backoff_seconds: float = 0.5
     # the variable the URL came from: named in errors instead of the (secret) URL
     variable: str = "OPS_WEBHOOK_URL"
+    # where each alert's runbook is linked (DELIVERY_DOCS_URL), on every channel the ops
+    # notifier's pass posts to; None: no link
+    docs_url: str | None = None
 
     @classmethod
     def for_reviewers(cls, url: str | None) -> OpsNotifier:
@@ -111,20 +115,24 @@ class OpsNotifier:
         raise last
 
 
-def payload_for(alert: UnsentAlert) -> tuple[str, list[dict[str, Any]]]:
-    """The text and blocks for one ``ops_alerts`` row."""
+def payload_for(
+    alert: UnsentAlert, docs_url: str | None = None
+) -> tuple[str, list[dict[str, Any]]]:
+    """The text and blocks for one ``ops_alerts`` row, linking its runbook under
+    ``docs_url``."""
     prefix = _PREFIX.get((alert.kind, alert.severity), f"*{alert.severity}*")
-    text = f"{prefix} {alert.message}"[:TEXT_LIMIT]
+    runbook = runbook_for(alert.dedup_key)
+    link = runbook.url(docs_url) if runbook and docs_url else None
+    suffix = f"\nRunbook: {link}" if link else ""
+    text = f"{prefix} {alert.message}"[: TEXT_LIMIT - len(suffix)] + suffix
     created = alert.created_at
     when = created.astimezone(dt.UTC).strftime("%Y-%m-%d %H:%M UTC") if created else ""
+    context = f"`{alert.dedup_key}` · {alert.kind} · {when}" + (
+        f" · <{link}|runbook>" if link else ""
+    )
     blocks: list[dict[str, Any]] = [
         {"type": "section", "text": {"type": "mrkdwn", "text": text}},
-        {
-            "type": "context",
-            "elements": [
-                {"type": "mrkdwn", "text": f"`{alert.dedup_key}` · {alert.kind} · {when}"}
-            ],
-        },
+        {"type": "context", "elements": [{"type": "mrkdwn", "text": context}]},
     ]
     return text, blocks
 
@@ -182,7 +190,14 @@ def send_pending(
         report.busy = True
         return report
     try:
-        _send(conn, routes, report, limit=limit, max_age_seconds=max_age_seconds)
+        _send(
+            conn,
+            routes,
+            report,
+            limit=limit,
+            max_age_seconds=max_age_seconds,
+            docs_url=notifier.docs_url,
+        )
     finally:
         QUERIES.alert_sender_unlock.one(conn, {})
     return report
@@ -195,6 +210,7 @@ def _send(
     *,
     limit: int,
     max_age_seconds: float,
+    docs_url: str | None,
 ) -> None:
     down: list[OpsNotifier] = []
     for channel, target in routes.items():
@@ -209,7 +225,7 @@ def _send(
             },
         )
         for alert in rows:
-            text, blocks = payload_for(alert)
+            text, blocks = payload_for(alert, docs_url)
             try:
                 target.post(text, blocks=blocks)
             except OpsChannelError as exc:

@@ -1,7 +1,8 @@
 """History kept for a while, not forever: the prune_history job's work.
 
 ``raw_webhooks``, ``status_events``, ``inbound_messages`` and ``ops_alerts``
-lose their rows older than ``RETENTION_*_DAYS``, the oldest first, a bounded
+lose their rows older than ``RETENTION_*_DAYS`` (``document_files``: older
+than ``settings.DOCUMENT_FILES_DAYS``), the oldest first, a bounded
 batch per statement (``sql/queries_retention.sql``, its indexes ``sql/017``),
 the outbox's pattern (``delivery_events.forget_reported``). A row something
 still reads stays however old it is:
@@ -10,7 +11,9 @@ still reads stays however old it is:
 * each person's newest inbound message (their window and an unanswered
   knock's wait go back to it);
 * every row of a check's alert episode that is still open (its newest row is
-  the episode's state: open or not, severity, when to remind).
+  the episode's state: open or not, severity, when to remind);
+* the file of a document still on its way (a finished one's is drawn again
+  from its body if a resend needs it; the body itself is never pruned).
 
 Each batch continues after the last row the previous one looked at, so a row
 that stays is looked at once a run. A run stops after ``max_batches`` per
@@ -46,6 +49,8 @@ TABLES = (
     Table("status_events", QUERIES.prune_status_events, batch=5000),
     Table("inbound_messages", QUERIES.prune_inbound_messages, batch=5000),
     Table("ops_alerts", QUERIES.prune_ops_alerts, batch=5000),
+    # Rendered PDFs, tens of KB each (sql/037).
+    Table("document_files", QUERIES.prune_document_files, batch=200),
 )
 # Batches per table and run: a run's work is bounded; a backlog beyond it (a
 # first run over years of history) is the next runs'.

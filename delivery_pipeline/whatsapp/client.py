@@ -1,4 +1,5 @@
-"""Cloud API client: text and template sends over aiohttp, typed errors.
+"""Cloud API client: text, template and document sends over aiohttp, media uploads,
+read marks with a typing indicator, typed errors.
 
 A success means *accepted* (a wamid came back), not delivered. Errors come back
 as the classes in ``errors``; a timeout after the request left is
@@ -14,8 +15,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Awaitable, Callable
-from typing import Any
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, TypeVar
 
 import aiohttp
 
@@ -44,6 +45,7 @@ READY_SECONDS = 1.0
 
 # Awaited right before a send's bytes are written; raising there sends nothing.
 Ready = Callable[[], Awaitable[None]]
+T = TypeVar("T")
 
 
 class NotWritten(Exception):
@@ -75,6 +77,10 @@ class _WrittenWhenReady(aiohttp.BytesPayload):
         await super().write_with_length(writer, content_length)
 
 
+# A document message's caption: the platform's limit.
+CAPTION_MAX = 1024
+
+
 def addressed(to: str) -> dict[str, str]:
     """Who a message is for: ``to`` with an E.164 number, ``recipient`` with a
     business-scoped user id (a person who uses a username and shared no number)."""
@@ -98,6 +104,7 @@ class CloudApiClient:
         self._base = f"{base_url.rstrip('/')}/{api_version}"
         self._number_url = f"{self._base}/{phone_number_id}"
         self._url = f"{self._number_url}/messages"
+        self._media_url = f"{self._number_url}/media"
         self._headers = {
             "Authorization": f"Bearer {access_token}",
             "Content-Type": "application/json",
@@ -168,15 +175,7 @@ class CloudApiClient:
         number ``number`` (None: the configured one); returns the wamid. ``ready``
         is awaited right before the request's bytes are written (at most
         ``READY_SECONDS``); if it raises, nothing is sent (``SendNotAttempted``)."""
-        payload: dict[str, Any] = {
-            "messaging_product": "whatsapp",
-            "recipient_type": "individual",
-            **addressed(to),
-            "type": "text",
-            "text": {"preview_url": False, "body": body},
-        }
-        if callback_data:
-            payload["biz_opaque_callback_data"] = callback_data
+        payload = _message(to, "text", {"preview_url": False, "body": body}, callback_data)
         return await self._post(payload, number, ready)
 
     async def send_template(
@@ -212,16 +211,99 @@ class CloudApiClient:
             )
         if components:
             template["components"] = components
+        return await self._post(_message(to, "template", template, callback_data), number, ready)
+
+    async def send_document_template(
+        self,
+        to: str,
+        name: str,
+        language: str,
+        parameters: Mapping[str, str],
+        *,
+        media_id: str,
+        filename: str,
+        callback_data: str | None = None,
+        number: str | None = None,
+        ready: Ready | None = None,
+    ) -> str:
+        """Send an approved template with a DOCUMENT header: the file ``media_id``
+        (uploaded from ``number``: ``upload_media``) shown as ``filename``, and the
+        body's named parameters (``{"name": "Ana", …}`` for ``{{name}}``); returns the
+        wamid. ``ready`` as for ``send_text``. Outside the window this is how a
+        document reaches a person who never writes: one billed message."""
+        template = {
+            "name": name,
+            "language": {"code": language},
+            "components": [
+                {
+                    "type": "header",
+                    "parameters": [
+                        {"type": "document", "document": {"id": media_id, "filename": filename}}
+                    ],
+                },
+                {
+                    "type": "body",
+                    "parameters": [
+                        {"type": "text", "parameter_name": key, "text": value}
+                        for key, value in parameters.items()
+                    ],
+                },
+            ],
+        }
+        return await self._post(_message(to, "template", template, callback_data), number, ready)
+
+    async def send_document(
+        self,
+        to: str,
+        media_id: str,
+        filename: str,
+        *,
+        caption: str | None = None,
+        callback_data: str | None = None,
+        number: str | None = None,
+        ready: Ready | None = None,
+    ) -> str:
+        """Send the file ``media_id`` (uploaded from ``number``) as a ``document``
+        message, free-form: inside the window only. ``caption`` at most ``CAPTION_MAX``
+        characters (ValueError beyond: nothing is sent). Returns the wamid."""
+        if caption is not None and len(caption) > CAPTION_MAX:
+            raise ValueError(f"a caption holds at most {CAPTION_MAX} characters")
+        document: dict[str, Any] = {"id": media_id, "filename": filename}
+        if caption:
+            document["caption"] = caption
+        return await self._post(_message(to, "document", document, callback_data), number, ready)
+
+    async def mark_read(
+        self, message_id: str, *, typing: bool = True, number: str | None = None
+    ) -> None:
+        """Mark the person's message ``message_id`` (and those before it) read on
+        ``number``, with a typing indicator (``typing``) shown until our next message or
+        25 s: send it only when a message follows within seconds."""
         payload: dict[str, Any] = {
             "messaging_product": "whatsapp",
-            "recipient_type": "individual",
-            **addressed(to),
-            "type": "template",
-            "template": template,
+            "status": "read",
+            "message_id": message_id,
         }
-        if callback_data:
-            payload["biz_opaque_callback_data"] = callback_data
-        return await self._post(payload, number, ready)
+        if typing:
+            payload["typing_indicator"] = {"type": "text"}
+        body = json.dumps(payload).encode()
+        await self._request(self._messages(number), body, None, _parse_success)
+
+    async def upload_media(
+        self, content: bytes, mime_type: str, filename: str, *, number: str | None = None
+    ) -> str:
+        """``POST /{number}/media``: upload a file to business number ``number`` (None:
+        the configured one); returns its media id, which only that number may send,
+        for 30 days. A refusal of the file is ``MediaRefused`` (its type, its size,
+        bytes that do not match ``mime_type``: ``errors.MEDIA_UPLOAD_RULES``); other
+        errors as for a send."""
+        form = aiohttp.FormData()
+        form.add_field("messaging_product", "whatsapp")
+        form.add_field("type", mime_type)
+        form.add_field("file", content, filename=filename, content_type=mime_type)
+        body = form()
+        url = self._media_url if number is None else f"{self._base}/{number}/media"
+        return await self._request(url, body, {"Content-Type": body.content_type}, _parse_media_id)
 
     async def phone_number(self, number: str | None = None) -> dict[str, Any]:
         """``GET /{version}/{phone_number_id}``: the record of ``number`` (None: the
@@ -249,10 +331,24 @@ class CloudApiClient:
     ) -> str:
         body = json.dumps(payload).encode()
         data = body if ready is None else _WrittenWhenReady(body, ready)
-        url = self._url if number is None else f"{self._base}/{number}/messages"
+        return await self._request(self._messages(number), data, None, _parse_response)
+
+    def _messages(self, number: str | None) -> str:
+        return self._url if number is None else f"{self._base}/{number}/messages"
+
+    async def _request(
+        self,
+        url: str,
+        data: Any,
+        headers: dict[str, str] | None,
+        parse: Callable[[int, bytes], T],
+    ) -> T:
         try:
-            async with self._slots, self._http().post(url, data=data) as response:
-                return _parse_response(response.status, await response.read())
+            async with (
+                self._slots,
+                self._http().post(url, data=data, headers=headers) as response,
+            ):
+                return parse(response.status, await response.read())
         except (aiohttp.ClientConnectorError, aiohttp.ConnectionTimeoutError) as exc:
             raise SendNotAttempted(f"{type(exc).__name__}: {exc}") from exc
         except (
@@ -292,10 +388,49 @@ def _parse_response(status: int, raw: bytes) -> str:
     raise _error_of(status, raw, body)
 
 
-def _error_of(status: int, raw: bytes, body: Any) -> CloudApiError:
-    """The classified error of an answer that is not a success."""
+def _parse_success(status: int, raw: bytes) -> None:
+    """A read mark's answer: ``{"success": true}``."""
+    body = _json_or_none(raw)
+    if status == 200 and isinstance(body, dict) and body.get("success") is True:
+        return
+    if status == 200:
+        raise SendOutcomeUnknown(f"HTTP 200 without success: {str(body)[:200]}")
+    raise _error_of(status, raw, body)
+
+
+def _parse_media_id(status: int, raw: bytes) -> str:
+    """An upload's answer: ``{"id": "<media id>"}``; its errors read as the media
+    endpoint's (``errors.MEDIA_UPLOAD_RULES``)."""
+    body = _json_or_none(raw)
+    if status == 200 and isinstance(body, dict):
+        media_id = body.get("id")
+        if isinstance(media_id, str) and media_id:
+            return media_id
+        raise SendOutcomeUnknown(f"HTTP 200 without a media id: {str(body)[:200]}")
+    raise _error_of(status, raw, body, upload=True)
+
+
+def _message(
+    to: str, kind: str, content: dict[str, Any], callback_data: str | None
+) -> dict[str, Any]:
+    """A message's payload: to whom, its type and that type's object, its callback data."""
+    payload: dict[str, Any] = {
+        "messaging_product": "whatsapp",
+        "recipient_type": "individual",
+        **addressed(to),
+        "type": kind,
+        kind: content,
+    }
+    if callback_data:
+        payload["biz_opaque_callback_data"] = callback_data
+    return payload
+
+
+def _error_of(status: int, raw: bytes, body: Any, *, upload: bool = False) -> CloudApiError:
+    """The classified error of an answer that is not a success (``upload``: the media
+    endpoint's)."""
     if isinstance(body, dict) and isinstance(body.get("error"), dict):
-        return from_error_object(body["error"], status)
+        return from_error_object(body["error"], status, upload=upload)
     if status >= 500:
         return TransientError(code=None, message=f"HTTP {status}", http_status=status)
     return CloudApiError(

@@ -3,9 +3,9 @@
 Every code the platform answers is classified here, by what it concerns
 (``Scope``: the person, the template, the sender, this message) and what the
 engine does about it (``Effect``). ``RULES`` is that classification as a
-table; ``docs/design.md`` §7 prints the same table and a test compares the
-two. The class decides what the engine does; code branches on the class (or
-its ``scope``/``effect``), never on message text or HTTP status. The same
+table, and ``docs/reference/errors.md`` is generated from it. The class
+decides what the engine does; code branches on the class (or its
+``scope``/``effect``), never on message text or HTTP status. The same
 classification serves synchronous errors (the send call) and asynchronous
 ones (``failed`` status webhooks).
 """
@@ -39,6 +39,9 @@ class Effect(enum.StrEnum):
     PAUSE = "pause"  # every sender stops (of the number, or of every number); one probes
     HOLD_TEMPLATE = "hold_template"  # knocks with this template wait; in-window sends go on
     RETRY = "retry"  # backoff, counted against DELIVERY_MAX_ATTEMPTS, then abandoned
+    # the document's file is refused: it goes without one (as text in the window, the
+    # knock outside it); a send that carried no file retries as RETRY does
+    WITHOUT_FILE = "without_file"
 
 
 @dataclass
@@ -89,6 +92,17 @@ class TransientError(CloudApiError):
 class MalformedRequest(TransientError):
     """The platform refused this one request as malformed: this document alone,
     retried a bounded number of times, then abandoned with the platform's words."""
+
+
+class MediaRefused(CloudApiError):
+    """The platform refused a document's file: its type, its size, bytes that do not
+    match the declared type, or a file it could not fetch. The same bytes are never
+    uploaded to that number again; the document goes the way it would without a file
+    (text parts in the window, the knock outside it), and ops hear of it (the renderer
+    made a file the platform will not take). A send that carried no file has none to
+    go without: its refusal is that message's own trouble, retried as ``RETRY``."""
+
+    effect = Effect.WITHOUT_FILE
 
 
 class EcosystemHold(CloudApiError):
@@ -239,7 +253,11 @@ RULES: dict[int, Rule] = {
     131008: Rule("a required parameter is missing", MalformedRequest, S),
     131051: Rule("unsupported message type", MalformedRequest, B),
     131052: Rule("media could not be downloaded", MalformedRequest, A),
-    131053: Rule("media could not be uploaded", MalformedRequest, A),
+    131053: Rule(
+        "media could not be used: its type does not match its bytes, or it could not be fetched",
+        MediaRefused,
+        A,
+    ),
     137000: Rule("identity key mismatch (resend without the hash)", MalformedRequest, B),
     131000: Rule("something went wrong (temporary)", TransientError, B),
     1: Rule("API unknown error (temporary)", TransientError, S),
@@ -259,6 +277,23 @@ PHONE_NUMBER_ID_RULE = Rule(
     S,
 )
 
+# The media endpoint (POST /{phone_number_id}/media) answers a file it will not take
+# with these codes, synchronously; there they concern the file, not one request to
+# retry (a 100 anywhere else is one malformed request). Every other code it answers
+# means what RULES says (190: the token, 100 subcode 33: the number, 4: the app's rate).
+MEDIA_UPLOAD_RULES: dict[int, Rule] = {
+    100: Rule(
+        "the upload was refused: a type the platform does not take, or no file",
+        MediaRefused,
+        S,
+    ),
+    131053: Rule(
+        "the upload was refused: too large, or its bytes do not match its declared type",
+        MediaRefused,
+        S,
+    ),
+}
+
 PAIR_RATE_LIMIT = 131056
 # About one message per 6 s to the same person refills the pair-rate budget.
 PAIR_RATE_RETRY_SECONDS = 6.0
@@ -273,16 +308,28 @@ def rule_for(code: int | None, subcode: int | None = None) -> Rule | None:
     return RULES.get(code) if code is not None else None
 
 
+def upload_rule_for(code: int | None, subcode: int | None = None) -> Rule | None:
+    """The classification's row for ``code`` answered by the media endpoint."""
+    if code == 100 and subcode == PHONE_NUMBER_ID_SUBCODE:
+        return PHONE_NUMBER_ID_RULE
+    if code is not None and code in MEDIA_UPLOAD_RULES:
+        return MEDIA_UPLOAD_RULES[code]
+    return rule_for(code, subcode)
+
+
 def classify(
     code: int | None,
     message: str = "",
     details: str = "",
     http_status: int | None = None,
     subcode: int | None = None,
+    *,
+    upload: bool = False,
 ) -> CloudApiError:
-    """The typed error for an error object's ``code``."""
+    """The typed error for an error object's ``code`` (``upload``: answered by the media
+    endpoint, ``MEDIA_UPLOAD_RULES`` first)."""
     cls: type[CloudApiError]
-    rule = rule_for(code, subcode)
+    rule = upload_rule_for(code, subcode) if upload else rule_for(code, subcode)
     if rule is not None:
         cls = rule.error
     elif http_status is not None and http_status >= 500:
@@ -308,14 +355,17 @@ def _int_or_none(raw: Any) -> int | None:
     return value
 
 
-def from_error_object(obj: dict[str, Any], http_status: int | None = None) -> CloudApiError:
-    """Classify an error object as found in a response body or a status webhook."""
+def from_error_object(
+    obj: dict[str, Any], http_status: int | None = None, *, upload: bool = False
+) -> CloudApiError:
+    """Classify an error object as found in a response body or a status webhook
+    (``upload``: the media endpoint's answer)."""
     code = _int_or_none(obj.get("code"))
     subcode = _int_or_none(obj.get("error_subcode"))
     error_data = obj.get("error_data") or {}
     details = error_data.get("details", "") if isinstance(error_data, dict) else ""
     message = str(obj.get("message") or obj.get("title") or "")
-    return classify(code, message, str(details or ""), http_status, subcode)
+    return classify(code, message, str(details or ""), http_status, subcode, upload=upload)
 
 
 # What a sender-wide error asks of whoever configured the sender, naming the

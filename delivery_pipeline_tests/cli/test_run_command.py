@@ -1,12 +1,21 @@
 """The run command for real: ``python -m delivery_pipeline.cli up`` starts the
-sandbox, the webhook service and ``dagster dev`` (webserver + daemon, Dagster
+sandbox, the webhook service and ``dg dev`` (webserver + daemon, Dagster
 storage on Postgres); we ask Dagster's GraphQL API what it runs, watch the
 heartbeat tick, and see a demo plan delivered after nothing but the person
-writing. Then SIGINT stops all of it."""
+writing. Then SIGINT stops all of it.
+
+It runs in the night: the quiet hours are set so that every demo person is in
+them now, as at 04:06 UTC every one of them was. The README's tour works all
+the same (the demo people have no quiet hours of their own), readable in each
+language, with the knock's buttons and the answers to them, while a person
+anyone else adds waits for their morning; and Dagster's log says nothing a
+newcomer cannot act on."""
 
 from __future__ import annotations
 
+import datetime as dt
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -15,6 +24,7 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, TypeVar
+from zoneinfo import ZoneInfo
 
 import httpx
 import psycopg
@@ -26,6 +36,7 @@ from delivery_pipeline.delivery.chunking import delivery_messages
 from delivery_pipeline.store.db import connect, ensure_database, with_database
 from delivery_pipeline.store.queries import QUERIES
 from delivery_pipeline.testing.sandbox import free_port
+from delivery_pipeline_tests.support.cli import run
 from delivery_pipeline_tests.support.dagster_deployment import eventually, graphql
 from delivery_pipeline_tests.support.inbox import knocks, texts
 
@@ -33,6 +44,20 @@ pytestmark = [pytest.mark.slow, pytest.mark.filterwarnings("ignore::DeprecationW
 
 REPO = Path(__file__).resolve().parents[2]
 T = TypeVar("T")
+
+
+def night_for_every_demo_person(now: dt.datetime) -> str:
+    """Quiet hours (local HH:MM-HH:MM) that every demo person is in at ``now``, two
+    hours or more from either end: the clock controlled through the setting, as the
+    quiet-hours tests control it through the zone."""
+    offsets = [now.astimezone(ZoneInfo(p.time_zone)).utcoffset() for p in DEMO_PEOPLE]
+    assert all(offset is not None for offset in offsets)
+    start = now + min(o for o in offsets if o is not None) - dt.timedelta(hours=2)
+    end = now + max(o for o in offsets if o is not None) + dt.timedelta(hours=3)
+    return f"{start:%H:%M}-{end:%H:%M}"
+
+
+NIGHT = night_for_every_demo_person(dt.datetime.now(dt.UTC))
 
 
 class RunCommand:
@@ -86,6 +111,7 @@ def up(pg_admin_url: str, template_database: str, tmp_path_factory) -> Iterator[
         "DELIVERY_DATA_DIR": str(root / "data"),
         "DELIVERY_HEARTBEAT_SECONDS": "3",
         "GENERATION_SENSOR_SECONDS": "3",
+        "DELIVERY_QUIET_HOURS": NIGHT,
         # real-looking credentials in the environment must never reach a child
         "WHATSAPP_ACCESS_TOKEN": "EAAG-must-not-be-used",
         "WHATSAPP_API_BASE_URL": "http://127.0.0.1:9",
@@ -234,7 +260,7 @@ def test_a_demo_plan_is_delivered_after_the_person_writes(up):
     assert texts(sandbox.get(inbox_path).json()) == chunks
     # the delivery is on Dagster's timeline: posted by the service itself (up wires
     # DAGSTER_WEBSERVER_URL), or by the sensor, which may take a fresh row between
-    # the service's commit and its push on a loaded machine (design §13)
+    # the service's commit and its push on a loaded machine (docs/design/timeline.md)
     with connect(up.database_url) as conn:
         recorded = eventually(
             lambda: conn.execute(
@@ -273,6 +299,103 @@ def test_a_document_requested_through_graphql_runs(up):
             {"phone": sam.phone},
         ).fetchall()
     assert len(plans) == 2
+
+
+def _sandbox(up: RunCommand, *args: str) -> subprocess.CompletedProcess[str]:
+    """``delivery-pipeline sandbox ARGS`` against up's sandbox, as the tour runs it."""
+    done = run(up.database_url, "sandbox", *args, "--sandbox-url", up.url("sandbox"))
+    assert done.returncode == 0, done.stderr
+    return done
+
+
+def _knocked(up: RunCommand, phone: str) -> list[dict[str, Any]]:
+    sandbox = httpx.Client(base_url=up.url("sandbox"), timeout=10)
+    return eventually(
+        lambda: knocks(inbox := sandbox.get(f"/_sandbox/people/{phone}/inbox").json()) and inbox,
+        f"the knock to {phone}",
+    )
+
+
+def test_it_is_night_for_every_demo_person_and_anybody_else_waits_for_morning(up):
+    with connect(up.database_url) as conn:
+        for demo in DEMO_PEOPLE:
+            asleep = conn.execute(
+                "SELECT quiet_until(now(), %s, %s) IS NOT NULL AS asleep", (demo.time_zone, NIGHT)
+            ).fetchone()
+            assert asleep["asleep"], f"{demo.name} is not in the quiet hours {NIGHT}"
+    # Somebody added as anyone is, where Ana lives: their plan waits, unknocked.
+    phone = "+5511900000099"
+    added = run(
+        up.database_url,
+        "people",
+        "add",
+        "--phone",
+        phone,
+        "--locale",
+        "pt",
+        "--time-zone",
+        "America/Sao_Paulo",
+    )
+    assert added.returncode == 0, added.stderr
+    run(up.database_url, "documents", "add", "--person", phone, stdin="Plano.\n")
+    with connect(up.database_url) as conn:
+        held = eventually(
+            lambda: conn.execute(
+                "SELECT d.quiet_until, d.knock_sent_at FROM documents d "
+                "JOIN people p ON p.id = d.person_id WHERE p.phone = %s AND d.quiet_until > now()",
+                (phone,),
+            ).fetchone(),
+            "their plan held for the night",
+        )
+    assert held["knock_sent_at"] is None
+    assert httpx.get(f"{up.url('sandbox')}/_sandbox/people/{phone}/inbox").json() == []
+
+
+def test_the_tour_at_night_knocks_with_buttons_readable_in_each_language(up):
+    buttons = {"pt": "[Enviar] [Mais tarde] [Parar]", "es": "[Enviar] [Más tarde] [Parar]"}
+    greeting = {
+        "pt": "Olá Ana Souza, seu documento está pronto.",
+        "es": "Hola Lucía Gómez, tu documento está listo.",
+        "en": "Hi Sam Taylor, your document is ready.",
+    }
+    for demo in DEMO_PEOPLE:
+        _knocked(up, demo.phone)
+        shown = _sandbox(up, "inbox", demo.phone).stdout
+        assert greeting[demo.locale] in shown, shown
+        assert buttons.get(demo.locale, "[Send it] [Later] [Stop]") in shown, shown
+        assert "\\u" not in shown
+
+
+def test_the_tour_at_night_answers_later_and_stop(up):
+    lucia, sam = DEMO_PEOPLE[1], DEMO_PEOPLE[2]
+    for demo, button in ((lucia, "Más tarde"), (sam, "Stop")):
+        _knocked(up, demo.phone)
+        assert f"pressed {button!r}" in _sandbox(up, "press", demo.phone, button).stdout
+
+    def answered(phone: str, words: str) -> str | None:
+        shown = _sandbox(up, "inbox", phone).stdout
+        return shown if words in shown else None
+
+    later = eventually(
+        lambda: answered(lucia.phone, "De acuerdo, más tarde: lo recibirás"), "Later answered"
+    )
+    assert re.search(r"(hoy|mañana) a las 08:00", later), later
+    assert "→ pressed [Más tarde]" in later
+    eventually(
+        lambda: answered(sam.phone, "Done: you will get no more of these messages."),
+        "Stop answered",
+    )
+
+
+def test_the_dagster_ui_opens_on_its_first_page_without_a_modal(up):
+    assert up.graphql("{ shouldShowNux }") == {"shouldShowNux": False}
+
+
+def test_dagster_logs_nothing_a_newcomer_cannot_act_on(up):
+    log = (up.data_dir / "logs" / "dagster.log").read_text(errors="replace")
+    assert "Launching Dagster services" in log
+    warnings = [line for line in log.splitlines() if re.search(r"WARNING|Warning\b", line)]
+    assert warnings == [], "\n".join(warnings)
 
 
 def test_sigint_stops_everything(up):

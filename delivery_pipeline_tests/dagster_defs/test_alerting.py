@@ -281,7 +281,8 @@ def test_sensor_also_sends_the_engines_alerts(db, database_url, instance, sandbo
     )
     tick(instance, database_url, ops_url(sandbox))
     assert [p["text"] for p in sandbox.ops_alerts()] == [
-        ":warning: *WARN* Person 1 cannot receive WhatsApp messages"
+        ":warning: *WARN* Person 1 cannot receive WhatsApp messages\n"
+        "Runbook: http://127.0.0.1:8000/how-to/alerts/delivery.html#recipient-unreachable"
     ]
 
 

@@ -703,7 +703,7 @@ def test_project_dagster_yaml_loads_on_postgres(tmp_path, monkeypatch, dagster_s
 
 def _deploy_storage_env(libpq_url: str) -> dict[str, str]:
     """The environment ``deploy/dagster.yaml`` reads its storage from, for the
-    server of ``libpq_url``, the way docs/deploy.md tells an operator to set it.
+    server of ``libpq_url``, the way docs/how-to/deploy.md tells an operator to set it.
 
     Dagster writes the host into the URL's authority (``user@host:port/db``),
     where a Unix-socket directory cannot go: for a socket the host stays empty

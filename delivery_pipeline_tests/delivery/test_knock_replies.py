@@ -1,5 +1,5 @@
 """The knock as a conversation: Send it / Later / Stop, as buttons and as words, in
-en, es and pt, and one knock for several documents.
+en, es and pt, the answer Later and Stop get, and one knock for several documents.
 
 Through the production path: the engine knocks on the sandbox over HTTP, the
 person taps a quick reply in the sandbox (or writes), the sandbox posts the
@@ -47,6 +47,26 @@ BUTTONS = {
     "es": ("Enviar", "Más tarde", "Parar"),
     "pt": ("Enviar", "Mais tarde", "Parar"),
 }
+# What the person reads after Later (one document waiting; {when} on their clock)
+# and after Stop.
+LATER_ANSWER = {
+    "en": "OK, later: you will get it {when}. Write to us any time to get it sooner.",
+    "es": "De acuerdo, más tarde: lo recibirás {when}. Escríbenos cuando quieras para "
+    "recibirlo antes.",
+    "pt": "Combinado, mais tarde: você vai recebê-lo {when}. Escreva para nós a qualquer "
+    "momento para recebê-lo antes.",
+}
+AT_EIGHT = {
+    "en": ("today at 08:00", "tomorrow at 08:00"),
+    "es": ("hoy a las 08:00", "mañana a las 08:00"),
+    "pt": ("hoje às 08:00", "amanhã às 08:00"),
+}
+STOP_ANSWER = {
+    "en": "Done: you will get no more of these messages. Write START to get them again.",
+    "es": "Listo: ya no recibirás estos mensajes. Escribe VOLVER para recibirlos de nuevo.",
+    "pt": "Pronto: você não vai mais receber estas mensagens. Escreva VOLTAR para "
+    "recebê-las de novo.",
+}
 
 
 @pytest.fixture
@@ -54,7 +74,8 @@ def knock_settings(settings: Settings) -> Settings:
     return settings.replace(delivery={"knock_templates": TEMPLATES})
 
 
-def _service(sandbox: Any, knock_settings: Settings, **env: str) -> Any:
+def knock_service(sandbox: Any, knock_settings: Settings, **env: str) -> Any:
+    """The webhook service, knocking with the button templates, not listening."""
     return start_service(
         knock_settings.database.database_url,
         sandbox.url,
@@ -66,7 +87,7 @@ def _service(sandbox: Any, knock_settings: Settings, **env: str) -> Any:
 
 @pytest.fixture
 def service(sandbox, knock_settings) -> Iterator[Any]:
-    with _service(sandbox, knock_settings) as svc:
+    with knock_service(sandbox, knock_settings) as svc:
         sandbox.faults(webhook_url=svc.webhook_url, app_secret=APP_SECRET, status_delay_ms=20)
         yield svc
 
@@ -89,6 +110,35 @@ def knock_id_of(db: psycopg.Connection, person_id: int) -> int:
     return db.execute(
         "SELECT id FROM knocks WHERE person_id = %s ORDER BY id DESC LIMIT 1", (person_id,)
     ).fetchone()["id"]
+
+
+def answers(db: psycopg.Connection, person_id: int) -> list[dict[str, Any]]:
+    return db.execute(
+        "SELECT a.* FROM acknowledgements a JOIN knock_replies kr ON kr.id = a.reply_id "
+        "WHERE kr.person_id = %s ORDER BY a.reply_id",
+        (person_id,),
+    ).fetchall()
+
+
+def answered(db, sandbox, person: dict[str, Any], count: int = 1) -> list[str]:
+    """The texts the person got once ``count`` answers went; each answer's row says
+    'sent' with the message id of one text in their inbox."""
+    rows = wait_for(
+        lambda: (r := answers(db, person["id"])) and all(a["state"] == "sent" for a in r) and r,
+        what="the answer sent",
+    )
+    assert len(rows) == count
+    inbox = sandbox.inbox(person["phone"])
+    ids = {m["id"] for m in inbox if m["type"] == "text"}
+    assert {a["wa_message_id"] for a in rows} <= ids
+    return texts(inbox)
+
+
+def at_eight(locale: str, until: dt.datetime, zone: str) -> str:
+    """08:00 on the person's clock, said as today or tomorrow."""
+    local = ZoneInfo(zone)
+    tomorrow = until.astimezone(local).date() > dt.datetime.now(local).date()
+    return AT_EIGHT[locale][tomorrow]
 
 
 def knocked(db, sandbox, knock_settings, locale: str, chunks: int = 2) -> tuple[dict, dict, str]:
@@ -161,14 +211,16 @@ def test_later_snoozes_until_the_persons_next_morning(db, sandbox, knock_setting
     assert (sao_paulo.hour, sao_paulo.minute) == (8, 0)
     assert dt.timedelta(0) < expected - reply["at"] <= dt.timedelta(days=1)
     assert state_of(db, doc["id"]) == "quiet_hours"
-    # Nothing goes now: a sweep leaves it alone.
+    # The person hears when, on their clock, and nothing else goes now.
+    answer = LATER_ANSWER[locale].format(when=at_eight(locale, expected, "America/Sao_Paulo"))
+    assert answered(db, sandbox, person) == [answer]
     sweep(knock_settings)
-    assert texts(sandbox.inbox(person["phone"])) == []
+    assert texts(sandbox.inbox(person["phone"])) == [answer]
     assert document(db, doc["id"])["delivered_at"] is None
 
 
 def test_later_with_a_setting_snoozes_that_long_then_delivers(db, sandbox, knock_settings):
-    with _service(sandbox, knock_settings, DELIVERY_LATER_SECONDS="2") as svc:
+    with knock_service(sandbox, knock_settings, DELIVERY_LATER_SECONDS="2") as svc:
         sandbox.faults(webhook_url=svc.webhook_url, app_secret=APP_SECRET, status_delay_ms=20)
         person, doc, body = knocked(db, sandbox, knock_settings, "es")
 
@@ -189,9 +241,12 @@ def test_later_with_a_setting_snoozes_that_long_then_delivers(db, sandbox, knock
             what="the snooze to end",
         )
         sweep(knock_settings)
-        # The press opened their window: the document goes free-form, no second knock.
+        # The press opened their window: the document goes free-form, no second knock,
+        # after the answer that said it would.
         assert document(db, doc["id"])["delivered_at"] is not None
-        assert texts(sandbox.inbox(person["phone"])) == delivery_messages(body)
+        [answer, *delivered] = texts(sandbox.inbox(person["phone"]))
+        assert answer.startswith("De acuerdo, más tarde: lo recibirás hoy a las ")
+        assert delivered == delivery_messages(body)
         assert len(knocks(sandbox.inbox(person["phone"]))) == 1
 
 
@@ -208,6 +263,7 @@ def test_stop_opts_the_person_out_of_knocks_and_briefs(
     assert person_row(db, person["id"])["knocks_stopped_at"] is not None
     [reply] = replies(db, person["id"])
     assert (reply["action"], reply["via"], reply["documents"]) == ("stop", "button", 1)
+    assert answered(db, sandbox, person) == [STOP_ANSWER[locale]]
     _assert_stopped(db, sandbox, knock_settings, person)
 
 
@@ -258,6 +314,7 @@ def test_a_stop_keyword_does_what_the_button_does(
     assert document(db, doc["id"])["abandon_reason"] == "opted_out"
     [reply] = replies(db, person["id"])
     assert (reply["action"], reply["via"]) == ("stop", "keyword")
+    assert answered(db, sandbox, person) == [STOP_ANSWER[locale]]
 
 
 @pytest.mark.parametrize(
@@ -279,6 +336,8 @@ def test_a_later_keyword_snoozes(db, sandbox, knock_settings, service, locale, w
     assert (reply["action"], reply["via"], reply["documents"]) == ("later", "keyword", 1)
     assert state_of(db, doc["id"]) == "quiet_hours"
     assert document(db, doc["id"])["quiet_until"] == reply["snoozed_until"]
+    when = at_eight(locale, reply["snoozed_until"], person["time_zone"])
+    assert answered(db, sandbox, person) == [LATER_ANSWER[locale].format(when=when)]
 
 
 @pytest.mark.parametrize(
@@ -296,6 +355,9 @@ def test_start_brings_a_stopped_person_back(
 
     wait_for(lambda: person_row(db, person["id"])["knocks_stopped_at"] is None, what="back in")
     assert [r["action"] for r in replies(db, person["id"])] == ["stop", "start"]
+    # Stop was answered, with the word they then wrote; Start needs no answer.
+    assert answered(db, sandbox, person) == [STOP_ANSWER[locale]]
+    assert start in STOP_ANSWER[locale]
     # Knocked again like anyone: a day later, with their window closed.
     db.execute(
         "UPDATE people SET last_inbound_at = now() - interval '2 days', "

@@ -98,6 +98,8 @@ def test_generates_a_pending_plan_into_the_delivery_queue(db, database_url):
         "poked": 0,
         "poke_failed": 0,
         "awaiting_review": 0,
+        "files_rendered": 0,
+        "files_failed": 0,
         "stopped_by": None,
         "document_ids": None,
         "failed_ids": [],

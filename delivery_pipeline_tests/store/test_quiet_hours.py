@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 
 from delivery_pipeline.delivery.sweep import run_sweep
 from delivery_pipeline.settings import Settings
+from delivery_pipeline.store.queries import QUERIES
 from delivery_pipeline_tests.support.data import add_document, add_person, person_writes, plan_body
 from delivery_pipeline_tests.support.inbox import texts
 
@@ -220,6 +221,42 @@ def test_a_plan_ready_at_night_goes_out_in_the_morning_not_before(db, sandbox, s
     db.execute("UPDATE documents SET next_attempt_at = now() WHERE id = %s", (doc["id"],))
     morning = sweep(night_settings(settings))
     assert morning.delivered == 1 and len(texts(sandbox.inbox(person["phone"]))) == 2
+
+
+@pytest.mark.engine
+def test_new_quiet_hours_free_what_the_old_held_but_not_what_later_snoozed(db, sandbox, settings):
+    person = add_person(db, time_zone=zone_where_it_is(23), inbound_age_seconds=None)
+    night = add_document(db, person["id"], plan_body(1))
+    assert sweep(night_settings(settings)).held_quiet == 1
+    # Another document the person snoozed with Later: the reply and the hold share the instant.
+    snoozed = add_document(
+        db, person["id"], plan_body(1, tag="later-"), for_date=dt.date(2026, 1, 1)
+    )
+    morning = dt.datetime.now(UTC) + dt.timedelta(hours=9)
+    db.execute(
+        "UPDATE documents SET quiet_until = %s, next_attempt_at = %s WHERE id = %s",
+        (morning, morning, snoozed["id"]),
+    )
+    db.execute(
+        "INSERT INTO knock_replies (inbound_message_id, person_id, action, via, snoozed_until) "
+        "VALUES ('wamid.later', %s, 'later', 'button', %s)",
+        (person["id"], morning),
+    )
+
+    QUERIES.set_quiet_hours.one(db, {"person_id": person["id"], "quiet_hours": "00:00-00:00"})
+
+    rows = {
+        r["id"]: r
+        for r in db.execute(
+            "SELECT id, quiet_until, next_attempt_at <= now() AS due FROM documents "
+            "WHERE person_id = %s",
+            (person["id"],),
+        ).fetchall()
+    }
+    assert rows[night["id"]]["quiet_until"] is None and rows[night["id"]]["due"]
+    assert rows[snoozed["id"]]["quiet_until"] == morning and not rows[snoozed["id"]]["due"]
+    # No quiet hours now: the freed plan is knocked for in the night.
+    assert sweep(night_settings(settings)).knocks_sent == 1
 
 
 @pytest.mark.engine

@@ -1,4 +1,4 @@
-"""What docs/deploy.md promises and can be checked on one machine: two webhook
+"""What docs/how-to/deploy.md promises and can be checked on one machine: two webhook
 services and two sweep runs at once deliver every chunk exactly once; the
 container file refers to files that exist. (The example ``dagster.yaml``
 loads: ``dagster_defs/test_dagster_defs.py``.)"""
@@ -163,7 +163,10 @@ def test_container_file_copies_what_exists():
     assert missing == []
     assert "delivery_pipeline.dagster_defs.definitions" in dockerfile
     for referenced in ("deploy/dagster.yaml", "deploy/workspace.yaml", "deploy/Dockerfile"):
-        assert referenced in (REPO / "docs" / "deploy.md").read_text() or referenced in dockerfile
+        assert (
+            referenced in (REPO / "docs" / "how-to" / "deploy.md").read_text()
+            or referenced in dockerfile
+        )
 
 
 def test_run_containers_get_every_setting() -> None:

@@ -1,4 +1,4 @@
-"""Several business numbers (sql/027, docs/design.md §18): each person bound to one
+"""Several business numbers (sql/027, docs/design/numbers.md): each person bound to one
 number, each document whole from its person's number, a pause per number.
 
 Real Postgres, the sandbox over HTTP playing three numbers, and for the race
@@ -419,7 +419,7 @@ def test_a_message_to_another_of_our_numbers_opens_no_window_with_theirs(db, san
 
 
 def test_a_stop_to_another_of_our_numbers_still_stops_them(db, sandbox, settings):
-    """Consent is the person's, whichever of our numbers heard it."""
+    """Consent is the person's, whichever of our numbers heard it; that number answers."""
     s = _settings(settings)
     with _wired_service(sandbox, settings):
         person = data.add_person(db, phone_number_id=BR, inbound_age_seconds=None)
@@ -427,8 +427,15 @@ def test_a_stop_to_another_of_our_numbers_still_stops_them(db, sandbox, settings
         assert sweep(s).knocks_sent == 1
         sandbox.say(person["phone"], "STOP", to=US)
         wait_for(lambda: _doc(db, doc["id"])["abandoned_at"], what="the stop applied")
+        # Answered from the number that heard it: the one whose window they opened.
+        [answer] = wait_for(
+            lambda: [m for m in sandbox.inbox(person["phone"]) if m["type"] == "text"],
+            what="the stop answered",
+        )
     assert _doc(db, doc["id"])["abandon_reason"] == "opted_out"
     row = db.execute(
         "SELECT last_inbound_at, knocks_stopped_at FROM people WHERE id = %s", (person["id"],)
     ).fetchone()
     assert row["knocks_stopped_at"] is not None and row["last_inbound_at"] is None
+    assert answer["from_phone_number_id"] == US
+    assert answer["text"].startswith("Done: you will get no more of these messages.")

@@ -1,6 +1,6 @@
 """No process we start writes a secret to its log.
 
-The real one: the webhook service, run as ``docs/deploy.md`` runs it, with a
+The real one: the webhook service, run as ``docs/how-to/deploy.md`` runs it, with a
 unique value for every secret and its ops and reviewers' webhooks pointing at
 a loopback sink whose paths are secrets; it posts both channels' alerts,
 answers Meta's handshake, a signed webhook, a poke and a reviewer's sign-in,

@@ -74,11 +74,27 @@ def alert_row(
     ).fetchone()["id"]
 
 
+def file_row(db: psycopg.Connection, n: int, days: float, *, finished: bool = True) -> Any:
+    """A rendered file of a delivered document (``finished``), or of one still on its way."""
+    person = add_person(db)
+    doc = add_document(db, person["id"], f"Plan {n}.")
+    if finished:
+        db.execute("UPDATE documents SET delivered_at = now() WHERE id = %s", (doc["id"],))
+    db.execute(
+        "INSERT INTO document_files (document_id, source_sha256, sha256, filename, mime_type, "
+        f"size_bytes, content, rendered_at) VALUES (%s, 's', 'b', 'f.pdf', 'application/pdf', "
+        f"3, 'pdf', {ago(days)})",
+        (doc["id"],),
+    )
+    return doc["id"]
+
+
 ROWS: dict[str, tuple[Callable[..., Any], str]] = {
     "raw_webhooks": (raw_row, "SELECT id AS key FROM raw_webhooks"),
     "status_events": (status_row, "SELECT wa_message_id AS key FROM status_events"),
     "inbound_messages": (inbound_row, "SELECT wa_message_id AS key FROM inbound_messages"),
     "ops_alerts": (alert_row, "SELECT id AS key FROM ops_alerts"),
+    "document_files": (file_row, "SELECT document_id AS key FROM document_files"),
 }
 
 
@@ -233,11 +249,28 @@ def test_a_raw_body_received_again_lately_stays(db):
     assert forgotten not in left(db, "raw_webhooks")
 
 
+def test_the_file_of_a_document_still_on_its_way_stays_and_a_finished_ones_media_go(db):
+    waiting = file_row(db, 1, 60, finished=False)
+    finished = file_row(db, 2, 60)
+    db.execute(
+        "INSERT INTO document_media (document_id, phone_number_id, sha256, media_id, "
+        "uploaded_at, expires_at) VALUES (%s, '1', 'b', 'm1', now(), now())",
+        (finished,),
+    )
+
+    pruned = prune_table(db, TABLE["document_files"], KEEP)
+
+    assert (pruned.deleted, pruned.kept) == (1, 1)
+    assert left(db, "document_files") == {waiting}
+    assert db.execute("SELECT count(*) AS n FROM document_media").fetchone()["n"] == 0
+
+
 def test_a_run_over_every_table_reports_each(db):
     raw_row(db, 1, 10)
     status_row(db, 2, 40)
     inbound_row(db, 3, 40)
     alert_row(db, 4, 100)
+    file_row(db, 5, 40)
 
     result = prune_history(db, RetentionSettings())
 
@@ -246,9 +279,10 @@ def test_a_run_over_every_table_reports_each(db):
         ("status_events", 1),
         ("inbound_messages", 1),
         ("ops_alerts", 1),
+        ("document_files", 1),
     ]
-    assert [t.keep_days for t in result.tables] == [7, 30, 30, 90]
-    assert result.deleted == 4 and "Deleted 4 rows" in result.summary()
+    assert [t.keep_days for t in result.tables] == [7, 30, 30, 90, 30]
+    assert result.deleted == 5 and "Deleted 5 rows" in result.summary()
 
 
 def test_the_dagster_job_shows_the_counts_per_table(db, database_url):
@@ -264,7 +298,13 @@ def test_the_dagster_job_shows_the_counts_per_table(db, database_url):
     assert metadata["deleted"].value == 4 and metadata["more_left"].value is False
     rows = {r.data["table"]: r.data for r in metadata["tables"].value.records}
     assert rows["status_events"]["deleted"] == 3 and rows["status_events"]["keep_days"] == 30
-    assert set(rows) == {"raw_webhooks", "status_events", "inbound_messages", "ops_alerts"}
+    assert set(rows) == {
+        "raw_webhooks",
+        "status_events",
+        "inbound_messages",
+        "ops_alerts",
+        "document_files",
+    }
 
 
 def test_the_migration_keeps_one_copy_of_each_raw_body(empty_database, tmp_path):

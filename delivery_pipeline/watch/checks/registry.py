@@ -28,7 +28,7 @@ from delivery_pipeline.model import EXPECTED_ABANDON_REASONS, AbandonReason, Sev
 from delivery_pipeline.watch.alert import AlertChannel
 from delivery_pipeline.watch.episodes import Said, check_episode
 
-RUNBOOK = "README.md, 'What an alert means'"
+RUNBOOK = "its runbook: How-to → Alerts in the documentation (watch/runbooks.py)"
 
 
 class Owner(enum.StrEnum):
@@ -299,6 +299,8 @@ _BY_NAME = {
     for check in (*STATE_CHECKS, SERVICE, KNOCK_HELD, KNOCK_NOT_DELIVERED, BACKLOG_FRESHNESS)
 }
 CHECK_NAMES = tuple(check.name for check in STATE_CHECKS)
+# Every check, the template family as its name rule (its name is the prefix).
+CHECKS: tuple[Check, ...] = (*_BY_NAME.values(), _TEMPLATE)
 
 
 def lookup(name: str) -> Check | None:

@@ -1,4 +1,5 @@
-"""``consequence_of``: what a platform error means for a document, sync or async."""
+"""``consequence_of`` and ``at_limit``: what a platform error means for a document,
+sync or async, on a chunk or on a knock."""
 
 from __future__ import annotations
 
@@ -7,10 +8,12 @@ import pytest
 from delivery_pipeline.delivery.outcomes import (
     ASYNC_RETRY_SECONDS,
     ECOSYSTEM_RETRY_SECONDS,
-    TEMPLATE_HOLD_SECONDS,
     THROUGHPUT_PAUSE_SECONDS,
     Consequence,
+    Failure,
+    MessageKind,
     Step,
+    at_limit,
     consequence_of,
 )
 from delivery_pipeline.model import AbandonReason
@@ -33,15 +36,24 @@ def of(
     subcode: int | None = None,
     knock: bool = False,
 ) -> Consequence:
+    """The consequence, with the attempt limit applied to ``attempts`` as counted."""
     error: CloudApiError | None = classify(code, subcode=subcode) if code is not None else None
-    return consequence_of(
+    failure = Failure(
         error,
+        MessageKind.KNOCK if knock else MessageKind.CHUNK,
         document_id=7,
         person_id=3,
         attempts=attempts,
-        settings=SETTINGS,
         synchronous=synchronous,
-        knock=knock,
+        template=("document_ready", "en") if knock else None,
+    )
+    return at_limit(
+        consequence_of(failure, SETTINGS),
+        document_id=7,
+        attempts=attempts,
+        last_error=failure.reason,
+        code=code,
+        settings=SETTINGS,
     )
 
 
@@ -93,7 +105,8 @@ def test_an_unreachable_person_abandons_without_opting_out() -> None:
 def test_a_refused_template_holds_knocks_only() -> None:
     consequence = of(132001)
     assert (consequence.step, consequence.scope) == (Step.HOLD_TEMPLATE, Scope.TEMPLATE)
-    assert consequence.retry_after == TEMPLATE_HOLD_SECONDS and not consequence.counts_attempt
+    assert consequence.retry_after == SETTINGS.template_recheck_seconds
+    assert not consequence.counts_attempt
     assert consequence.alert is not None and consequence.alert.key == "template_refused:132001"
 
 
@@ -131,3 +144,93 @@ def test_this_messages_trouble_backs_off_counting_attempts_then_abandons(code: i
     assert (last.step, last.abandon_reason) == (Step.ABANDON, AbandonReason.MAX_ATTEMPTS)
     assert last.counts_attempt and last.alert is not None
     assert last.alert.key == "max_attempts:7"
+
+
+# ── one decision for every kind of message, whoever reports the failure ──
+
+PATHS = [(kind, sync) for kind in MessageKind for sync in (True, False)]
+
+
+@pytest.mark.parametrize(("kind", "synchronous"), PATHS)
+def test_the_attempt_limit_is_the_same_for_every_kind_and_path(
+    kind: MessageKind, synchronous: bool
+) -> None:
+    below = of(
+        131000,
+        attempts=SETTINGS.max_attempts - 1,
+        synchronous=synchronous,
+        knock=kind is MessageKind.KNOCK,
+    )
+    assert (below.step, below.counts_attempt) == (Step.RETRY, True)
+    last = of(
+        131000,
+        attempts=SETTINGS.max_attempts,
+        synchronous=synchronous,
+        knock=kind is MessageKind.KNOCK,
+    )
+    assert (last.step, last.abandon_reason) == (Step.ABANDON, AbandonReason.MAX_ATTEMPTS)
+    assert last.alert is not None and last.alert.key == "max_attempts:7"
+    assert "131000" in last.alert.message
+
+
+def test_every_counted_attempt_meets_the_limit_and_no_other() -> None:
+    limit = SETTINGS.max_attempts
+    # A knock refused for the window, or withheld: counted, so bounded.
+    assert of(131047, attempts=limit, knock=True).abandon_reason is AbandonReason.MAX_ATTEMPTS
+    withheld = of(131049, attempts=limit, synchronous=False, knock=True)
+    assert withheld.abandon_reason is AbandonReason.MAX_ATTEMPTS
+    # What does not count never abandons, however many came before.
+    assert of(131049, attempts=limit, synchronous=False).step is Step.RETRY
+    assert of(130429, attempts=limit).step is Step.RETRY
+    assert of(131047, attempts=limit).step is Step.KNOCK
+
+
+def test_a_knock_failed_after_acceptance_waits_a_minute_and_counts() -> None:
+    later = of(131000, attempts=1, synchronous=False, knock=True)
+    assert (later.retry_after, later.counts_attempt) == (ASYNC_RETRY_SECONDS, True)
+    at_once = of(131000, attempts=1, knock=True)
+    assert 0.75 * 10 <= at_once.retry_after <= 1.25 * 10
+
+
+def test_only_a_templated_kind_is_retried_when_the_window_is_closed() -> None:
+    assert [kind for kind in MessageKind if kind.templated] == [MessageKind.KNOCK]
+    assert of(131047, knock=True).step is Step.RETRY
+    assert of(131047).step is Step.KNOCK
+
+
+@pytest.mark.parametrize("synchronous", [True, False])
+def test_a_knocks_refused_template_fails_over_at_once_and_is_avoided(synchronous: bool) -> None:
+    consequence = of(132015, synchronous=synchronous, knock=True)
+    assert (consequence.step, consequence.scope) == (Step.NEXT_TEMPLATE, Scope.TEMPLATE)
+    assert consequence.retry_after == 0 and not consequence.counts_attempt
+    assert not consequence.knock_spent, "the person's knock is theirs again"
+    assert consequence.alert is not None
+    assert consequence.alert.key == "knock_template:document_ready:en:132015"
+    assert ("after accepting it" in consequence.alert.message) is not synchronous
+
+
+def test_the_hold_of_a_refused_template_is_the_recheck_setting() -> None:
+    settings = DeliverySettings(template_recheck_seconds=120)
+    failure = Failure(classify(132001), MessageKind.CHUNK, 7, 3, 1, synchronous=True)
+    consequence = consequence_of(failure, settings)
+    assert consequence.retry_after == 120
+    assert consequence.alert is not None and "every 2 min" in consequence.alert.message
+
+
+@pytest.mark.parametrize("synchronous", [True, False])
+def test_131062_waits_for_the_person_on_a_knock_and_abandons_a_text(synchronous: bool) -> None:
+    knock = of(131062, synchronous=synchronous, knock=True)
+    assert knock.step is Step.WAIT_FOR_PERSON and not knock.counts_attempt
+    assert not knock.knock_spent, "no knock counted"
+    assert knock.alert is not None and knock.alert.key == "bsuid_refused:3"
+    text = of(131062, synchronous=synchronous)
+    assert (text.step, text.abandon_reason) == (Step.ABANDON, AbandonReason.UNDELIVERABLE)
+    assert text.alert is not None and text.alert.key == "bsuid_refused:3"
+    assert not text.opts_out
+
+
+def test_a_knock_stays_spent_when_the_answer_was_about_the_person() -> None:
+    assert of(131026, synchronous=False, knock=True).knock_spent
+    assert of(131049, synchronous=False, knock=True).knock_spent
+    assert not of(131000, synchronous=False, knock=True).knock_spent
+    assert not of(190, synchronous=False, knock=True).knock_spent

@@ -14,7 +14,8 @@ import time
 from delivery_pipeline.sandbox.app import Sandbox
 from delivery_pipeline.sandbox.config import SandboxConfig
 from delivery_pipeline.sandbox.limits import SlidingWindowCounter
-from delivery_pipeline.sandbox.validation import Refusal, validate_send
+from delivery_pipeline.sandbox.refusals import Refusal
+from delivery_pipeline.sandbox.validation import validate_send
 
 
 def _knock(sandbox: Sandbox, i: int, arrived: float) -> int | None:

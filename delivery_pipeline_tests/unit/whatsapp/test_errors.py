@@ -5,11 +5,13 @@ from __future__ import annotations
 import pytest
 
 from delivery_pipeline.whatsapp.errors import (
+    MEDIA_UPLOAD_RULES,
     PHONE_NUMBER_ID_SUBCODE,
     RULES,
     Effect,
     GlobalSendError,
     MalformedRequest,
+    MediaRefused,
     NumberSendError,
     ReEngagementRequired,
     Scope,
@@ -77,3 +79,22 @@ def test_an_error_object_is_read_as_the_platform_writes_it() -> None:
 def test_a_code_that_is_no_platform_code_is_unknown_not_a_crash(code: object) -> None:
     error = from_error_object({"code": code, "error_data": "not an object"})
     assert error.code is None and type(error) is TransientError
+
+
+@pytest.mark.parametrize("code", sorted(MEDIA_UPLOAD_RULES))
+def test_the_media_endpoints_refusals_concern_the_file(code: int) -> None:
+    upload = from_error_object({"code": code, "message": "m"}, 400, upload=True)
+    assert type(upload) is MediaRefused
+    assert (upload.scope, upload.effect) == (Scope.MESSAGE, Effect.WITHOUT_FILE)
+
+
+def test_on_the_media_endpoint_the_others_mean_what_they_mean_on_a_send() -> None:
+    assert type(classify(100)) is MalformedRequest, "a 100 on a send is one bad request"
+    assert type(classify(100, subcode=PHONE_NUMBER_ID_SUBCODE, upload=True)) is NumberSendError
+    assert type(classify(190, http_status=401, upload=True)) is GlobalSendError
+    assert type(classify(131000, upload=True)) is TransientError
+
+
+def test_a_file_refused_after_a_send_was_accepted_goes_without_the_file() -> None:
+    error = from_error_object({"code": 131053, "title": "Media upload error"})
+    assert type(error) is MediaRefused and error.effect is Effect.WITHOUT_FILE
