@@ -17,6 +17,7 @@ key serialises the decision).
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from typing import Any
 
@@ -72,7 +73,7 @@ async def record_alert(
     episode = episode_of(alert)
     if episode is not None:
         source = {**alert.details, "reported_as": alert.key}
-        report = Report(Alert(episode, alert.severity, alert.message, source), failing=True)
+        report = Report(dataclasses.replace(alert, key=episode, details=source), failing=True)
         return await note_async(conn, report) is not None
     async with conn.transaction():
         await QUERIES.alert_lock.run(conn, {"dedup_key": alert.key})
