@@ -62,7 +62,7 @@ from delivery_pipeline.settings import (
     knock_template_list,
 )
 from delivery_pipeline.watch.checks import registry, templates
-from delivery_pipeline.watch.checks.evaluators import EVALUATORS
+from delivery_pipeline.watch.checks.evaluators import EVALUATORS, Evaluate
 from delivery_pipeline.watch.checks.probe import check_service_reachable
 from delivery_pipeline.watch.checks.registry import Check, CheckResult, Judged, could_not_evaluate
 from delivery_pipeline.watch.daemon_heartbeats import CHECKS, beat
@@ -103,9 +103,6 @@ def as_check_result(
         description=result.summary,
         metadata=as_metadata(metadata),
     )
-
-
-Evaluate = Callable[[psycopg.Connection[Any], Settings], CheckResult]
 
 
 def evaluated(

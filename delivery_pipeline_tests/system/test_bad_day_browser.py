@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 
 from delivery_pipeline.store.db import connect
-from delivery_pipeline_tests.service.test_review_browser import CHROMIUM, CHROMIUM_ARGS
+from delivery_pipeline_tests.support.browser import NEEDS_CHROMIUM
 from delivery_pipeline_tests.support.dagster_deployment import (
     Deployment,
     dagster_deployment,
@@ -35,9 +35,7 @@ from delivery_pipeline_tests.support.data import add_document, add_person, plan_
 
 pytestmark = [
     pytest.mark.slow,
-    pytest.mark.skipif(
-        not CHROMIUM.exists(), reason="needs /usr/bin/chromium (apt-get install -y chromium)"
-    ),
+    NEEDS_CHROMIUM,
 ]
 
 SCREENSHOTS = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
@@ -70,18 +68,6 @@ def deployment(pg_admin_url: str, template_database: str) -> Iterator[Deployment
         DELIVERY_QUIET_HOURS="off",
     ) as running:
         yield running
-
-
-@pytest.fixture
-def browser() -> Iterator[Any]:
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        try:
-            yield chromium
-        finally:
-            chromium.close()
 
 
 def shots_folder(tmp_path: Path) -> Path:
