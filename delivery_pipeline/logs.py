@@ -1,6 +1,6 @@
 """The one logging set-up of every process we start: the webhook service, the CLI and
 the sandbox call ``configure``; Dagster's code location (webserver, daemon, every run)
-calls ``quiet_http_clients`` when it loads.
+calls ``quiet_http_clients`` and ``ready_for_capture`` when it loads.
 
 HTTP client libraries log the URL of every request (httpx at INFO, httpcore,
 urllib3 and aiohttp at DEBUG, hpack the headers), and our URLs are secrets: a
@@ -24,6 +24,8 @@ from delivery_pipeline.settings import Settings
 
 FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 HTTP_CLIENT_LOGGERS = ("httpx", "httpcore", "urllib3", "aiohttp", "hpack")
+# Our loggers' parent: the one a deployment hands to Dagster's log capture.
+CAPTURED_LOGGER = "delivery_pipeline"
 # Shorter texts are not treated as secrets: replacing them would garble every line.
 MIN_SECRET_LENGTH = 6
 
@@ -89,3 +91,28 @@ def redact(settings: Settings) -> None:
         for old in [f for f in handler.filters if isinstance(f, Redact)]:
             handler.removeFilter(old)
         handler.addFilter(scrubber)
+
+
+class Scrubbing(logging.Handler):
+    """Writes nothing: its ``Redact`` filter scrubs each record in place for the handlers
+    after it on the same logger. (Not a ``NullHandler``, whose ``handle`` skips the
+    filters.)"""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        pass
+
+
+def ready_for_capture(settings: Settings) -> None:
+    """Our loggers as Dagster captures them (``python_logs: managed_python_loggers:
+    [delivery_pipeline]`` in dagster.yaml): at INFO, their level for operators,
+    whatever the process's root level; and each record scrubbed of every secret
+    before any other handler on the ``delivery_pipeline`` logger sees it, since
+    Dagster hangs its handler there and the record reaches it before it propagates
+    to the root's redacting handlers."""
+    package = logging.getLogger(CAPTURED_LOGGER)
+    if package.level == logging.NOTSET:
+        package.setLevel(logging.INFO)
+    scrubbing = Scrubbing()
+    scrubbing.addFilter(Redact(settings.secret_texts()))
+    others = [h for h in package.handlers if not isinstance(h, Scrubbing)]
+    package.handlers = [scrubbing, *others]  # first: Dagster's handler comes later

@@ -135,6 +135,26 @@ class ChunkState(enum.StrEnum):
     UNKNOWN = "unknown"
 
 
+class Priority(enum.StrEnum):
+    """An application's say in its person's turn (``api_documents.priority``, sql/036):
+    high goes with what the person asked for, normal keeps its kind's place, low goes
+    after the briefs."""
+
+    HIGH = "high"
+    NORMAL = "normal"
+    LOW = "low"
+
+
+class EventType(enum.StrEnum):
+    """What an application hears at its endpoint (``api_events.type``, sql/036)."""
+
+    DOCUMENT_DELIVERED = "document.delivered"
+    DOCUMENT_READ = "document.read"
+    DOCUMENT_ABANDONED = "document.abandoned"
+    DOCUMENT_AWAITING_REPLY = "document.awaiting_reply"
+    PERSON_OPTED_OUT = "person.opted_out"
+
+
 _E164 = re.compile(r"^\+[1-9][0-9]{6,14}$")
 _PUNCTUATION = re.compile(r"[\s\-().]")
 

@@ -274,6 +274,21 @@ class DatabaseSettings(Section):
         json_schema_extra=env("DELIVERY_DATA_DIR"),
         description="where the embedded Postgres lives",
     )
+    connect_timeout_seconds: int = Field(
+        10,
+        ge=2,
+        json_schema_extra=env("DATABASE_CONNECT_TIMEOUT_SECONDS"),
+        description="Dagster's sensors, checks and ops give up reaching the app database "
+        "after this long (libpq's connect_timeout; 2 at least)",
+    )
+    statement_timeout_seconds: float = Field(
+        30.0,
+        gt=0,
+        json_schema_extra=env("DATABASE_STATEMENT_TIMEOUT_SECONDS"),
+        description="a statement of Dagster's sensors, checks and ops (a lock wait included) "
+        "is cancelled after this long: a sensor skips, a run fails; keep it under Dagster's "
+        "60 s sensor deadline",
+    )
     embedded_os_user: str = Field(
         "embedded_postgres",
         pattern=r"^[a-z_][a-z0-9_-]{0,31}$",
@@ -515,6 +530,11 @@ class DeliverySettings(Section):
     sweepers: int = Field(
         2, ge=1, le=MAX_SWEEPERS, description="parallel sweeper ops per deliver_documents run"
     )
+    executor: Literal["multiprocess", "docker", "k8s"] = Field(
+        "multiprocess",
+        description="where a deliver_documents run's sweepers run: processes of the run, "
+        "Docker containers (dagster-docker) or Kubernetes pods (dagster-k8s)",
+    )
     chunk_limit: int = Field(
         4096,
         ge=16,
@@ -752,6 +772,91 @@ class ServiceSettings(Section):
     def review_page_url(self) -> str:
         """The reviewers' page on the webhook service (linked from their alerts)."""
         return self.service_url + REVIEW_PAGE_PATH
+
+
+class ApiSettings(Section):
+    """The applications' door (``/v1``, ``service/api/``): who may hand documents over,
+    how fast, and where each application hears what became of them."""
+
+    env_prefix: ClassVar[str] = "DELIVERY_API_"
+
+    tokens: SecretStr | None = Field(
+        None,
+        description="application=token, comma-separated; an application may have several "
+        "(rotation); unset: the API answers 401",
+    )
+    webhooks: SecretStr | None = Field(
+        None, description="application=url, comma-separated: where each hears its events"
+    )
+    webhook_secrets: SecretStr | None = Field(
+        None,
+        validate_default=True,
+        description="application=whsec_..., comma-separated: Standard Webhooks signing "
+        "secrets; several for one application sign with each (rotation)",
+    )
+    max_body_bytes: int = Field(
+        1024 * 1024, ge=1024, description="a request body over this is refused (413)"
+    )
+    rate_per_second: float = Field(
+        50.0, gt=0, description="requests per second per token, shared by every replica"
+    )
+    rate_burst: int = Field(100, ge=1, description="requests a token may make at once")
+    events_backoff_scale: float = Field(
+        1.0,
+        gt=0,
+        description="the retry schedule of events, scaled (tests); 1: about 27 h of retries",
+    )
+    events_alert_seconds: float = Field(
+        900, gt=0, description="an application's endpoint failing this long is alerted"
+    )
+    events_timeout_seconds: float = Field(10.0, gt=0, description="per event sent")
+    events_concurrency: int = Field(
+        16, ge=1, description="events in flight per application and service process"
+    )
+
+    @field_validator("tokens")
+    @classmethod
+    def _tokens(cls, value: SecretStr | None) -> SecretStr | None:
+        # (a Dagster resource would hold the variable's name here instead: not checked)
+        if isinstance(value, SecretStr):
+            parse_api_tokens(value.get_secret_value())
+        return value
+
+    @field_validator("webhooks")
+    @classmethod
+    def _webhooks(cls, value: SecretStr | None) -> SecretStr | None:
+        if isinstance(value, SecretStr):
+            parse_api_webhooks(value.get_secret_value())
+        return value
+
+    @field_validator("webhook_secrets")
+    @classmethod
+    def _secrets(cls, value: SecretStr | None, info: ValidationInfo) -> SecretStr | None:
+        secrets = parse_webhook_secrets(value.get_secret_value()) if value else {}
+        webhooks = info.data.get("webhooks")
+        hooks = parse_api_webhooks(webhooks.get_secret_value()) if webhooks else {}
+        unsigned = sorted(set(hooks) - set(secrets))
+        if unsigned:
+            raise ValueError(
+                f"no signing secret for {', '.join(unsigned)} (DELIVERY_API_WEBHOOKS names "
+                "them): give application=whsec_<base64> for each"
+            )
+        return value
+
+    @property
+    def applications_by_token(self) -> dict[str, str]:
+        """Each valid token → its application."""
+        return parse_api_tokens(secret(self.tokens) or "")
+
+    @property
+    def endpoints(self) -> dict[str, str]:
+        """Each application with an endpoint → its URL."""
+        return parse_api_webhooks(secret(self.webhooks) or "")
+
+    @property
+    def signing_secrets(self) -> dict[str, list[bytes]]:
+        """Each application → its signing keys (decoded), in the order given."""
+        return parse_webhook_secrets(secret(self.webhook_secrets) or "")
 
 
 class GenerationSettings(Section):
@@ -1238,6 +1343,7 @@ class Settings(BaseModel):
     review: ReviewSettings = ReviewSettings()
     retention: RetentionSettings = RetentionSettings()
     schedules: ScheduleSettings = ScheduleSettings()
+    api: ApiSettings = ApiSettings()
     sandbox: SandboxSettings = SandboxSettings()
 
     @classmethod
@@ -1378,3 +1484,81 @@ def parse_review_kinds(raw: str) -> frozenset[str]:
             f"unknown kind {', '.join(map(repr, unknown))}; kinds are {', '.join(REVIEWABLE_KINDS)}"
         )
     return kinds
+
+
+# ── the applications' door: DELIVERY_API_* ──────────────────────────────
+
+APPLICATION_NAME = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,62}$")
+API_TOKEN_MIN_LENGTH = 16
+WEBHOOK_SECRET_PREFIX = "whsec_"
+
+
+def _named_items(raw: str, what: str) -> list[tuple[str, str]]:
+    """``a=x,b=y`` → [(a, x), (b, y)]; each name an application name. The values are
+    secrets: an error names the item's position and its application, never the value."""
+    items: list[tuple[str, str]] = []
+    for position, item in enumerate(filter(None, (p.strip() for p in raw.split(","))), 1):
+        name, sep, value = item.partition("=")
+        name, value = name.strip(), value.strip()
+        if not sep or not value:
+            raise ValueError(f"item {position} is not application={what}")
+        if not APPLICATION_NAME.match(name):
+            raise ValueError(
+                f"item {position}: {name!r} is not an application name (lower-case letters, "
+                "digits, '.', '_' or '-', at most 63)"
+            )
+        items.append((name, value))
+    return items
+
+
+def parse_api_tokens(raw: str) -> dict[str, str]:
+    """``DELIVERY_API_TOKENS`` (``app=token,…``) → {token: application}; an application
+    may have several tokens (one replacing another), a token one application."""
+    tokens: dict[str, str] = {}
+    for position, (name, token) in enumerate(_named_items(raw, "token"), 1):
+        if len(token) < API_TOKEN_MIN_LENGTH or any(c.isspace() for c in token):
+            raise ValueError(
+                f"item {position} ({name}): a token is at least {API_TOKEN_MIN_LENGTH} "
+                "characters without spaces (use a long random string)"
+            )
+        if tokens.get(token, name) != name:
+            raise ValueError(f"item {position} ({name}): that token is another application's")
+        tokens[token] = name
+    return tokens
+
+
+def parse_api_webhooks(raw: str) -> dict[str, str]:
+    """``DELIVERY_API_WEBHOOKS`` (``app=url,…``) → {application: url}, one each."""
+    hooks: dict[str, str] = {}
+    for position, (name, url) in enumerate(_named_items(raw, "url"), 1):
+        try:
+            parts = urlsplit(url)
+        except ValueError:
+            parts = urlsplit("")
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError(f"item {position} ({name}): not an http(s) URL")
+        if name in hooks:
+            raise ValueError(f"item {position} ({name}): one endpoint per application")
+        hooks[name] = url
+    return hooks
+
+
+def parse_webhook_secrets(raw: str) -> dict[str, list[bytes]]:
+    """``DELIVERY_API_WEBHOOK_SECRETS`` (``app=whsec_<base64>,…``) → {application: keys}:
+    Standard Webhooks secrets, 24 to 64 bytes each; several sign with each."""
+    import base64
+    import binascii
+
+    secrets: dict[str, list[bytes]] = {}
+    for position, (name, text) in enumerate(_named_items(raw, "whsec_<base64>"), 1):
+        try:
+            key = base64.b64decode(text.removeprefix(WEBHOOK_SECRET_PREFIX), validate=True)
+        except (binascii.Error, ValueError):
+            key = b""
+        if not text.startswith(WEBHOOK_SECRET_PREFIX) or not 24 <= len(key) <= 64:
+            raise ValueError(
+                f"item {position} ({name}): not whsec_ followed by the base64 of 24 to 64 "
+                "random bytes"
+            )
+        secrets.setdefault(name, []).append(key)
+    return secrets

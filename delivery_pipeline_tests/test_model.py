@@ -20,16 +20,18 @@ from delivery_pipeline.model import (
     Action,
     ChunkState,
     DocumentState,
+    EventType,
     Kind,
     Locale,
     OperatorAction,
+    Priority,
     ReviewDecision,
     e164,
 )
 from delivery_pipeline.settings import REVIEWABLE_KINDS
 from delivery_pipeline.watch.alerts import AlertChannel, AlertKind, AlertSeverity
 
-_LITERAL = re.compile(r"'([a-z_]+)'::text")
+_LITERAL = re.compile(r"'([a-z_.]+)'::text")
 
 
 def _check_values(db: psycopg.Connection[Any], table: str, column: str) -> set[str]:
@@ -60,6 +62,8 @@ def _values(values: type[enum.StrEnum]) -> set[str]:
         (AlertChannel, "ops_alerts", "channel"),
         (ReviewDecision, "documents", "review_decision"),
         (OperatorAction, "document_actions", "action"),
+        (Priority, "api_documents", "priority"),
+        (EventType, "api_events", "type"),
     ],
 )
 def test_each_enum_lists_exactly_what_its_check_allows(

@@ -24,13 +24,22 @@ from delivery_pipeline.store.db import public_url
 DATABASE_URL = "postgresql://ops:a-db-password@db.internal:5432/delivery"
 
 
+# The secrets with a shape of their own (application=value lists).
+SHAPED = {
+    "DELIVERY_API_TOKENS": "acme=an-api-token-of-some-length",
+    "DELIVERY_API_WEBHOOKS": "acme=http://127.0.0.1:9/DELIVERY_API_WEBHOOKS-of-some-length",
+    "DELIVERY_API_WEBHOOK_SECRETS": "acme=whsec_" + "QUJDREVGR0hJSktMTU5PUFFSU1RVVldY",
+}
+
+
 def _secret_variables() -> dict[str, str]:
     """Every variable the model holds as a secret → a valid value for it."""
     values = {"DATABASE_URL": DATABASE_URL}
     for section in Settings.sections().values():
         names = section.env_names()
         for field in section.secret_fields():
-            values.setdefault(names[field], f"http://127.0.0.1:9/{names[field]}-of-some-length")
+            name = names[field]
+            values.setdefault(name, SHAPED.get(name, f"http://127.0.0.1:9/{name}-of-some-length"))
     return values
 
 

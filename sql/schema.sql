@@ -5,23 +5,21 @@
 -- A database gets its schema from the migrations (`delivery-pipeline db upgrade`),
 -- never from this file, which holds no rows (sender_state's one row is 001's).
 
--- Name: brief_due_date(timestamp with time zone, text, time without time zone); Type: FUNCTION
+-- Name: api_documents; Type: TABLE
 
-CREATE FUNCTION public.brief_due_date(at timestamp with time zone, time_zone text, brief_local_time time without time zone) RETURNS date
-    LANGUAGE sql STABLE
-    AS $$
-    SELECT CASE WHEN (at AT TIME ZONE time_zone)::time >= brief_local_time
-                THEN (at AT TIME ZONE time_zone)::date END
-$$;
-
--- Name: delivery_begun(bigint); Type: FUNCTION
-
-CREATE FUNCTION public.delivery_begun(doc bigint) RETURNS boolean
-    LANGUAGE sql STABLE
-    AS $$
-    SELECT EXISTS (SELECT 1 FROM delivery_chunks c
-                   WHERE c.document_id = doc AND c.state IN ('sent', 'sending', 'unknown'))
-$$;
+CREATE TABLE public.api_documents (
+    document_id bigint NOT NULL,
+    application text NOT NULL,
+    idempotency_key text,
+    request_hash bytea,
+    answer jsonb,
+    replace_key text,
+    priority text DEFAULT 'normal'::text NOT NULL,
+    metadata jsonb DEFAULT '{}'::jsonb NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    read_told_for text,
+    CONSTRAINT api_documents_priority_check CHECK ((priority = ANY (ARRAY['high'::text, 'normal'::text, 'low'::text])))
+);
 
 -- Name: documents; Type: TABLE
 
@@ -85,6 +83,41 @@ WITH (fillfactor='70');
 
 COMMENT ON COLUMN public.documents.chunk_failures IS 'failed statuses applied to this document''s chunks; the finish of a pass compares it with the value it read';
 
+-- Name: api_document_event(public.api_documents, public.documents, jsonb); Type: FUNCTION
+
+CREATE FUNCTION public.api_document_event(a public.api_documents, d public.documents, what jsonb) RETURNS jsonb
+    LANGUAGE sql STABLE
+    AS $$
+    SELECT jsonb_build_object(
+        'document', jsonb_build_object(
+            'id', d.id, 'kind', d.kind, 'day', d.for_date,
+            'idempotency_key', a.idempotency_key, 'replace_key', a.replace_key,
+            'metadata', a.metadata),
+        'person', jsonb_build_object(
+            'id', d.person_id,
+            'key', (SELECT p.user_key FROM api_people p
+                    WHERE p.application = a.application AND p.person_id = d.person_id))
+    ) || what
+$$;
+
+-- Name: brief_due_date(timestamp with time zone, text, time without time zone); Type: FUNCTION
+
+CREATE FUNCTION public.brief_due_date(at timestamp with time zone, time_zone text, brief_local_time time without time zone) RETURNS date
+    LANGUAGE sql STABLE
+    AS $$
+    SELECT CASE WHEN (at AT TIME ZONE time_zone)::time >= brief_local_time
+                THEN (at AT TIME ZONE time_zone)::date END
+$$;
+
+-- Name: delivery_begun(bigint); Type: FUNCTION
+
+CREATE FUNCTION public.delivery_begun(doc bigint) RETURNS boolean
+    LANGUAGE sql STABLE
+    AS $$
+    SELECT EXISTS (SELECT 1 FROM delivery_chunks c
+                   WHERE c.document_id = doc AND c.state IN ('sent', 'sending', 'unknown'))
+$$;
+
 -- Name: delivery_body(public.documents); Type: FUNCTION
 
 CREATE FUNCTION public.delivery_body(d public.documents) RETURNS text
@@ -98,7 +131,12 @@ $$;
 CREATE FUNCTION public.delivery_rank(doc bigint, kind text) RETURNS integer
     LANGUAGE sql STABLE
     AS $$
-    SELECT CASE WHEN delivery_begun(doc) THEN 0 WHEN kind = 'plan' THEN 1 ELSE 2 END
+    SELECT CASE
+        WHEN delivery_begun(doc) THEN 0
+        ELSE coalesce((SELECT CASE a.priority WHEN 'high' THEN 1 WHEN 'low' THEN 3 END
+                       FROM api_documents a WHERE a.document_id = doc),
+                      CASE WHEN kind = 'plan' THEN 1 ELSE 2 END)
+    END
 $$;
 
 -- Name: eligible_documents(interval, interval, text); Type: FUNCTION
@@ -212,6 +250,17 @@ BEGIN
 END
 $$;
 
+-- Name: notify_api_events(); Type: FUNCTION
+
+CREATE FUNCTION public.notify_api_events() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    PERFORM pg_notify('api_events', '');
+    RETURN NULL;
+END
+$$;
+
 -- Name: notify_delivery_ready(); Type: FUNCTION
 
 CREATE FUNCTION public.notify_delivery_ready() RETURNS trigger
@@ -253,6 +302,104 @@ CREATE FUNCTION public.quiet_until(at timestamp with time zone, time_zone text, 
             (w.local_now::date + w.ends) AT TIME ZONE time_zone
     END
     FROM w
+$$;
+
+-- Name: record_api_document_events(); Type: FUNCTION
+
+CREATE FUNCTION public.record_api_document_events() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+    a api_documents%ROWTYPE;
+BEGIN
+    SELECT * INTO a FROM api_documents x
+    WHERE x.document_id = NEW.id
+      AND EXISTS (SELECT 1 FROM api_endpoints e
+                  WHERE e.application = x.application AND e.removed_at IS NULL)
+    FOR UPDATE OF x;
+    IF NOT FOUND THEN
+        RETURN NULL;
+    END IF;
+    IF OLD.delivered_at IS NULL AND NEW.delivered_at IS NOT NULL THEN
+        INSERT INTO api_events (application, type, stream, document_id, person_id, data)
+        VALUES (a.application, 'document.delivered', 'document:' || NEW.id, NEW.id,
+                NEW.person_id,
+                api_document_event(a, NEW, jsonb_build_object(
+                    'state', 'delivered', 'delivered_at', NEW.delivered_at,
+                    'parts', (SELECT count(*) FROM delivery_chunks c
+                              WHERE c.document_id = NEW.id))));
+        PERFORM tell_api_read(a, NEW);
+    END IF;
+    IF OLD.awaiting_reply_since IS NULL AND NEW.awaiting_reply_since IS NOT NULL
+       AND NEW.abandoned_at IS NULL THEN
+        INSERT INTO api_events (application, type, stream, document_id, person_id, data)
+        VALUES (a.application, 'document.awaiting_reply', 'document:' || NEW.id, NEW.id,
+                NEW.person_id,
+                api_document_event(a, NEW, jsonb_build_object(
+                    'state', 'awaiting_reply', 'since', NEW.awaiting_reply_since,
+                    'knocked_at', NEW.knock_sent_at)));
+    END IF;
+    IF OLD.abandoned_at IS NULL AND NEW.abandoned_at IS NOT NULL THEN
+        INSERT INTO api_events (application, type, stream, document_id, person_id, data)
+        VALUES (a.application, 'document.abandoned', 'document:' || NEW.id, NEW.id,
+                NEW.person_id,
+                api_document_event(a, NEW, jsonb_build_object(
+                    'state', 'abandoned', 'abandoned_at', NEW.abandoned_at,
+                    'reason', NEW.abandon_reason)));
+    END IF;
+    RETURN NULL;
+END
+$$;
+
+-- Name: record_api_person_events(); Type: FUNCTION
+
+CREATE FUNCTION public.record_api_person_events() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+    via text := CASE WHEN OLD.opted_out_at IS NULL AND NEW.opted_out_at IS NOT NULL
+                     THEN 'platform' ELSE 'stop' END;
+BEGIN
+    INSERT INTO api_events (application, type, stream, person_id, data)
+    SELECT p.application, 'person.opted_out', 'person:' || NEW.id, NEW.id,
+           jsonb_build_object(
+               'person', jsonb_build_object('id', NEW.id, 'key', p.user_key),
+               'via', via,
+               'opted_out_at', CASE via WHEN 'platform' THEN NEW.opted_out_at
+                                        ELSE NEW.knocks_stopped_at END)
+    FROM api_people p JOIN api_endpoints e ON e.application = p.application
+    WHERE p.person_id = NEW.id AND e.removed_at IS NULL;
+    RETURN NULL;
+END
+$$;
+
+-- Name: record_api_read_event(); Type: FUNCTION
+
+CREATE FUNCTION public.record_api_read_event() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+    a api_documents%ROWTYPE;
+    d documents%ROWTYPE;
+BEGIN
+    -- only the last part's reading tells
+    IF EXISTS (SELECT 1 FROM delivery_chunks c
+               WHERE c.document_id = NEW.document_id AND c.chunk_index > NEW.chunk_index) THEN
+        RETURN NULL;
+    END IF;
+    SELECT * INTO a FROM api_documents x
+    WHERE x.document_id = NEW.document_id
+      AND EXISTS (SELECT 1 FROM api_endpoints e
+                  WHERE e.application = x.application AND e.removed_at IS NULL)
+    FOR UPDATE OF x;
+    IF NOT FOUND THEN
+        RETURN NULL;
+    END IF;
+    -- a statement after the lock reads the newest committed document
+    SELECT * INTO d FROM documents WHERE id = NEW.document_id;
+    PERFORM tell_api_read(a, d);
+    RETURN NULL;
+END
 $$;
 
 -- Name: record_delivery_event(); Type: FUNCTION
@@ -312,10 +459,38 @@ CREATE FUNCTION public.superseded(d public.documents) RETURNS boolean
     AS $$
     SELECT EXISTS (
         SELECT 1 FROM documents n
-        WHERE n.person_id = d.person_id AND n.kind = d.kind
-          AND n.for_date IS NOT DISTINCT FROM d.for_date AND n.id > d.id
-          AND n.status = 'succeeded' AND n.abandoned_at IS NULL AND n.awaiting_review_since IS NULL)
+        LEFT JOIN api_documents na ON na.document_id = n.id
+        LEFT JOIN api_documents da ON da.document_id = d.id
+        WHERE n.person_id = d.person_id AND n.id > d.id
+          AND n.status = 'succeeded' AND n.abandoned_at IS NULL AND n.awaiting_review_since IS NULL
+          AND CASE WHEN na.document_id IS NULL AND da.document_id IS NULL
+                   THEN n.kind = d.kind AND n.for_date IS NOT DISTINCT FROM d.for_date
+                   ELSE na.application = da.application AND na.replace_key = da.replace_key
+              END)
        AND NOT delivery_begun(d.id) AND NOT resent(d.id)
+$$;
+
+-- Name: tell_api_read(public.api_documents, public.documents); Type: FUNCTION
+
+CREATE FUNCTION public.tell_api_read(a public.api_documents, d public.documents) RETURNS void
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+    last_part delivery_chunks%ROWTYPE;
+BEGIN
+    SELECT * INTO last_part FROM delivery_chunks c
+    WHERE c.document_id = d.id ORDER BY c.chunk_index DESC LIMIT 1;
+    IF d.delivered_at IS NULL OR last_part.read_at IS NULL
+       OR last_part.wa_message_id IS NOT DISTINCT FROM a.read_told_for THEN
+        RETURN;
+    END IF;
+    UPDATE api_documents SET read_told_for = last_part.wa_message_id
+    WHERE document_id = d.id;
+    INSERT INTO api_events (application, type, stream, document_id, person_id, data)
+    VALUES (a.application, 'document.read', 'document:' || d.id, d.id, d.person_id,
+            api_document_event(a, d, jsonb_build_object(
+                'state', 'delivered', 'read_at', last_part.read_at)));
+END
 $$;
 
 -- Name: message_templates; Type: TABLE
@@ -384,6 +559,71 @@ CREATE TABLE public.acknowledgements (
     error_code integer,
     error text,
     CONSTRAINT acknowledgements_state_check CHECK ((state = ANY (ARRAY['due'::text, 'sending'::text, 'sent'::text, 'unknown'::text, 'failed'::text])))
+);
+
+-- Name: api_endpoints; Type: TABLE
+
+CREATE TABLE public.api_endpoints (
+    application text NOT NULL,
+    registered_at timestamp with time zone DEFAULT now() NOT NULL,
+    removed_at timestamp with time zone,
+    failing_since timestamp with time zone,
+    failures integer DEFAULT 0 NOT NULL,
+    next_attempt_at timestamp with time zone DEFAULT now() NOT NULL,
+    last_error text,
+    last_success_at timestamp with time zone
+);
+
+-- Name: api_events; Type: TABLE
+
+CREATE TABLE public.api_events (
+    id bigint NOT NULL,
+    event_id uuid DEFAULT gen_random_uuid() NOT NULL,
+    application text NOT NULL,
+    type text NOT NULL,
+    stream text NOT NULL,
+    document_id bigint,
+    person_id bigint NOT NULL,
+    data jsonb NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    attempts integer DEFAULT 0 NOT NULL,
+    next_attempt_at timestamp with time zone DEFAULT now() NOT NULL,
+    claimed_by uuid,
+    claimed_at timestamp with time zone,
+    last_error text,
+    delivered_at timestamp with time zone,
+    expired_at timestamp with time zone,
+    CONSTRAINT api_events_check CHECK (((delivered_at IS NULL) OR (expired_at IS NULL))),
+    CONSTRAINT api_events_type_check CHECK ((type = ANY (ARRAY['document.delivered'::text, 'document.read'::text, 'document.abandoned'::text, 'document.awaiting_reply'::text, 'person.opted_out'::text])))
+);
+
+-- Name: api_events_id_seq; Type: SEQUENCE
+
+CREATE SEQUENCE public.api_events_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1;
+
+-- Name: api_events_id_seq; Type: SEQUENCE OWNED BY
+
+ALTER SEQUENCE public.api_events_id_seq OWNED BY public.api_events.id;
+
+-- Name: api_people; Type: TABLE
+
+CREATE TABLE public.api_people (
+    application text NOT NULL,
+    person_id bigint NOT NULL,
+    user_key text,
+    created_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+-- Name: api_rate_limits; Type: TABLE
+
+CREATE TABLE public.api_rate_limits (
+    bucket text NOT NULL,
+    tat timestamp with time zone NOT NULL
 );
 
 -- Name: dagster_heartbeats; Type: TABLE
@@ -903,6 +1143,10 @@ CREATE TABLE public.time_zone_names (
     name text NOT NULL
 );
 
+-- Name: api_events id; Type: DEFAULT
+
+ALTER TABLE ONLY public.api_events ALTER COLUMN id SET DEFAULT nextval('public.api_events_id_seq'::regclass);
+
 -- Name: delivery_events id; Type: DEFAULT
 
 ALTER TABLE ONLY public.delivery_events ALTER COLUMN id SET DEFAULT nextval('public.delivery_events_id_seq'::regclass);
@@ -943,6 +1187,36 @@ ALTER TABLE ONLY public.raw_webhooks ALTER COLUMN id SET DEFAULT nextval('public
 
 ALTER TABLE ONLY public.acknowledgements
     ADD CONSTRAINT acknowledgements_pkey PRIMARY KEY (reply_id);
+
+-- Name: api_documents api_documents_pkey; Type: CONSTRAINT
+
+ALTER TABLE ONLY public.api_documents
+    ADD CONSTRAINT api_documents_pkey PRIMARY KEY (document_id);
+
+-- Name: api_endpoints api_endpoints_pkey; Type: CONSTRAINT
+
+ALTER TABLE ONLY public.api_endpoints
+    ADD CONSTRAINT api_endpoints_pkey PRIMARY KEY (application);
+
+-- Name: api_events api_events_event_id_key; Type: CONSTRAINT
+
+ALTER TABLE ONLY public.api_events
+    ADD CONSTRAINT api_events_event_id_key UNIQUE (event_id);
+
+-- Name: api_events api_events_pkey; Type: CONSTRAINT
+
+ALTER TABLE ONLY public.api_events
+    ADD CONSTRAINT api_events_pkey PRIMARY KEY (id);
+
+-- Name: api_people api_people_pkey; Type: CONSTRAINT
+
+ALTER TABLE ONLY public.api_people
+    ADD CONSTRAINT api_people_pkey PRIMARY KEY (application, person_id);
+
+-- Name: api_rate_limits api_rate_limits_pkey; Type: CONSTRAINT
+
+ALTER TABLE ONLY public.api_rate_limits
+    ADD CONSTRAINT api_rate_limits_pkey PRIMARY KEY (bucket);
 
 -- Name: dagster_heartbeats dagster_heartbeats_pkey; Type: CONSTRAINT
 
@@ -1108,6 +1382,38 @@ ALTER TABLE ONLY public.time_zone_names
 
 CREATE INDEX acknowledgements_due ON public.acknowledgements USING btree (due_at) WHERE (state = 'due'::text);
 
+-- Name: api_documents_created; Type: INDEX
+
+CREATE INDEX api_documents_created ON public.api_documents USING btree (created_at);
+
+-- Name: api_documents_idempotency; Type: INDEX
+
+CREATE UNIQUE INDEX api_documents_idempotency ON public.api_documents USING btree (application, idempotency_key) WHERE (idempotency_key IS NOT NULL);
+
+-- Name: api_events_document; Type: INDEX
+
+CREATE INDEX api_events_document ON public.api_events USING btree (document_id, id) WHERE (document_id IS NOT NULL);
+
+-- Name: api_events_done; Type: INDEX
+
+CREATE INDEX api_events_done ON public.api_events USING btree (COALESCE(delivered_at, expired_at)) WHERE ((delivered_at IS NOT NULL) OR (expired_at IS NOT NULL));
+
+-- Name: api_events_stream; Type: INDEX
+
+CREATE INDEX api_events_stream ON public.api_events USING btree (stream, id) WHERE ((delivered_at IS NULL) AND (expired_at IS NULL));
+
+-- Name: api_events_waiting; Type: INDEX
+
+CREATE INDEX api_events_waiting ON public.api_events USING btree (application, id) WHERE ((delivered_at IS NULL) AND (expired_at IS NULL));
+
+-- Name: api_people_key; Type: INDEX
+
+CREATE UNIQUE INDEX api_people_key ON public.api_people USING btree (application, user_key) WHERE (user_key IS NOT NULL);
+
+-- Name: api_people_person; Type: INDEX
+
+CREATE INDEX api_people_person ON public.api_people USING btree (person_id);
+
 -- Name: delivery_events_reported; Type: INDEX
 
 CREATE INDEX delivery_events_reported ON public.delivery_events USING btree (reported_at) WHERE (reported_at IS NOT NULL);
@@ -1272,6 +1578,18 @@ CREATE INDEX status_events_age ON public.status_events USING btree (received_at,
 
 CREATE INDEX template_events_received ON public.template_events USING btree (received_at);
 
+-- Name: api_events api_events_notify; Type: TRIGGER
+
+CREATE TRIGGER api_events_notify AFTER INSERT ON public.api_events FOR EACH STATEMENT EXECUTE FUNCTION public.notify_api_events();
+
+-- Name: delivery_chunks delivery_chunks_api_read; Type: TRIGGER
+
+CREATE TRIGGER delivery_chunks_api_read AFTER UPDATE OF read_at ON public.delivery_chunks FOR EACH ROW WHEN (((old.read_at IS NULL) AND (new.read_at IS NOT NULL))) EXECUTE FUNCTION public.record_api_read_event();
+
+-- Name: documents documents_api_events; Type: TRIGGER
+
+CREATE TRIGGER documents_api_events AFTER UPDATE OF delivered_at, awaiting_reply_since, abandoned_at ON public.documents FOR EACH ROW WHEN ((((old.delivered_at IS NULL) AND (new.delivered_at IS NOT NULL)) OR ((old.awaiting_reply_since IS NULL) AND (new.awaiting_reply_since IS NOT NULL)) OR ((old.abandoned_at IS NULL) AND (new.abandoned_at IS NOT NULL)))) EXECUTE FUNCTION public.record_api_document_events();
+
 -- Name: documents documents_delivery_events; Type: TRIGGER
 
 CREATE TRIGGER documents_delivery_events AFTER UPDATE OF delivered_at, knock_sent_at, abandoned_at ON public.documents FOR EACH ROW WHEN (((old.delivered_at IS DISTINCT FROM new.delivered_at) OR (old.knock_sent_at IS DISTINCT FROM new.knock_sent_at) OR (old.abandoned_at IS DISTINCT FROM new.abandoned_at))) EXECUTE FUNCTION public.record_delivery_event();
@@ -1288,10 +1606,24 @@ CREATE TRIGGER documents_ready_on_insert AFTER INSERT ON public.documents FOR EA
 
 CREATE TRIGGER documents_ready_on_update AFTER UPDATE ON public.documents FOR EACH ROW WHEN ((new.in_queue AND (new.claim_token IS NULL) AND ((NOT old.in_queue) OR (old.claim_token IS NOT NULL) OR (old.next_attempt_at IS DISTINCT FROM new.next_attempt_at)))) EXECUTE FUNCTION public.notify_delivery_ready();
 
+-- Name: people people_api_events; Type: TRIGGER
+
+CREATE TRIGGER people_api_events AFTER UPDATE OF opted_out_at, knocks_stopped_at ON public.people FOR EACH ROW WHEN ((((old.opted_out_at IS NULL) AND (new.opted_out_at IS NOT NULL)) OR ((old.knocks_stopped_at IS NULL) AND (new.knocks_stopped_at IS NOT NULL)))) EXECUTE FUNCTION public.record_api_person_events();
+
 -- Name: acknowledgements acknowledgements_reply_id_fkey; Type: FK CONSTRAINT
 
 ALTER TABLE ONLY public.acknowledgements
     ADD CONSTRAINT acknowledgements_reply_id_fkey FOREIGN KEY (reply_id) REFERENCES public.knock_replies(id) ON DELETE CASCADE;
+
+-- Name: api_documents api_documents_document_id_fkey; Type: FK CONSTRAINT
+
+ALTER TABLE ONLY public.api_documents
+    ADD CONSTRAINT api_documents_document_id_fkey FOREIGN KEY (document_id) REFERENCES public.documents(id);
+
+-- Name: api_people api_people_person_id_fkey; Type: FK CONSTRAINT
+
+ALTER TABLE ONLY public.api_people
+    ADD CONSTRAINT api_people_person_id_fkey FOREIGN KEY (person_id) REFERENCES public.people(id) ON DELETE CASCADE;
 
 -- Name: delivery_chunks delivery_chunks_document_id_fkey; Type: FK CONSTRAINT
 

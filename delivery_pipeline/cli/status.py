@@ -3,8 +3,8 @@
 Per state: the count and the oldest age; for the states that wait on
 someone (pending, generating, undelivered, awaiting a reply) also the oldest
 document's id, its last error and its next attempt. Then whether sending is
-paused (and what to fix), and the pacer. Exit status 1 while sending is
-paused, so a script can ask ``status || page``.
+paused (and what to fix), the pacer, and each application's events outbox.
+Exit status 1 while sending is paused, so a script can ask ``status || page``.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from delivery_pipeline.settings import BusinessNumber, Settings
 from delivery_pipeline.store.db import connect, resolve_database_url
 from delivery_pipeline.store.queries import QUERIES
 from delivery_pipeline.store.rows import OldestWaiting, SenderState, StateCount, TemplateState
+from delivery_pipeline.watch import application_events
 from delivery_pipeline.watch.ages import format_age
 from delivery_pipeline.watch.checks.templates import describe, template_states
 from delivery_pipeline.whatsapp.errors import remedy
@@ -69,6 +70,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
             pacer_state(conn, settings, number) for number in settings.whatsapp.business_numbers
         ]
         templates = template_states(conn, settings)
+        applications = application_events.outbox(conn)
     lines = [StateLine.of(row, None if row.reason else oldest.get(row.state)) for row in counts]
     pauses = [sender for sender in senders if sender.paused_at]
     paused = bool(pauses)
@@ -85,6 +87,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
                     "pacer": pacers[0],
                     "pacers": pacers,
                     "knock_templates": knock_templates,
+                    "application_events": [a._asdict() for a in applications],
                 },
                 default=str,
             )
@@ -115,6 +118,8 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         for pacer in pacers:
             print(f"pacer: {pacer['description']}")
         _print_templates(templates)
+        for line in application_events.outbox_lines(applications):
+            print(line)
     return ExitCode.ATTENTION if paused else ExitCode.DONE
 
 

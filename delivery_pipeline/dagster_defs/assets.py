@@ -39,6 +39,7 @@ from delivery_pipeline.delivery.result import SweepResult
 from delivery_pipeline.delivery.sweep import sweep_sync
 from delivery_pipeline.generation.worker import generate_pending, outcomes_by_kind_and_locale
 from delivery_pipeline.store.db import with_application_name
+from delivery_pipeline.watch.application_events import applications_record
 from delivery_pipeline.watch.backlog import backlog_frame, backlog_numbers, sending_pause
 from delivery_pipeline.watch.costs import cost_report, load_rate_table
 from delivery_pipeline.watch.delivery_events import (
@@ -75,6 +76,17 @@ BACKLOG_SCHEMA = schema(
     ("owner", "string", "who moves a document out of this state"),
     ("count", "int", "documents in the state"),
     ("oldest_age_seconds", "float", "how long the oldest has been in it"),
+)
+APPLICATIONS_SCHEMA = schema(
+    ("application", "string", "an application of DELIVERY_API_TOKENS"),
+    ("handed_over_24h", "int", "documents it handed over in the last 24 h"),
+    ("delivered", "int", "of those, delivered"),
+    ("abandoned", "int", "of those, abandoned"),
+    ("open", "int", "of those, still on their way"),
+    ("events_waiting", "int", "events not yet taken by its endpoint"),
+    ("oldest_event_age_seconds", "float", "how long the oldest has waited"),
+    ("events_given_up_24h", "int", "events past the retry horizon (alerted)"),
+    ("endpoint", "string", "answering, failing, or none"),
 )
 REPORT_SCHEMA = schema(
     ("kind", "string", "plan or daily_brief"),
@@ -231,13 +243,16 @@ def delivered_documents(generated: None) -> Any:
         "generator), undelivered (delivery), awaiting a knock reply (the person), "
         "generation failed (ops); delivered and abandoned-by-reason today (UTC). "
         "A full queue is not progress: watch the oldest ages (plotted per state). "
-        "Whether sending is paused for every sender: its cause, since when, the next probe."
+        "Whether sending is paused for every sender: its cause, since when, the next probe. "
+        "The applications (the /v1 API): what each handed over in 24 h and where it is, "
+        "and its events outbox (waiting, oldest, endpoint answering or failing)."
     ),
 )
 def delivery_backlog(app_db: AppDatabase) -> dg.Output[pd.DataFrame]:
     with app_db.connect() as conn:
         frame = backlog_frame(conn)
         pause = sending_pause(conn)
+        applications = applications_record(conn)
     return dg.Output(
         frame,
         metadata={
@@ -245,6 +260,8 @@ def delivery_backlog(app_db: AppDatabase) -> dg.Output[pd.DataFrame]:
             ROW_COUNT: len(frame),
             **backlog_numbers(frame),
             **pause,
+            "applications": table(applications.rows, APPLICATIONS_SCHEMA),
+            **applications.numbers,
         },
     )
 

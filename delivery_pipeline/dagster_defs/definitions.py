@@ -16,12 +16,13 @@ from delivery_pipeline.dagster_defs.assets import (
     delivery_backlog,
     generated_documents,
 )
+from delivery_pipeline.dagster_defs.executors import sweeping_executor
 from delivery_pipeline.dagster_defs.jobs import JOBS
 from delivery_pipeline.dagster_defs.outbox_sensor import record_delivery_events
 from delivery_pipeline.dagster_defs.resources import build_resources
 from delivery_pipeline.dagster_defs.schedules import build_schedules
 from delivery_pipeline.dagster_defs.sensors import build_sensors
-from delivery_pipeline.logs import quiet_http_clients
+from delivery_pipeline.logs import quiet_http_clients, ready_for_capture
 from delivery_pipeline.settings import Settings
 
 
@@ -43,12 +44,16 @@ def build_definitions(settings: Settings) -> dg.Definitions:
         ],
         schedules=build_schedules(settings.schedules),
         resources=build_resources(settings),
+        executor=sweeping_executor(settings.delivery.executor),
     )
 
 
 @dg.definitions
 def defs() -> dg.Definitions:
     # Every process that loads the code location (webserver, daemon, each run): the HTTP
-    # clients log no URL, whatever a deployment forwards into Dagster's event log.
+    # clients log no URL, and our own lines reach Dagster's event log (python_logs)
+    # without a secret, whatever a deployment forwards into it.
     quiet_http_clients()
-    return build_definitions(Settings.from_env())
+    settings = Settings.from_env()
+    ready_for_capture(settings)
+    return build_definitions(settings)

@@ -2,9 +2,10 @@
 
 Most jobs run in process (one or two small steps; a subprocess per step
 would only add latency). Delivery fans out: ``delivered_documents`` runs
-``DELIVERY_SWEEPERS`` sweeper ops at once on Dagster's multiprocess executor
-(one process each; on the Kubernetes or Celery executors, one pod or worker
-each). They need no coordination: the claim gives each person's documents
+``DELIVERY_SWEEPERS`` sweeper ops at once on the executor ``DELIVERY_EXECUTOR``
+chooses (``executors.py``: a process, a Docker container or a Kubernetes pod
+each), which the ``Definitions`` give every job that names none. They need no
+coordination: the claim gives each person's documents
 to one sender at a time and the pacer shares the number's limit (sql/007).
 Runs that sweep carry ``SWEEP_TAG``, so a deployment can still limit them
 with a tag concurrency limit; nothing requires one.
@@ -31,7 +32,6 @@ from delivery_pipeline.dagster_defs.resources import (
 )
 from delivery_pipeline.generation.briefs import run_briefs
 from delivery_pipeline.model import ReviewDecision
-from delivery_pipeline.settings import MAX_SWEEPERS
 from delivery_pipeline.store.intake import InputError, request_document
 from delivery_pipeline.store.review import Decided, Decision, decide
 from delivery_pipeline.watch.delivery_events import run_source
@@ -45,19 +45,15 @@ if TYPE_CHECKING:
 
 SWEEP_TAG = "delivery_pipeline/sweep"
 SWEEP_TAGS = {SWEEP_TAG: "delivery"}
-# The multiprocess executor runs as many steps at once as the machine has CPUs
-# unless told otherwise: DELIVERY_SWEEPERS above that would sweep in waves.
-# The run has exactly DELIVERY_SWEEPERS sweepers; let all of them run at once.
-SWEEPING_EXECUTOR = dg.multiprocess_executor.configured(
-    {"max_concurrent": MAX_SWEEPERS}, name="multiprocess_sweepers"
-)
+# The sweeping jobs name no executor: the Definitions' (DELIVERY_EXECUTOR) is theirs.
+SETTINGS_EXECUTOR = None
 
 
 def _asset_job(
     name: str,
     assets: "list[dg.AssetsDefinition]",
     description: str,
-    executor: dg.ExecutorDefinition = dg.in_process_executor,
+    executor: dg.ExecutorDefinition | None = dg.in_process_executor,
     **kwargs: Any,
 ) -> "UnresolvedAssetJobDefinition":
     # Without the assets' checks: they run on their own schedule (CHECKS_CRON), not
@@ -78,7 +74,7 @@ deliver_documents = _asset_job(
     [delivered_documents],
     "Deliver every eligible document with DELIVERY_SWEEPERS sweepers in parallel, "
     "materializing delivered_documents (requested by the heartbeat sensor).",
-    executor=SWEEPING_EXECUTOR,
+    executor=SETTINGS_EXECUTOR,
     tags=SWEEP_TAGS,
 )
 generate_documents = _asset_job(
@@ -91,7 +87,7 @@ generate_and_deliver = _asset_job(
     "generate_and_deliver",
     [generated_documents, delivered_documents],
     "Generate pending documents, then sweep: for running by hand.",
-    executor=SWEEPING_EXECUTOR,
+    executor=SETTINGS_EXECUTOR,
     tags=SWEEP_TAGS,
 )
 

@@ -17,6 +17,7 @@ import datetime as dt
 
 import dagster as dg
 
+from delivery_pipeline.dagster_defs.database_skip import skip_when_database_unavailable
 from delivery_pipeline.dagster_defs.metadata import as_metadata
 from delivery_pipeline.dagster_defs.resources import AppDatabase
 from delivery_pipeline.dagster_defs.sensors import IN_FLIGHT
@@ -76,6 +77,7 @@ def to_event(description: str, metadata: dict[str, object]) -> dg.AssetMateriali
         "each exactly once, from the delivery_events outbox in the app database."
     ),
 )
+@skip_when_database_unavailable
 def record_delivery_events(
     context: dg.SensorEvaluationContext, app_db: AppDatabase
 ) -> dg.SensorResult:

@@ -38,7 +38,12 @@ from delivery_pipeline.settings import (
     Settings,
     WhatsAppSettings,
 )
-from delivery_pipeline.store.db import connect, resolve_database_url, with_application_name
+from delivery_pipeline.store.db import (
+    connect,
+    resolve_database_url,
+    with_application_name,
+    with_timeouts,
+)
 from delivery_pipeline.watch.ops_channel import OpsNotifier
 
 # ConfigurableResource is generic in what ``create_resource`` returns, which for
@@ -73,8 +78,15 @@ class AppDatabase(ConfigurableResource, DatabaseSettings):
 
     @contextmanager
     def connect(self, application_name: str | None = None) -> Iterator[psycopg.Connection[DictRow]]:
-        """A connection; ``application_name`` names the writer in the delivery-events outbox."""
-        url = self.url()
+        """A connection that gives up (``DATABASE_CONNECT_TIMEOUT_SECONDS``,
+        ``DATABASE_STATEMENT_TIMEOUT_SECONDS``): a database that hangs fails the sensor
+        tick, check or op, never stalls it. ``application_name`` names the writer in the
+        delivery-events outbox."""
+        url = with_timeouts(
+            self.url(),
+            connect_seconds=self.connect_timeout_seconds,
+            statement_seconds=self.statement_timeout_seconds,
+        )
         with connect(
             with_application_name(url, application_name) if application_name else url
         ) as conn:

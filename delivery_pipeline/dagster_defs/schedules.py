@@ -1,4 +1,11 @@
-"""Schedules: the daily briefs, the backlog, the checks, yesterday's report, retention."""
+"""Schedules: the daily briefs, the backlog, the checks, yesterday's report, retention.
+
+Each run a schedule starts carries a maximum runtime (Dagster's
+``dagster/max_runtime`` tag, enforced by the daemon's run monitoring): a run
+stuck on a database that hangs is failed, not left to pile up under the next
+ones. Each bound is below its default schedule's period; the checks and the
+backlog are cheap, the report and retention do a day's work.
+"""
 
 import datetime as dt
 
@@ -13,6 +20,20 @@ from delivery_pipeline.dagster_defs.jobs import (
 )
 from delivery_pipeline.settings import ScheduleSettings
 
+MAX_RUNTIME_TAG = "dagster/max_runtime"
+MAX_RUNTIME_SECONDS = {
+    "daily_briefs": 10 * 60,
+    "backlog_every_5_minutes": 4 * 60,
+    "checks_every_5_minutes": 4 * 60,
+    "daily_delivery_report": 60 * 60,
+    "prune_history_daily": 60 * 60,
+}
+
+
+def max_runtime(schedule: str) -> dict[str, str]:
+    """The run tags that bound a run of ``schedule``."""
+    return {MAX_RUNTIME_TAG: str(MAX_RUNTIME_SECONDS[schedule])}
+
 
 def build_schedules(settings: ScheduleSettings) -> list[dg.ScheduleDefinition]:
     @dg.schedule(
@@ -26,11 +47,16 @@ def build_schedules(settings: ScheduleSettings) -> list[dg.ScheduleDefinition]:
     def daily_delivery_report(context: dg.ScheduleEvaluationContext) -> dg.RunRequest:
         scheduled = context.scheduled_execution_time.astimezone(dt.UTC).date()
         yesterday = (scheduled - dt.timedelta(days=1)).isoformat()
-        return dg.RunRequest(run_key=f"delivery_report-{yesterday}", partition_key=yesterday)
+        return dg.RunRequest(
+            run_key=f"delivery_report-{yesterday}",
+            partition_key=yesterday,
+            tags=max_runtime("daily_delivery_report"),
+        )
 
     return [
         dg.ScheduleDefinition(
             name="daily_briefs",
+            tags=max_runtime("daily_briefs"),
             job=enqueue_daily_briefs,
             cron_schedule=settings.daily_briefs_cron,
             execution_timezone="UTC",
@@ -42,6 +68,7 @@ def build_schedules(settings: ScheduleSettings) -> list[dg.ScheduleDefinition]:
         ),
         dg.ScheduleDefinition(
             name="backlog_every_5_minutes",
+            tags=max_runtime("backlog_every_5_minutes"),
             job=refresh_backlog,
             cron_schedule=settings.backlog_cron,
             execution_timezone="UTC",
@@ -50,6 +77,7 @@ def build_schedules(settings: ScheduleSettings) -> list[dg.ScheduleDefinition]:
         ),
         dg.ScheduleDefinition(
             name="checks_every_5_minutes",
+            tags=max_runtime("checks_every_5_minutes"),
             job=delivery_checks,
             cron_schedule=settings.checks_cron,
             execution_timezone="UTC",
@@ -61,6 +89,7 @@ def build_schedules(settings: ScheduleSettings) -> list[dg.ScheduleDefinition]:
         daily_delivery_report,
         dg.ScheduleDefinition(
             name="prune_history_daily",
+            tags=max_runtime("prune_history_daily"),
             job=prune_history_job,
             cron_schedule=settings.retention_cron,
             execution_timezone="UTC",

@@ -16,6 +16,7 @@ import time
 
 import dagster as dg
 
+from delivery_pipeline.dagster_defs.database_skip import skip_when_database_unavailable
 from delivery_pipeline.dagster_defs.jobs import deliver_documents, generate_documents
 from delivery_pipeline.dagster_defs.resources import AppDatabase, DeliveryResource
 from delivery_pipeline.delivery.sweep import eligible_now
@@ -76,6 +77,7 @@ def build_sensors(settings: Settings) -> list[dg.SensorDefinition]:
             "(what waits behind it), knocks held for a template, quiet hours."
         ),
     )
+    @skip_when_database_unavailable
     def delivery_heartbeat(
         context: dg.SensorEvaluationContext, app_db: AppDatabase, delivery: DeliveryResource
     ) -> dg.RunRequest | dg.SkipReason:
@@ -102,6 +104,7 @@ def build_sensors(settings: Settings) -> list[dg.SensorDefinition]:
             "running."
         ),
     )
+    @skip_when_database_unavailable
     def pending_generation(
         context: dg.SensorEvaluationContext, app_db: AppDatabase
     ) -> dg.RunRequest | dg.SkipReason:

@@ -1,13 +1,14 @@
-"""The webhook service: Meta's handshake, signed webhooks, the generator's poke, and the
-reviewers' page (``review_page.py``).
+"""The webhook service: Meta's handshake, signed webhooks, the generator's poke, the
+reviewers' page (``review_page.py``) and the applications' API (``api/``, under ``/v1``).
 
 A small Starlette app with no Dagster imports. It answers Meta fast and runs
 the targeted sweep (that person's or that document's delivery) in the
 background after the response, in this process, with the same engine the
 Dagster runs use. Any number of replicas may run: the claim keeps delivery
 exclusive. Beside the requests it runs two companions: the timeline push (what it
-delivered, onto Dagster's timeline: ``timeline_push.py``) and the daemon watch
-(is Dagster's daemon alive; ops alerts posted: ``daemon_watch.py``).
+delivered, onto Dagster's timeline: ``timeline_push.py``), the daemon watch
+(is Dagster's daemon alive; ops alerts posted: ``daemon_watch.py``) and the
+applications' event deliverer (``api/events.py``).
 
 Status codes, and why:
   401/403  missing/wrong signature or token: nothing is stored
@@ -32,12 +33,17 @@ from typing import Any
 import psycopg
 import uvicorn
 from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
 from delivery_pipeline import __version__, logs
 from delivery_pipeline.delivery.sweep import DeliveryEngine, pool_size
+from delivery_pipeline.service.api.auth import Tokens
+from delivery_pipeline.service.api.events import EventDeliverer
+from delivery_pipeline.service.api.openapi import rendered as api_description
+from delivery_pipeline.service.api.routes import API_ROUTES, ApiState, http_exception
 from delivery_pipeline.service.bodies import TooLarge, read_limited
 from delivery_pipeline.service.daemon_watch import watch_forever
 from delivery_pipeline.service.ingest import OurNumbers, WebhookOutcome, apply_payload
@@ -55,6 +61,7 @@ from delivery_pipeline.store.db import (
 )
 from delivery_pipeline.store.queries import QUERIES
 from delivery_pipeline.watch.delivery_events import SERVICE_SOURCE
+from delivery_pipeline.watch.rates import RateTable, RateTableError, load_rate_table
 from delivery_pipeline.whatsapp.client import CloudApiClient
 from delivery_pipeline.whatsapp.identity import check_identity
 from delivery_pipeline.whatsapp.payloads import UnusableBody, read_body
@@ -203,7 +210,10 @@ ROUTES = [
     Route("/internal/sweep", poke, methods=["POST"]),
     Route("/healthz", healthz, methods=["GET"]),
     *REVIEW_ROUTES,
+    *API_ROUTES,
 ]
+# Connections beside the engine's: the applications' API and its event deliverer.
+API_CONNECTIONS = 4
 
 
 def create_app(settings: Settings, database_url: str) -> Starlette:
@@ -214,7 +224,7 @@ def create_app(settings: Settings, database_url: str) -> Starlette:
         # Sessions named for the service: the delivery-events outbox records it as the writer.
         pool = async_pool(
             with_application_name(database_url, SERVICE_SOURCE),
-            max_size=pool_size(settings.delivery.concurrency) + 2,
+            max_size=pool_size(settings.delivery.concurrency) + 2 + API_CONNECTIONS,
         )
         await pool.open(wait=False)
         client = CloudApiClient.from_settings(settings)
@@ -239,7 +249,16 @@ def create_app(settings: Settings, database_url: str) -> Starlette:
         # In the background: webhooks are received whatever the answer, and
         # the API (a sandbox started alongside) may come up a moment later.
         identity = asyncio.create_task(_say_whether_identity_works(client, settings))
-        companions = [asyncio.create_task(watch_forever(database_url, settings))]
+        app.state.api = ApiState(
+            settings, Tokens.from_settings(settings.api), _rate_table(settings), api_description()
+        )
+        deliverer = EventDeliverer(pool, database_url, settings)
+        companions = [
+            asyncio.create_task(watch_forever(database_url, settings)),
+            asyncio.create_task(
+                deliverer.run() if settings.api.endpoints else deliverer.register_only()
+            ),
+        ]
         if service.timeline_push is not None:
             companions.append(asyncio.create_task(service.timeline_push.run()))
         try:
@@ -258,7 +277,21 @@ def create_app(settings: Settings, database_url: str) -> Starlette:
             await client.aclose()
             await pool.close()
 
-    return Starlette(routes=ROUTES, lifespan=lifespan)
+    return Starlette(
+        routes=ROUTES, lifespan=lifespan, exception_handlers={HTTPException: http_exception}
+    )
+
+
+def _rate_table(settings: Settings) -> RateTable | None:
+    """The prices the API answers a document's cost in (DELIVERY_RATE_TABLE), if any."""
+    path = settings.delivery.rate_table
+    if not path:
+        return None
+    try:
+        return load_rate_table(path)
+    except RateTableError as exc:
+        log.error("the API answers costs without amounts: %s", exc)
+        return None
 
 
 async def _say_whether_identity_works(client: CloudApiClient, settings: Settings) -> None:

@@ -59,6 +59,22 @@ def with_application_name(url: str, name: str) -> str:
     return psycopg.conninfo.make_conninfo(url, application_name=name[:63])
 
 
+def with_timeouts(url: str, *, connect_seconds: int, statement_seconds: float) -> str:
+    """``url`` whose sessions give up: reaching the server after ``connect_seconds``, and
+    any statement (a lock wait included) after ``statement_seconds``.
+
+    Both travel in the connection's startup packet (``connect_timeout``, and
+    ``statement_timeout`` in ``options``, after any options the URL already has),
+    not as a ``SET``: nothing is left on a server session that a pooler could hand
+    to another client."""
+    info = psycopg.conninfo.conninfo_to_dict(url)
+    timeout = f"-c statement_timeout={max(1, round(statement_seconds * 1000))}"
+    options = " ".join(filter(None, [_param(info, "options"), timeout]))
+    return psycopg.conninfo.make_conninfo(
+        url, connect_timeout=str(connect_seconds), options=options
+    )
+
+
 def ensure_database(admin_url: str, database: str, template: str | None = None) -> None:
     """Create ``database`` on the server if it does not exist (race-safe)."""
     with psycopg.connect(admin_url, autocommit=True) as conn:

@@ -2,13 +2,16 @@
 
 Every check of operator input lives here once (E.164 numbers, locales, time
 zones, kinds, one brief per person and day), so a bad value gets the same
-answer however it arrived, and nothing is written.
+answer however it arrived, and nothing is written. The applications' API
+(``store/handover.py``) adds people and documents through the same checks, on
+an async connection: each error names the field it is about.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Collection
+from dataclasses import dataclass
 from typing import Any
 
 import psycopg
@@ -16,19 +19,25 @@ import psycopg
 from delivery_pipeline.model import Kind, Locale, bsuid, e164
 from delivery_pipeline.settings import QUIET_HOURS, WhatsAppSettings
 from delivery_pipeline.store.queries import QUERIES
-from delivery_pipeline.store.rows import Document, Person
+from delivery_pipeline.store.rows import Document, NewPerson, Person
 
 Conn = psycopg.Connection[Any]
+AsyncConn = psycopg.AsyncConnection[Any]
 
 
 class InputError(ValueError):
-    """Operator input that cannot be honoured; nothing was written."""
+    """Operator input that cannot be honoured; nothing was written. ``field`` names the
+    value it is about (``phone``, ``time_zone``, …) when it is about one."""
+
+    def __init__(self, message: str, field: str | None = None) -> None:
+        super().__init__(message)
+        self.field = field
 
 
 def parse_phone(value: str) -> str:
     number = e164(value)
     if number is None:
-        raise InputError(f"{value!r} is not an E.164 number (like +5511987654321)")
+        raise InputError(f"{value!r} is not an E.164 number (like +5511987654321)", "phone")
     return number
 
 
@@ -37,7 +46,8 @@ def parse_user_id(value: str) -> str:
     if scoped is None:
         raise InputError(
             f"{value!r} is not a business-scoped user id (a country code, a period, letters "
-            "and digits, like US.13491208655302741918)"
+            "and digits, like US.13491208655302741918)",
+            "user_id",
         )
     return scoped
 
@@ -46,7 +56,7 @@ def parse_kind(value: str) -> Kind:
     try:
         return Kind(value)
     except ValueError:
-        raise InputError(f"kind must be one of {', '.join(Kind)}, got {value!r}") from None
+        raise InputError(f"kind must be one of {', '.join(Kind)}, got {value!r}", "kind") from None
 
 
 def find_person(conn: Conn, ref: str | int) -> Person:
@@ -63,6 +73,77 @@ def find_person(conn: Conn, ref: str | int) -> Person:
     if person is None:
         raise InputError(f"no person {ref!r} (give an id or an E.164 number)")
     return person
+
+
+@dataclass(frozen=True)
+class NewPersonInput:
+    """A person to add, checked (all but the time zone, which the database knows)."""
+
+    values: NewPerson
+    user_id: str | None
+    quiet_hours: str | None
+
+
+def new_person(
+    *,
+    phone: str | None,
+    user_id: str | None = None,
+    name: str = "",
+    locale: str = Locale.EN,
+    time_zone: str = "UTC",
+    brief_opt_in: bool = False,
+    brief_local_time: str = "07:00",
+    quiet_hours: str | None = None,
+    whatsapp: WhatsAppSettings | None = None,
+    phone_number_id: str | None = None,
+) -> NewPersonInput:
+    """Check a person to add; ``InputError`` names what is wrong, nothing is written."""
+    if phone is None and user_id is None:
+        raise InputError("give the person's --phone, their --user-id (BSUID), or both", "phone")
+    number = parse_phone(phone) if phone is not None else None
+    scoped = parse_user_id(user_id) if user_id is not None else None
+    check_quiet_hours(quiet_hours)
+    bound = _bound_number(whatsapp, phone_number_id, phone)
+    check_locale(locale)
+    values: NewPerson = {
+        "phone": number,
+        "name": name,
+        "locale": locale,
+        "time_zone": time_zone,
+        "brief_opt_in": brief_opt_in,
+        "brief_local_time": parse_brief_time(brief_local_time),
+        "phone_number_id": bound,
+    }
+    return NewPersonInput(values, scoped, quiet_hours)
+
+
+def check_quiet_hours(quiet_hours: str | None) -> None:
+    if quiet_hours is not None and not QUIET_HOURS.match(quiet_hours):
+        raise InputError(
+            f"quiet hours {quiet_hours!r} are not local HH:MM-HH:MM (like 22:00-07:30; "
+            "00:00-00:00 for none)",
+            "quiet_hours",
+        )
+
+
+def check_locale(locale: str) -> None:
+    if locale not in frozenset(Locale):
+        raise InputError(f"locale must be one of {', '.join(Locale)}, got {locale!r}", "locale")
+
+
+def parse_brief_time(value: str) -> dt.time:
+    try:
+        return dt.time.fromisoformat(value)
+    except ValueError:
+        raise InputError(f"brief time {value!r} is not HH:MM", "brief_local_time") from None
+
+
+def unknown_time_zone(time_zone: str) -> InputError:
+    return InputError(
+        f"time zone {time_zone!r} is not an IANA time zone name: use one like "
+        "America/Sao_Paulo, Europe/Lisbon or UTC (a fixed offset is Etc/GMT-3 for UTC+3)",
+        "time_zone",
+    )
 
 
 def add_person(
@@ -83,50 +164,55 @@ def add_person(
     ``whatsapp``'s), else to the
     number the calling-code rule gives their phone (WHATSAPP_NUMBERS); bound to the
     default number, the row says none (NULL), so it follows WHATSAPP_PHONE_NUMBER_ID."""
-    if phone is None and user_id is None:
-        raise InputError("give the person's --phone, their --user-id (BSUID), or both")
-    number = parse_phone(phone) if phone is not None else None
-    scoped = parse_user_id(user_id) if user_id is not None else None
-    if quiet_hours is not None and not QUIET_HOURS.match(quiet_hours):
-        raise InputError(
-            f"quiet hours {quiet_hours!r} are not local HH:MM-HH:MM (like 22:00-07:30; "
-            "00:00-00:00 for none)"
-        )
-    bound = _bound_number(whatsapp, phone_number_id, phone)
-    if locale not in frozenset(Locale):
-        raise InputError(f"locale must be one of {', '.join(Locale)}, got {locale!r}")
-    try:
-        brief_time = dt.time.fromisoformat(brief_local_time)
-    except ValueError:
-        raise InputError(f"brief time {brief_local_time!r} is not HH:MM") from None
-    if not QUERIES.time_zone_is_valid.one(conn, {"time_zone": time_zone}):
-        raise InputError(
-            f"time zone {time_zone!r} is not an IANA time zone name: use one like "
-            "America/Sao_Paulo, Europe/Lisbon or UTC (a fixed offset is Etc/GMT-3 for UTC+3)"
-        )
-    if number is not None and QUERIES.person_by_phone.one(conn, {"phone": number}):
-        raise InputError(f"a person with number {number} already exists")
-    if scoped is not None and QUERIES.person_by_user_id.one(conn, {"user_id": scoped}):
-        raise InputError(f"a person with user id {scoped} already exists")
-    person = QUERIES.insert_person.one(
-        conn,
-        {
-            "phone": number,
-            "name": name,
-            "locale": locale,
-            "time_zone": time_zone,
-            "brief_opt_in": brief_opt_in,
-            "brief_local_time": brief_time,
-            "phone_number_id": bound,
-        },
+    new = new_person(
+        phone=phone,
+        user_id=user_id,
+        name=name,
+        locale=locale,
+        time_zone=time_zone,
+        brief_opt_in=brief_opt_in,
+        brief_local_time=brief_local_time,
+        quiet_hours=quiet_hours,
+        whatsapp=whatsapp,
+        phone_number_id=phone_number_id,
     )
+    if not QUERIES.time_zone_is_valid.one(conn, {"time_zone": time_zone}):
+        raise unknown_time_zone(time_zone)
+    number, scoped = new.values["phone"], new.user_id
+    if number is not None and QUERIES.person_by_phone.one(conn, {"phone": number}):
+        raise InputError(f"a person with number {number} already exists", "phone")
+    if scoped is not None and QUERIES.person_by_user_id.one(conn, {"user_id": scoped}):
+        raise InputError(f"a person with user id {scoped} already exists", "user_id")
+    person = QUERIES.insert_person.one(conn, new.values)
     assert person is not None
     if scoped is not None:
         person = QUERIES.set_person_user_id.one(conn, {"person_id": person.id, "user_id": scoped})
         assert person is not None
-    if quiet_hours is not None:
+    if new.quiet_hours is not None:
         person = QUERIES.set_quiet_hours.one(
-            conn, {"person_id": person.id, "quiet_hours": quiet_hours}
+            conn, {"person_id": person.id, "quiet_hours": new.quiet_hours}
+        )
+        assert person is not None
+    return person
+
+
+async def add_person_async(conn: AsyncConn, new: NewPersonInput) -> Person:
+    """``add_person`` on an async connection, for a person ``new_person`` checked (the
+    applications' API). Inside the caller's transaction: a number or user id another
+    person took meanwhile raises ``psycopg.errors.UniqueViolation``."""
+    time_zone = new.values["time_zone"]
+    if not await QUERIES.time_zone_is_valid.one(conn, {"time_zone": time_zone}):
+        raise unknown_time_zone(time_zone)
+    person = await QUERIES.insert_person.one(conn, new.values)
+    assert person is not None
+    if new.user_id is not None:
+        person = await QUERIES.set_person_user_id.one(
+            conn, {"person_id": person.id, "user_id": new.user_id}
+        )
+        assert person is not None
+    if new.quiet_hours is not None:
+        person = await QUERIES.set_quiet_hours.one(
+            conn, {"person_id": person.id, "quiet_hours": new.quiet_hours}
         )
         assert person is not None
     return person
@@ -138,14 +224,15 @@ def _bound_number(
     """The number a new person is bound to; None: the default number."""
     if whatsapp is None:
         if number is not None:
-            raise InputError("no business numbers configured to bind the person to")
+            raise InputError("no business numbers configured to bind the person to", "number")
         return None
     if number is not None:
         if whatsapp.business_number(number) is None:
             known = ", ".join(n.id for n in whatsapp.business_numbers)
             raise InputError(
                 f"business number {number} is not configured (WHATSAPP_PHONE_NUMBER_ID, "
-                f"WHATSAPP_NUMBERS): one of {known}"
+                f"WHATSAPP_NUMBERS): one of {known}",
+                "number",
             )
         bound = number
     else:
@@ -177,7 +264,7 @@ def request_document(
         conn, {"person_id": row.id, "kind": document_kind, "for_date": for_date}
     )
     if doc is None:
-        raise InputError(f"person {row.id} already has a brief for {for_date}")
+        raise InputError(f"person {row.id} already has a brief for {for_date}", "day")
     return doc
 
 
@@ -193,7 +280,7 @@ def add_ready_document(
     is one of ``review_kinds`` (``DELIVERY_REVIEW_KINDS``); a brief defaults to local today."""
     document_kind = parse_kind(kind)
     if not body.strip():
-        raise InputError("the document body is empty")
+        raise InputError("the document body is empty", "body")
     row = find_person(conn, person)
     if document_kind == Kind.DAILY_BRIEF:
         for_date = _brief_date(conn, row, for_date)
@@ -209,6 +296,45 @@ def add_ready_document(
             },
         )
     except psycopg.errors.UniqueViolation:
-        raise InputError(f"person {row.id} already has a brief for {for_date}") from None
+        raise InputError(f"person {row.id} already has a brief for {for_date}", "day") from None
     assert doc is not None
+    return doc
+
+
+async def add_document_async(
+    conn: AsyncConn,
+    person: Person,
+    kind: Kind,
+    body: str | None,
+    for_date: dt.date | None = None,
+    review_kinds: Collection[str] = frozenset(),
+) -> Document:
+    """``add_ready_document`` (a body) or ``request_document`` (None: to be generated) for
+    a person already found, on an async connection inside the caller's transaction (the
+    applications' API): the same checks, each error naming its field."""
+    if body is not None and not body.strip():
+        raise InputError("the document body is empty", "body")
+    if kind == Kind.DAILY_BRIEF and for_date is None:
+        for_date = await QUERIES.person_local_today.one(conn, {"person_id": person.id})
+    if body is None:
+        doc = await QUERIES.insert_pending_document.one(
+            conn, {"person_id": person.id, "kind": kind, "for_date": for_date}
+        )
+    else:
+        try:
+            async with conn.transaction():  # a savepoint: the caller's transaction goes on
+                doc = await QUERIES.insert_ready_document.one(
+                    conn,
+                    {
+                        "person_id": person.id,
+                        "kind": kind,
+                        "for_date": for_date,
+                        "body": body,
+                        "needs_review": kind in review_kinds,
+                    },
+                )
+        except psycopg.errors.UniqueViolation:
+            doc = None
+    if doc is None:
+        raise InputError(f"person {person.id} already has a brief for {for_date}", "day")
     return doc

@@ -50,6 +50,11 @@ from delivery_pipeline.store.rows import (
     AgedCheck,
     AlertSendFailed,
     AlertsToSend,
+    ApiDocument,
+    ApiEvent,
+    ApplicationDocument,
+    ApplicationPerson,
+    Applications,
     AppliedStatus,
     ApplyStatuses,
     At,
@@ -61,6 +66,7 @@ from delivery_pipeline.store.rows import (
     Beat,
     BeginDelivery,
     BriefDueDate,
+    ByApplication,
     ByDedupKey,
     ByDocument,
     ById,
@@ -87,6 +93,7 @@ from delivery_pipeline.store.rows import (
     Claim,
     ClaimAcknowledgements,
     ClaimBatch,
+    ClaimEvents,
     ClaimGenerationBatch,
     ClaimRef,
     DayBounds,
@@ -97,12 +104,17 @@ from delivery_pipeline.store.rows import (
     Document,
     DocumentAction,
     DocumentIds,
+    DocumentKnock,
     DocumentOutlook,
     DocumentReview,
     Eligible,
+    EndpointFailed,
+    EndpointGate,
     EndProbe,
     EnqueuedBrief,
     EpisodeState,
+    EventFailed,
+    ExpireEvents,
     FileContent,
     FileSourceRow,
     GateParams,
@@ -111,11 +123,15 @@ from delivery_pipeline.store.rows import (
     GenerationClaim,
     GenerationFailed,
     GenerationSucceeded,
+    HandedOver,
+    HandOvers,
     Heartbeat,
     HeartbeatIdle,
     HoldKnock,
     HoldQuiet,
+    IdempotencyKey,
     IdentityChange,
+    KeepAnswer,
     KeptRaw,
     KnockAccepted,
     KnockAnswered,
@@ -141,6 +157,7 @@ from delivery_pipeline.store.rows import (
     LearnIdentity,
     LedgerEntry,
     Limit,
+    LinkPerson,
     MaxAttempts,
     MaySend,
     MediaDrop,
@@ -150,8 +167,10 @@ from delivery_pipeline.store.rows import (
     MediaRefusal,
     MediaState,
     MediaToken,
+    MessagePrice,
     MigrationRecord,
     NewAlert,
+    NewApiDocument,
     NewDocumentAction,
     NewFile,
     NewInbound,
@@ -171,6 +190,7 @@ from delivery_pipeline.store.rows import (
     OutboxPending,
     OutboxRelease,
     OutboxRuns,
+    OutboxState,
     OutlookQuery,
     OweAcknowledgement,
     PacerState,
@@ -180,12 +200,15 @@ from delivery_pipeline.store.rows import (
     PendingDocument,
     PeriodSample,
     Person,
+    PersonKey,
+    PersonKeyRow,
     PersonUserId,
     PricedMessage,
     ProbeRef,
     PruneBatch,
     QuietHours,
     RaiseLastInbound,
+    RateTake,
     RawWebhook,
     ReadyDocument,
     RecordPricing,
@@ -235,6 +258,7 @@ from delivery_pipeline.store.rows import (
     UndeliveredCheckParams,
     UnreserveKnock,
     UnsentAlert,
+    UpdatePerson,
     Waiting,
 )
 
@@ -658,6 +682,35 @@ class Queries:
     report_lost_messages = Query(DayBounds, PricedMessage)
     documents_delivered_count = Query(DayBounds, int)
 
+    # sql/queries_api.sql: the applications' door (036)
+    api_idempotency_lock = Statement(IdempotencyKey)
+    api_handed_over = Query(IdempotencyKey, HandedOver)
+    api_insert_document = Statement(NewApiDocument)
+    api_keep_answer = Statement(KeepAnswer)
+    api_person_lock = Statement(PersonKey)
+    api_person_by_key = Query(PersonKey, Person)
+    api_link_person = Query(LinkPerson, PersonKeyRow)
+    api_person_key = Query(ApplicationPerson, PersonKeyRow)
+    api_update_person = Query(UpdatePerson, Person)
+    api_document = Query(ApplicationDocument, ApiDocument)
+    api_document_knocks = Query(ByDocument, DocumentKnock)
+    api_document_pricing = Query(ByDocument, MessagePrice)
+    api_rate_take = Query(RateTake, dt.datetime)
+    api_rate_wait = Query(RateTake, float)
+    api_register_endpoint = Statement(ByApplication)
+    api_unregister_endpoints = Statement(Applications)
+    api_endpoint_gate = Query(EndpointGate, bool)
+    api_endpoint_probe_unused = Statement(ByApplication)
+    api_listen_events = Statement(NoParams)
+    api_claim_events = Query(ClaimEvents, ApiEvent)
+    api_events_delivered = Statement(ByIds)
+    api_event_failed = Statement(EventFailed)
+    api_endpoint_ok = Query(ByApplication, int)
+    api_endpoint_failed = Query(EndpointFailed, int)
+    api_expire_events = Query(ExpireEvents, str)
+    api_forget_events = Statement(OutboxForget)
+    api_outbox_state = Query(NoParams, OutboxState)
+    api_handovers = Query(NoParams, HandOvers)
     # sql/queries_files.sql: a document's file (037)
     document_file_source = Query(ByDocument, FileSourceRow)
     document_file = Query(ByDocument, StoredFile)

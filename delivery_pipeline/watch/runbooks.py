@@ -51,6 +51,7 @@ DELIVERY = "how-to/alerts/delivery"
 KNOCKS = "how-to/alerts/knocks"
 SENDING = "how-to/alerts/sending"
 WATCHERS = "how-to/alerts/watchers"
+APPLICATIONS = "how-to/alerts/applications"
 
 _CHECK_PAGES = {
     registry.PENDING: GENERATION,
@@ -133,6 +134,16 @@ KEYS: tuple[AlertKey, ...] = (
         "the ops_run_failures sensor: one episode per job, resolved by its next successful "
         "run (ops_run_successes); a checks run failed only by its checks is not one",
         Runbook(WATCHERS, "run-failure"),
+    ),
+    AlertKey(
+        "application_endpoint:<application>",
+        "the webhook service (an application's endpoint failing)",
+        Runbook(APPLICATIONS, "application-endpoint"),
+    ),
+    AlertKey(
+        "application_events_expired:<application>",
+        "the webhook service (an application's events past the retry horizon)",
+        Runbook(APPLICATIONS, "application-events-given-up"),
     ),
 )
 

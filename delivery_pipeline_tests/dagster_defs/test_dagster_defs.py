@@ -146,15 +146,53 @@ def test_dg_check_defs_passes_and_catches_bad_settings(tmp_path):
     assert "DELIVERY_LEASE_SECONDS" in bad.stdout + bad.stderr
 
 
-def test_every_sweeper_a_run_asks_for_runs_at_once_whatever_the_cpu_count():
-    from delivery_pipeline.dagster_defs.definitions import defs
+@pytest.mark.filterwarnings("ignore::dagster.BetaWarning")
+@pytest.mark.parametrize(
+    ("setting", "executor"),
+    [("multiprocess", "multiprocess_sweepers"), ("docker", "docker_sweepers"),
+     ("k8s", "k8s_sweepers")],
+)  # fmt: skip
+def test_the_sweeping_jobs_executor_is_a_setting(setting: str, executor: str) -> None:
+    """DELIVERY_EXECUTOR chooses where the sweepers run, with no code change; every
+    sweeper of a run at once whichever it is; the small jobs stay in process."""
+    from delivery_pipeline.dagster_defs.definitions import build_definitions
     from delivery_pipeline.settings import MAX_SWEEPERS
 
-    repo = defs().get_repository_def()
+    settings = Settings.from_env({"DELIVERY_EXECUTOR": setting})
+    repo = build_definitions(settings).get_repository_def()
     for name in ("deliver_documents", "generate_and_deliver"):
-        executor = repo.get_job(name).executor_def
-        config = executor.apply_config_mapping({}).value["config"]
-        assert config["max_concurrent"] == MAX_SWEEPERS, (name, config)
+        chosen = repo.get_job(name).executor_def
+        assert chosen.name == executor, name
+        assert chosen.apply_config_mapping({}).value["config"]["max_concurrent"] == MAX_SWEEPERS
+    for name in ("refresh_backlog", "delivery_checks", "prune_history", "enqueue_daily_briefs"):
+        assert repo.get_job(name).executor_def.name == "in_process", name
+
+
+def test_every_scheduled_run_has_a_maximum_runtime_below_its_period(instance) -> None:
+    """Run monitoring fails a scheduled run past its bound (dagster/max_runtime), before
+    the next one of the same schedule would start beside it."""
+    from delivery_pipeline.dagster_defs.definitions import build_definitions
+    from delivery_pipeline.dagster_defs.schedules import MAX_RUNTIME_TAG
+
+    repository = build_definitions(Settings()).get_repository_def()
+    schedules = {s.name: s for s in repository.schedule_defs}
+    periods = {
+        "daily_briefs": 15 * 60,
+        "backlog_every_5_minutes": 5 * 60,
+        "checks_every_5_minutes": 5 * 60,
+        "daily_delivery_report": 24 * 3600,
+        "prune_history_daily": 24 * 3600,
+    }
+    assert set(schedules) == set(periods)
+    for name, schedule in schedules.items():
+        context = build_schedule_context(
+            instance=instance,
+            scheduled_execution_time=dt.datetime(2030, 1, 2, 0, 15, tzinfo=dt.UTC),
+            repository_def=repository,
+        )
+        (request,) = schedule.evaluate_tick(context).run_requests or []
+        bound = int(request.tags[MAX_RUNTIME_TAG])
+        assert 0 < bound < periods[name], name
 
 
 def test_heartbeat_interval_comes_from_the_environment():
@@ -726,29 +764,101 @@ def _deploy_storage_env(libpq_url: str) -> dict[str, str]:
 
 
 def test_deploy_dagster_yaml_loads_on_postgres(tmp_path, monkeypatch, dagster_storage_url):
-    import importlib.util
-
-    import yaml
     from dagster._core.instance.config import dagster_instance_config
+
+    from delivery_pipeline.dagster_defs.launcher import SettingsDockerRunLauncher
 
     _, libpq = dagster_storage_url
     env = _deploy_storage_env(libpq)
     deploy = REPO / "deploy" / "dagster.yaml"
     # the whole file against Dagster's instance schema, run launcher included
     config, _ = dagster_instance_config(str(deploy.parent), "dagster.yaml")
-    assert config["run_launcher"]["class"] == "DockerRunLauncher"
-    # an instance from it, on Postgres; the Docker launcher itself needs
-    # dagster-docker, which this environment does not install
-    if importlib.util.find_spec("dagster_docker") is None:
-        trimmed = tmp_path / "deploy-without-launcher.yaml"
-        data = yaml.safe_load(deploy.read_text())
-        data.pop("run_launcher")
-        trimmed.write_text(yaml.safe_dump(data))
-        deploy = trimmed
+    assert config["run_launcher"]["class"] == "SettingsDockerRunLauncher"
     instance = _load_instance(tmp_path, deploy, env, monkeypatch)
     with instance:
         _assert_queue_and_storage(instance)
         assert instance.get_settings("run_monitoring")["max_runtime_seconds"] == 7200
+        assert isinstance(instance.run_launcher, SettingsDockerRunLauncher)
+        assert instance.managed_python_loggers == ["delivery_pipeline"]
+        assert type(instance.compute_log_manager).__name__ == "LocalComputeLogManager"
+
+
+def _env_file(path: Path) -> dict[str, str]:
+    """``KEY=value`` lines, as docker compose's env_file reads them (comments skipped)."""
+    pairs = (
+        line.split("=", 1)
+        for line in path.read_text().splitlines()
+        if line.strip() and not line.lstrip().startswith("#")
+    )
+    return {key.strip(): value for key, value in pairs}
+
+
+def _launch(instance: DagsterInstance) -> tuple[Exception, dict[str, str]]:
+    """Launch a run with the instance's run launcher; what stopped it, and the
+    environment its container was to get."""
+    from dagster._core.code_pointer import ModuleCodePointer
+    from dagster._core.launcher import LaunchRunContext
+    from dagster._core.origin import JobPythonOrigin, RepositoryPythonOrigin
+    from dagster._core.storage.dagster_run import DagsterRun
+    from dagster._core.utils import parse_env_var
+
+    origin = JobPythonOrigin(
+        "deliver_documents",
+        RepositoryPythonOrigin(
+            executable_path=sys.executable,
+            code_pointer=ModuleCodePointer(
+                "delivery_pipeline.dagster_defs.definitions", "defs", working_directory=None
+            ),
+            container_image="delivery-pipeline:test",
+        ),
+    )
+    run = instance.add_run(
+        DagsterRun(job_name="deliver_documents", run_id=str(uuid.uuid4()), job_code_origin=origin)
+    )
+    launcher = instance.run_launcher
+    context = launcher.get_container_context(run)  # type: ignore[attr-defined]
+    environment = dict(parse_env_var(name) for name in context.env_vars)
+    with pytest.raises(Exception) as stopped:
+        launcher.launch_run(LaunchRunContext(dagster_run=run, workspace=None))
+    return stopped.value, environment
+
+
+@pytest.mark.parametrize("env_file", ["minimal", "every variable"])
+def test_deploy_run_launcher_gets_past_its_environment(
+    tmp_path, monkeypatch, dagster_storage_url, env_file
+):
+    """deploy/dagster.yaml's run launcher, built by Dagster from the file, launches
+    from the environment file a deployment has: only the required values (the
+    example's filled-in lines), or every variable with most of them empty. The
+    launch stops at the Docker engine this machine does not run, not before it at
+    the environment (Dagster's own launcher raised "Tried to load environment
+    variable DELIVERY_DATA_DIR, but it was not set" for the first unset name)."""
+    import docker.errors
+
+    from delivery_pipeline.dagster_defs.launcher import STORAGE_VARIABLES, setting_variables
+
+    example = _env_file(REPO / "deploy" / "delivery.env.example")
+    daemon_env = {k: v for k, v in example.items() if v} if env_file == "minimal" else example
+    for name in {*setting_variables(), *STORAGE_VARIABLES, *example}:
+        monkeypatch.delenv(name, raising=False)
+    for name, value in daemon_env.items():
+        monkeypatch.setenv(name, value)
+    # no engine here, and none found by accident: an address nobody serves
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/no-docker.sock")
+    _, libpq = dagster_storage_url
+    instance = _load_instance(
+        tmp_path, REPO / "deploy" / "dagster.yaml", _deploy_storage_env(libpq), monkeypatch
+    )
+    with instance:
+        stopped, environment = _launch(instance)
+    assert "Tried to load environment variable" not in str(stopped)
+    assert isinstance(stopped, docker.errors.DockerException), repr(stopped)
+    # the run gets every value the deployment set, and no name it left unset or empty
+    settings_set = {k for k, v in daemon_env.items() if v and k in setting_variables()}
+    assert set(environment) == settings_set | set(_deploy_storage_env(libpq))
+    assert environment["DATABASE_URL"] == example["DATABASE_URL"]
+    assert environment["WHATSAPP_ACCESS_TOKEN"] == example["WHATSAPP_ACCESS_TOKEN"]
+    assert "DELIVERY_DATA_DIR" not in environment
 
 
 def test_cloud_api_resource_settings_use_its_endpoint():

@@ -63,6 +63,7 @@ PYTHON_OF_PG = {
     "text[]": "list[str]",
     "uuid[]": "list[UUID]",
     "boolean[]": "list[bool]",
+    "double precision[]": "list[float]",
 }
 # The Postgres type a parameter is prepared with (what psycopg sends; a str goes
 # as "unknown", so the server infers it, as it does when the query runs).
@@ -82,6 +83,7 @@ PG_OF_PYTHON = {
     "list[str]": "text[]",
     "list[UUID]": "uuid[]",
     "list[bool]": "boolean[]",
+    "list[float]": "double precision[]",
 }
 _NAMES = {
     bool: "bool",

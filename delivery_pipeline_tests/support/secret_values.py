@@ -9,6 +9,7 @@ connection, in which case the password is still in every URL we hand out).
 
 from __future__ import annotations
 
+import base64
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -34,6 +35,9 @@ SECRET_VARIABLES = (
     "DAGSTER_PG_URL",
     "OPENAI_BASE_URL",
     "DAGSTER_WEBSERVER_URL",
+    "DELIVERY_API_TOKENS",
+    "DELIVERY_API_WEBHOOKS",
+    "DELIVERY_API_WEBHOOK_SECRETS",
 )
 
 
@@ -95,6 +99,11 @@ def secret_environment(
         "DAGSTER_PG_URL": dagster_pg_url,
         "OPENAI_BASE_URL": f"http://proxy:{marker('openaiproxy')}@127.0.0.1:9/v1",
         "DAGSTER_WEBSERVER_URL": f"http://ops:{marker('webserverauth')}@127.0.0.1:9",
+        "DELIVERY_API_TOKENS": f"acme={marker('apitoken')}",
+        "DELIVERY_API_WEBHOOKS": f"acme={hooks}/events/{marker('apihook')}",
+        # a Standard Webhooks secret is base64: the marker is in the bytes it encodes
+        "DELIVERY_API_WEBHOOK_SECRETS": "acme=whsec_"
+        + base64.b64encode(marker("apisigning").encode()).decode(),
     }
     assert set(env) == set(SECRET_VARIABLES)
     return env
