@@ -270,8 +270,12 @@ def alerts_page() -> str:
     body = [
         "## Checks",
         "",
-        "A failing check is alerted as `check:<name>` (and `check:<name>:escalated` "
-        "when ops hears of a check another channel owns).",
+        "A failing check is alerted on the episode of what it sees (one alert per cause, "
+        "resolved once: `watch/episodes.py`): `check:<name>` (and "
+        "`check:<name>:escalated` when ops hears of a check another channel owns); a "
+        "knock template's check, and `knock_held` for the knocks it holds, on "
+        "`template:<name>:<language>`. A check that cannot evaluate is an ERROR of its "
+        "own, `check:<name>`.",
         "",
         *_table(("check", "on", "owner", "fails when", ""), check_rows),
         "",

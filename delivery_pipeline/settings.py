@@ -1540,6 +1540,11 @@ def parse_template_choices(raw: str) -> dict[str, list[tuple[str, str]]]:
     return templates
 
 
+def knock_choices(locale: str, choices: dict[str, list[tuple[str, str]]]) -> list[tuple[str, str]]:
+    """The locale's knock templates in order of preference (English's when it has none)."""
+    return choices.get(locale) or choices["en"]
+
+
 def knock_template_list(raw: str) -> list[tuple[str, str]]:
     """Every distinct (name, language) of ``DELIVERY_KNOCK_TEMPLATES``, in order."""
     seen: list[tuple[str, str]] = []

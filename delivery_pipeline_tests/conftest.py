@@ -175,3 +175,12 @@ def settings(sandbox: SandboxProcess, database_url: str) -> Settings:
             "quiet_hours": "",
         },
     )
+
+
+@pytest.fixture
+def browser() -> Iterator[object]:
+    """Debian's chromium driven by Playwright (``support/browser.py``)."""
+    from delivery_pipeline_tests.support.browser import chromium
+
+    with chromium() as launched:
+        yield launched

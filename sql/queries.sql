@@ -696,11 +696,27 @@ SELECT pg_advisory_xact_lock(hashtext(%(dedup_key)s))
 SELECT kind, severity, extract(epoch FROM now() - created_at)::float8 AS age_seconds
 FROM ops_alerts WHERE dedup_key = %(dedup_key)s ORDER BY created_at DESC, id DESC LIMIT 1
 
+-- name: episode_state
+-- An episode's key as it stands (watch/episodes.py): its newest row (kind, severity, when it was observed, its age), when it was last opened or escalated and last resolved (as observed), and the database's now; no rows yet: only now.
+SELECT last.kind, last.severity, last.observed_at,
+       extract(epoch FROM now() - last.created_at)::float8 AS age_seconds,
+       (SELECT max(a.observed_at) FROM ops_alerts a
+        WHERE a.dedup_key = %(dedup_key)s AND a.kind = 'alert') AS opened_at,
+       (SELECT max(a.observed_at) FROM ops_alerts a
+        WHERE a.dedup_key = %(dedup_key)s AND a.kind = 'resolved') AS resolved_at,
+       now() AS now
+FROM (SELECT 1) AS one
+LEFT JOIN LATERAL (
+    SELECT kind, severity, observed_at, created_at FROM ops_alerts
+    WHERE dedup_key = %(dedup_key)s ORDER BY created_at DESC, id DESC LIMIT 1
+) last ON true
+
 -- name: insert_alert
--- Record an alert for its channel (sent_at stays NULL until the channel took it); %(episode)s: a row of a check's episode (note_check), kept whole while the episode is open (sql/017).
-INSERT INTO ops_alerts (dedup_key, severity, kind, message, details, channel, episode)
+-- Record an alert for its channel (sent_at stays NULL until the channel took it); %(episode)s: a row of an episode (watch/episodes.py), kept whole while the episode is open (sql/017); %(observed_at)s: when what it says was seen (NULL: now, sql/035).
+INSERT INTO ops_alerts (dedup_key, severity, kind, message, details, channel, episode,
+                        observed_at)
 VALUES (%(dedup_key)s, %(severity)s, %(kind)s, %(message)s, %(details)s, %(channel)s,
-        %(episode)s)
+        %(episode)s, coalesce(%(observed_at)s::timestamptz, now()))
 RETURNING *
 
 -- name: alert_sent

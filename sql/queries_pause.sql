@@ -66,3 +66,17 @@ SELECT phone_number_id, paused_at, pause_code, pause_reason FROM resumed
 CROSS JOIN LATERAL (
     SELECT pg_notify('delivery_ready', '0:' || extract(epoch FROM now())::text)
 ) AS notified
+
+-- name: heartbeat_idle
+-- Why the heartbeat finds nothing eligible, from the queue's partial index and the pause table: documents in the queue (not waiting on a reply or a reviewer), how many hold their knock for a template or wait for the end of quiet hours, the next due time; whether sending is paused for every number (its cause, the next probe) and how many numbers are paused on their own.
+SELECT count(q.id)::int AS queued,
+       count(q.id) FILTER (WHERE q.knock_held_since IS NOT NULL)::int AS knock_held,
+       count(q.id) FILTER (WHERE q.quiet_until > now())::int AS quiet,
+       min(q.next_attempt_at) AS next_due,
+       s.paused_at, s.pause_code, s.pause_reason, s.next_probe_at,
+       (SELECT count(*) FROM sender_state n
+        WHERE n.paused_at IS NOT NULL AND n.phone_number_id <> '*')::int AS numbers_paused
+FROM (SELECT 1) AS one
+LEFT JOIN documents q ON q.in_queue
+LEFT JOIN sender_state s ON s.phone_number_id = '*'
+GROUP BY s.paused_at, s.pause_code, s.pause_reason, s.next_probe_at

@@ -75,9 +75,10 @@ WHERE id IN (
 -- ───────────────────────────── the heartbeats ────────────────────────────
 
 -- name: beat
--- Dagster's daemon is alive: %(source)s (the heartbeat sensor's tick, a check evaluation) just ran.
+-- Dagster's daemon is alive: %(source)s (the heartbeat sensor's tick, a check evaluation) just ran; the database's now (what a check then reads is observed from it).
 INSERT INTO dagster_heartbeats (source, seen_at) VALUES (%(source)s, now())
 ON CONFLICT (source) DO UPDATE SET seen_at = greatest(dagster_heartbeats.seen_at, excluded.seen_at)
+RETURNING now() AS at
 
 -- name: heartbeats
 -- When each heartbeat source last beat, newest first, with its age (the dead-man's switch).

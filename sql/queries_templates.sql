@@ -119,7 +119,16 @@ SELECT c.name, c.language,
        template_problem(t) AS problem, template_sendable(t) AS sendable,
        t.status, t.status_at, t.status_reason, t.pause_count, t.paused_until,
        (t.status = 'PAUSED' AND t.paused_until <= now()) AS pause_lapsed, t.disable_date,
-       t.quality, t.category, t.announced_category, t.announced_effective_at,
+       -- Not rated yet (no quality webhook): the platform's own word for it.
+       coalesce(t.quality, CASE WHEN t.status IS NOT NULL THEN 'UNKNOWN' END) AS quality,
+       -- No category webhook: what the platform priced its latest knock as.
+       coalesce(t.category,
+                (SELECT upper(mp.category) FROM knocks pk
+                 JOIN message_pricing mp ON mp.wa_message_id = pk.wa_message_id
+                 WHERE pk.template = c.name AND pk.language = c.language
+                   AND mp.category IS NOT NULL
+                 ORDER BY mp.priced_at DESC LIMIT 1)) AS category,
+       t.announced_category, t.announced_effective_at,
        t.refused_code, t.refused_until,
        count(k.id)::int AS knocks,
        count(k.id) FILTER (WHERE k.delivered_at IS NOT NULL OR k.read_at IS NOT NULL)::int
@@ -136,12 +145,16 @@ LEFT JOIN knocks k ON k.template = c.name AND k.language = c.language
 GROUP BY c.position, c.name, c.language, t.name, t.language
 ORDER BY c.position
 
--- name: knock_held_count
--- Documents holding their knock for a healthy template (state 'knock_held'): how many, the oldest's age.
-SELECT count(*)::int AS count,
-       coalesce(extract(epoch FROM now() - min(knock_held_since)), 0)::float8 AS oldest_age_seconds
-FROM documents
-WHERE knock_held_since IS NOT NULL AND in_queue
+-- name: knock_held_by_locale
+-- Documents holding their knock for a healthy template (state 'knock_held'), per locale of their person: how many, the oldest's age, the oldest few ids (%(sample)s).
+SELECT p.locale, count(*)::int AS held,
+       extract(epoch FROM now() - min(d.knock_held_since))::float8 AS oldest_age_seconds,
+       (array_agg(d.id ORDER BY d.knock_held_since, d.id))[1:%(sample)s] AS oldest_ids
+FROM documents d
+JOIN people p ON p.id = d.person_id
+WHERE d.knock_held_since IS NOT NULL AND d.in_queue
+GROUP BY p.locale
+ORDER BY p.locale
 
 -- ───────────────────────────────── knocks ────────────────────────────────
 
@@ -184,10 +197,18 @@ SELECT id, (SELECT count(*) FROM linked)::integer AS documents FROM knock
 WHERE EXISTS (SELECT 1 FROM linked)
 
 -- name: knock_accepted
--- The knock's send was answered (%(state)s 'sent' with its message id) or its outcome is unknown ('unknown', counted as sent).
-UPDATE knocks
-SET state = %(state)s, wa_message_id = coalesce(%(wa_message_id)s, wa_message_id)
-WHERE id = %(knock_id)s AND state = 'sending'
+-- The knock's send was answered (%(state)s 'sent' with its message id) or its outcome is unknown ('unknown', counted as sent). Accepted, its template is approved: said so of a template no lifecycle webhook spoke of yet (status_at stays NULL, so the first webhook still applies).
+WITH accepted AS (
+    UPDATE knocks
+    SET state = %(state)s, wa_message_id = coalesce(%(wa_message_id)s, wa_message_id)
+    WHERE id = %(knock_id)s AND state = 'sending'
+    RETURNING template, language, state
+)
+INSERT INTO message_templates AS t (name, language, status)
+SELECT template, language, 'APPROVED' FROM accepted WHERE state = 'sent'
+ON CONFLICT (name, language) DO UPDATE
+SET status = 'APPROVED', updated_at = now()
+WHERE t.status IS NULL AND t.status_at IS NULL
 
 -- name: knock_refused
 -- The send call refused the knock: it never left. Gives back the person's knock reservation it took.

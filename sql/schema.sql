@@ -919,6 +919,7 @@ CREATE TABLE public.ops_alerts (
     last_send_error text,
     channel text DEFAULT 'ops'::text NOT NULL,
     episode boolean DEFAULT false NOT NULL,
+    observed_at timestamp with time zone DEFAULT now() NOT NULL,
     CONSTRAINT ops_alerts_channel_check CHECK ((channel = ANY (ARRAY['ops'::text, 'reviewers'::text]))),
     CONSTRAINT ops_alerts_kind_check CHECK ((kind = ANY (ARRAY['alert'::text, 'reminder'::text, 'resolved'::text]))),
     CONSTRAINT ops_alerts_severity_check CHECK ((severity = ANY (ARRAY['info'::text, 'warning'::text, 'error'::text])))

@@ -41,10 +41,11 @@ def _act(args: argparse.Namespace, settings: Settings, resend: bool) -> int:
             raise CommandFailed(str(exc)) from None
     text = str(taken)
     if resend:
+        from delivery_pipeline.cli.answers import after_request
         from delivery_pipeline.generation.worker import SweepPoke
 
         poked = SweepPoke.from_settings(settings.service)(args.id)
-        text += "; delivery poked" if poked else "; the heartbeat will deliver it"
+        text += "; " + after_request(settings, args.id, poked)
     print(text)
     return 0
 

@@ -10,8 +10,9 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import getpass
-import json
 import logging
+import os
+import signal
 import sys
 import traceback
 from collections.abc import Callable, Sequence
@@ -130,6 +131,8 @@ def _read_body(path: str | None) -> str:
 
 
 def cmd_documents_add(args: argparse.Namespace, settings: Settings) -> int:
+    from delivery_pipeline.cli.answers import added
+
     for_date = _for_date(args)
     parse_kind(args.kind)
     body = _read_body(args.file)
@@ -137,8 +140,7 @@ def cmd_documents_add(args: argparse.Namespace, settings: Settings) -> int:
         doc = add_ready_document(
             conn, args.person, body, args.kind, for_date, settings.delivery.review_kind_set
         )
-    where = "awaiting review" if doc.awaiting_review_since else "ready for delivery"
-    print(f"document {doc.id}: {doc.kind} for person {doc.person_id}, {where}")
+        print(added(conn, settings, doc))
     return 0
 
 
@@ -147,22 +149,6 @@ def cmd_documents_request(args: argparse.Namespace, settings: Settings) -> int:
     with connect(_database_url(settings)) as conn:
         doc = request_document(conn, args.person, args.kind, for_date)
     print(f"document {doc.id}: {doc.kind} for person {doc.person_id}, pending generation")
-    return 0
-
-
-def cmd_documents_show(args: argparse.Namespace, settings: Settings) -> int:
-    with connect(_database_url(settings)) as conn:
-        doc = QUERIES.document_by_id.one(conn, {"id": args.id})
-        if doc is None:
-            raise UsageError(f"no document {args.id}")
-        chunks = QUERIES.document_chunks.all(conn, {"document_id": args.id})
-        actions = QUERIES.document_actions.all(conn, {"document_id": args.id})
-    shown = doc._asdict()
-    del shown["body"]
-    shown["review_edited"] = shown.pop("approved_body") is not None
-    listed = [chunk._asdict() for chunk in chunks]
-    done = [action._asdict() for action in actions]  # cancels and resends
-    print(json.dumps({"document": shown, "chunks": listed, "actions": done}, default=str, indent=2))
     return 0
 
 
@@ -183,8 +169,10 @@ def _decide(settings: Settings, decision: Decision) -> int:
         return 1
     text = str(outcome)
     if outcome.decision == ReviewDecision.APPROVED:
+        from delivery_pipeline.cli.answers import after_request
+
         poked = SweepPoke.from_settings(settings.service)(outcome.document_id)
-        text += "; delivery poked" if poked else "; the heartbeat will deliver it"
+        text += "; " + after_request(settings, outcome.document_id, poked)
     print(text)
     return 0
 
@@ -378,7 +366,12 @@ def build_parser() -> argparse.ArgumentParser:
     docs = sub.add_parser("documents", help="documents to deliver", description="Documents.")
     docs_sub = docs.add_subparsers(dest="documents_command", required=True, metavar="COMMAND")
     for name, func, help_ in (
-        ("add", cmd_documents_add, "add a generated document, ready for delivery"),
+        (
+            "add",
+            cmd_documents_add,
+            "add a generated document, ready for delivery; says when it will go (quiet "
+            "hours, a pause, a knock first) and which earlier plan it supersedes",
+        ),
         ("request", cmd_documents_request, "request a document to be generated (pending)"),
     ):
         p = add(docs_sub, name, func, help_)
@@ -387,8 +380,9 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--for-date", help="YYYY-MM-DD, required for a daily_brief")
         if name == "add":
             p.add_argument("--file", help="body from this file (default: stdin)")
-    p = add(docs_sub, "show", cmd_documents_show, "show a document's delivery state and chunks")
-    p.add_argument("id", type=int)
+    from delivery_pipeline.cli.document_views import add_reading_commands
+
+    add_reading_commands(docs_sub, add)
     login, who = _login_name(), "who decides (default: your login name)"
     p = add(
         docs_sub,
@@ -525,6 +519,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        return _reader_went_away()
     except Exception as exc:
         explained = explain(exc, settings)
         if explained is None:
@@ -534,6 +530,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         message, code = explained
         print(f"error: {message}", file=sys.stderr)
         return code
+
+
+def _reader_went_away() -> int:
+    """The reader of our output stopped reading (``status | head -8``): what it took is
+    what was wanted. No traceback, and none at exit either, when Python flushes stdout
+    into the closed pipe again; the exit status of a program ended by SIGPIPE."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    return 128 + signal.SIGPIPE
 
 
 if __name__ == "__main__":

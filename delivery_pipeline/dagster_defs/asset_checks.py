@@ -10,17 +10,30 @@
 * ``delivery_backlog``: abandoned or failed in the last day, and its freshness
   (materialized within ``CHECK_BACKLOG_STALE_SECONDS``).
 
-All are non-blocking and run together on the ``delivery_checks`` job and
-schedule (``CHECKS_CRON``, every 5 minutes); the backlog's also run with each
-materialisation of the backlog. A failed check does not fail its run and
-Dagster OSS does not alert on it: the ``ops_check_alerts`` sensor does. Each
-evaluation leaves a heartbeat in our database for the webhook service's
-dead-man's switch (``watch/daemon_heartbeats.py``).
+All run together on the ``delivery_checks`` job and schedule (``CHECKS_CRON``,
+every 5 minutes); the backlog's also run with each materialisation of the
+backlog. Each is *blocking*: a check at ERROR fails its step, so the
+``delivery_checks`` run fails and the bad day is red on the Overview timeline
+and the Runs list, its failure naming the checks (a WARN fails nothing). That
+failed run is not alerted as a run (``alert_sensors``): the failing checks
+are, by the ``ops_check_alerts`` sensor, once per episode.
+
+A check never crashes: what its evaluator returns goes through the one
+``metadata.as_metadata``, and an evaluator that raises anyway is an ERROR result
+of its own naming the check (``registry.could_not_evaluate``), its traceback in
+the run's log. Each result carries when it was observed (the database's now
+before it read anything: ``observed_at``) and what it says about each episode
+(``episodes``), which the alert sensor reads. Each evaluation leaves a heartbeat
+in our database for the webhook service's dead-man's switch
+(``watch/daemon_heartbeats.py``).
 """
 
 import datetime as dt
+import logging
+import traceback
 import warnings
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from functools import partial
 from typing import Any
 
@@ -49,9 +62,9 @@ from delivery_pipeline.settings import (
     knock_template_list,
 )
 from delivery_pipeline.watch.checks import registry, templates
-from delivery_pipeline.watch.checks.evaluators import EVALUATORS
+from delivery_pipeline.watch.checks.evaluators import EVALUATORS, Evaluate
 from delivery_pipeline.watch.checks.probe import check_service_reachable
-from delivery_pipeline.watch.checks.registry import Check, CheckResult, Judged
+from delivery_pipeline.watch.checks.registry import Check, CheckResult, Judged, could_not_evaluate
 from delivery_pipeline.watch.daemon_heartbeats import CHECKS, beat
 
 # The one severity and Dagster's: translated here, both ways, and nowhere else.
@@ -68,28 +81,62 @@ _ASSETS: dict[Judged, dg.AssetsDefinition] = {
 }
 
 
-def as_check_result(result: CheckResult) -> dg.AssetCheckResult:
+OBSERVED_AT = "observed_at"
+EPISODES = "episodes"
+
+
+def as_check_result(
+    result: CheckResult, observed_at: dt.datetime | None = None
+) -> dg.AssetCheckResult:
+    """A result as Dagster's, with what the alert sensor reads back: when it was observed
+    and what it says about each episode."""
+    metadata = {
+        "summary": result.summary,
+        **result.metadata,
+        EPISODES: [said.as_json() for said in result.said],
+    }
+    if observed_at is not None:
+        metadata[OBSERVED_AT] = observed_at
     return dg.AssetCheckResult(
         passed=result.passed,
         severity=TO_DAGSTER[result.severity] if result.severity else dg.AssetCheckSeverity.WARN,
         description=result.summary,
-        metadata=as_metadata({"summary": result.summary, **result.metadata}),
+        metadata=as_metadata(metadata),
     )
 
 
-def _on_asset(
-    check: Check, evaluate: Callable[[psycopg.Connection[Any], Settings], CheckResult]
-) -> dg.AssetChecksDefinition:
+def evaluated(
+    check: Check,
+    evaluate: Evaluate,
+    connect: Callable[[], AbstractContextManager[psycopg.Connection[Any]]],
+    settings: Settings,
+    log: logging.Logger | dg.DagsterLogManager,
+) -> dg.AssetCheckResult:
+    """The check's result, whatever happens: a database that cannot be reached, an
+    evaluator or its metadata that raises, is an ERROR result of its own naming the
+    check, and the traceback goes to the run's log."""
+    observed_at: dt.datetime | None = None
+    try:
+        with connect() as conn:
+            observed_at = beat(conn, CHECKS)
+            return as_check_result(evaluate(conn, settings), observed_at)
+    except Exception as exc:  # a watcher that went blind must say so, not crash
+        log.error(f"check {check.name} could not evaluate:\n{traceback.format_exc()}")
+        return as_check_result(could_not_evaluate(check, exc), observed_at)
+
+
+def _on_asset(check: Check, evaluate: Evaluate) -> dg.AssetChecksDefinition:
     """The asset check of a registry entry: its name, asset, owner and runbook."""
 
     @dg.asset_check(
         asset=_ASSETS[check.judges],
         name=check.name,
-        blocking=False,
+        blocking=True,
         description=f"{check.description} Owner: {check.owner}.",
         metadata={"owner": check.owner.value, "runbook": check.runbook},
     )
     def _check(
+        context: dg.AssetCheckExecutionContext,
         app_db: dg.ResourceParam[AppDatabase],
         checks: dg.ResourceParam[ChecksResource],
         delivery: dg.ResourceParam[DeliveryResource],
@@ -97,15 +144,13 @@ def _on_asset(
         delivery_service: dg.ResourceParam[DeliveryServiceResource],
     ) -> dg.AssetCheckResult:
         settings = check_settings(checks, delivery, review, delivery_service)
-        with app_db.connect() as conn:
-            beat(conn, CHECKS)
-            return as_check_result(evaluate(conn, settings))
+        return evaluated(check, evaluate, app_db.connect, settings, context.log)
 
     return _check
 
 
 def _probe_service(conn: psycopg.Connection[Any], settings: Settings) -> CheckResult:
-    # the heartbeat is left by _on_asset; the probe itself needs only the URL
+    # the heartbeat is left by `evaluated`; the probe itself needs only the URL
     return check_service_reachable(settings.service.service_url)
 
 

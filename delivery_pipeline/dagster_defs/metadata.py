@@ -1,8 +1,18 @@
 """Plain values as Dagster metadata: numbers stay numbers (the UI plots them),
-tables stay tables (the UI shows them with their column schema)."""
+times stay times, tables stay tables (the UI shows them with their column schema).
 
+``as_metadata`` is the one way a check's result, a run's summary or an asset's
+numbers become metadata: it takes whatever the evaluators and the engine return
+(datetimes, dates, durations, enums, Decimals, None, nested dicts and lists of
+them) and never raises for a value's type, because a check whose metadata
+cannot be written is a watcher gone silent on the day it is needed.
+"""
+
+import datetime as dt
+import enum
 import math
 from collections.abc import Iterable, Mapping
+from decimal import Decimal
 from typing import Any
 
 import dagster as dg
@@ -13,18 +23,68 @@ ROW_COUNT = "dagster/row_count"
 
 
 def as_metadata(values: Mapping[str, Any]) -> dict[str, Any]:
-    """Numbers and text as they are, None and booleans typed, anything else as JSON."""
-    metadata: dict[str, Any] = {}
-    for key, value in values.items():
-        if value is None:
-            metadata[key] = dg.MetadataValue.null()
-        elif isinstance(value, bool):
-            metadata[key] = dg.MetadataValue.bool(value)
-        elif isinstance(value, int | float | str):
-            metadata[key] = value
-        else:
-            metadata[key] = dg.MetadataValue.json(value)
-    return metadata
+    """Each value as the metadata the UI shows best; nothing is refused."""
+    return {str(key): _metadata_value(value) for key, value in values.items()}
+
+
+def _metadata_value(value: Any) -> Any:
+    try:
+        return _typed(value)
+    except (TypeError, ValueError, OverflowError):  # an odd value (NaT): shown as text
+        return dg.MetadataValue.text(str(value))
+
+
+def _typed(value: Any) -> Any:
+    if isinstance(value, dg.MetadataValue):
+        return value
+    if value is None:
+        return dg.MetadataValue.null()
+    if isinstance(value, enum.Enum):
+        return _typed(value.value)
+    if isinstance(value, bool):
+        return dg.MetadataValue.bool(value)
+    if isinstance(value, int):
+        return dg.MetadataValue.int(value)
+    if isinstance(value, float | Decimal):
+        number = float(value)
+        return dg.MetadataValue.float(number) if math.isfinite(number) else str(value)
+    if isinstance(value, str):
+        return dg.MetadataValue.text(value)
+    if isinstance(value, dt.datetime):
+        aware = value if value.tzinfo else value.replace(tzinfo=dt.UTC)
+        return dg.MetadataValue.timestamp(aware)
+    if isinstance(value, dt.timedelta):
+        return dg.MetadataValue.float(value.total_seconds())
+    if isinstance(value, Mapping | list | tuple | set | frozenset):
+        return dg.MetadataValue.json(plain(value))
+    if hasattr(value, "item"):  # numpy scalars from a DataFrame
+        return _typed(value.item())
+    return dg.MetadataValue.text(str(plain(value)))
+
+
+def plain(value: Any) -> Any:
+    """``value`` as JSON: times as ISO 8601, durations as seconds, enums as their value,
+    Decimals as numbers, sets as sorted lists, anything else as its text."""
+    if value is None or isinstance(value, bool | int | str):
+        return value.value if isinstance(value, enum.Enum) else value
+    if isinstance(value, enum.Enum):
+        return plain(value.value)
+    if isinstance(value, float | Decimal):
+        number = float(value)
+        return number if math.isfinite(number) else str(value)
+    if isinstance(value, dt.datetime | dt.date | dt.time):
+        return value.isoformat()
+    if isinstance(value, dt.timedelta):
+        return value.total_seconds()
+    if isinstance(value, Mapping):
+        return {str(key): plain(item) for key, item in value.items()}
+    if isinstance(value, set | frozenset):
+        return sorted((plain(item) for item in value), key=str)
+    if isinstance(value, list | tuple):
+        return [plain(item) for item in value]
+    if hasattr(value, "item"):  # numpy scalars from a DataFrame
+        return plain(value.item())
+    return str(value)
 
 
 def schema(*columns: tuple[str, str, str]) -> dg.TableSchema:

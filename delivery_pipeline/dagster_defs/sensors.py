@@ -1,9 +1,11 @@
 """Sensors: each asks one cheap question and requests at most one run.
 
-* ``delivery_heartbeat`` (trigger 3): one indexed ``EXISTS`` over the
-  eligibility function; a ``deliver_documents`` run only when there is work
-  and no sweep run is already queued or running. Each tick also leaves a
-  heartbeat for the webhook service's dead-man's switch.
+* ``delivery_heartbeat`` (trigger 4, the backstop): one indexed ``EXISTS``
+  over the eligibility function; a ``deliver_documents`` run only when there
+  is work and no sweep run is already queued or running. When there is none
+  its tick says why (sending paused and what waits behind it, knocks held for
+  a template, quiet hours), so a bad day reads on the sensor's page. Each
+  tick also leaves a heartbeat for the webhook service's dead-man's switch.
 * ``pending_generation``: one range probe on the generation queue; a
   ``generate_documents`` run on the same terms.
 
@@ -20,6 +22,7 @@ from delivery_pipeline.dagster_defs.resources import AppDatabase, DeliveryResour
 from delivery_pipeline.delivery.sweep import eligible_now
 from delivery_pipeline.generation.worker import generation_due
 from delivery_pipeline.settings import Settings
+from delivery_pipeline.watch.backlog import idle_reason
 from delivery_pipeline.watch.daemon_heartbeats import HEARTBEAT_SENSOR, beat
 
 IN_FLIGHT = [
@@ -67,10 +70,11 @@ def build_sensors(settings: Settings) -> list[dg.SensorDefinition]:
         minimum_interval_seconds=heartbeat_seconds,
         default_status=dg.DefaultSensorStatus.RUNNING,
         description=(
-            "Trigger 3, the backstop: asks the eligibility function whether a sweep would act "
+            "Trigger 4, the backstop: asks the eligibility function whether a sweep would act "
             "on anything now, and if so requests one deliver_documents run (none while one is "
             "queued or running). Documents waiting on a knock reply are not eligible, so it "
-            "stays quiet for them."
+            "stays quiet for them. When nothing is eligible its tick says why: sending paused "
+            "(what waits behind it), knocks held for a template, quiet hours."
         ),
     )
     @skip_when_database_unavailable
@@ -82,11 +86,8 @@ def build_sensors(settings: Settings) -> list[dg.SensorDefinition]:
         with app_db.connect() as conn:
             beat(conn, HEARTBEAT_SENSOR)  # the webhook service's dead-man's switch reads it
             eligible = eligible_now(conn, Settings(delivery=delivery.settings))
-        if not eligible:
-            return dg.SkipReason(
-                "Nothing eligible for delivery: no document is generated, undelivered, due and "
-                "unclaimed (documents waiting on a knock reply are not counted)."
-            )
+            if not eligible:
+                return dg.SkipReason(idle_reason(conn))
         return one_run(
             context,
             deliver_documents.name,

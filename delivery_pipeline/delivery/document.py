@@ -574,7 +574,11 @@ class DocumentDelivery:
                 f"Knocks for locale {claim.locale!r} wait: {reason}. They go out when a "
                 "template recovers (a lifecycle webhook, or the pause ending); add a "
                 "fallback to DELIVERY_KNOCK_TEMPLATES (name:language|fallback:language).",
-                {"locale": claim.locale, "document_id": claim.document_id},
+                {
+                    "locale": claim.locale,
+                    "document_id": claim.document_id,
+                    "templates": [f"{h.name}:{h.language}" for h in health],
+                },
             )
         )
         self.sweep.note(

@@ -16,6 +16,9 @@ from dataclasses import dataclass
 
 from delivery_pipeline.delivery.reply import BUTTON_PAYLOADS
 
+# The locale's choices are the settings' rule, read by the checks too; the engine's name.
+from delivery_pipeline.settings import knock_choices as knock_choices
+
 _LINE_BREAKS_AND_TABS = re.compile(r"[\r\n\t\v\f\u2028\u2029]+")
 _LONG_SPACE_RUNS = re.compile(r" {5,}")
 
@@ -85,11 +88,6 @@ def knock_with(
     if not with_buttons:
         return Knock(template, language, [parameter])
     return Knock(template, language, [parameter, waiting_phrase(locale, waiting)], BUTTON_PAYLOADS)
-
-
-def knock_choices(locale: str, choices: dict[str, list[tuple[str, str]]]) -> list[tuple[str, str]]:
-    """The locale's templates in order of preference (English's when it has none)."""
-    return choices.get(locale) or choices["en"]
 
 
 @dataclass(frozen=True)

@@ -9,8 +9,10 @@ Three fields of the WhatsApp Business Account announce a template's life:
 redelivery or duplicate is a no-op) and moves ``message_templates`` only
 forwards in time. Any change wakes the documents holding their knock for a
 healthy template: the next claim chooses again. A status, quality or category
-that troubles a knock template is told to ops at once; the Dagster check per
-template keeps saying so until it is fixed.
+that troubles a knock template is told to ops at once, on the template's
+episode (``template:<name>:<language>``, ``watch/episodes.py``): one alert
+whatever else reports the same trouble, resolved when the Dagster check of
+the template passes again.
 """
 
 from __future__ import annotations
@@ -180,7 +182,7 @@ async def apply_template_change(
                 {**details, "category": category, "announced": announced},
             )
     if alert is not None:
-        await record_alert(conn, alert, quiet_seconds=0)
+        await record_alert(conn, alert)
     woken = await QUERIES.wake_held_knocks.all(conn, {})
     return TemplateChange(True, woken)
 

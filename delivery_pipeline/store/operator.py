@@ -250,7 +250,8 @@ def _resend_params(
 
 def _unknown(document_id: int) -> UnknownDocument:
     return UnknownDocument(
-        f"no document {document_id}: check the id (`delivery-pipeline documents show ID`)"
+        f"no document {document_id}: check the id (`delivery-pipeline documents list` lists "
+        "them, --person and --state narrow it)"
     )
 
 

@@ -63,6 +63,7 @@ from delivery_pipeline.store.rows import (
     AwaitingReviewCheck,
     AwaitReply,
     BatchPruned,
+    Beat,
     BeginDelivery,
     BriefDueDate,
     ByApplication,
@@ -104,12 +105,14 @@ from delivery_pipeline.store.rows import (
     DocumentAction,
     DocumentIds,
     DocumentKnock,
+    DocumentOutlook,
     DocumentReview,
     Eligible,
     EndpointFailed,
     EndpointGate,
     EndProbe,
     EnqueuedBrief,
+    EpisodeState,
     EventFailed,
     ExpireEvents,
     FileContent,
@@ -123,6 +126,7 @@ from delivery_pipeline.store.rows import (
     HandedOver,
     HandOvers,
     Heartbeat,
+    HeartbeatIdle,
     HoldKnock,
     HoldQuiet,
     IdempotencyKey,
@@ -135,7 +139,7 @@ from delivery_pipeline.store.rows import (
     KnockFailureError,
     KnockHealth,
     KnockHealthParams,
-    KnockHeldCount,
+    KnockHeldLocale,
     KnockLookup,
     KnockNotDelivered,
     KnockOutcome,
@@ -187,6 +191,7 @@ from delivery_pipeline.store.rows import (
     OutboxRelease,
     OutboxRuns,
     OutboxState,
+    OutlookQuery,
     OweAcknowledgement,
     PacerState,
     Paused,
@@ -481,6 +486,8 @@ class Queries:
     insert_ready_document = Query(ReadyDocument, Document)
     insert_pending_document = Query(PendingDocument, Document)
     document_by_id = Query(ById, Document)
+    document_outlooks = Query(OutlookQuery, DocumentOutlook)
+    superseded_by = Query(ById, int)
     document_chunks = Query(ByDocument, Chunk)
     state_summary = Query(NoParams, StateCount)
     oldest_waiting = Query(NoParams, OldestWaiting)
@@ -518,6 +525,7 @@ class Queries:
     # alerts
     alert_lock = Statement(ByDedupKey)
     last_alert = Query(ByDedupKey, LastAlert)
+    episode_state = Query(ByDedupKey, EpisodeState)
     insert_alert = Query(NewAlert, OpsAlert)
     alert_sent = Statement(ById)
     alert_send_failed = Statement(AlertSendFailed)
@@ -527,6 +535,7 @@ class Queries:
 
     # sql/queries_backlog.sql
     backlog_by_state = Query(NoParams, StateCount)
+    heartbeat_idle = Query(NoParams, HeartbeatIdle)
 
     # sql/queries_checks.sql
     check_pending = Query(AgedCheck, PendingCheck)
@@ -563,7 +572,7 @@ class Queries:
     outbox_release = Statement(OutboxRelease)
     outbox_reported = Statement(ByIds)
     outbox_forget = Statement(OutboxForget)
-    beat = Statement(BySource)
+    beat = Query(BySource, Beat)
     heartbeats = Query(NoParams, Heartbeat)
 
     # sql/queries_report.sql
@@ -625,7 +634,7 @@ class Queries:
     template_category_event = Statement(TemplateCategoryEvent)
     wake_held_knocks = Query(NoParams, int)
     template_states = Query(TemplateStatesParams, TemplateState)
-    knock_held_count = Query(NoParams, KnockHeldCount)
+    knock_held_by_locale = Query(Sample, KnockHeldLocale)
     open_knock = Query(OpenKnock, OpenedKnock)
     knock_accepted = Statement(KnockAccepted)
     knock_refused = Statement(KnockRefused)

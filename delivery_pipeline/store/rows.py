@@ -550,7 +550,8 @@ class NewAlert(ByDedupKey):
     message: str
     details: Jsonb
     channel: str
-    episode: bool  # a row of a check's episode (note_check), kept while the episode is open
+    episode: bool  # a row of an episode (watch/episodes.py), kept while the episode is open
+    observed_at: dt.datetime | None  # when what it says was seen; None: now
 
 
 class OpsAlert(NamedTuple):
@@ -568,6 +569,7 @@ class OpsAlert(NamedTuple):
     last_send_error: str | None
     channel: str
     episode: bool
+    observed_at: dt.datetime
 
 
 class LastAlert(NamedTuple):
@@ -576,6 +578,19 @@ class LastAlert(NamedTuple):
     kind: str
     severity: str
     age_seconds: float
+
+
+class EpisodeState(NamedTuple):
+    """An episode's key as it stands (``watch/episodes.py``); the row's fields are None
+    while the key has no row."""
+
+    kind: str | None
+    severity: str | None
+    observed_at: dt.datetime | None
+    age_seconds: float | None
+    opened_at: dt.datetime | None
+    resolved_at: dt.datetime | None
+    now: dt.datetime
 
 
 class AlertSendFailed(ById):
@@ -848,6 +863,24 @@ class OutboxForget(TypedDict):
 
 class BySource(TypedDict):
     source: str
+
+
+class HeartbeatIdle(NamedTuple):
+    """Why the heartbeat finds nothing eligible (``heartbeat_idle``)."""
+
+    queued: int
+    knock_held: int
+    quiet: int
+    next_due: dt.datetime | None
+    paused_at: dt.datetime | None
+    pause_code: int | None
+    pause_reason: str | None
+    next_probe_at: dt.datetime | None
+    numbers_paused: int
+
+
+class Beat(NamedTuple):
+    at: dt.datetime  # the database's now when the beat was left
 
 
 class Heartbeat(NamedTuple):
@@ -1284,9 +1317,13 @@ class TemplateState(NamedTuple):
     not_delivered: int
 
 
-class KnockHeldCount(NamedTuple):
-    count: int  # type: ignore[assignment]  # shadows tuple.count, never called
+class KnockHeldLocale(NamedTuple):
+    """The documents of one locale holding their knock for a healthy template."""
+
+    locale: str
+    held: int
     oldest_age_seconds: float
+    oldest_ids: list[int]
 
 
 class OpenKnock(ClaimRef):
@@ -1829,6 +1866,65 @@ class HandOvers(NamedTuple):
     delivered: int
     abandoned: int
     open: int
+
+
+# ── sql/queries_documents.sql: documents as an operator reads them ──────
+
+
+class OutlookQuery(TypedDict):
+    ids: list[int] | None
+    state: str | None
+    person_id: int | None
+    kind: str | None
+    since: dt.datetime | None
+    limit: int
+    lease: dt.timedelta
+    service_window: dt.timedelta
+    quiet_default: str | None
+    default_number: str
+
+
+class DocumentOutlook(NamedTuple):
+    """A document's state and the facts of why it waits (``watch/outlook.py``)."""
+
+    id: int
+    person_id: int
+    person_name: str
+    person_address: str | None
+    time_zone: str
+    quiet_hours: str | None
+    kind: str
+    for_date: dt.date | None
+    created_at: dt.datetime
+    state: str
+    since: dt.datetime
+    abandon_reason: str | None
+    status: str
+    generation_attempts: int
+    generation_error: str | None
+    next_generation_at: dt.datetime
+    delivery_attempts: int
+    last_delivery_error: str | None
+    next_attempt_at: dt.datetime
+    in_flight: bool
+    quiet_until: dt.datetime | None
+    quiet_now_until: dt.datetime | None
+    window_open: bool
+    knock_sent_at: dt.datetime | None
+    remind_at: dt.datetime | None
+    reminded_at: dt.datetime | None
+    knock_held_since: dt.datetime | None
+    awaiting_review_since: dt.datetime | None
+    delivered_at: dt.datetime | None
+    abandoned_at: dt.datetime | None
+    paused_number: str | None
+    pause_code: int | None
+    pause_reason: str | None
+    next_probe_at: dt.datetime | None
+    superseded_by: int | None
+    parts: int
+    parts_sent: int
+    now: dt.datetime
 
 
 # ── sql/queries_files.sql: a document's file (037) ──────────────────────

@@ -1,77 +1,61 @@
-"""Recording ops alerts in ``ops_alerts``, deduplicated by key.
+"""Recording ops alerts in ``ops_alerts``: episodes, and one-shot notices.
 
 Every alert is a row first; ``ops_channel.send_pending`` posts the rows the
 channel has not taken yet. Recording never depends on the channel being up,
 and two processes cannot both record the same alert (an advisory lock per
 key serialises the decision).
 
-Three ways to decide whether to write a row:
-
-* ``record_alert`` — the engine and the webhook service: once per key per
-  quiet period (a person unreachable, sending paused);
+* ``record_alert`` — the engine and the webhook service. An alert about a
+  lasting cause (a knock template's trouble, the knocks it holds) is a report
+  on that cause's episode (``episodes``: one alert, resolved once); anything
+  else (a person unreachable, a document given up) is a notice, once per key
+  per quiet period;
 * ``record_once`` — once per key ever (a failed run);
-* ``note_check`` — a check's episode: alert, escalation, reminder, resolved.
+* ``note_check`` / ``note_episode`` — a report on an episode (a check's result,
+  the pause, the daemon's watchdog), sync and async.
 """
 
 from __future__ import annotations
 
-import enum
+import dataclasses
 import logging
-from dataclasses import dataclass, field
 from typing import Any
 
 import psycopg
-from psycopg.types.json import Jsonb
 
-from delivery_pipeline.model import Severity
 from delivery_pipeline.store.queries import QUERIES
-from delivery_pipeline.store.rows import NewAlert, OpsAlert
+from delivery_pipeline.store.rows import OpsAlert
+from delivery_pipeline.watch.alert import (
+    Alert,
+    AlertChannel,
+    AlertKind,
+    AlertSeverity,
+    insert_params,
+)
+from delivery_pipeline.watch.episodes import (
+    DEFAULT_REMINDER_SECONDS,
+    Report,
+    episode_of,
+    note,
+    note_async,
+)
+
+__all__ = [
+    "DEFAULT_QUIET_SECONDS",
+    "DEFAULT_REMINDER_SECONDS",
+    "Alert",
+    "AlertChannel",
+    "AlertKind",
+    "AlertSeverity",
+    "note_check",
+    "note_episode",
+    "record_alert",
+    "record_once",
+]
 
 log = logging.getLogger(__name__)
 
 DEFAULT_QUIET_SECONDS = 3600.0
-DEFAULT_REMINDER_SECONDS = 4 * 3600
-
-
-# The one severity (``model.Severity``), under the name the engine's modules import.
-AlertSeverity = Severity
-
-
-class AlertKind(enum.StrEnum):
-    ALERT = "alert"
-    REMINDER = "reminder"
-    RESOLVED = "resolved"
-
-
-class AlertChannel(enum.StrEnum):
-    """Who is told (``ops_alerts.channel``): ops, or the reviewers about their own backlog
-    (``REVIEW_WEBHOOK_URL``, falling back to the ops channel)."""
-
-    OPS = "ops"
-    REVIEWERS = "reviewers"
-
-
-@dataclass(frozen=True)
-class Alert:
-    """What to tell a channel: a dedup key, a severity, one sentence, and details."""
-
-    key: str
-    severity: AlertSeverity
-    message: str
-    details: dict[str, Any] = field(default_factory=dict)
-    channel: AlertChannel = AlertChannel.OPS
-
-
-def _params(alert: Alert, kind: AlertKind, *, episode: bool = False) -> NewAlert:
-    return {
-        "dedup_key": alert.key,
-        "severity": alert.severity,
-        "kind": kind,
-        "message": alert.message,
-        "details": Jsonb(alert.details),
-        "channel": alert.channel,
-        "episode": episode,
-    }
 
 
 async def record_alert(
@@ -80,25 +64,26 @@ async def record_alert(
     *,
     quiet_seconds: float = DEFAULT_QUIET_SECONDS,
 ) -> bool:
-    """Record ``alert`` unless its key was alerted within ``quiet_seconds``; True if written."""
+    """Record ``alert``; True if a row was written.
+
+    Its cause's episode when it has one (``episodes.episode_of``): it opens the
+    episode or joins the open one. Else a notice, unless its key was alerted
+    within ``quiet_seconds``.
+    """
+    episode = episode_of(alert)
+    if episode is not None:
+        source = {**alert.details, "reported_as": alert.key}
+        report = Report(dataclasses.replace(alert, key=episode, details=source), failing=True)
+        return await note_async(conn, report) is not None
     async with conn.transaction():
         await QUERIES.alert_lock.run(conn, {"dedup_key": alert.key})
         last = await QUERIES.last_alert.one(conn, {"dedup_key": alert.key})
         if last is not None and last.kind != AlertKind.RESOLVED:
             if last.age_seconds < quiet_seconds:
                 return False
-        await QUERIES.insert_alert.one(conn, _params(alert, AlertKind.ALERT))
+        await QUERIES.insert_alert.one(conn, insert_params(alert, AlertKind.ALERT))
     log.warning("ops alert [%s] %s: %s", alert.severity, alert.key, alert.message)
     return True
-
-
-def _insert(
-    conn: psycopg.Connection[Any], alert: Alert, kind: AlertKind, *, episode: bool = False
-) -> OpsAlert:
-    row = QUERIES.insert_alert.one(conn, _params(alert, kind, episode=episode))
-    log.warning("ops %s [%s] %s: %s", kind, alert.severity, alert.key, alert.message)
-    assert row is not None
-    return row
 
 
 def record_once(conn: psycopg.Connection[Any], alert: Alert) -> OpsAlert | None:
@@ -107,7 +92,9 @@ def record_once(conn: psycopg.Connection[Any], alert: Alert) -> OpsAlert | None:
         QUERIES.alert_lock.run(conn, {"dedup_key": alert.key})
         if QUERIES.last_alert.one(conn, {"dedup_key": alert.key}) is not None:
             return None
-        return _insert(conn, alert, AlertKind.ALERT)
+        row = QUERIES.insert_alert.one(conn, insert_params(alert, AlertKind.ALERT))
+    log.warning("ops alert [%s] %s: %s", alert.severity, alert.key, alert.message)
+    return row
 
 
 def note_check(
@@ -117,35 +104,9 @@ def note_check(
     failing: bool,
     reminder_seconds: float = DEFAULT_REMINDER_SECONDS,
 ) -> OpsAlert | None:
-    """Record what a check's latest result calls for, if anything; returns the row.
-
-    * starts failing (no alert yet, or the last one was ``resolved``) → ``alert``
-    * keeps failing: escalated from warning to error → a new ``alert``; else a
-      ``reminder`` once ``reminder_seconds`` passed since the last row
-    * passes after failing → ``resolved``; passing and quiet → nothing
-
-    The state is the newest ``ops_alerts`` row for the key, so it survives
-    restarts and two evaluators cannot both alert.
-    """
-    with conn.transaction():
-        QUERIES.alert_lock.run(conn, {"dedup_key": alert.key})
-        last = QUERIES.last_alert.one(conn, {"dedup_key": alert.key})
-        open_episode = last is not None and last.kind != AlertKind.RESOLVED
-        if not failing:
-            if not open_episode:
-                return None
-            resolved = Alert(
-                alert.key, AlertSeverity.INFO, alert.message, alert.details, alert.channel
-            )
-            return _insert(conn, resolved, AlertKind.RESOLVED, episode=True)
-        if not open_episode:
-            return _insert(conn, alert, AlertKind.ALERT, episode=True)
-        assert last is not None
-        if last.severity == AlertSeverity.WARNING and alert.severity == AlertSeverity.ERROR:
-            return _insert(conn, alert, AlertKind.ALERT, episode=True)
-        if last.age_seconds >= reminder_seconds:
-            return _insert(conn, alert, AlertKind.REMINDER, episode=True)
-        return None
+    """A report, observed now, on the episode of ``alert.key``; the row written, if any
+    (``episodes.decide``: alert, escalation, reminder, resolved)."""
+    return note(conn, Report(alert, failing, reminder_seconds=reminder_seconds))
 
 
 async def note_episode(
@@ -155,24 +116,5 @@ async def note_episode(
     failing: bool,
     reminder_seconds: float = DEFAULT_REMINDER_SECONDS,
 ) -> AlertKind | None:
-    """``note_check`` for async callers (the fleet-wide pause): an alert when the
-    episode opens, a reminder every ``reminder_seconds`` while it lasts, resolved
-    when it ends. Returns the kind written, if any."""
-    async with conn.transaction():
-        await QUERIES.alert_lock.run(conn, {"dedup_key": alert.key})
-        last = await QUERIES.last_alert.one(conn, {"dedup_key": alert.key})
-        open_episode = last is not None and last.kind != AlertKind.RESOLVED
-        if not failing:
-            if not open_episode:
-                return None
-            alert = Alert(alert.key, AlertSeverity.INFO, alert.message, alert.details)
-            kind = AlertKind.RESOLVED
-        elif not open_episode:
-            kind = AlertKind.ALERT
-        elif last is not None and last.age_seconds >= reminder_seconds:
-            kind = AlertKind.REMINDER
-        else:
-            return None
-        await QUERIES.insert_alert.one(conn, _params(alert, kind, episode=True))
-    log.warning("ops %s [%s] %s: %s", kind, alert.severity, alert.key, alert.message)
-    return kind
+    """``note_check`` for async callers (the fleet-wide pause); the kind written, if any."""
+    return await note_async(conn, Report(alert, failing, reminder_seconds=reminder_seconds))

@@ -106,3 +106,52 @@ def sending_pause(conn: psycopg.Connection[Any]) -> dict[str, Any]:
         "pause_probes_failed": state.probes,
         "pause_sends_refused": state.refused_sends,
     }
+
+
+def idle_reason(conn: psycopg.Connection[Any]) -> str:
+    """Why nothing is eligible for delivery, in one line: sending paused (what waits
+    behind it, the next probe, what to do), knocks held for a template, quiet hours;
+    or that nothing waits at all. What the heartbeat sensor's tick says, so the bad
+    day reads on its page instead of "nothing eligible"."""
+    idle = QUERIES.heartbeat_idle.one(conn, {})
+    assert idle is not None  # an aggregate: always one row
+    waiting = []
+    if idle.knock_held:
+        waiting.append(f"{idle.knock_held} hold their knock for a template (check knock_held)")
+    if idle.quiet:
+        waiting.append(f"{idle.quiet} wait for the end of the person's quiet hours")
+    if idle.paused_at is not None:
+        probe = f"{idle.next_probe_at:%H:%M:%S %Z}" if idle.next_probe_at else "due now"
+        reason = idle.pause_reason or ""
+        cause = (
+            reason
+            if reason.startswith(f"({idle.pause_code})")
+            else f"code {idle.pause_code}: {reason}"
+        )
+        return (
+            f"Sending is paused for every sender since {idle.paused_at:%Y-%m-%d %H:%M:%S %Z} "
+            f"({cause}): {idle.queued} documents wait "
+            f"behind it; the next probe at {probe}. Fix the cause, then `delivery-pipeline "
+            "resume` (check sender_paused)."
+            + (f" Of them, {'; '.join(waiting)}." if waiting else "")
+        )
+    numbers = (
+        f" {idle.numbers_paused} business numbers are paused on their own "
+        "(`delivery-pipeline status`)."
+        if idle.numbers_paused
+        else ""
+    )
+    if not idle.queued:
+        return (
+            "Nothing eligible for delivery: no document is generated, undelivered, due and "
+            "unclaimed (documents waiting on a knock reply or a reviewer are not counted)."
+            + numbers
+        )
+    due = f"{idle.next_due:%Y-%m-%d %H:%M:%S %Z}" if idle.next_due else "unknown"
+    return (
+        f"Nothing eligible for delivery now: {idle.queued} documents wait, none due and "
+        f"unclaimed"
+        + (f" ({'; '.join(waiting)})" if waiting else "")
+        + f"; the next is due at {due}."
+        + numbers
+    )

@@ -35,9 +35,11 @@ CHECKS = "checks"
 _NAMES = {HEARTBEAT_SENSOR: "delivery_heartbeat tick", CHECKS: "check evaluation"}
 
 
-def beat(conn: psycopg.Connection[Any], source: str) -> None:
-    """Dagster's daemon is alive: ``source`` just ran."""
-    QUERIES.beat.run(conn, {"source": source})
+def beat(conn: psycopg.Connection[Any], source: str) -> dt.datetime:
+    """Dagster's daemon is alive: ``source`` just ran. Returns the database's now."""
+    row = QUERIES.beat.one(conn, {"source": source})
+    assert row is not None  # an upsert that always returns its row
+    return row.at
 
 
 def interval_seconds(stale_seconds: float) -> float:

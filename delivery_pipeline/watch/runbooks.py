@@ -102,12 +102,14 @@ KEYS: tuple[AlertKey, ...] = (
     ),
     AlertKey(
         "knock_held:<locale>",
-        "the engine (no knock template of the locale can be used)",
+        "the engine (no knock template of the locale can be used), when it cannot name "
+        "the templates; else the first template's episode, template:<name>:<language>",
         Runbook(KNOCKS, "knock-held"),
     ),
     AlertKey(
         "knock_template:<name>:<language>:<code>",
-        "the engine and the webhook service (a knock refused for its template)",
+        "the engine and the webhook service (a knock refused for its template), reported "
+        "on the template's episode, template:<name>:<language>",
         Runbook(KNOCKS, "knock-template-refused"),
     ),
     AlertKey(
@@ -116,8 +118,10 @@ KEYS: tuple[AlertKey, ...] = (
         Runbook(KNOCKS, "knock-template-refused"),
     ),
     AlertKey(
-        "template:<name>:<language>:<status|quality|category>",
-        "the webhook service (a template lifecycle webhook)",
+        "template:<name>:<language>",
+        "one episode per template (watch/episodes.py): its lifecycle webhooks (the webhook "
+        "service), its refused knocks and held knocks (the engine), its check; resolved "
+        "when the check passes",
         Runbook(KNOCKS, "template-lifecycle"),
     ),
     AlertKey(
@@ -126,8 +130,9 @@ KEYS: tuple[AlertKey, ...] = (
         Runbook(WATCHERS, "dagster-daemon"),
     ),
     AlertKey(
-        "run_failure:<run id>",
-        "the ops_run_failures sensor",
+        "run_failure:<job>",
+        "the ops_run_failures sensor: one episode per job, resolved by its next successful "
+        "run (ops_run_successes); a checks run failed only by its checks is not one",
         Runbook(WATCHERS, "run-failure"),
     ),
     AlertKey(

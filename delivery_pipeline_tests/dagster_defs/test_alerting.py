@@ -52,6 +52,7 @@ STATE_KEYS = check_keys(STATE_CHECKS)
 ALERT_SENSORS = {s.name: s for s in build_alert_sensors(DEFAULTS.ops, STATE_KEYS)}
 ops_check_alerts = ALERT_SENSORS["ops_check_alerts"]
 ops_run_failures = ALERT_SENSORS["ops_run_failures"]
+ops_run_successes = ALERT_SENSORS["ops_run_successes"]
 checks_every_5_minutes = next(
     s for s in build_schedules(DEFAULTS.schedules) if s.name == "checks_every_5_minutes"
 )
@@ -82,9 +83,22 @@ def definitions(database_url, ops_url=None, settings=DEFAULTS):
 
 
 def run_checks(defs, instance):
-    result = defs.resolve_job_def("delivery_checks").execute_in_process(instance=instance)
-    assert result.success  # a failed check does not fail the run
-    return {e.check_name: e for e in result.get_asset_check_evaluations()}
+    result = defs.resolve_job_def("delivery_checks").execute_in_process(
+        instance=instance, raise_on_error=False
+    )
+    evaluations = {e.check_name: e for e in result.get_asset_check_evaluations()}
+    at_error = [
+        n for n, e in evaluations.items() if not e.passed and e.severity == AssetCheckSeverity.ERROR
+    ]
+    # Blocking checks: the run is red while a check is at ERROR (a WARN fails nothing),
+    # and its failure names them.
+    assert result.success == (not at_error), at_error
+    for event in result.all_events:
+        if event.is_step_failure:
+            error = event.step_failure_data.error
+            assert error.cls_name == "DagsterAssetCheckFailedError", error.message
+            assert any(name in error.message for name in at_error)
+    return evaluations
 
 
 def tick(instance, database_url, ops_url):
@@ -134,7 +148,7 @@ def test_checks_carry_owner_and_runbook_metadata():
         spec = next(iter(check.check_specs))
         assert spec.metadata["owner"] and spec.metadata["runbook"]
         assert "Owner:" in spec.description
-        assert not spec.blocking
+        assert spec.blocking, "an ERROR fails the checks' run: red on the Overview"
 
 
 @pytest.mark.parametrize("name", sorted(STRANDINGS))
@@ -290,28 +304,66 @@ def doomed() -> None:
     explode()
 
 
-def test_run_failure_posts_once_per_run(database_url, instance, sandbox, db):
-    result = doomed.execute_in_process(instance=instance, raise_on_error=False)
-    assert not result.success
+@op
+def fine() -> None:
+    pass
 
-    def run_sensor():
-        context = build_run_status_sensor_context(
-            sensor_name="ops_run_failures",
-            dagster_instance=instance,
-            dagster_run=result.dagster_run,
-            dagster_event=result.get_run_failure_event(),
-            resources=resources(database_url, ops_url(sandbox)),
-        )
-        ops_run_failures(context)
 
-    run_sensor()
-    run_sensor()
+@job(name="doomed")
+def doomed_recovered() -> None:
+    fine()
+
+
+def run_sensor(sensor, instance, result, database_url, sandbox):
+    context = build_run_status_sensor_context(
+        sensor_name=sensor.name,
+        dagster_instance=instance,
+        dagster_run=result.dagster_run,
+        dagster_event=(
+            result.get_run_failure_event() if not result.success else result.get_run_success_event()
+        ),
+        resources=resources(database_url, ops_url(sandbox)),
+    )
+    sensor(context)
+
+
+def test_failing_runs_of_a_job_post_once_and_resolve_when_one_succeeds(
+    database_url, instance, sandbox, db
+):
+    failed = [doomed.execute_in_process(instance=instance, raise_on_error=False) for _ in "ab"]
+    assert not any(result.success for result in failed)
+    for result in failed:
+        run_sensor(ops_run_failures, instance, result, database_url, sandbox)
+        run_sensor(ops_run_failures, instance, result, database_url, sandbox)
     posts = sandbox.ops_alerts()
-    assert len(posts) == 1
-    assert "doomed" in posts[0]["text"] and result.run_id in posts[0]["text"]
+    assert len(posts) == 1, "one alert for the job, however many of its runs fail"
+    assert "doomed" in posts[0]["text"] and failed[0].run_id in posts[0]["text"]
     assert "the generator is on fire" in posts[0]["text"]
     row = db.execute("SELECT dedup_key, sent_at FROM ops_alerts").fetchone()
-    assert row["dedup_key"] == f"run_failure:{result.run_id}" and row["sent_at"] is not None
+    assert row["dedup_key"] == "run_failure:doomed" and row["sent_at"] is not None
+
+    succeeded = doomed_recovered.execute_in_process(instance=instance)
+    run_sensor(ops_run_successes, instance, succeeded, database_url, sandbox)
+    run_sensor(ops_run_successes, instance, succeeded, database_url, sandbox)
+    tick(instance, database_url, ops_url(sandbox))
+    texts = [post["text"] for post in sandbox.ops_alerts()]
+    assert len(texts) == 2 and "resolved" in texts[1] and "doomed" in texts[1]
+
+
+def test_a_checks_run_failed_by_its_checks_is_the_checks_alert_not_a_run_failure(
+    db, database_url, instance, sandbox
+):
+    defs = definitions(database_url, ops_url(sandbox))
+    ops.pause_sender(db)
+    result = defs.resolve_job_def("delivery_checks").execute_in_process(
+        instance=instance, raise_on_error=False
+    )
+    assert not result.success
+    run_sensor(ops_run_failures, instance, result, database_url, sandbox)
+    assert sandbox.ops_alerts() == []
+    tick(instance, database_url, ops_url(sandbox))
+    [post] = sandbox.ops_alerts()
+    assert "sender_paused" in post["text"]
 
 
 # ── the reverse watch: Dagster checks the webhook service ───────────────

@@ -381,6 +381,38 @@ def test_heartbeat_skips_when_nothing_is_eligible(db, database_url, instance):
     assert "Nothing eligible for delivery" in result.skip_message
 
 
+def test_heartbeat_says_sending_is_paused_and_what_waits_behind_it(db, database_url, instance):
+    for _ in range(2):
+        person = add_person(db)
+        add_document(db, person["id"], "A plan.")
+    db.execute(
+        "UPDATE sender_state SET paused_at = now() - interval '5 minutes', pause_code = 190, "
+        "pause_reason = 'access token expired', next_probe_at = now() + interval '4 minutes' "
+        "WHERE phone_number_id = '*'"
+    )
+    result = delivery_heartbeat(sensor_context(instance, database_url))
+    assert isinstance(result, SkipReason)
+    message = result.skip_message
+    assert message.startswith("Sending is paused for every sender since ")
+    assert "code 190: access token expired" in message
+    assert "2 documents wait behind it" in message and "delivery-pipeline resume" in message
+    assert "Nothing eligible" not in message
+
+
+def test_heartbeat_says_which_documents_wait_and_for_what(db, database_url, instance):
+    person = add_person(db, inbound_age_seconds=None)
+    doc = add_document(db, person["id"], "A plan.")
+    db.execute(
+        "UPDATE documents SET knock_held_since = now(), next_attempt_at = now() + interval "
+        "'10 minutes' WHERE id = %(id)s",
+        doc,
+    )
+    result = delivery_heartbeat(sensor_context(instance, database_url))
+    assert isinstance(result, SkipReason)
+    assert "1 documents wait, none due" in result.skip_message
+    assert "1 hold their knock for a template" in result.skip_message
+
+
 def test_heartbeat_requests_one_sweep_when_something_is_eligible(db, database_url, instance):
     person = add_person(db)
     add_document(db, person["id"], "A plan.")

@@ -9,13 +9,11 @@ Never ``playwright install``: the system's chromium (``apt-get install -y chromi
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 
 from delivery_pipeline.delivery.chunking import delivery_messages
 from delivery_pipeline.testing.service import start_service
-from delivery_pipeline_tests.service.test_review_browser import CHROMIUM, CHROMIUM_ARGS
+from delivery_pipeline_tests.support.browser import NEEDS_CHROMIUM
 from delivery_pipeline_tests.support.data import add_document, add_person, document, plan_body
 from delivery_pipeline_tests.support.inbox import texts
 from delivery_pipeline_tests.support.review import awaiting
@@ -27,22 +25,8 @@ CHUNK_LIMIT = 120
 
 pytestmark = [
     pytest.mark.slow,
-    pytest.mark.skipif(
-        not CHROMIUM.exists(), reason="needs /usr/bin/chromium (apt-get install -y chromium)"
-    ),
+    NEEDS_CHROMIUM,
 ]
-
-
-@pytest.fixture
-def browser() -> Iterator[object]:
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        try:
-            yield chromium
-        finally:
-            chromium.close()
 
 
 def test_an_operator_cancels_one_and_resends_another_from_the_review_page(

@@ -7,49 +7,23 @@ which ``.ci/run`` does when it is missing)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-
 import pytest
 
 from delivery_pipeline.delivery.chunking import delivery_messages
 from delivery_pipeline.testing.service import start_service
+from delivery_pipeline_tests.support.browser import NEEDS_CHROMIUM
 from delivery_pipeline_tests.support.data import add_person, document, plan_body
 from delivery_pipeline_tests.support.inbox import texts
 from delivery_pipeline_tests.support.review import awaiting
 from delivery_pipeline_tests.support.waiting import wait_for
 
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
 REVIEW_TOKEN = "browser-test-reviewer-token-0123456789"
 CHUNK_LIMIT = 120
 
 pytestmark = [
     pytest.mark.slow,
-    pytest.mark.skipif(
-        not CHROMIUM.exists(), reason="needs /usr/bin/chromium (apt-get install -y chromium)"
-    ),
+    NEEDS_CHROMIUM,
 ]
-
-
-@pytest.fixture
-def browser() -> Iterator[object]:
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        try:
-            yield chromium
-        finally:
-            chromium.close()
 
 
 def test_a_reviewer_approves_one_and_rejects_another_and_only_the_approved_arrives(

@@ -23,6 +23,7 @@ REAL = frozenset(
         "sandbox_server",
         "sandbox",
         "settings",
+        "browser",
     }
 )
 

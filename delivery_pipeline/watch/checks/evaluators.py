@@ -320,9 +320,9 @@ def check_awaiting_reply(conn: psycopg.Connection[Any], s: Settings) -> CheckRes
 def check_abandoned(conn: psycopg.Connection[Any], s: Settings) -> CheckResult:
     """Abandoned (by reason) or generation failed in the last day.
 
-    ``stale``, ``opted_out`` and ``operator`` are expected and only counted;
-    every other reason (and ``generation_failed``) is a document someone was
-    owed and did not get.
+    The reasons of ``model.EXPECTED_ABANDON_REASONS`` are expected and only
+    counted (the check's description names them); every other reason (and
+    ``generation_failed``) is a document someone was owed and did not get.
     """
     rows = QUERIES.check_abandoned_recent.all(
         conn, {"period": _interval(PERIOD_SECONDS), "sample": s.checks.sample_size}

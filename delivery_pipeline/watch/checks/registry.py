@@ -24,8 +24,9 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from delivery_pipeline.model import Severity
-from delivery_pipeline.watch.alerts import AlertChannel
+from delivery_pipeline.model import EXPECTED_ABANDON_REASONS, AbandonReason, Severity
+from delivery_pipeline.watch.alert import AlertChannel
+from delivery_pipeline.watch.episodes import Said, check_episode
 
 RUNBOOK = "its runbook: How-to → Alerts in the documentation (watch/runbooks.py)"
 
@@ -66,12 +67,17 @@ class Check:
 
 @dataclass(frozen=True)
 class CheckResult:
+    """A check's evaluation: passed or not, its severity, one line, its metadata, and
+    what it says about each episode it sees (``watch/episodes.py``): by default the
+    check's own, ``check:<name>``."""
+
     name: str
     owner: Owner
     passed: bool
     severity: Severity | None
     summary: str
     metadata: dict[str, Any]
+    said: tuple[Said, ...]
 
     @property
     def count(self) -> int:
@@ -79,9 +85,16 @@ class CheckResult:
 
 
 def result(
-    check: Check, severity: Severity | None, summary: str, metadata: dict[str, Any]
+    check: Check,
+    severity: Severity | None,
+    summary: str,
+    metadata: dict[str, Any],
+    said: tuple[Said, ...] | None = None,
 ) -> CheckResult:
-    """A check's result; its owner and runbook go into the metadata shown in Dagster."""
+    """A check's result; its owner and runbook go into the metadata shown in Dagster.
+    Without ``said`` it speaks of its own episode."""
+    if said is None:
+        said = (Said(check_episode(check.name), severity is not None, severity),)
     return CheckResult(
         name=check.name,
         owner=check.owner,
@@ -89,6 +102,21 @@ def result(
         severity=severity,
         summary=summary,
         metadata={"owner": check.owner.value, **metadata, "runbook": check.runbook},
+        said=said,
+    )
+
+
+def could_not_evaluate(check: Check, error: BaseException) -> CheckResult:
+    """The result of a check that raised: an ERROR of its own episode, naming the check,
+    so a watcher that went blind is told like any failing check (never only as a
+    failed run)."""
+    cause = " ".join(f"{type(error).__name__}: {error}".split())[:300]
+    return result(
+        check,
+        Severity.ERROR,
+        f"Check {check.name} could not evaluate ({cause}): what it watches is unknown "
+        "until it does. The traceback is in the delivery_checks run's log.",
+        {"count": 1, "error": cause},
     )
 
 
@@ -140,12 +168,14 @@ AWAITING_REPLY = Check(
     "Check the knock template's status in WhatsApp Manager and the knocks' "
     "status events; " + RUNBOOK,
 )
+# Named in the order of AbandonReason, from the one set the evaluator counts by.
+EXPECTED_REASONS_TEXT = ", ".join(r for r in AbandonReason if r in EXPECTED_ABANDON_REASONS)
 ABANDONED = Check(
     "abandoned_or_failed",
     Owner.OPS,
     Judged.BACKLOG,
     "Documents abandoned (by reason) or whose generation failed in the last day; "
-    "stale, opted_out and operator are expected and only counted.",
+    f"{EXPECTED_REASONS_TEXT} are expected and only counted.",
     "`delivery-pipeline documents show ID` for the reason and the last error; " + RUNBOOK,
 )
 TIER = Check(

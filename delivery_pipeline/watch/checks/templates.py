@@ -7,8 +7,14 @@
   announced re-categorisation, or knocks on it accepted and never delivered.
   A pause that ended by itself (3 h / 6 h passed without another word) is
   said so, and passes: knocks use it again.
+  Its trouble is the episode ``template:<name>:<language>`` (``watch/episodes.py``),
+  the one its lifecycle webhooks and the sends refused naming it report to:
+  one alert for the template, resolved when this check passes again.
 * ``knock_held`` (owner: the template): documents whose knock waits because
-  no template of their locale can be used: ERROR while any waits.
+  no template of their locale can be used: ERROR while any waits. They wait
+  on the locale's first template, whose episode they join (never a second
+  alert); held documents whose locale has a usable template again go out at
+  the next sweep and fail nothing.
 * ``knock_not_delivered`` (owner: the template): knocks accepted and never
   reported delivered, read or failed after ``CHECK_KNOCK_UNDELIVERED_SECONDS``
   (template pacing drops sends that way): WARN, listed; not to be confused
@@ -21,14 +27,15 @@ Names, owner and runbook are ``registry``'s; no Dagster here:
 from __future__ import annotations
 
 import datetime as dt
+from dataclasses import dataclass
 from typing import Any
 
 import psycopg
 
 from delivery_pipeline.model import Severity
-from delivery_pipeline.settings import Settings, knock_template_list
+from delivery_pipeline.settings import Settings, knock_choices, knock_template_list
 from delivery_pipeline.store.queries import QUERIES
-from delivery_pipeline.store.rows import TemplateState
+from delivery_pipeline.store.rows import KnockHeldLocale, TemplateState
 from delivery_pipeline.watch.ages import format_age
 from delivery_pipeline.watch.checks.registry import (
     KNOCK_HELD,
@@ -37,6 +44,7 @@ from delivery_pipeline.watch.checks.registry import (
     result,
     template_check,
 )
+from delivery_pipeline.watch.episodes import Said, check_episode, template_episode
 
 PERIOD = dt.timedelta(hours=24)
 _ERRORS = {
@@ -103,14 +111,42 @@ def describe(t: TemplateState, now: dt.datetime | None = None) -> str:
     )
 
 
+@dataclass(frozen=True)
+class HeldLocale:
+    """A locale's documents holding their knock, and the template they wait on: the
+    first of the locale's choices, when none of them can be used; None when one can
+    again (they go out at the next sweep)."""
+
+    row: KnockHeldLocale
+    blamed: TemplateState | None
+
+
+def held_locales(
+    conn: psycopg.Connection[Any], s: Settings, states: list[TemplateState]
+) -> list[HeldLocale]:
+    """Each locale with documents holding their knock, with the template to blame."""
+    by_key = {(t.name, t.language): t for t in states}
+    choices = s.delivery.knock_template_choices
+    held = []
+    for row in QUERIES.knock_held_by_locale.all(conn, {"sample": s.checks.sample_size}):
+        mine = [by_key[c] for c in knock_choices(row.locale, choices) if c in by_key]
+        usable = any(t.sendable for t in mine)
+        held.append(HeldLocale(row, None if usable or not mine else mine[0]))
+    return held
+
+
 def check_knock_template(
     conn: psycopg.Connection[Any], s: Settings, name: str, language: str
 ) -> CheckResult:
-    state = next(t for t in template_states(conn, s) if (t.name, t.language) == (name, language))
-    return template_result(state)
+    states = template_states(conn, s)
+    state = next(t for t in states if (t.name, t.language) == (name, language))
+    held = [h for h in held_locales(conn, s, states) if h.blamed == state]
+    return template_result(state, held)
 
 
-def template_result(t: TemplateState) -> CheckResult:
+def template_result(t: TemplateState, held: list[HeldLocale] | None = None) -> CheckResult:
+    """The template's check: its own trouble is its episode (``template:<name>:<lang>``),
+    the one its lifecycle webhooks and refused sends report to as well."""
     errs = t.problem in _ERRORS
     warns = (
         t.quality == "YELLOW"
@@ -118,10 +154,19 @@ def template_result(t: TemplateState) -> CheckResult:
         or t.not_delivered > 0
     )
     severity = Severity.ERROR if errs else Severity.WARNING if warns else None
+    waiting = sum(h.row.held for h in held or [])
+    summary = describe(t)
+    if waiting:
+        locales = ", ".join(h.row.locale for h in held or [])
+        summary += (
+            f" {waiting} documents of locale {locales} hold their knock for it (no other "
+            "template of theirs can be used); they go out when it recovers."
+        )
+    check = template_check(t.name, t.language)
     return result(
-        template_check(t.name, t.language),
+        check,
         severity,
-        describe(t),
+        summary,
         {
             "count": 1 if severity else 0,
             "template": t.name,
@@ -139,26 +184,59 @@ def template_result(t: TemplateState) -> CheckResult:
             "knocks_delivered": t.delivered,
             "knocks_failed": t.failed,
             "knocks_not_delivered": t.not_delivered,
+            "knocks_held_for_it": waiting,
         },
+        said=(
+            Said(template_episode(t.name, t.language), severity is not None, severity),
+            Said(check_episode(check.name), False),
+        ),
     )
 
 
 def check_knock_held(conn: psycopg.Connection[Any], s: Settings) -> CheckResult:
-    held = QUERIES.knock_held_count.one(conn, {})
-    assert held is not None  # an aggregate: always one row
-    severity = Severity.ERROR if held.count else None
-    summary = (
-        f"{held.count} documents hold their knock: no template of their locale can be used "
-        f"(oldest {format_age(held.oldest_age_seconds, precise=True)}). They go out when a "
-        "template recovers."
-        if held.count
-        else "No knock waits for a template."
-    )
+    """ERROR while a locale's knocks wait because none of its templates can be used. That
+    is its first template's trouble: said on that template's episode, which it joins
+    (one alert for the template and the knocks it holds) and never closes."""
+    held = held_locales(conn, s, template_states(conn, s))
+    waiting = [h for h in held if h.blamed is not None]
+    released = [h for h in held if h.blamed is None]
+    count = sum(h.row.held for h in waiting)
+    oldest = max((h.row.oldest_age_seconds for h in waiting), default=0.0)
+    parts = [
+        f"{h.row.held} of locale {h.row.locale} (oldest {format_age(h.row.oldest_age_seconds)}; "
+        f"{h.blamed.name} ({h.blamed.language}) is {h.blamed.problem}: "
+        f"episode {template_episode(h.blamed.name, h.blamed.language)})"
+        for h in waiting
+        if h.blamed is not None
+    ]
+    if waiting:
+        summary = (
+            f"{count} documents hold their knock: no template of their locale can be used: "
+            f"{'; '.join(parts)}. They go out when a template recovers."
+        )
+    else:
+        summary = "No knock waits for a template."
+    if released:
+        again = sum(h.row.held for h in released)
+        summary += f" {again} held documents have a usable template again: the next sweep knocks."
+    said = [Said(check_episode(KNOCK_HELD.name), False)]
+    said += [
+        Said(template_episode(h.blamed.name, h.blamed.language), True, Severity.ERROR, False)
+        for h in waiting
+        if h.blamed is not None
+    ]
     return result(
         KNOCK_HELD,
-        severity,
+        Severity.ERROR if waiting else None,
         summary,
-        {"count": held.count, "oldest_age_seconds": round(held.oldest_age_seconds, 1)},
+        {
+            "count": count,
+            "oldest_age_seconds": round(oldest, 1),
+            "oldest_ids": sorted(i for h in waiting for i in h.row.oldest_ids),
+            "by_locale": {h.row.locale: h.row.held for h in held},
+            "released": sum(h.row.held for h in released),
+        },
+        said=tuple(said),
     )
 
 

@@ -47,3 +47,13 @@ def test_a_result_carries_its_owner_and_runbook_for_the_ui() -> None:
     result = registry.result(registry.TIER, None, "fine", {"count": 0})
     assert result.passed and result.owner is registry.Owner.OPS
     assert result.metadata == {"owner": "ops", "count": 0, "runbook": registry.TIER.runbook}
+
+
+def test_the_abandoned_check_names_every_reason_it_only_counts() -> None:
+    from delivery_pipeline.model import EXPECTED_ABANDON_REASONS, AbandonReason
+
+    description = registry.ABANDONED.description
+    expected = description.split("; ")[1].removesuffix(" are expected and only counted.")
+    assert set(expected.split(", ")) == set(EXPECTED_ABANDON_REASONS)
+    for reason in set(AbandonReason) - EXPECTED_ABANDON_REASONS:
+        assert reason not in expected, f"{reason} is alerted on, not only counted"
