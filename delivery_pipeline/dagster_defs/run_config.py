@@ -26,13 +26,14 @@ NO_CONFIG: dict[str, Any] = {}
 
 _PLAIN: dict[type, Any] = {str: dg.String, int: dg.Int, float: dg.Float, bool: dg.Bool}
 
-M = TypeVar("M", bound=BaseModel)
-
 
 class OpConfig(BaseModel):
     """An op's config: a flat model of ``str``, ``int``, ``float``, ``bool`` (or None)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+C = TypeVar("C", bound=OpConfig)
 
 
 def _plain_type(annotation: Any) -> Any:
@@ -60,7 +61,7 @@ def plain_config(model: type[OpConfig]) -> dict[str, dg.Field]:
     return fields
 
 
-def parsed(model: type[M], given: Any) -> M:
+def parsed(model: type[C], given: Any) -> C:
     """What the op was given (``context.op_config``), checked by ``model``."""
     return model.model_validate(given or {})
 
