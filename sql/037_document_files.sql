@@ -1,4 +1,4 @@
--- 037: documents as files, and each file's media ids (docs/incoming/issue-39-files.md).
+-- 037: documents as files, and each file's media ids (docs/design/files.md).
 --
 -- document_files: a document's body rendered once as a PDF (delivery_pipeline/files),
 -- the one file of its current body. source_sha256 hashes everything it was drawn

@@ -1,5 +1,5 @@
 """The templates that carry a document as a file, as submitted for approval
-(docs/incoming/issue-39-files.md: creating them on Meta).
+(docs/how-to/whatsapp.md, "Document templates": creating them on Meta).
 
 Utility templates with a DOCUMENT header, whose file is chosen per send, and a
 body of named parameters: ``{{name}}`` the person's name, ``{{kind}}`` what the
