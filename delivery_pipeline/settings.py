@@ -5,12 +5,13 @@ application settings; nothing reads it at import time. Each section is a
 plain pydantic model whose fields name their environment variable (the
 section's prefix plus the field name, or an explicit ``env``) and says what it
 means (its ``description``), so the settings reference (generated from this
-file), ``deploy/dagster.yaml`` and the Dagster resources all follow it.
-Secrets are ``SecretStr`` (the database URL: text kept out of ``repr``,
-because every connection needs it as text): their values
-never appear in a ``repr``, a log line or an error message, and reach Dagster
-as the name of their variable (``dagster_defs/resources.py``). So does any
-URL setting that carries a password in its userinfo (``https://user:key@…``).
+file), the run launcher (``dagster_defs/launcher.py``) and the Dagster resources
+all follow it. Secrets are ``SecretStr`` (the database URL: text kept out of
+``repr``, because every connection needs it as text): their values never
+appear in a ``repr``, a log line or an error message, nor on Dagster's
+resources page (``dagster_defs/resources.py``: each process reads its own
+environment; no value is run configuration). Neither does any URL setting
+that carries a password in its userinfo (``https://user:key@…``).
 Surrounding whitespace is never part of a value: a secret copied from a file
 keeps no trailing newline.
 
@@ -245,8 +246,7 @@ def _passwords(text: str) -> set[str]:
 
 
 def _stripped(value: Any) -> Any:
-    # Exactly str: a Dagster EnvVar (a str naming the variable) passes as it is.
-    if type(value) is str:
+    if isinstance(value, str):
         return value.strip()
     if isinstance(value, SecretStr):
         return SecretStr(value.get_secret_value().strip())
@@ -627,6 +627,15 @@ class DeliverySettings(Section):
             "unset: none"
         ),
     )
+    resends_per_day: int = Field(
+        3,
+        ge=1,
+        description=(
+            "resends of one document within 24 hours, whoever asks (the review page, the CLI, "
+            "the API, the operate_document job); the next is refused until the oldest of them "
+            "is 24 hours old"
+        ),
+    )
 
     quiet_hours: str = Field(
         "21:00-08:00",
@@ -817,7 +826,6 @@ class ApiSettings(Section):
     @field_validator("tokens")
     @classmethod
     def _tokens(cls, value: SecretStr | None) -> SecretStr | None:
-        # (a Dagster resource would hold the variable's name here instead: not checked)
         if isinstance(value, SecretStr):
             parse_api_tokens(value.get_secret_value())
         return value
@@ -1098,15 +1106,62 @@ class OpsSettings(Section):
         return value.rstrip("/")
 
 
+PERSON_NAME_MAX = 100
+
+
+def parse_person_tokens(raw: str) -> dict[str, str]:
+    """``REVIEW_TOKENS`` and ``OPERATOR_TOKENS`` (``name=token,…``) → {token: name}: a
+    person may have several tokens (one replacing another), a token one person. Errors
+    name the item's position and its name, never a token."""
+    people: dict[str, str] = {}
+    for position, item in enumerate(filter(None, (p.strip() for p in raw.split(","))), 1):
+        name, sep, token = item.partition("=")
+        name, token = " ".join(name.split()), token.strip()
+        if not sep or not name or not token:
+            raise ValueError(f"item {position} is not name=token")
+        if len(name) > PERSON_NAME_MAX or not name.isprintable():
+            raise ValueError(
+                f"item {position}: a name is printable text of at most {PERSON_NAME_MAX} characters"
+            )
+        if len(token) < REVIEW_TOKEN_MIN_LENGTH or any(c.isspace() for c in token):
+            raise ValueError(
+                f"item {position} ({name}): a token is at least {REVIEW_TOKEN_MIN_LENGTH} "
+                "characters without spaces (use a long random string)"
+            )
+        if people.get(token, name) != name:
+            raise ValueError(f"item {position} ({name}): that token is another person's")
+        people[token] = name
+    return people
+
+
 class ReviewSettings(Section):
-    """The reviewers: their page's token, their channel, how long a document may wait."""
+    """The review page's sign-in (reviewers, and operators who may also cancel and
+    resend), the reviewers' channel, how long a document may wait."""
 
     env_prefix: ClassVar[str] = "REVIEW_"
 
     token: SecretStr | None = Field(
         None,
         description=(
-            "the review page's sign-in token (at least 16 characters); unset: the page answers 404"
+            "the review page's shared sign-in token for reviewers (at least 16 characters), who "
+            "each give their name; unset (and no REVIEW_TOKENS or OPERATOR_TOKENS): the page "
+            "answers 404"
+        ),
+    )
+    tokens: SecretStr | None = Field(
+        None,
+        description=(
+            "name=token, comma-separated: each reviewer's own sign-in token (at least 16 "
+            "characters); the name their decisions are kept under comes from the token"
+        ),
+    )
+    operator_tokens: SecretStr | None = Field(
+        None,
+        json_schema_extra=env("OPERATOR_TOKENS"),
+        description=(
+            "name=token, comma-separated: who may also cancel and resend any document on the "
+            "review page (an operator's right, apart from reviewing); the name comes from the "
+            "token"
         ),
     )
     webhook_url: SecretStr | None = Field(
@@ -1164,10 +1219,38 @@ class ReviewSettings(Section):
     def _lower(cls, value: Any) -> Any:
         return value.lower() if isinstance(value, str) else value
 
+    @field_validator("tokens", "operator_tokens")
+    @classmethod
+    def _named_tokens(cls, value: SecretStr | None, info: ValidationInfo) -> SecretStr | None:
+        """Each item name=token; and a token signs in one person with one right (the same
+        token twice would make the name or the right a matter of which list is read)."""
+        if value is None:
+            return value
+        tokens = parse_person_tokens(value.get_secret_value())
+        taken = {secret(info.data.get("token")) or ""}
+        if info.field_name == "operator_tokens":
+            taken |= set(parse_person_tokens(secret(info.data.get("tokens")) or ""))
+        if set(tokens) & taken:
+            raise ValueError(
+                "shares a token with REVIEW_TOKEN or REVIEW_TOKENS: give each person, and "
+                "the shared reviewer token, a token of their own"
+            )
+        return value
+
+    def people_by_token(self, *, operators: bool) -> dict[str, str]:
+        """Each personal token → the name it signs in (``OPERATOR_TOKENS`` or
+        ``REVIEW_TOKENS``)."""
+        raw = self.operator_tokens if operators else self.tokens
+        return parse_person_tokens(secret(raw) or "")
+
+    @property
+    def page_on(self) -> bool:
+        """Is any sign-in token configured (else the review page answers 404)?"""
+        return any(t is not None for t in (self.token, self.tokens, self.operator_tokens))
+
     @field_validator("token")
     @classmethod
     def _long_token(cls, value: SecretStr | None) -> SecretStr | None:
-        # (a Dagster resource holds the variable's name here instead: not checked)
         if not isinstance(value, SecretStr):
             return value
         if len(value.get_secret_value().strip()) < REVIEW_TOKEN_MIN_LENGTH:
@@ -1385,6 +1468,16 @@ class Settings(BaseModel):
             for older in section.env_aliases().values():
                 yield from older
 
+    @classmethod
+    def secret_env_names(cls) -> frozenset[str]:
+        """Every variable that always holds a secret (``Section.secret_fields``)."""
+        names: set[str] = set()
+        for section in cls.sections().values():
+            env_names, aliases = section.env_names(), section.env_aliases()
+            for field in section.secret_fields():
+                names.update((env_names[field], *aliases.get(field, ())))
+        return frozenset(names)
+
     @property
     def guard(self) -> Guard:
         """The heartbeat guard's parameters: the eligibility's, and the default number."""
@@ -1411,7 +1504,10 @@ def _describe(section: type[Section], exc: ValidationError) -> Iterator[str]:
         if field in aliases:
             variable += f" (or {' / '.join(aliases[field])})"
         given = error.get("input")
-        shown = "" if field in hidden or carries_credentials(given) else f" (got {given!r})"
+        whole = not error["loc"]  # the model's own check: its input is every field
+        shown = (
+            "" if whole or field in hidden or carries_credentials(given) else f" (got {given!r})"
+        )
         yield f"{variable}: {error['msg'].removeprefix('Value error, ')}{shown}"
 
 

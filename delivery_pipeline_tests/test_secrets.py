@@ -1,5 +1,5 @@
 """Secrets in the settings model: which values are secret, stripped of stray whitespace,
-never shown, and handed to Dagster as the name of their variable.
+never shown, and never handed to Dagster as configuration.
 
 The processes themselves are tested in ``dagster_defs/test_secrets_dagster.py``
 (the UI) and ``system/test_secrets_logs.py`` (the logs).
@@ -27,6 +27,8 @@ DATABASE_URL = "postgresql://ops:a-db-password@db.internal:5432/delivery"
 # The secrets with a shape of their own (application=value lists).
 SHAPED = {
     "DELIVERY_API_TOKENS": "acme=an-api-token-of-some-length",
+    "REVIEW_TOKENS": "Ana=a-reviewer-token-of-some-length",
+    "OPERATOR_TOKENS": "Olga=an-operator-token-of-some-length",
     "DELIVERY_API_WEBHOOKS": "acme=http://127.0.0.1:9/DELIVERY_API_WEBHOOKS-of-some-length",
     "DELIVERY_API_WEBHOOK_SECRETS": "acme=whsec_" + "QUJDREVGR0hJSktMTU5PUFFSU1RVVldY",
 }
@@ -58,18 +60,23 @@ def test_a_secret_read_from_the_environment_keeps_no_trailing_newline() -> None:
 
 
 def test_a_run_reads_the_secret_without_its_newline_too(monkeypatch) -> None:
-    """A run resolves the variable itself (EnvVar): the same rule holds there."""
+    """A run builds its resources from its own environment: the same rule holds there."""
     for name, value in _secret_variables().items():
         monkeypatch.setenv(name, f"{value}\n")
     seen: dict[str, object] = {}
 
     @dg.op
-    def probe(app_db: AppDatabase, ops_channel: OpsChannelResource, review: ReviewResource) -> None:
+    def probe(
+        app_db: dg.ResourceParam[AppDatabase],
+        ops_channel: dg.ResourceParam[OpsChannelResource],
+        review: dg.ResourceParam[ReviewResource],
+        generator: dg.ResourceParam[GeneratorResource],
+    ) -> None:
         seen["database"] = app_db.url()
         seen["ops"] = ops_channel.notifier().url
         seen["reviewers"] = review.notifier().url
-        token = review.section().token
-        seen["token"] = token.get_secret_value() if token else None
+        key = generator.settings.openai_api_key
+        seen["key"] = key.get_secret_value() if key else None
 
     @dg.job
     def probing() -> None:
@@ -94,27 +101,36 @@ def test_the_database_url_is_a_secret_its_password_never_shown() -> None:
     assert "a-db-password" not in public_url("host=db password=a-db-password dbname=x")
 
 
-def test_a_url_with_a_password_reaches_dagster_as_its_variable(monkeypatch) -> None:
-    monkeypatch.setenv("DATABASE_URL", DATABASE_URL)
+def test_the_resources_take_no_config_and_describe_no_secret(monkeypatch) -> None:
+    """What the UI's resources page shows is each resource's description and config: no
+    config at all, and a description with the values in force, a secret as "(set)"."""
+    for name, value in _secret_variables().items():
+        monkeypatch.setenv(name, value)
     monkeypatch.setenv("OPENAI_BASE_URL", "https://gw:gw-key-123@llm.example/v1")
-    monkeypatch.setenv("DAGSTER_WEBSERVER_URL", "https://ops:web-pass-1@dagster.example")
     monkeypatch.setenv("DELIVERY_SERVICE_URL", "http://service.internal:8766")
     resources = build_resources(Settings.from_env())
-
-    def config(name: str) -> dict[str, object]:
-        return dict(resources[name].get_resource_definition().config_schema.default_value)
-
-    assert config("app_db")["database_url"] == {"env": "DATABASE_URL"}
-    assert config("generator")["openai_base_url"] == {"env": "OPENAI_BASE_URL"}
-    service = config("delivery_service")
-    assert service["dagster_webserver_url"] == {"env": "DAGSTER_WEBSERVER_URL"}
-    # a URL without a password is shown as it is: the UI says what is in force
-    assert service["service_url"] == "http://service.internal:8766"
-    shown = repr([config(name) for name in resources])
-    for secret in ("a-db-password", "gw-key-123", "web-pass-1"):
-        assert secret not in shown
-    assert isinstance(resources["generator"], GeneratorResource)
-    assert isinstance(resources["delivery_service"], DeliveryServiceResource)
+    shown = ""
+    for name, resource in resources.items():
+        fields = resource.config_schema.config_type.fields
+        assert fields == {}, (name, fields)
+        shown += resource.description or ""
+    for secret in (*_secret_variables().values(), "a-db-password", "gw-key-123"):
+        assert secret not in shown, secret
+    # what is in force, by variable: a URL without a password as it is, a secret as set
+    assert "- `DELIVERY_SERVICE_URL`: http://service.internal:8766" in shown
+    assert "- `DATABASE_URL`: (set)" in shown and "- `OPENAI_BASE_URL`: (set)" in shown
+    # what no Dagster process reads is not there at all, not even as set
+    for withheld in (
+        "WHATSAPP_APP_SECRET",
+        "WHATSAPP_VERIFY_TOKEN",
+        "DAGSTER_WEBSERVER_URL",
+        "REVIEW_TOKEN",
+        "REVIEW_TOKENS",
+        "OPERATOR_TOKENS",
+    ):
+        assert f"`{withheld}`" not in shown, withheld
+    assert isinstance(resources["generator"].resource_fn(None), GeneratorResource)
+    assert isinstance(resources["delivery_service"].resource_fn(None), DeliveryServiceResource)
 
 
 def test_a_url_is_shown_without_its_password() -> None:

@@ -21,6 +21,12 @@ SELECT d.id, d.person_id, d.kind, s.state, d.status, d.delivered_at, d.abandoned
 FROM documents d JOIN document_states s ON s.id = d.id
 WHERE d.id = %(document_id)s
 
+-- name: recent_resends
+-- How many times document %(document_id)s was resent within %(window)s, and when the oldest of those was: the daily cap reads it under the document's row lock (lock_document), so two operators at once never both take the last resend.
+SELECT count(*)::integer AS resends, min(a.at) AS oldest
+FROM document_actions a
+WHERE a.document_id = %(document_id)s AND a.action = 'resend' AND a.at > now() - %(window)s
+
 -- name: record_document_action
 -- Record an operator's action; a resend keeps the ledger as it was (without the texts), since it starts again.
 INSERT INTO document_actions (document_id, action, operator, reason, from_state, parts_sent,

@@ -76,7 +76,7 @@ WITH forgotten AS (
 INSERT INTO review_sign_in_failures (client) VALUES (%(client)s)
 
 -- name: start_review_session
--- A reviewer signed in from %(client)s: their session (the cookie key's hash, name, CSRF token, expiring after %(lifetime)s) and the client remembered as known; expired sessions and clients unseen for %(known_for)s are forgotten on the way.
+-- A reviewer or an operator (%(operator)s) signed in from %(client)s: their session (the cookie key's hash, name, CSRF token, expiring after %(lifetime)s) and the client remembered as known; expired sessions and clients unseen for %(known_for)s are forgotten on the way.
 WITH expired AS (
     DELETE FROM review_sessions WHERE expires_at <= now()
 ), unseen AS (
@@ -86,13 +86,13 @@ WITH expired AS (
     INSERT INTO review_known_clients (client, last_signed_in_at) VALUES (%(client)s, now())
     ON CONFLICT (client) DO UPDATE SET last_signed_in_at = excluded.last_signed_in_at
 )
-INSERT INTO review_sessions (key_hash, reviewer, csrf, client, expires_at)
-VALUES (%(key_hash)s, %(reviewer)s, %(csrf)s, %(client)s, now() + %(lifetime)s)
-RETURNING reviewer, csrf, expires_at
+INSERT INTO review_sessions (key_hash, reviewer, operator, csrf, client, expires_at)
+VALUES (%(key_hash)s, %(reviewer)s, %(operator)s, %(csrf)s, %(client)s, now() + %(lifetime)s)
+RETURNING reviewer, operator, csrf, expires_at
 
 -- name: review_session
 -- The live session whose cookie key hashes to %(key_hash)s: none once it expired or its reviewer signed out.
-SELECT reviewer, csrf, expires_at
+SELECT reviewer, operator, csrf, expires_at
 FROM review_sessions
 WHERE key_hash = %(key_hash)s AND expires_at > now()
 

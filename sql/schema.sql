@@ -1054,7 +1054,8 @@ CREATE TABLE public.review_sessions (
     csrf text NOT NULL,
     client text NOT NULL,
     created_at timestamp with time zone DEFAULT now() NOT NULL,
-    expires_at timestamp with time zone NOT NULL
+    expires_at timestamp with time zone NOT NULL,
+    operator boolean DEFAULT false NOT NULL
 );
 
 -- Name: review_sign_in_failures; Type: TABLE

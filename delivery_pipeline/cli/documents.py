@@ -34,7 +34,7 @@ def _act(args: argparse.Namespace, settings: Settings, resend: bool) -> int:
     with connect(resolve_database_url(settings.database)) as conn:
         try:
             act = operator.resend if resend else operator.cancel
-            taken = act(conn, args.id, args.operator, args.reason, settings.delivery.lease)
+            taken = act(conn, args.id, args.operator, args.reason, settings.delivery)
         except operator.UnknownDocument as exc:
             raise UsageError(str(exc)) from None
         except operator.NotApplicable as exc:

@@ -72,9 +72,12 @@ def dev_secrets(data_dir: Path) -> dict[str, str]:
         "WHATSAPP_VERIFY_TOKEN",
         "DELIVERY_INTERNAL_TOKEN",
         "REVIEW_TOKEN",
+        "OPERATOR_TOKENS",
     )
     if not all(isinstance(stored.get(k), str) and stored[k] for k in wanted):
         stored = {key: "dev-" + secrets.token_urlsafe(24) for key in wanted}
+        # the page's cancel and resend: one operator, "dev", with a token of their own
+        stored["OPERATOR_TOKENS"] = "dev=" + stored["OPERATOR_TOKENS"]
         data_dir.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(stored, indent=2) + "\n")
         path.chmod(0o600)

@@ -64,7 +64,8 @@ def _banner(ports: Ports, databases: Databases, people: list[Person], logs: Path
         f"  Dagster UI        {ports.url(ports.dagster)}   (sensors and schedules are running)",
         f"  WhatsApp sandbox  {ports.url(ports.sandbox)}   (every inbox: /_sandbox/inboxes)",
         f"  webhook service   {ports.url(ports.service)}",
-        f"  review page       {ports.url(ports.service)}{REVIEW_PAGE_PATH}   (REVIEW_TOKEN in "
+        f"  review page       {ports.url(ports.service)}{REVIEW_PAGE_PATH}   (REVIEW_TOKEN, and "
+        "OPERATOR_TOKENS to cancel and resend, in "
         f"{logs.parent / 'dev-secrets.json'}; `DELIVERY_REVIEW_KINDS=plan ./dev up` reviews plans)",
         f"  app database      {public_url(databases.app_url)}",
         f"  logs              {logs}/",

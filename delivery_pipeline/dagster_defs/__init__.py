@@ -1,6 +1,8 @@
 """The Dagster layer: thin adapters over the plain-Python layers; the only importer of Dagster.
 
-* ``resources``     — the settings sections as resources (the UI shows their values)
+* ``resources``     — each process's settings as resources, none of them run config (the
+                      UI describes the values in force, secrets as "(set)")
+* ``run_config``    — what a launch may say: ops' plain values, never a variable's
 * ``assets``        — ``generated_documents`` → ``delivered_documents`` → ``delivery_backlog``,
                       ``delivery_report``
 * ``asset_checks``  — each check on the asset it judges; the backlog's freshness; the

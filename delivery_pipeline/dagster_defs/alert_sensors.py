@@ -241,16 +241,16 @@ def build_alert_sensors(
     )
     def ops_check_alerts(
         context: dg.SensorEvaluationContext,
-        app_db: AppDatabase,
-        ops_channel: OpsChannelResource,
-        review: ReviewResource,
+        app_db: dg.ResourceParam[AppDatabase],
+        ops_channel: dg.ResourceParam[OpsChannelResource],
+        review: dg.ResourceParam[ReviewResource],
     ) -> dg.SkipReason:
         written = alert_on_checks(
             context.instance,
             app_db,
-            reminder_seconds=ops_channel.alert_reminder_seconds,
+            reminder_seconds=ops_channel.settings.alert_reminder_seconds,
             keys=check_keys,
-            reviewer_reminder_seconds=review.reminder_seconds,
+            reviewer_reminder_seconds=review.settings.reminder_seconds,
         )
         with app_db.connect() as conn:
             report = send_pending(conn, ops_channel.notifier(), reviewers=review.notifier())
@@ -268,16 +268,16 @@ def build_alert_sensors(
     )
     def ops_run_failures(
         context: dg.RunFailureSensorContext,
-        app_db: AppDatabase,
-        ops_channel: OpsChannelResource,
-        review: ReviewResource,
+        app_db: dg.ResourceParam[AppDatabase],
+        ops_channel: dg.ResourceParam[OpsChannelResource],
+        review: dg.ResourceParam[ReviewResource],
     ) -> None:
         if failed_only_by_checks(context.get_step_failure_events()):
             return
         report = Report(
             run_failure_alert(context),
             failing=True,
-            reminder_seconds=ops_channel.alert_reminder_seconds,
+            reminder_seconds=ops_channel.settings.alert_reminder_seconds,
         )
         with app_db.connect() as conn:
             note(conn, report)
@@ -289,7 +289,9 @@ def build_alert_sensors(
         default_status=dg.DefaultSensorStatus.RUNNING,
         description="Resolves a job's failing-runs alert when a run of it succeeds.",
     )
-    def ops_run_successes(context: dg.RunStatusSensorContext, app_db: AppDatabase) -> None:
+    def ops_run_successes(
+        context: dg.RunStatusSensorContext, app_db: dg.ResourceParam[AppDatabase]
+    ) -> None:
         run = context.dagster_run
         alert = Alert(
             run_episode(run.job_name),

@@ -137,11 +137,11 @@ def _on_asset(check: Check, evaluate: Evaluate) -> dg.AssetChecksDefinition:
     )
     def _check(
         context: dg.AssetCheckExecutionContext,
-        app_db: AppDatabase,
-        checks: ChecksResource,
-        delivery: DeliveryResource,
-        review: ReviewResource,
-        delivery_service: DeliveryServiceResource,
+        app_db: dg.ResourceParam[AppDatabase],
+        checks: dg.ResourceParam[ChecksResource],
+        delivery: dg.ResourceParam[DeliveryResource],
+        review: dg.ResourceParam[ReviewResource],
+        delivery_service: dg.ResourceParam[DeliveryServiceResource],
     ) -> dg.AssetCheckResult:
         settings = check_settings(checks, delivery, review, delivery_service)
         return evaluated(check, evaluate, app_db.connect, settings, context.log)

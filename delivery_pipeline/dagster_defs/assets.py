@@ -35,6 +35,7 @@ from delivery_pipeline.dagster_defs.resources import (
     GeneratorResource,
     engine_settings,
 )
+from delivery_pipeline.dagster_defs.run_config import OpConfig, parsed, plain_config
 from delivery_pipeline.delivery.result import SweepResult
 from delivery_pipeline.delivery.sweep import sweep_sync
 from delivery_pipeline.generation.worker import generate_pending, outcomes_by_kind_and_locale
@@ -110,7 +111,7 @@ COSTS_SCHEMA = schema(
 # ── generated_documents ─────────────────────────────────────────────────
 
 
-class GenerateConfig(dg.Config):
+class GenerateConfig(OpConfig):
     document_id: int | None = Field(default=None, description="only this document")
     limit: int | None = Field(default=None, description="generate at most this many")
 
@@ -120,6 +121,7 @@ class GenerateConfig(dg.Config):
     owners=["team:generation"],
     kinds={"python", "postgres"},
     metadata={COLUMN_SCHEMA: GENERATED_SCHEMA},
+    config_schema=plain_config(GenerateConfig),
     description=(
         "Documents generated: each generation run claims the pending documents that are due, "
         "stores their bodies and pokes the webhook service to deliver each. Its "
@@ -127,20 +129,21 @@ class GenerateConfig(dg.Config):
     ),
 )
 def generated_documents(
-    config: GenerateConfig,
-    app_db: AppDatabase,
-    generator: GeneratorResource,
-    delivery_service: DeliveryServiceResource,
-    delivery: DeliveryResource,
+    context: dg.AssetExecutionContext,
+    app_db: dg.ResourceParam[AppDatabase],
+    generator: dg.ResourceParam[GeneratorResource],
+    delivery_service: dg.ResourceParam[DeliveryServiceResource],
+    delivery: dg.ResourceParam[DeliveryResource],
 ) -> dg.MaterializeResult[None]:
+    config = parsed(GenerateConfig, context.op_execution_context.op_config)
     result = generate_pending(
         app_db.url(),
         generator.build(),
-        policy=generator.section(),
+        policy=generator.settings,
         poke=delivery_service.poke(),
         document_id=config.document_id,
         limit=config.limit,
-        review_kinds=delivery.section().review_kind_set,
+        review_kinds=delivery.settings.review_kind_set,
     )
     summary = result.as_dict()
     if result.stopped_by:
@@ -166,8 +169,8 @@ def generated_documents(
     out=dg.DynamicOut(int),
     description="One sweeper per DELIVERY_SWEEPERS, each its own process.",
 )
-def plan_sweepers(delivery: DeliveryResource) -> Any:
-    for sweeper in range(delivery.sweepers):
+def plan_sweepers(delivery: dg.ResourceParam[DeliveryResource]) -> Any:
+    for sweeper in range(delivery.settings.sweepers):
         yield dg.DynamicOutput(sweeper, mapping_key=f"sweeper_{sweeper}")
 
 
@@ -175,9 +178,9 @@ def plan_sweepers(delivery: DeliveryResource) -> Any:
 def sweep_documents(
     context: dg.OpExecutionContext,
     sweeper: int,
-    app_db: AppDatabase,
-    cloud_api: CloudApiResource,
-    delivery: DeliveryResource,
+    app_db: dg.ResourceParam[AppDatabase],
+    cloud_api: dg.ResourceParam[CloudApiResource],
+    delivery: dg.ResourceParam[DeliveryResource],
 ) -> dg.Output[dict[str, Any]]:
     # The sweep's sessions name this run, so the outbox rows it causes are the run's to report.
     url = with_application_name(app_db.url(), run_source(context.run.run_id))
@@ -193,7 +196,9 @@ def sweep_documents(
 
 @dg.op(description="What the sweepers did together, and every document: the materialization.")
 def record_sweep(
-    context: dg.OpExecutionContext, results: list[dict[str, Any]], app_db: AppDatabase
+    context: dg.OpExecutionContext,
+    results: list[dict[str, Any]],
+    app_db: dg.ResourceParam[AppDatabase],
 ) -> dg.Output[None]:
     run_id = context.run.run_id
     with app_db.connect() as conn:
@@ -248,7 +253,7 @@ def delivered_documents(generated: None) -> Any:
         "and its events outbox (waiting, oldest, endpoint answering or failing)."
     ),
 )
-def delivery_backlog(app_db: AppDatabase) -> dg.Output[pd.DataFrame]:
+def delivery_backlog(app_db: dg.ResourceParam[AppDatabase]) -> dg.Output[pd.DataFrame]:
     with app_db.connect() as conn:
         frame = backlog_frame(conn)
         pause = sending_pause(conn)
@@ -297,11 +302,14 @@ def build_report_asset(start_date: dt.date) -> dg.AssetsDefinition:
         ),
     )
     def delivery_report(
-        context: dg.AssetExecutionContext, app_db: AppDatabase, delivery: DeliveryResource
+        context: dg.AssetExecutionContext,
+        app_db: dg.ResourceParam[AppDatabase],
+        delivery: dg.ResourceParam[DeliveryResource],
     ) -> dg.Output[pd.DataFrame]:
         day = dt.date.fromisoformat(context.partition_key)
         # What it cost: a bad rate table fails the run with what to fix.
-        rates = load_rate_table(delivery.rate_table) if delivery.rate_table else None
+        rate_table = delivery.settings.rate_table
+        rates = load_rate_table(rate_table) if rate_table else None
         with app_db.connect() as conn:
             report = build_report(conn, day)
             costs = cost_report(conn, day, rates)

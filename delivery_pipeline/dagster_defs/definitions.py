@@ -20,6 +20,7 @@ from delivery_pipeline.dagster_defs.executors import sweeping_executor
 from delivery_pipeline.dagster_defs.jobs import JOBS
 from delivery_pipeline.dagster_defs.outbox_sensor import record_delivery_events
 from delivery_pipeline.dagster_defs.resources import build_resources
+from delivery_pipeline.dagster_defs.run_config import fixed_io_manager
 from delivery_pipeline.dagster_defs.schedules import build_schedules
 from delivery_pipeline.dagster_defs.sensors import build_sensors
 from delivery_pipeline.logs import quiet_http_clients, ready_for_capture
@@ -43,7 +44,7 @@ def build_definitions(settings: Settings) -> dg.Definitions:
             *build_alert_sensors(settings.ops, check_keys(checks)),
         ],
         schedules=build_schedules(settings.schedules),
-        resources=build_resources(settings),
+        resources={**build_resources(settings), "io_manager": fixed_io_manager},
         executor=sweeping_executor(settings.delivery.executor),
     )
 

@@ -30,6 +30,7 @@ from delivery_pipeline.dagster_defs.resources import (
     DeliveryServiceResource,
     RetentionResource,
 )
+from delivery_pipeline.dagster_defs.run_config import OpConfig, parsed, plain_config
 from delivery_pipeline.generation.briefs import run_briefs
 from delivery_pipeline.model import ReviewDecision
 from delivery_pipeline.store.intake import InputError, request_document
@@ -92,7 +93,7 @@ generate_and_deliver = _asset_job(
 )
 
 
-class RequestConfig(dg.Config):
+class RequestConfig(OpConfig):
     person: str = Field(description="person id or E.164 number")
     kind: str = Field(default="plan", description="plan or daily_brief")
     for_date: str | None = Field(
@@ -100,10 +101,14 @@ class RequestConfig(dg.Config):
     )
 
 
-@dg.op(description="Create a pending document; the pending-generation sensor picks it up.")
+@dg.op(
+    config_schema=plain_config(RequestConfig),
+    description="Create a pending document; the pending-generation sensor picks it up.",
+)
 def request_document_op(
-    context: dg.OpExecutionContext, config: RequestConfig, app_db: AppDatabase
+    context: dg.OpExecutionContext, app_db: dg.ResourceParam[AppDatabase]
 ) -> dg.Output[int]:
+    config = parsed(RequestConfig, context.op_config)
     try:
         for_date = dt.date.fromisoformat(config.for_date) if config.for_date else None
         with app_db.connect() as conn:
@@ -129,7 +134,7 @@ def request_document_job() -> None:
 # ── review ──────────────────────────────────────────────────────────────
 
 
-class ReviewConfig(dg.Config):
+class ReviewConfig(OpConfig):
     document_id: int = Field(description="the document awaiting review")
     decision: str = Field(description="approve or reject")
     reason: str | None = Field(
@@ -141,13 +146,16 @@ class ReviewConfig(dg.Config):
     reviewer: str = Field(default="dagster", description="who decides (kept with the document)")
 
 
-@dg.op(description="Approve or reject a document awaiting review; an approval pokes delivery.")
+@dg.op(
+    config_schema=plain_config(ReviewConfig),
+    description="Approve or reject a document awaiting review; an approval pokes delivery.",
+)
 def review_document_op(
     context: dg.OpExecutionContext,
-    config: ReviewConfig,
-    app_db: AppDatabase,
-    delivery_service: DeliveryServiceResource,
+    app_db: dg.ResourceParam[AppDatabase],
+    delivery_service: dg.ResourceParam[DeliveryServiceResource],
 ) -> dg.Output[dict[str, Any]]:
+    config = parsed(ReviewConfig, context.op_config)
     try:
         if config.decision == "approve":
             decision = Decision.approve(
@@ -196,11 +204,13 @@ def review_document_job() -> None:
 
 @dg.op(description="Abandon earlier days' open briefs (stale); enqueue today's.")
 def enqueue_briefs_op(
-    context: dg.OpExecutionContext, app_db: AppDatabase, delivery: DeliveryResource
+    context: dg.OpExecutionContext,
+    app_db: dg.ResourceParam[AppDatabase],
+    delivery: dg.ResourceParam[DeliveryResource],
 ) -> dg.Output[dict[str, Any]]:
     # Named for this run: its stale abandonments reach delivered_documents' timeline as its own.
     with app_db.connect(run_source(context.run.run_id)) as conn:
-        result = run_briefs(conn, lease=delivery.section().lease)
+        result = run_briefs(conn, lease=delivery.settings.lease)
     summary = result.as_dict()
     return dg.Output(summary, metadata=as_metadata(summary))
 
@@ -246,10 +256,12 @@ RETENTION_SCHEMA = schema(
     "person's newest message, an open alert episode)."
 )
 def prune_history_op(
-    context: dg.OpExecutionContext, app_db: AppDatabase, retention: RetentionResource
+    context: dg.OpExecutionContext,
+    app_db: dg.ResourceParam[AppDatabase],
+    retention: dg.ResourceParam[RetentionResource],
 ) -> dg.Output[dict[str, Any]]:
     with app_db.connect() as conn:
-        result = prune_history(conn, retention.section())
+        result = prune_history(conn, retention.settings)
     context.log.info(result.summary())
     rows = [t.as_dict() for t in result.tables]
     metadata: dict[str, Any] = {

@@ -16,27 +16,31 @@ from delivery_pipeline.dagster_defs.resources import (
     DeliveryResource,
     DeliveryServiceResource,
 )
+from delivery_pipeline.dagster_defs.run_config import OpConfig, parsed, plain_config
 from delivery_pipeline.model import OperatorAction
 from delivery_pipeline.store import operator
 from delivery_pipeline.store.intake import InputError
 from delivery_pipeline.watch.delivery_events import run_source
 
 
-class OperateConfig(dg.Config):
+class OperateConfig(OpConfig):
     document_id: int = Field(description="the document")
     action: str = Field(description="cancel (never send it) or resend (every part again)")
     reason: str | None = Field(default=None, description="why (kept with the action)")
     operator: str = Field(default="dagster", description="who acts (kept with the action)")
 
 
-@dg.op(description="Cancel or resend one document, through the claim; a resend pokes delivery.")
+@dg.op(
+    config_schema=plain_config(OperateConfig),
+    description="Cancel or resend one document, through the claim; a resend pokes delivery.",
+)
 def operate_document_op(
     context: dg.OpExecutionContext,
-    config: OperateConfig,
-    app_db: AppDatabase,
-    delivery: DeliveryResource,
-    delivery_service: DeliveryServiceResource,
+    app_db: dg.ResourceParam[AppDatabase],
+    delivery: dg.ResourceParam[DeliveryResource],
+    delivery_service: dg.ResourceParam[DeliveryServiceResource],
 ) -> dg.Output[dict[str, Any]]:
+    config = parsed(OperateConfig, context.op_config)
     try:
         action = OperatorAction(config.action)
     except ValueError:
@@ -47,9 +51,7 @@ def operate_document_op(
     try:
         # Named for this run: a cancel reaches delivered_documents' timeline as its own.
         with app_db.connect(run_source(context.run.run_id)) as conn:
-            taken = act(
-                conn, config.document_id, config.operator, config.reason, delivery.section().lease
-            )
+            taken = act(conn, config.document_id, config.operator, config.reason, delivery.settings)
     except (InputError, operator.NotApplicable) as exc:
         raise dg.Failure(description=f"not applied: {exc}") from None
     poked = action == OperatorAction.RESEND and delivery_service.poke()(taken.document_id)

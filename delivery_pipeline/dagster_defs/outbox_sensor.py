@@ -79,7 +79,7 @@ def to_event(description: str, metadata: dict[str, object]) -> dg.AssetMateriali
 )
 @skip_when_database_unavailable
 def record_delivery_events(
-    context: dg.SensorEvaluationContext, app_db: AppDatabase
+    context: dg.SensorEvaluationContext, app_db: dg.ResourceParam[AppDatabase]
 ) -> dg.SensorResult:
     instance = context.instance
     with app_db.connect() as conn:

@@ -1,27 +1,41 @@
-"""Resources: the settings sections, as Dagster shows and hands them to ops.
+"""Resources: what ops, checks and sensors are handed, from the environment of the process
+that runs them.
 
-Each resource *is* a section of ``delivery_pipeline.settings`` (it inherits
-the section's fields, defaults and validation), built from the effective
-settings when the code location loads, so the UI's resource page shows the
-values in force. A secret set in the environment (``Section.hidden_fields``:
-the secrets, the database URL, any URL with a password in it) is passed as
-``EnvVar``: the UI, the launchpad's default run config and every run's config
-show the variable's name, never its value; a run reads the value itself.
+Endpoints, secrets and thresholds are not run configuration. Each resource is a
+plain object built by ``build_resources`` from ``Settings.from_env()`` when the
+code location loads: in the code server (sensors), and again in every run
+worker and step process, from that process's own environment. Dagster gets
+each as a resource whose config schema is empty: the launchpad has no field for
+a URL, a token or a threshold, so it can neither show nor override one, and
+Dagster's ``{"env": NAME}`` has no field to be resolved into (a resource config
+given at launch is refused). What a run may be told is its ops' own config
+(``run_config.py``: plain values only).
 
-Each op asks only for the resources it needs: generation gets ``generator``,
-``app_db`` and ``delivery_service`` (the internal poke), never ``cloud_api``;
-the generator section has no field that could hold a WhatsApp credential.
+No value is run configuration, thresholds included: a lease, a window margin,
+quiet hours or a throughput limit changed for one run would break a rule every
+other sender keeps, and a check's threshold changed for one evaluation would
+pass what the fleet calls failing. A deployment changes them in its
+environment, for every process at once.
+
+The UI's resources page shows each resource's description: what it is and the
+values in force where the code location loaded (``Section.effective``: a
+secret or a URL with a password shows as ``(set)``, never its value). Each
+resource holds only the fields its users read: the Cloud API resource has no
+webhook app secret or verify token, the reviewers' no review or operator token;
+a generation run gets ``generator``, ``app_db`` and ``delivery_service``,
+never ``cloud_api``.
 """
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar
+from dataclasses import dataclass, field
+from typing import TypeVar
 
 import dagster as dg
 import psycopg
 from psycopg.rows import DictRow
-from pydantic import SecretStr, field_validator
 
+from delivery_pipeline.dagster_defs.run_config import NO_CONFIG
 from delivery_pipeline.generation.backends import build_generator
 from delivery_pipeline.generation.generator import Generator
 from delivery_pipeline.generation.worker import SweepPoke
@@ -37,6 +51,7 @@ from delivery_pipeline.settings import (
     ServiceSettings,
     Settings,
     WhatsAppSettings,
+    secret,
 )
 from delivery_pipeline.store.db import (
     connect,
@@ -46,35 +61,15 @@ from delivery_pipeline.store.db import (
 )
 from delivery_pipeline.watch.ops_channel import OpsNotifier
 
-# ConfigurableResource is generic in what ``create_resource`` returns, which for
-# these resources is the resource itself: a parameter its typing cannot express
-# (dagster-io/dagster#32027), and subscripting it at runtime would build a new
-# pydantic class. Spelled out for the type checker only; bare at runtime.
-if TYPE_CHECKING:
-    ConfigurableResource: TypeAlias = dg.ConfigurableResource[Any]
-else:
-    ConfigurableResource = dg.ConfigurableResource
 
-S = TypeVar("S", bound=Section)
-
-
-def _section(resource: ConfigurableResource, section: type[S]) -> S:
-    """The resource's values as the plain section (secrets become ``SecretStr`` again)."""
-    return section.model_validate(resource.model_dump(include=set(section.model_fields)))
-
-
-class AppDatabase(ConfigurableResource, DatabaseSettings):
+@dataclass(frozen=True)
+class AppDatabase:
     """The app database: ``DATABASE_URL``, else the project's embedded Postgres."""
 
-    @field_validator("database_url")
-    @classmethod
-    def _postgres_url(cls, value: str | None) -> str | None:
-        # Here the variable's name (EnvVar) until a run resolves it; ``url`` checks the
-        # value through the section.
-        return value
+    settings: DatabaseSettings = field(default_factory=DatabaseSettings)
 
     def url(self) -> str:
-        return resolve_database_url(_section(self, DatabaseSettings))
+        return resolve_database_url(self.settings)
 
     @contextmanager
     def connect(self, application_name: str | None = None) -> Iterator[psycopg.Connection[DictRow]]:
@@ -84,8 +79,8 @@ class AppDatabase(ConfigurableResource, DatabaseSettings):
         delivery-events outbox."""
         url = with_timeouts(
             self.url(),
-            connect_seconds=self.connect_timeout_seconds,
-            statement_seconds=self.statement_timeout_seconds,
+            connect_seconds=self.settings.connect_timeout_seconds,
+            statement_seconds=self.settings.statement_timeout_seconds,
         )
         with connect(
             with_application_name(url, application_name) if application_name else url
@@ -93,121 +88,123 @@ class AppDatabase(ConfigurableResource, DatabaseSettings):
             yield conn
 
 
-class CloudApiResource(ConfigurableResource, WhatsAppSettings):
+@dataclass(frozen=True)
+class CloudApiResource:
     """The WhatsApp Cloud API, for delivery only (the local sandbox by default)."""
 
-    access_token: str  # type: ignore[assignment]
-    app_secret: str | None = None  # type: ignore[assignment]
-    verify_token: str | None = None  # type: ignore[assignment]
-
-    def section(self) -> WhatsAppSettings:
-        return _section(self, WhatsAppSettings)
+    settings: WhatsAppSettings = field(default_factory=WhatsAppSettings)
 
 
-class DeliveryResource(ConfigurableResource, DeliverySettings):
+@dataclass(frozen=True)
+class DeliveryResource:
     """How the engine delivers: lease, window margin, retries, pacing, knock templates."""
 
-    unknown_policy: str = "resend"  # type: ignore[assignment]
-
-    def section(self) -> DeliverySettings:
-        return _section(self, DeliverySettings)
+    settings: DeliverySettings = field(default_factory=DeliverySettings)
 
 
-class GeneratorResource(ConfigurableResource, GenerationSettings):
+@dataclass(frozen=True)
+class GeneratorResource:
     """The document generator and generation's claim, retries and batch."""
 
-    backend: str = "offline"  # type: ignore[assignment]
-    openai_api_key: str | None = None  # type: ignore[assignment]
-
-    def section(self) -> GenerationSettings:
-        return _section(self, GenerationSettings)
+    settings: GenerationSettings = field(default_factory=GenerationSettings)
 
     def build(self) -> Generator:
-        return build_generator(self.section())
+        return build_generator(self.settings)
 
 
-class DeliveryServiceResource(ConfigurableResource, ServiceSettings):
+@dataclass(frozen=True)
+class DeliveryServiceResource:
     """The webhook service's ``/internal/sweep`` (trigger 1), for generation's poke."""
 
-    internal_token: str | None = None  # type: ignore[assignment]
-
-    def section(self) -> ServiceSettings:
-        return _section(self, ServiceSettings)
+    settings: ServiceSettings = field(default_factory=ServiceSettings)
 
     def poke(self) -> SweepPoke:
-        return SweepPoke.from_settings(self.section())
+        return SweepPoke.from_settings(self.settings)
 
 
-class OpsChannelResource(ConfigurableResource, OpsSettings):
+@dataclass(frozen=True)
+class OpsChannelResource:
     """A Slack-compatible incoming webhook (``OPS_WEBHOOK_URL``); unset: log only."""
 
-    webhook_url: str | None = None  # type: ignore[assignment]
+    settings: OpsSettings = field(default_factory=OpsSettings)
 
     def notifier(self) -> OpsNotifier:
-        return OpsNotifier(url=self.webhook_url, docs_url=self.docs_url)
+        return OpsNotifier(url=secret(self.settings.webhook_url), docs_url=self.settings.docs_url)
 
 
-class ReviewResource(ConfigurableResource, ReviewSettings):
+@dataclass(frozen=True)
+class ReviewResource:
     """The reviewers: their channel (``REVIEW_WEBHOOK_URL``, else the ops channel), how
     long a document may await review, and the review job's decisions."""
 
-    token: str | None = None  # type: ignore[assignment]
-    webhook_url: str | None = None  # type: ignore[assignment]
-    cookie_secure: str = "auto"  # type: ignore[assignment]
-
-    def section(self) -> ReviewSettings:
-        return _section(self, ReviewSettings)
+    settings: ReviewSettings = field(default_factory=ReviewSettings)
 
     def notifier(self) -> OpsNotifier:
-        return OpsNotifier.for_reviewers(self.webhook_url)
+        return OpsNotifier.for_reviewers(secret(self.settings.webhook_url))
 
 
-class ChecksResource(ConfigurableResource, CheckSettings):
+@dataclass(frozen=True)
+class ChecksResource:
     """The ops checks' thresholds (``CHECK_*``, ``WHATSAPP_MESSAGING_TIER``)."""
 
-    def section(self) -> CheckSettings:
-        return _section(self, CheckSettings)
+    settings: CheckSettings = field(default_factory=CheckSettings)
 
 
-class RetentionResource(ConfigurableResource, RetentionSettings):
+@dataclass(frozen=True)
+class RetentionResource:
     """How long history is kept (``RETENTION_*_DAYS``): the prune_history job's."""
 
-    def section(self) -> RetentionSettings:
-        return _section(self, RetentionSettings)
+    settings: RetentionSettings = field(default_factory=RetentionSettings)
 
 
-R = TypeVar("R", bound=ConfigurableResource)
+# What no Dagster process reads stays out of its resources, and off the resources page:
+# the webhook's app secret and verify token, the Dagster webserver's URL (the webhook
+# service's), the review page's tokens.
+WITHHELD: dict[str, frozenset[str]] = {
+    "whatsapp": frozenset({"app_secret", "verify_token"}),
+    "service": frozenset({"dagster_webserver_url"}),
+    "review": frozenset({"token", "tokens", "operator_tokens"}),
+}
+
+S = TypeVar("S", bound=Section)
 
 
-def _from_section(resource: type[R], section: Section) -> R:
-    """``resource`` with the section's effective values; a secret that came from the
-    environment as ``EnvVar`` (the UI shows the variable, never the value)."""
-    env_names = section.env_names()
-    hidden = section.hidden_fields()
-    values: dict[str, Any] = {}
-    for name, value in section.model_dump().items():
-        if name in hidden and name in section.from_environment:
-            values[name] = dg.EnvVar(env_names[name])
-        elif isinstance(value, SecretStr):
-            values[name] = value.get_secret_value()
-        else:
-            values[name] = value
-    return resource(**values)
+def _withheld(name: str, section: S) -> S:
+    return section.model_copy(update=dict.fromkeys(WITHHELD.get(name, ()), None))
 
 
-def build_resources(settings: Settings) -> dict[str, ConfigurableResource]:
-    """The resources of the code location, from the effective settings."""
-    return {
-        "app_db": _from_section(AppDatabase, settings.database),
-        "cloud_api": _from_section(CloudApiResource, settings.whatsapp),
-        "delivery": _from_section(DeliveryResource, settings.delivery),
-        "generator": _from_section(GeneratorResource, settings.generation),
-        "delivery_service": _from_section(DeliveryServiceResource, settings.service),
-        "ops_channel": _from_section(OpsChannelResource, settings.ops),
-        "checks": _from_section(ChecksResource, settings.checks),
-        "review": _from_section(ReviewResource, settings.review),
-        "retention": _from_section(RetentionResource, settings.retention),
+def _described(resource: object, name: str, section: Section) -> dg.ResourceDefinition:
+    """``resource`` as Dagster gets it: no config, and a description that says what it is
+    and which values are in force (secrets as "(set)")."""
+    names = section.env_names()
+    lines = [" ".join((type(resource).__doc__ or "").split()), ""]
+    lines.append("In force where the code location loaded (a run reads its own environment):")
+    for field_name, value in section.effective().items():
+        if field_name not in WITHHELD.get(name, ()):
+            lines.append(f"- `{names[field_name]}`: {'unset' if value is None else value}")
+    return dg.ResourceDefinition(
+        resource_fn=lambda _: resource, config_schema=NO_CONFIG, description="\n".join(lines)
+    )
+
+
+def build_resources(settings: Settings) -> dict[str, dg.ResourceDefinition]:
+    """The resources of the code location, from ``settings`` (the process's own)."""
+    database, delivery, generation = settings.database, settings.delivery, settings.generation
+    whatsapp = _withheld("whatsapp", settings.whatsapp)
+    service = _withheld("service", settings.service)
+    review = _withheld("review", settings.review)
+    resources: dict[str, tuple[object, str, Section]] = {
+        "app_db": (AppDatabase(database), "database", database),
+        "cloud_api": (CloudApiResource(whatsapp), "whatsapp", whatsapp),
+        "delivery": (DeliveryResource(delivery), "delivery", delivery),
+        "generator": (GeneratorResource(generation), "generation", generation),
+        "delivery_service": (DeliveryServiceResource(service), "service", service),
+        "ops_channel": (OpsChannelResource(settings.ops), "ops", settings.ops),
+        "checks": (ChecksResource(settings.checks), "checks", settings.checks),
+        "review": (ReviewResource(review), "review", review),
+        "retention": (RetentionResource(settings.retention), "retention", settings.retention),
     }
+    return {key: _described(*described) for key, described in resources.items()}
 
 
 def engine_settings(
@@ -215,9 +212,7 @@ def engine_settings(
 ) -> Settings:
     """What a delivery sweep needs, from the resources the op was given."""
     return Settings(
-        database=_section(app_db, DatabaseSettings),
-        whatsapp=cloud_api.section(),
-        delivery=delivery.section(),
+        database=app_db.settings, whatsapp=cloud_api.settings, delivery=delivery.settings
     )
 
 
@@ -229,8 +224,8 @@ def check_settings(
 ) -> Settings:
     """What the ops checks read: thresholds, the eligibility parameters, the review page."""
     return Settings(
-        checks=checks.section(),
-        delivery=delivery.section(),
-        review=review.section(),
-        service=delivery_service.section(),
+        checks=checks.settings,
+        delivery=delivery.settings,
+        review=review.settings,
+        service=delivery_service.settings,
     )

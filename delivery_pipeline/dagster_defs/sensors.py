@@ -79,11 +79,13 @@ def build_sensors(settings: Settings) -> list[dg.SensorDefinition]:
     )
     @skip_when_database_unavailable
     def delivery_heartbeat(
-        context: dg.SensorEvaluationContext, app_db: AppDatabase, delivery: DeliveryResource
+        context: dg.SensorEvaluationContext,
+        app_db: dg.ResourceParam[AppDatabase],
+        delivery: dg.ResourceParam[DeliveryResource],
     ) -> dg.RunRequest | dg.SkipReason:
         with app_db.connect() as conn:
             beat(conn, HEARTBEAT_SENSOR)  # the webhook service's dead-man's switch reads it
-            eligible = eligible_now(conn, Settings(delivery=delivery.section()))
+            eligible = eligible_now(conn, Settings(delivery=delivery.settings))
             if not eligible:
                 return dg.SkipReason(idle_reason(conn))
         return one_run(
@@ -106,7 +108,7 @@ def build_sensors(settings: Settings) -> list[dg.SensorDefinition]:
     )
     @skip_when_database_unavailable
     def pending_generation(
-        context: dg.SensorEvaluationContext, app_db: AppDatabase
+        context: dg.SensorEvaluationContext, app_db: dg.ResourceParam[AppDatabase]
     ) -> dg.RunRequest | dg.SkipReason:
         with app_db.connect() as conn:
             due = generation_due(conn)

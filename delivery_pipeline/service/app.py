@@ -245,7 +245,7 @@ def create_app(settings: Settings, database_url: str) -> Starlette:
             service.listener = ReadyListener(database_url, pool, service.sweep_and_record)
             listening = asyncio.create_task(service.listener.run())
         if service.review_sessions is None:
-            log.info("REVIEW_TOKEN is not set: the review page answers 404")
+            log.info("no review or operator token is set: the review page answers 404")
         # In the background: webhooks are received whatever the answer, and
         # the API (a sandbox started alongside) may come up a moment later.
         identity = asyncio.create_task(_say_whether_identity_works(client, settings))

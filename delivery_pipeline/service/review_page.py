@@ -1,21 +1,25 @@
 """The review page (``/review``): read each document as the person will receive it, then
 approve it, edit and approve it, or reject it with a reason.
 
-Server-rendered HTML (Jinja2, autoescaped), no JavaScript. Behind
-``REVIEW_TOKEN``: a sign-in form (a name and the token, compared in constant
-time, under the sign-in limits: 429 with ``Retry-After`` and the time to come
-back), then a session kept in Postgres (``sessions.py``) that signing out
-ends on every replica; every form carries the session's CSRF token and every
-POST checks it. With no token configured every route answers 404: never an
-open page. The database unreachable: 503, on every route.
+Server-rendered HTML (Jinja2, autoescaped), no JavaScript. Behind the review
+and operator tokens (``sessions.py``: ``REVIEW_TOKEN`` shared, whose holders
+give their name; ``REVIEW_TOKENS`` and ``OPERATOR_TOKENS``, each a person's own,
+whose name comes from the token): a sign-in form (compared in constant time,
+under the sign-in limits: 429 with ``Retry-After`` and the time to come back),
+then a session kept in Postgres that signing out ends on every replica; every
+form carries the session's CSRF token and every POST checks it. With no token
+configured every route answers 404: never an open page. The database
+unreachable: 503, on every route.
 
 Documents are listed oldest first, with how long they have waited, each cut
 into messages by ``delivery_messages`` with ``DELIVERY_CHUNK_LIMIT``, as delivery
 will cut it. A decision is ``store.review.decide_async`` (the rule the CLI
 and the Dagster job share); an approval sweeps that document in this
 process at once, as ``/internal/sweep`` does. Below the list, an operator
-can cancel or resend any document by id (``store.operator``, as
-``documents cancel|resend``); a resend sweeps it at once too. After a POST the browser is
+(signed in with an ``OPERATOR_TOKENS`` token; a reviewer is refused, 403) can
+cancel or resend any document by id (``store.operator``, as ``documents
+cancel|resend``, under the daily cap on resends); a resend sweeps it at once too.
+An edited text is held to the limit of any document (``store.intake``). After a POST the browser is
 sent back to the list (303), which says what became of the decision: taken,
 or another reviewer's came first (who, when).
 """
@@ -53,6 +57,7 @@ from delivery_pipeline.store.review import (
     Decision,
     Held,
     HoldScope,
+    NameRequired,
     WrongToken,
     awaiting_review_async,
     decide_async,
@@ -108,7 +113,9 @@ def _html(
 
 def _off() -> Response:
     return PlainTextResponse(
-        "The review page is off: REVIEW_TOKEN is not set.", status_code=404, headers=_HEADERS
+        "The review page is off: no token is set (REVIEW_TOKEN, REVIEW_TOKENS, OPERATOR_TOKENS).",
+        status_code=404,
+        headers=_HEADERS,
     )
 
 
@@ -180,8 +187,6 @@ async def sign_in(request: Request) -> Response:
     if isinstance(form, Response):
         return form
     name = " ".join(form.get("name", "").split())[:200]
-    if not name:
-        return _html("review_sign_in.html", 400, error="Say who you are: a name.", name=name)
     client = client_key(request.client.host if request.client else None)
     async with sessions.one_at_a_time, service.pool.connection() as conn:
         outcome = await sessions.sign_in(conn, client, name, form.get("token", ""))
@@ -209,7 +214,10 @@ async def sign_in(request: Request) -> Response:
             "review page: sign-in from %s with a wrong token refused",
             client,
         )
-        return _html("review_sign_in.html", 401, error="That is not the reviewer token.", name=name)
+        return _html("review_sign_in.html", 401, error="That is not a reviewer token.", name=name)
+    if isinstance(outcome, NameRequired):
+        error = "Say who you are: a name (the shared reviewer token does not say who you are)."
+        return _html("review_sign_in.html", 400, error=error, name=name)
     response = RedirectResponse(PAGE, status_code=303, headers=_HEADERS)
     response.set_cookie(
         COOKIE_NAME,
@@ -220,7 +228,8 @@ async def sign_in(request: Request) -> Response:
         samesite="strict",
         secure=service.settings.review.cookie_secure == "always" or request.url.scheme == "https",
     )
-    log.info("review page: %s signed in", name)
+    signed = outcome.session
+    log.info("review page: %s signed in%s", signed.name, " (operator)" if signed.operator else "")
     return response
 
 
@@ -322,6 +331,7 @@ async def _render_list(
         documents=documents,
         total=waiting[0].total if waiting else 0,
         notice=notice,
+        resends_per_day=service.settings.delivery.resends_per_day,
     )
 
 
@@ -404,6 +414,14 @@ async def operate(request: Request) -> Response:
     form = await _form(request, SIGN_IN_MAX_BYTES, session)
     if isinstance(form, Response):
         return form
+    if not session.operator:
+        log.warning("review page: %s, not an operator, asked to cancel or resend", session.name)
+        notice = Notice(
+            "error",
+            "Cancel and resend are an operator's: sign in with your own operator token "
+            "(OPERATOR_TOKENS).",
+        )
+        return await _render_list(request, session, notice=notice, status_code=403)
     raw_id, action = form.get("document_id", "").strip(), form.get("action", "")
     if not _DOCUMENT_ID.fullmatch(raw_id) or action not in ("cancel", "resend"):
         notice = Notice("error", "Give a document id (digits) and choose cancel or resend.")
@@ -418,7 +436,7 @@ async def operate(request: Request) -> Response:
                 document_id,
                 session.name,
                 form.get("reason"),
-                service.settings.delivery.lease,
+                service.settings.delivery,
             )
     except (InputError, NotApplicable) as exc:
         log.info("review page: %s of document %s not applied: %s", action, raw_id, exc)

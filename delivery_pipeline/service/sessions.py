@@ -1,10 +1,21 @@
 """Reviewer sessions and sign-in limits, kept in Postgres so every replica agrees.
 
+Who signs in, with which right, comes from the token given:
+
+* ``REVIEW_TOKEN``: the shared reviewer token. Whoever holds it reviews under
+  the name they type: a name that says who they claim to be, nothing more.
+* ``REVIEW_TOKENS`` (``name=token,…``): a reviewer's own token; the name their
+  decisions are kept under comes from the token, whatever the form says.
+* ``OPERATOR_TOKENS`` (``name=token,…``): an operator's own token; they review
+  and may also cancel and resend any document (``Session.operator``), which a
+  reviewer may not.
+
 The cookie is ``<key>.<signature>``: a random key and an HMAC-SHA256 of it
-under a key derived from ``REVIEW_TOKEN``, so a forged or garbled cookie is
-refused before any query, and changing the token signs every reviewer out.
-The session itself is a row (sql/015) found by the key's SHA-256: who signed
-in, their CSRF token, until when. Signing out deletes the row: a copied
+under a key derived from every token (and each person's name and right), so a
+forged or garbled cookie is refused before any query, and changing any token,
+name or right signs everyone out. The session itself is a row (sql/015, 042)
+found by the key's SHA-256: who signed in, whether an operator, their CSRF
+token, until when. Signing out deletes the row: a copied
 cookie stops working at once, on every replica. The CSRF token is random per
 session and must come back in every form (``csrf_matches``), compared in
 constant time; the cookie is ``HttpOnly`` and ``SameSite=Strict`` (set by the
@@ -31,6 +42,7 @@ import hashlib
 import hmac
 import ipaddress
 import secrets
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import psycopg
@@ -39,13 +51,14 @@ from psycopg.rows import DictRow
 from delivery_pipeline.settings import ReviewSettings
 from delivery_pipeline.store.review import (
     Held,
+    NameRequired,
     SignInLimits,
     WrongToken,
     attempt_sign_in,
     end_session,
     live_session,
 )
-from delivery_pipeline.store.rows import StoredSession
+from delivery_pipeline.store.rows import NewSession, StoredSession
 from delivery_pipeline.whatsapp.signature import tokens_match
 
 COOKIE_NAME = "dp_review_session"
@@ -55,10 +68,20 @@ _KEY_PURPOSE = b"delivery_pipeline review session v2"
 
 
 @dataclass(frozen=True)
+class Person:
+    """Whom a token signs in: a name (None: the shared token's, the form gives it) and
+    whether they are an operator."""
+
+    name: str | None
+    operator: bool = False
+
+
+@dataclass(frozen=True)
 class Session:
     name: str
     expires: dt.datetime
     csrf: str
+    operator: bool = False
 
 
 @dataclass(frozen=True)
@@ -87,14 +110,15 @@ def _hash(key: str) -> bytes:
 
 
 def _session(stored: StoredSession) -> Session:
-    return Session(stored.reviewer, stored.expires_at, stored.csrf)
+    return Session(stored.reviewer, stored.expires_at, stored.csrf, stored.operator)
 
 
 @dataclass(frozen=True)
 class Sessions:
-    """Signs in (under the limits), reads and ends reviewer sessions."""
+    """Signs in (under the limits), reads and ends reviewer and operator sessions."""
 
-    token: str = field(repr=False)
+    token: str | None = field(default=None, repr=False)  # REVIEW_TOKEN, shared
+    people: Mapping[str, Person] = field(default_factory=dict, repr=False)  # token → person
     lifetime_seconds: int = SESSION_SECONDS
     limits: SignInLimits = SignInLimits()
     # Attempts wait for the fleet's lock (store.review.attempt_sign_in) on a connection:
@@ -103,26 +127,52 @@ class Sessions:
 
     @classmethod
     def from_settings(cls, review: ReviewSettings) -> Sessions | None:
-        """None when ``REVIEW_TOKEN`` is unset: the page is off."""
-        if review.token is None:
+        """None when no token is set (``REVIEW_TOKEN``, ``REVIEW_TOKENS``,
+        ``OPERATOR_TOKENS``): the page is off."""
+        if not review.page_on:
             return None
         limits = SignInLimits(
             client_failures=review.sign_in_client_failures,
             failures=review.sign_in_failures,
             window_seconds=review.sign_in_window_seconds,
         )
-        return cls(review.token.get_secret_value(), limits=limits)
+        people = {
+            token: Person(name, operator)
+            for operator in (False, True)
+            for token, name in review.people_by_token(operators=operator).items()
+        }
+        shared = review.token.get_secret_value() if review.token is not None else None
+        return cls(shared, people, limits=limits)
 
     @property
     def _key(self) -> bytes:
-        return hmac.new(self.token.encode(), _KEY_PURPOSE, hashlib.sha256).digest()
+        # The shared token alone keeps the key (and every cookie) it had before people
+        # had tokens of their own.
+        material = "\0".join(
+            [
+                self.token or "",
+                *sorted(f"{t}\0{p.name}\0{p.operator}" for t, p in self.people.items()),
+            ]
+        )
+        return hmac.new(material.encode(), _KEY_PURPOSE, hashlib.sha256).digest()
 
     def _sign(self, key: str) -> str:
         return hmac.new(self._key, key.encode(), hashlib.sha256).hexdigest()
 
+    def identify(self, given: str) -> Person | None:
+        """Whom the token ``given`` signs in, or None. Compared with every token, each in
+        constant time, so the answer's timing says nothing about which one matched."""
+        found = None
+        for token, person in self.people.items():
+            if tokens_match(given, token):
+                found = person
+        if self.token is not None and tokens_match(given, self.token):
+            found = Person(None)
+        return found
+
     def token_valid(self, given: str) -> bool:
-        """The sign-in check: ``given`` is the review token (constant time)."""
-        return tokens_match(given, self.token)
+        """The sign-in check: ``given`` is one of the tokens (constant time)."""
+        return self.identify(given) is not None
 
     def key_hash(self, cookie: str | None) -> bytes | None:
         """The stored hash of the session ``cookie`` names, if we signed it."""
@@ -135,21 +185,27 @@ class Sessions:
 
     async def sign_in(
         self, conn: psycopg.AsyncConnection[DictRow], client: str, name: str, given: str
-    ) -> SignedIn | Held | WrongToken:
-        """``name`` signs in from ``client`` with the token ``given``, if not held."""
+    ) -> SignedIn | Held | WrongToken | NameRequired:
+        """Someone signs in from ``client`` with the token ``given``, if not held: as the
+        token's person, or (the shared token) as ``name``."""
         key = secrets.token_urlsafe(32)
-        outcome = await attempt_sign_in(
-            conn,
-            client,
-            self.limits,
-            lambda: self.token_valid(given),
-            {
+
+        def check() -> NewSession | WrongToken | NameRequired:
+            person = self.identify(given)
+            if person is None:
+                return WrongToken()
+            who = person.name or name
+            if not who:
+                return NameRequired()
+            return {
                 "key_hash": _hash(key),
-                "reviewer": name,
+                "reviewer": who,
+                "operator": person.operator,
                 "csrf": secrets.token_urlsafe(24),
                 "lifetime": dt.timedelta(seconds=self.lifetime_seconds),
-            },
-        )
+            }
+
+        outcome = await attempt_sign_in(conn, client, self.limits, check)
         if isinstance(outcome, StoredSession):
             return SignedIn(_session(outcome), f"{key}.{self._sign(key)}")
         return outcome

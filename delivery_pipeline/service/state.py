@@ -39,7 +39,7 @@ class Service:
     settings: Settings
     pool: AsyncConnectionPool[psycopg.AsyncConnection[DictRow]]
     engine: DeliveryEngine
-    # the review page's sessions; None when REVIEW_TOKEN is unset (the page is off)
+    # the review page's sessions; None when no review or operator token is set (the page is off)
     review_sessions: Sessions | None = None
     sweeps: set[asyncio.Task[None]] = field(default_factory=set)
     listener: ReadyListener | None = None

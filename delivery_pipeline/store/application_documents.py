@@ -16,10 +16,12 @@ from typing import Any
 import psycopg
 
 from delivery_pipeline.model import OperatorAction
+from delivery_pipeline.settings import DeliverySettings
 from delivery_pipeline.store.operator import ActionTaken, UnknownDocument, act_async
 from delivery_pipeline.store.queries import QUERIES
 from delivery_pipeline.store.rows import (
     ApiDocument,
+    ApplicationDocument,
     ByDocument,
     Chunk,
     DocumentAction,
@@ -87,15 +89,16 @@ async def act(
     action: OperatorAction,
     document_id: int,
     reason: str | None,
-    lease: dt.timedelta,
+    delivery: DeliverySettings,
 ) -> ActionTaken:
-    """Cancel or resend one of ``application``'s documents, by the operator's rule:
-    ``UnknownDocument`` for another's, ``NotApplicable`` when the rule refuses."""
-    if (
-        await QUERIES.api_document.one(
-            conn, {"application": application, "document_id": document_id, "lease": lease}
-        )
-        is None
-    ):
+    """Cancel or resend one of ``application``'s documents, by the operator's rule (the
+    daily cap on resends included): ``UnknownDocument`` for another's, ``NotApplicable``
+    when the rule refuses."""
+    known: ApplicationDocument = {
+        "application": application,
+        "document_id": document_id,
+        "lease": delivery.lease,
+    }
+    if await QUERIES.api_document.one(conn, known) is None:
         raise UnknownDocument(f"no document {document_id}", "id")
-    return await act_async(conn, action, document_id, operator_name(application), reason, lease)
+    return await act_async(conn, action, document_id, operator_name(application), reason, delivery)

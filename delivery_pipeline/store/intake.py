@@ -24,6 +24,10 @@ from delivery_pipeline.store.rows import Document, NewPerson, Person
 Conn = psycopg.Connection[Any]
 AsyncConn = psycopg.AsyncConnection[Any]
 
+# The longest text a person is handed as one document, however it arrives (the API, the
+# CLI, a reviewer's edit): 16 messages at the platform's 4,096 characters.
+BODY_MAX_CHARACTERS = 65_536
+
 
 class InputError(ValueError):
     """Operator input that cannot be honoured; nothing was written. ``field`` names the
@@ -268,6 +272,19 @@ def request_document(
     return doc
 
 
+def check_body(body: str, what: str = "the document body") -> None:
+    """``InputError`` (field ``body``) for a text no document may have: empty, or over
+    ``BODY_MAX_CHARACTERS``."""
+    if not body.strip():
+        raise InputError(f"{what} is empty", "body")
+    if len(body) > BODY_MAX_CHARACTERS:
+        raise InputError(
+            f"{what} is {len(body):,} characters, over the {BODY_MAX_CHARACTERS:,} a document "
+            "may have",
+            "body",
+        )
+
+
 def add_ready_document(
     conn: Conn,
     person: str | int,
@@ -279,8 +296,7 @@ def add_ready_document(
     """A document generated elsewhere, ready for delivery, or awaiting review when its kind
     is one of ``review_kinds`` (``DELIVERY_REVIEW_KINDS``); a brief defaults to local today."""
     document_kind = parse_kind(kind)
-    if not body.strip():
-        raise InputError("the document body is empty", "body")
+    check_body(body)
     row = find_person(conn, person)
     if document_kind == Kind.DAILY_BRIEF:
         for_date = _brief_date(conn, row, for_date)
@@ -312,8 +328,8 @@ async def add_document_async(
     """``add_ready_document`` (a body) or ``request_document`` (None: to be generated) for
     a person already found, on an async connection inside the caller's transaction (the
     applications' API): the same checks, each error naming its field."""
-    if body is not None and not body.strip():
-        raise InputError("the document body is empty", "body")
+    if body is not None:
+        check_body(body)
     if kind == Kind.DAILY_BRIEF and for_date is None:
         for_date = await QUERIES.person_local_today.one(conn, {"person_id": person.id})
     if body is None:

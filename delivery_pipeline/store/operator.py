@@ -16,7 +16,11 @@ generation claim goes too).
 every part ``pending`` again under the tag of its next attempt, no attempts,
 no knock yet, recorded with the ledger as it was. It is refused while a sender
 holds a live claim, so it never races one. It is the only way a person gets a
-part twice, and only on purpose; a resent document is never superseded.
+part twice, and only on purpose; a resent document is never superseded. A
+document is resent at most ``DELIVERY_RESENDS_PER_DAY`` times within 24 hours,
+whoever asks: the count is read from ``document_actions`` under the row lock,
+so the cap holds for every process at once (``ResendLimitReached`` says when
+the next may go).
 """
 
 from __future__ import annotations
@@ -28,17 +32,21 @@ from typing import Any
 import psycopg
 
 from delivery_pipeline.model import OperatorAction
+from delivery_pipeline.settings import DeliverySettings
 from delivery_pipeline.store.intake import InputError
 from delivery_pipeline.store.queries import QUERIES
 from delivery_pipeline.store.rows import (
     CancelDocument,
     NewDocumentAction,
     OperatorDocument,
+    RecentResends,
     ReopenForResend,
+    ResendWindow,
 )
 
 OPERATOR_MAX = 200
 REASON_MAX = 1000
+RESEND_WINDOW = dt.timedelta(hours=24)
 
 
 class UnknownDocument(InputError):
@@ -48,6 +56,19 @@ class UnknownDocument(InputError):
 class NotApplicable(Exception):
     """The document is in a state the action does not apply to; the message says
     what the operator can do instead."""
+
+
+class ResendLimitReached(NotApplicable):
+    """The document was resent ``DELIVERY_RESENDS_PER_DAY`` times within 24 hours;
+    ``retry_at`` is when the oldest of those leaves the window."""
+
+    def __init__(self, document_id: int, resends: int, retry_at: dt.datetime) -> None:
+        super().__init__(
+            f"document {document_id} was resent {resends} time{'s' if resends != 1 else ''} in "
+            "the last 24 hours, the most a day (DELIVERY_RESENDS_PER_DAY): it can be resent "
+            f"again at {_when(retry_at)}"
+        )
+        self.retry_at = retry_at
 
 
 @dataclass(frozen=True)
@@ -95,12 +116,12 @@ def cancel(
     document_id: int,
     operator: str,
     reason: str | None,
-    lease: dt.timedelta,
+    delivery: DeliverySettings,
 ) -> ActionTaken:
     """Cancel an open document (any state before delivered, abandoned or failed)."""
     who, why = _operator(operator), _reason(reason)
     with conn.transaction():
-        doc = _locked(conn, document_id, lease)
+        doc = _locked(conn, document_id, delivery.lease)
         _refuse(OperatorAction.CANCEL, doc)
         at = _record(conn, doc, OperatorAction.CANCEL, who, why)
         done = QUERIES.cancel_document.one(conn, _cancel_params(doc, who, why))
@@ -113,15 +134,20 @@ def resend(
     document_id: int,
     operator: str,
     reason: str | None,
-    lease: dt.timedelta,
+    delivery: DeliverySettings,
 ) -> ActionTaken:
-    """Send a delivered or abandoned document again, every part."""
+    """Send a delivered or abandoned document again, every part (at most
+    ``DELIVERY_RESENDS_PER_DAY`` times within 24 hours)."""
     who, why = _operator(operator), _reason(reason)
     with conn.transaction():
-        doc = _locked(conn, document_id, lease)
+        doc = _locked(conn, document_id, delivery.lease)
         _refuse(OperatorAction.RESEND, doc)
+        recent = QUERIES.recent_resends.one(conn, _window(doc))
+        _refuse_over_cap(doc, recent, delivery.resends_per_day)
         at = _record(conn, doc, OperatorAction.RESEND, who, why)
-        reopened = QUERIES.reopen_for_resend.one(conn, _resend_params(doc, who, why, lease))
+        reopened = QUERIES.reopen_for_resend.one(
+            conn, _resend_params(doc, who, why, delivery.lease)
+        )
         assert reopened is not None  # the row is locked and its state checked above
         QUERIES.reset_ledger_for_resend.run(conn, {"document_id": document_id})
     return _taken(doc, OperatorAction.RESEND, who, at)
@@ -133,10 +159,10 @@ async def act_async(
     document_id: int,
     operator: str,
     reason: str | None,
-    lease: dt.timedelta,
+    delivery: DeliverySettings,
 ) -> ActionTaken:
-    """``cancel`` or ``resend`` on an async connection (the review page)."""
-    who, why = _operator(operator), _reason(reason)
+    """``cancel`` or ``resend`` on an async connection (the review page, the API)."""
+    who, why, lease = _operator(operator), _reason(reason), delivery.lease
     async with conn.transaction():
         if await QUERIES.lock_document.one(conn, {"document_id": document_id}) is None:
             raise _unknown(document_id)
@@ -145,6 +171,9 @@ async def act_async(
         )
         assert doc is not None
         _refuse(action, doc)
+        if action == OperatorAction.RESEND:
+            recent = await QUERIES.recent_resends.one(conn, _window(doc))
+            _refuse_over_cap(doc, recent, delivery.resends_per_day)
         row = await QUERIES.record_document_action.one(conn, _action_params(doc, action, who, why))
         assert row is not None
         if action == OperatorAction.CANCEL:
@@ -191,6 +220,18 @@ def _refuse(action: OperatorAction, doc: OperatorDocument) -> None:
             f"document {n} has not been delivered yet ({doc.state}): it is on its way; "
             f"to stop it: `delivery-pipeline documents cancel {n}`"
         )
+
+
+def _window(doc: OperatorDocument) -> ResendWindow:
+    return {"document_id": doc.id, "window": RESEND_WINDOW}
+
+
+def _refuse_over_cap(doc: OperatorDocument, recent: RecentResends | None, cap: int) -> None:
+    """Raise ``ResendLimitReached`` when ``doc`` was resent ``cap`` times in the window."""
+    assert recent is not None  # an aggregate: always one row
+    if recent.resends >= cap:
+        assert recent.oldest is not None
+        raise ResendLimitReached(doc.id, recent.resends, recent.oldest + RESEND_WINDOW)
 
 
 def _cancel_params(doc: OperatorDocument, who: str, why: str | None) -> CancelDocument:

@@ -211,6 +211,7 @@ from delivery_pipeline.store.rows import (
     RateTake,
     RawWebhook,
     ReadyDocument,
+    RecentResends,
     RecordPricing,
     RefuseWindow,
     ReleaseForRetry,
@@ -220,6 +221,7 @@ from delivery_pipeline.store.rows import (
     ReportChunk,
     ReportDocument,
     ReportKnock,
+    ResendWindow,
     ReserveSendSlots,
     Resumed,
     ResumeSender,
@@ -648,6 +650,7 @@ class Queries:
     # sql/queries_operator.sql: an operator's cancel and resend (025)
     lock_document = Query(ByDocument, int)
     operator_document = Query(OperatorTarget, OperatorDocument)
+    recent_resends = Query(ResendWindow, RecentResends)
     record_document_action = Query(NewDocumentAction, ActionRecorded)
     cancel_document = Query(CancelDocument, int)
     reopen_for_resend = Query(ReopenForResend, int)

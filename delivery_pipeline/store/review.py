@@ -31,7 +31,7 @@ from typing import Any
 import psycopg
 
 from delivery_pipeline.model import ReviewDecision
-from delivery_pipeline.store.intake import InputError
+from delivery_pipeline.store.intake import InputError, check_body
 from delivery_pipeline.store.queries import QUERIES
 from delivery_pipeline.store.rows import (
     DecideReview,
@@ -73,6 +73,7 @@ class Decision:
             edited = _text(body)
             if not edited.strip():
                 raise InputError("the edited text is empty: approve without an edit, or reject")
+            check_body(edited, "the edited text")
         return cls(
             document_id,
             ReviewDecision.APPROVED,
@@ -268,6 +269,12 @@ class WrongToken:
     """The token was checked and is not the reviewers'; counted."""
 
 
+@dataclass(frozen=True)
+class NameRequired:
+    """The token was right but says nobody's name (the shared one), and none was given:
+    no session, nothing counted."""
+
+
 def held(state: SignInState) -> Held | None:
     """Whether an attempt in ``state`` (``review_sign_in_state``) waits, until when, why."""
     now = state.now
@@ -287,13 +294,13 @@ async def attempt_sign_in(
     conn: psycopg.AsyncConnection[Any],
     client: str,
     limits: SignInLimits,
-    token_valid: Callable[[], bool],
-    session: NewSession,
-) -> Held | WrongToken | StoredSession:
+    check: Callable[[], NewSession | WrongToken | NameRequired],
+) -> Held | WrongToken | NameRequired | StoredSession:
     """One sign-in attempt from ``client``: held (the token is not even checked), a wrong
-    token (counted), or the session ``session`` (``key_hash``, ``reviewer``, ``csrf``,
-    ``lifetime``) started. One transaction under one lock for every replica, so the
-    limits are exact however a burst is spread."""
+    token (counted), a right one without a name, or the session ``check`` returns
+    (``key_hash``, ``reviewer``, ``operator``, ``csrf``, ``lifetime``) started. One
+    transaction under one lock for every replica, so the limits are exact however a
+    burst is spread."""
     params = limits.params(client)
     async with conn.transaction():
         await QUERIES.review_sign_in_lock.run(conn, {})
@@ -302,11 +309,14 @@ async def attempt_sign_in(
         waiting = held(state)
         if waiting is not None:
             return waiting
-        if not token_valid():
+        checked = check()
+        if isinstance(checked, WrongToken):
             await QUERIES.record_sign_in_failure.run(conn, params)
-            return WrongToken()
+            return checked
+        if isinstance(checked, NameRequired):
+            return checked
         stored = await QUERIES.start_review_session.one(
-            conn, {**session, "client": client, "known_for": params["known_for"]}
+            conn, {**checked, "client": client, "known_for": params["known_for"]}
         )
         assert stored is not None
         return stored

@@ -1043,10 +1043,12 @@ class SignInState(NamedTuple):
 
 
 class NewSession(TypedDict):
-    """A session to start: its cookie key's hash, its reviewer, CSRF token and lifetime."""
+    """A session to start: its cookie key's hash, its person, whether they are an operator,
+    its CSRF token and lifetime."""
 
     key_hash: bytes
     reviewer: str
+    operator: bool
     csrf: str
     lifetime: dt.timedelta
 
@@ -1064,6 +1066,7 @@ class StoredSession(NamedTuple):
     """A live review session."""
 
     reviewer: str
+    operator: bool
     csrf: str
     expires_at: dt.datetime
 
@@ -1465,6 +1468,17 @@ class OperatorDocument(NamedTuple):
     in_flight: bool  # a sender holds a live claim
     parts_sent: int  # parts that may have reached the person (sent, sending, unknown)
     parts: int  # parts in the ledger (0 before the first claim)
+
+
+class ResendWindow(ByDocument):
+    window: dt.timedelta
+
+
+class RecentResends(NamedTuple):
+    """A document's resends within the cap's window (``recent_resends``)."""
+
+    resends: int
+    oldest: dt.datetime | None
 
 
 class ActionRecorded(NamedTuple):

@@ -37,7 +37,7 @@ from delivery_pipeline.dagster_defs.resources import (
 )
 from delivery_pipeline.dagster_defs.schedules import build_schedules
 from delivery_pipeline.delivery.sweep import sweep_sync
-from delivery_pipeline.settings import Settings
+from delivery_pipeline.settings import OpsSettings, ReviewSettings, ServiceSettings, Settings
 from delivery_pipeline.testing.sandbox import WebhookReceiver
 from delivery_pipeline_tests.support import ops
 from delivery_pipeline_tests.support.dagster_support import resources_for
@@ -67,7 +67,7 @@ def instance():
 def resources(database_url, ops_url, settings=DEFAULTS):
     return {
         **resources_for(database_url, settings=settings),
-        "ops_channel": OpsChannelResource(webhook_url=ops_url),
+        "ops_channel": OpsChannelResource(OpsSettings(webhook_url=ops_url)),
     }
 
 
@@ -385,7 +385,9 @@ def test_dagster_alerts_when_the_webhook_service_is_unreachable(
             jobs=[delivery_checks],
             resources={
                 **resources(database_url, ops_url(sandbox)),
-                "delivery_service": DeliveryServiceResource(service_url=service_url),
+                "delivery_service": DeliveryServiceResource(
+                    ServiceSettings(service_url=service_url)
+                ),
             },
         )
         [evaluation] = run_checks(defs, instance).values()
@@ -412,8 +414,10 @@ def test_dagster_alerts_when_the_webhook_service_is_unreachable(
 def review_resources(database_url, ops_url_, reviewers_url):
     return {
         **resources(database_url, ops_url_),
-        "review": ReviewResource(webhook_url=reviewers_url),
-        "delivery_service": DeliveryServiceResource(service_url="http://127.0.0.1:8766"),
+        "review": ReviewResource(ReviewSettings(webhook_url=reviewers_url)),
+        "delivery_service": DeliveryServiceResource(
+            ServiceSettings(service_url="http://127.0.0.1:8766")
+        ),
     }
 
 

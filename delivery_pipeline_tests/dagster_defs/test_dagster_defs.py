@@ -10,6 +10,7 @@ import subprocess
 import sys
 import uuid
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 import pytest
@@ -26,6 +27,7 @@ from dagster import (
     build_sensor_context,
     materialize,
 )
+from dagster._config import ConfigTypeKind
 
 from delivery_pipeline.dagster_defs.assets import delivery_backlog
 from delivery_pipeline.dagster_defs.jobs import (
@@ -48,7 +50,7 @@ from delivery_pipeline.dagster_defs.schedules import build_schedules
 from delivery_pipeline.dagster_defs.sensors import build_sensors
 from delivery_pipeline.delivery.chunking import delivery_messages
 from delivery_pipeline.model import WAITING_STATE_OWNERS, AbandonReason
-from delivery_pipeline.settings import Settings
+from delivery_pipeline.settings import GenerationSettings, Settings, WhatsAppSettings
 from delivery_pipeline.store.queries import QUERIES
 from delivery_pipeline_tests.support.dagster_support import add_run, execute, resources_for
 from delivery_pipeline_tests.support.data import (
@@ -147,6 +149,36 @@ def test_dg_check_defs_passes_and_catches_bad_settings(tmp_path):
 
 
 @pytest.mark.filterwarnings("ignore::dagster.BetaWarning")
+def _reads_a_variable(config_type: Any, path: str = "") -> list[str]:
+    """Where a run config schema takes ``{"env": NAME}`` (Dagster's *Source types)."""
+    kind = config_type.kind
+    if kind == ConfigTypeKind.SCALAR_UNION or "Source" in config_type.key:
+        return [path]
+    if ConfigTypeKind.has_fields(kind):
+        return [
+            found
+            for name, field in config_type.fields.items()
+            for found in _reads_a_variable(field.config_type, f"{path}.{name}")
+        ]
+    if kind in (ConfigTypeKind.ARRAY, ConfigTypeKind.NONEABLE, ConfigTypeKind.MAP):
+        return _reads_a_variable(config_type.inner_type, f"{path}[]")
+    return []
+
+
+def test_no_run_config_reads_a_variable_or_configures_a_resource() -> None:
+    """What the launchpad offers: no resource config (endpoints, secrets, thresholds are
+    the processes' environment), and no field that reads a variable of the run."""
+    from delivery_pipeline.dagster_defs.definitions import build_definitions
+
+    repository = build_definitions(Settings()).get_repository_def()
+    for job in repository.get_all_jobs():
+        schema = job.run_config_schema.config_type
+        assert _reads_a_variable(schema) == [], job.name
+        resources = schema.fields["resources"].config_type.fields
+        for name, resource in resources.items():
+            assert resource.config_type.fields["config"].config_type.fields == {}, (job, name)
+
+
 @pytest.mark.parametrize(
     ("setting", "executor"),
     [("multiprocess", "multiprocess_sweepers"), ("docker", "docker_sweepers"),
@@ -229,10 +261,11 @@ def test_generator_resource_has_no_access_to_messaging_credentials(monkeypatch):
     for key, value in MESSAGING_SECRETS.items():
         monkeypatch.setenv(key, value)
     monkeypatch.setenv("OPENAI_API_KEY", "sk-generator")
-    resources = build_resources(Settings.from_env())
+    settings = Settings.from_env()
+    generator = GeneratorResource(settings.generation)
 
-    # by construction: no field that could carry one
-    assert set(GeneratorResource.model_fields) == {
+    # by construction: the generation section has no field that could carry one
+    assert set(GenerationSettings.model_fields) == {
         "backend",
         "openai_base_url",
         "openai_model",
@@ -247,16 +280,14 @@ def test_generator_resource_has_no_access_to_messaging_credentials(monkeypatch):
         "misconfigured_pause_seconds",
         "sensor_seconds",
     }
-    # the configured resource and what it builds hold none of the values
-    generator_resource = resources["generator"]
-    for text in (
-        repr(generator_resource),
-        repr(generator_resource.section()),
-        repr(vars(generator_resource.build())),
-    ):
+    # the resource and what it builds hold none of the values
+    for text in (repr(generator), repr(vars(generator.build()))):
         assert not any(secret in text for secret in MESSAGING_SECRETS.values()), text
-    # ...while the delivery resource does get them
-    assert "WHATSAPP_ACCESS_TOKEN" in repr(resources["cloud_api"])
+    # ...while the delivery resource gets the token it sends with, and no webhook secret
+    resources = build_resources(settings)
+    cloud_api = resources["cloud_api"].resource_fn(None)
+    assert cloud_api.settings.access_token.get_secret_value() == "EAAG-real-looking-token"
+    assert cloud_api.settings.app_secret is None and cloud_api.settings.verify_token is None
     # and a generation run is not given the Cloud API resource at all
     from delivery_pipeline.dagster_defs.definitions import defs
 
@@ -538,7 +569,9 @@ def test_generation_job_fails_visibly_when_the_generator_is_misconfigured(
         resources = {
             **resources_for(database_url),
             "generator": GeneratorResource(
-                backend="openai", openai_base_url=fake.url, openai_api_key="sk-wrong"
+                GenerationSettings(
+                    backend="openai", openai_base_url=fake.url, openai_api_key="sk-wrong"
+                )
             ),
         }
         result = execute(
@@ -835,7 +868,11 @@ def test_deploy_run_launcher_gets_past_its_environment(
     variable DELIVERY_DATA_DIR, but it was not set" for the first unset name)."""
     import docker.errors
 
-    from delivery_pipeline.dagster_defs.launcher import STORAGE_VARIABLES, setting_variables
+    from delivery_pipeline.dagster_defs.launcher import (
+        STORAGE_VARIABLES,
+        setting_variables,
+        withheld,
+    )
 
     example = _env_file(REPO / "deploy" / "delivery.env.example")
     daemon_env = {k: v for k, v in example.items() if v} if env_file == "minimal" else example
@@ -853,16 +890,23 @@ def test_deploy_run_launcher_gets_past_its_environment(
         stopped, environment = _launch(instance)
     assert "Tried to load environment variable" not in str(stopped)
     assert isinstance(stopped, docker.errors.DockerException), repr(stopped)
-    # the run gets every value the deployment set, and no name it left unset or empty
-    settings_set = {k for k, v in daemon_env.items() if v and k in setting_variables()}
+    # the run gets every value the deployment set but the secrets no run reads, and no
+    # name it left unset or empty
+    settings_set = {
+        k for k, v in daemon_env.items() if v and k in setting_variables() and not withheld(k, v)
+    }
     assert set(environment) == settings_set | set(_deploy_storage_env(libpq))
     assert environment["DATABASE_URL"] == example["DATABASE_URL"]
     assert environment["WHATSAPP_ACCESS_TOKEN"] == example["WHATSAPP_ACCESS_TOKEN"]
     assert "DELIVERY_DATA_DIR" not in environment
+    for service_only in ("WHATSAPP_APP_SECRET", "WHATSAPP_VERIFY_TOKEN"):
+        assert example[service_only] and service_only not in environment, service_only
 
 
 def test_cloud_api_resource_settings_use_its_endpoint():
-    cloud_api = CloudApiResource(api_base_url="http://127.0.0.1:1/", access_token="tok")
-    settings = engine_settings(AppDatabase(), cloud_api, DeliveryResource()).whatsapp
+    whatsapp = WhatsAppSettings(api_base_url="http://127.0.0.1:1/", access_token="tok")
+    settings = engine_settings(
+        AppDatabase(), CloudApiResource(whatsapp), DeliveryResource()
+    ).whatsapp
     assert settings.api_base_url == "http://127.0.0.1:1"
     assert settings.access_token.get_secret_value() == "tok"

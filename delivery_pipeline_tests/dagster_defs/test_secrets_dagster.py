@@ -11,6 +11,7 @@ so a field nobody thought of is read too.
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import shutil
@@ -22,6 +23,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote, urlsplit
 
 import httpx
 import psycopg
@@ -31,9 +33,12 @@ import yaml
 from delivery_pipeline.cli.children import prepare_dagster_home
 from delivery_pipeline.settings import Settings
 from delivery_pipeline.store.db import connect, ensure_database, with_database
+from delivery_pipeline.store.queries import QUERIES
 from delivery_pipeline.supervisor import Child
 from delivery_pipeline.testing.sandbox import REPO_ROOT, WebhookReceiver, free_port
 from delivery_pipeline.watch.alerts import Alert, AlertChannel, AlertSeverity, record_once
+from delivery_pipeline_tests.support.data import add_person
+from delivery_pipeline_tests.support.fake_http import Answer, FakeHttpServer, chat_completion
 from delivery_pipeline_tests.support.graphql_walk import INTROSPECTION, Walker
 from delivery_pipeline_tests.support.secret_values import (
     SECRET_VARIABLES,
@@ -65,6 +70,8 @@ class Dagster:
     webserver: Child
     daemon: Child
     hooks: WebhookReceiver
+    generator: FakeHttpServer
+    app_db_url: str
 
     def ask(self, query: str, variables: dict[str, Any] | None = None) -> dict[str, Any]:
         """The whole answer, errors included (an error's text may leak as well)."""
@@ -95,7 +102,12 @@ def dagster(pg_admin_url: str, template_database: str) -> Iterator[Dagster]:
     suffix = uuid.uuid4().hex[:10]
     app_db, dagster_db = f"dp_secret_{suffix}", f"dp_secret_dagster_{suffix}"
     root = Path(tempfile.mkdtemp(prefix="dp-secrets-"))
-    with role_with_password(pg_admin_url) as role, WebhookReceiver() as hooks:
+    generator_answers = Answer(200, chat_completion("A plan, from the generator."))
+    with (
+        role_with_password(pg_admin_url) as role,
+        WebhookReceiver() as hooks,
+        FakeHttpServer(generator_answers) as generator,
+    ):
         ensure_database(pg_admin_url, app_db, template=template_database)
         ensure_database(pg_admin_url, dagster_db)
         # Alerts waiting for both channels: the alert sensor posts them (to nowhere) and
@@ -110,6 +122,7 @@ def dagster(pg_admin_url: str, template_database: str) -> Iterator[Dagster]:
             url_as(pg_admin_url, app_db, role),
             url_as(pg_admin_url, dagster_db, role, scheme="postgresql+psycopg2"),
             hooks.url,
+            generator.url.removeprefix("http://"),
         )
         env = {
             **_clean_environment(),
@@ -120,6 +133,8 @@ def dagster(pg_admin_url: str, template_database: str) -> Iterator[Dagster]:
             "PYTHONUNBUFFERED": "1",
             "DAGSTER_HOME": str(prepare_dagster_home(root / "home")),
             "DELIVERY_QUIET_HOURS": "off",
+            # generation asks the listener above, with OPENAI_API_KEY and nothing else
+            "GENERATION_BACKEND": "openai",
         }
         port = free_port()
         url = f"http://127.0.0.1:{port}"
@@ -138,7 +153,16 @@ def dagster(pg_admin_url: str, template_database: str) -> Iterator[Dagster]:
             None,
             root / "daemon.log",
         )
-        deployment = Dagster(url, env, needles(secrets, role), webserver, daemon, hooks)
+        deployment = Dagster(
+            url,
+            env,
+            needles(secrets, role),
+            webserver,
+            daemon,
+            hooks,
+            generator,
+            secrets["DATABASE_URL"],
+        )
         try:
             webserver.start(REPO_ROOT, stream=False)
             daemon.start(REPO_ROOT, stream=False)
@@ -183,7 +207,7 @@ def test_the_dagster_ui_shows_no_secret(dagster: Dagster) -> None:
     for sensor in ("ops_check_alerts", "delivery_heartbeat", "record_delivery_events"):
         _wait_for_tick(dagster, sensor)
     posted = dagster.hooks.wait_for(lambda got: len(got) >= 2, timeout=60)
-    assert {hook.path.split("/")[-2] for hook in posted} == {"B0", "B1"}, posted
+    assert {hook.path.split("/")[-2] for hook in posted} >= {"B0", "B1"}, posted
     walker = Walker(
         dagster.ask(INTROSPECTION)["data"],
         # the asset graph's neighbours and a job's every op: the same nodes again, deeper
@@ -218,10 +242,15 @@ def test_the_dagster_ui_shows_no_secret(dagster: Dagster) -> None:
         "ResourceDetailsListOrError",
         f"(repositorySelector: {repo})",
     )
-    # The test reads the resources' configuration: each secret shows as its variable.
+    # The test reads the resources: no config field, and each secret in force as "(set)".
+    listed = answers["resources"]["data"]["allTopLevelResourceDetailsOrError"]
+    listed = listed["ResourceDetailsList__results"]
+    assert len(listed) >= 9, listed
+    for resource in listed:
+        assert resource["configFields"] == [] and resource["configuredValues"] == [], resource
     resources_text = json.dumps(answers["resources"])
-    for shown in ("DATABASE_URL", "WHATSAPP_ACCESS_TOKEN", "OPS_WEBHOOK_URL", "REVIEW_TOKEN"):
-        assert shown in resources_text, shown
+    for shown in ("DATABASE_URL", "WHATSAPP_ACCESS_TOKEN", "OPS_WEBHOOK_URL", "OPENAI_API_KEY"):
+        assert f"`{shown}`: (set)" in resources_text, shown
     answers["env vars"] = everything(
         "utilizedEnvVarsOrError", "EnvVarWithConsumersOrError", f"(repositorySelector: {repo})"
     )
@@ -252,7 +281,9 @@ def test_the_dagster_ui_shows_no_secret(dagster: Dagster) -> None:
         answers[f"{job}: resources"] = everything(
             "resourcesOrError", "ResourcesOrError", f"(pipelineSelector: {selector})"
         )
-    assert "DATABASE_URL" in defaults["deliver_documents"], defaults["deliver_documents"]
+    # the launchpad offers no resource to configure, so no variable to pick
+    for job, default in defaults.items():
+        assert not (yaml.safe_load(default) or {}).get("resources"), (job, default)
     answers["sensors"] = everything(
         "sensorsOrError", "SensorsOrError", f"(repositorySelector: {repo})"
     )
@@ -357,3 +388,129 @@ def _captured_logs(dagster: Dagster, run_id: str) -> list[Any]:
     # the run's output was read (Dagster's own lines at least)
     assert any((c["data"]["capturedLogs"] or {}).get("stderr") for c in captured[1:]), captured
     return captured
+
+
+# ── what a launchpad user may tell a run ────────────────────────────────
+
+
+def _launch_answer(dagster: Dagster, job: str, run_config: dict[str, Any]) -> dict[str, Any]:
+    """What the webserver answers a launch of ``job`` with ``run_config`` (the launchpad's
+    own mutation)."""
+    answer = dagster.ask(
+        """mutation($p: ExecutionParams!) { launchRun(executionParams: $p) {
+             __typename ... on LaunchRunSuccess { run { runId } }
+             ... on PythonError { message }
+             ... on RunConfigValidationInvalid { errors { message } }
+           } }""",
+        {"p": {"selector": {**_repository(), "jobName": job}, "runConfigData": run_config}},
+    )
+    launched: dict[str, Any] = answer["data"]["launchRun"]
+    return launched
+
+
+def _run_count(dagster: Dagster) -> int:
+    runs = dagster.ask("{ runsOrError { ... on Runs { count } } }")["data"]["runsOrError"]
+    return int(runs["count"])
+
+
+def test_the_launchpad_refuses_endpoints_secrets_and_variables(dagster: Dagster) -> None:
+    """The review's attack (a generation run with the generator's URL pointed at a
+    listener and its key read from REVIEW_TOKEN) and its cousins are refused when the
+    config is validated: no run starts, the listener hears nothing."""
+    listener = "http://127.0.0.1:9/v1"
+    review_token = {"env": "REVIEW_TOKEN"}
+    attempts = {
+        "generator's URL and key": (
+            "generate_documents",
+            {
+                "resources": {
+                    "generator": {
+                        "config": {"openai_base_url": listener, "openai_api_key": review_token}
+                    }
+                }
+            },
+        ),
+        "Cloud API's URL": (
+            "deliver_documents",
+            {"resources": {"cloud_api": {"config": {"api_base_url": listener}}}},
+        ),
+        "database URL": (
+            "refresh_backlog",
+            {"resources": {"app_db": {"config": {"database_url": {"env": "DAGSTER_PG_URL"}}}}},
+        ),
+        "IO manager's directory": (
+            "prune_history",
+            {"resources": {"io_manager": {"config": {"base_dir": review_token}}}},
+        ),
+        "an edited body read from a variable": (
+            "review_document",
+            {
+                "ops": {
+                    "review_document_op": {
+                        "config": {
+                            "document_id": 1,
+                            "decision": "approve",
+                            "body": {"env": "WHATSAPP_ACCESS_TOKEN"},
+                        }
+                    }
+                }
+            },
+        ),
+        "a person read from a variable": (
+            "request_document",
+            {"ops": {"request_document_op": {"config": {"person": {"env": "DATABASE_URL"}}}}},
+        ),
+        "a document id read from a variable": (
+            "generate_documents",
+            {"ops": {"generated_documents": {"config": {"document_id": {"env": "PGPORT"}}}}},
+        ),
+    }
+    runs_before = _run_count(dagster)
+    for what, (job, run_config) in attempts.items():
+        answer = _launch_answer(dagster, job, run_config)
+        assert answer["__typename"] == "RunConfigValidationInvalid", (what, answer)
+        assert answer["errors"], (what, answer)
+        assert not _leaks(dagster, answer), (what, _leaks(dagster, answer))
+    assert _run_count(dagster) == runs_before
+    # what a launch may still say: an op's own plain values
+    answer = _launch_answer(
+        dagster,
+        "generate_documents",
+        {"ops": {"generated_documents": {"config": {"limit": 1}}}},
+    )
+    assert answer["__typename"] == "LaunchRunSuccess", answer
+    assert _wait_for_run(dagster, answer["run"]["runId"]) == "SUCCESS"
+
+
+def test_a_generation_run_sends_the_generator_its_key_and_nothing_else(dagster: Dagster) -> None:
+    """A generate_documents run, its generator a listener on loopback: each request the
+    listener gets carries OPENAI_API_KEY, and no other secret of the deployment (the
+    review token above all) anywhere in its path, headers or body."""
+    with connect(dagster.app_db_url) as conn:
+        person = add_person(conn)
+        conn.execute(
+            QUERIES.insert_pending_document.sql,
+            {"person_id": person["id"], "kind": "plan", "for_date": None},
+        )
+    answer = _launch_answer(dagster, "generate_documents", {})
+    assert answer["__typename"] == "LaunchRunSuccess", answer
+    status = _wait_for_run(dagster, answer["run"]["runId"])
+    assert status == "SUCCESS", (status, _run_events(dagster, answer["run"]["runId"]))
+    asked = [r for r in dagster.generator.requests if r.path.endswith("/chat/completions")]
+    assert asked, dagster.generator.requests
+    # the key, or the gateway's own password when the base URL carries one (as here)
+    userinfo = urlsplit(dagster.env["OPENAI_BASE_URL"]).netloc.rpartition("@")[0]
+    credentials = {
+        f"Bearer {dagster.env['OPENAI_API_KEY']}",
+        f"Basic {base64.b64encode(unquote(userinfo).encode()).decode()}",
+    }
+    for request in asked:
+        assert request.headers["authorization"] in credentials, request.headers
+        heard = json.dumps([request.path, request.headers, request.body.decode(errors="replace")])
+        others = {
+            name: value
+            for name, value in dagster.needles.items()
+            if not name.startswith(("OPENAI_API_KEY", "OPENAI_BASE_URL"))
+        }
+        assert [name for name, value in others.items() if value in heard] == []
+        assert dagster.env["REVIEW_TOKEN"] not in heard

@@ -1,7 +1,9 @@
 """Cancel and resend on the review page in a real browser: Debian's chromium driven by
-Playwright, the webhook service, the sandbox and Postgres real. One document is
-cancelled before anyone sees it; one delivered document is resent and arrives a
-second time, every part; what does not apply is said on the page in one line.
+Playwright, the webhook service, the sandbox and Postgres real. A reviewer sees no
+way to cancel or resend; an operator, signed in with their own token (which says
+their name), does. One document is cancelled before anyone sees it; one delivered
+document is resent and arrives a second time, every part; what does not apply (the
+day's resends used up included) is said on the page in one line.
 
 Never ``playwright install``: the system's chromium (``apt-get install -y chromium``)."""
 
@@ -17,7 +19,8 @@ from delivery_pipeline_tests.support.inbox import texts
 from delivery_pipeline_tests.support.review import awaiting
 from delivery_pipeline_tests.support.waiting import wait_for
 
-REVIEW_TOKEN = "browser-test-operator-token-0123456789"
+REVIEW_TOKEN = "browser-test-reviewer-token-0123456789"
+OPERATOR_TOKEN = "browser-test-operator-token-0123456789"
 CHUNK_LIMIT = 120
 
 pytestmark = [
@@ -36,7 +39,12 @@ def test_an_operator_cancels_one_and_resends_another_from_the_review_page(
     doomed = awaiting(db, "Never: a plan nobody should get.", person_id=person["id"])
 
     with start_service(
-        database_url, sandbox.url, REVIEW_TOKEN=REVIEW_TOKEN, DELIVERY_CHUNK_LIMIT=CHUNK_LIMIT
+        database_url,
+        sandbox.url,
+        REVIEW_TOKEN=REVIEW_TOKEN,
+        OPERATOR_TOKENS=f"Olga={OPERATOR_TOKEN}",
+        DELIVERY_RESENDS_PER_DAY=1,
+        DELIVERY_CHUNK_LIMIT=CHUNK_LIMIT,
     ) as service:
         sent = add_document(db, person["id"], body)["id"]
         wait_for(lambda: document(db, sent)["delivered_at"], what="the first delivery")
@@ -45,9 +53,15 @@ def test_an_operator_cancels_one_and_resends_another_from_the_review_page(
         page = browser.new_page()
         page.goto(f"{service.url}/review")
         page.fill("#name", "Olga")
-        page.fill("#token", REVIEW_TOKEN)
+        page.fill("#token", REVIEW_TOKEN)  # the reviewers' shared token: reviewing only
         page.click("button:has-text('Sign in')")
         assert page.inner_text("h1") == "Awaiting review: 1"
+        assert page.locator("#operate").count() == 0
+        page.click("button:has-text('Sign out')")
+
+        page.fill("#token", OPERATOR_TOKEN)  # her own: the token says who she is
+        page.click("button:has-text('Sign in')")
+        assert page.inner_text("header .meta") == "Signed in as Olga · operator"
 
         page.fill("#operate-document", str(doomed))
         page.fill("#operate-reason", "wrong person")
@@ -74,6 +88,13 @@ def test_an_operator_cancels_one_and_resends_another_from_the_review_page(
         told = page.inner_text(".notice")
         assert told.startswith(f"Not applied: document {sent} was already delivered at ")
         assert f"documents resend {sent}" in told
+
+        page.fill("#operate-document", str(sent))
+        page.click("button:has-text('Resend it')")
+        assert page.inner_text(".notice").startswith(
+            f"Not applied: document {sent} was resent 1 time in the last 24 hours, the most a "
+            "day (DELIVERY_RESENDS_PER_DAY): it can be resent again at "
+        )
 
         page.fill("#operate-document", "999999999")
         page.click("button:has-text('Resend it')")

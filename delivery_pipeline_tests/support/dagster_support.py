@@ -24,6 +24,7 @@ from dagster._core.remote_origin import (
 )
 from dagster._core.storage.dagster_run import DagsterRun
 from dagster._core.types.loadable_target_origin import LoadableTargetOrigin
+from pydantic import SecretStr
 
 from delivery_pipeline.dagster_defs.assets import (
     delivered_documents,
@@ -35,7 +36,12 @@ from delivery_pipeline.dagster_defs.resources import (
     DeliveryServiceResource,
     build_resources,
 )
-from delivery_pipeline.settings import DEV_ACCESS_TOKEN, Settings, WhatsAppSettings
+from delivery_pipeline.settings import (
+    DEV_ACCESS_TOKEN,
+    ServiceSettings,
+    Settings,
+    WhatsAppSettings,
+)
 
 # Nothing listens on the discard port: a resource pointed here reaches nobody.
 NOWHERE = "http://127.0.0.1:9"
@@ -56,14 +62,20 @@ def resources_for(
         database={"database_url": database_url}
     )
     whatsapp = settings.whatsapp.model_dump(exclude=set(WhatsAppSettings.secret_fields()))
+    service = settings.service.model_dump(exclude=set(ServiceSettings.secret_fields()))
     return {
         **build_resources(settings),
         "cloud_api": CloudApiResource(
-            **{**whatsapp, "api_base_url": sandbox_url or NOWHERE},
-            access_token=DEV_ACCESS_TOKEN,
+            WhatsAppSettings(
+                **{**whatsapp, "api_base_url": sandbox_url or NOWHERE},
+                access_token=SecretStr(DEV_ACCESS_TOKEN),
+            )
         ),
         "delivery_service": DeliveryServiceResource(
-            service_url=service_url or NOWHERE, internal_token=internal_token
+            ServiceSettings(
+                **{**service, "service_url": service_url or NOWHERE},
+                internal_token=SecretStr(internal_token) if internal_token else None,
+            )
         ),
     }
 

@@ -29,6 +29,8 @@ SECRET_VARIABLES = (
     "DELIVERY_INTERNAL_TOKEN",
     "OPS_WEBHOOK_URL",
     "REVIEW_TOKEN",
+    "REVIEW_TOKENS",
+    "OPERATOR_TOKENS",
     "REVIEW_WEBHOOK_URL",
     "OPENAI_API_KEY",
     "DATABASE_URL",
@@ -82,10 +84,14 @@ def url_as(admin_url: str, database: str, role: Role, scheme: str = "postgresql"
 
 
 def secret_environment(
-    database_url: str, dagster_pg_url: str, hooks: str = "http://127.0.0.1:9"
+    database_url: str,
+    dagster_pg_url: str,
+    hooks: str = "http://127.0.0.1:9",
+    generator: str = "127.0.0.1:9",
 ) -> dict[str, str]:
     """A value for every secret setting, each with its own marker; the channels' webhooks
-    under ``hooks`` (a sink that takes them; default: nowhere)."""
+    under ``hooks`` (a sink that takes them; default: nowhere), the generator's base URL
+    on ``generator`` (host:port; default: nowhere)."""
     env = {
         "WHATSAPP_ACCESS_TOKEN": "EAAG" + marker("access"),
         "WHATSAPP_APP_SECRET": marker("appsecret"),
@@ -93,11 +99,13 @@ def secret_environment(
         "DELIVERY_INTERNAL_TOKEN": marker("internal"),
         "OPS_WEBHOOK_URL": f"{hooks}/services/T0/B0/{marker('opshook')}",
         "REVIEW_TOKEN": marker("reviewtoken"),
+        "REVIEW_TOKENS": f"Ana={marker('reviewtokens')}",
+        "OPERATOR_TOKENS": f"Olga={marker('operatortokens')}",
         "REVIEW_WEBHOOK_URL": f"{hooks}/services/T0/B1/{marker('reviewhook')}",
         "OPENAI_API_KEY": "sk-" + marker("openai"),
         "DATABASE_URL": database_url,
         "DAGSTER_PG_URL": dagster_pg_url,
-        "OPENAI_BASE_URL": f"http://proxy:{marker('openaiproxy')}@127.0.0.1:9/v1",
+        "OPENAI_BASE_URL": f"http://proxy:{marker('openaiproxy')}@{generator}/v1",
         "DAGSTER_WEBSERVER_URL": f"http://ops:{marker('webserverauth')}@127.0.0.1:9",
         "DELIVERY_API_TOKENS": f"acme={marker('apitoken')}",
         "DELIVERY_API_WEBHOOKS": f"acme={hooks}/events/{marker('apihook')}",

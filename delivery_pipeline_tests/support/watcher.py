@@ -27,7 +27,7 @@ from delivery_pipeline.dagster_defs.assets import (
 )
 from delivery_pipeline.dagster_defs.jobs import refresh_backlog
 from delivery_pipeline.dagster_defs.resources import OpsChannelResource
-from delivery_pipeline.settings import Settings
+from delivery_pipeline.settings import OpsSettings, Settings
 from delivery_pipeline.testing.sandbox import SandboxProcess
 from delivery_pipeline_tests.support.dagster_support import resources_for
 
@@ -60,7 +60,7 @@ class Watcher:
                 service_url=self.service_url,
                 settings=self.settings,
             ),
-            "ops_channel": OpsChannelResource(webhook_url=self.ops_url),
+            "ops_channel": OpsChannelResource(OpsSettings(webhook_url=self.ops_url)),
         }
 
     def definitions(self) -> Definitions:

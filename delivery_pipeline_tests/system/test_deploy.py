@@ -167,16 +167,21 @@ def test_container_file_copies_what_exists():
 
 def test_run_containers_get_the_settings_the_deployment_set() -> None:
     """The production run launcher forwards, by name, every setting set in the daemon's
-    environment and not empty (empty is the default), and the storage's variables
-    that are set; nothing unset, so a minimal environment file launches runs
-    (``test_deploy_run_launcher_gets_past_its_environment`` launches one)."""
+    environment and not empty (empty is the default) but the secrets no run reads, and
+    the storage's variables that are set; nothing unset, so a minimal environment file
+    launches runs (``test_deploy_run_launcher_gets_past_its_environment`` launches one)."""
     config = yaml.safe_load((REPO / "deploy" / "dagster.yaml").read_text())
     assert config["run_launcher"]["class"] == "SettingsDockerRunLauncher"
     assert not config["run_launcher"]["config"].get("env_vars")
     environ = {
         "DATABASE_URL": "postgresql://delivery@db/delivery",
         "WHATSAPP_ACCESS_TOKEN": "token",
+        "WHATSAPP_APP_SECRET": "the service's: no run checks a signature",
+        "REVIEW_TOKEN": "the review page's: no run signs anyone in",
+        "OPS_WEBHOOK_URL": "https://hooks.example/the-sensors-post-alerts",
+        "DAGSTER_WEBSERVER_URL": "https://ops:a-password@dagster.example",  # the service's
         "GENERATOR_BACKEND": "openai",  # an older name still read
+        "OPENAI_BASE_URL": "https://gw:a-key@llm.example/v1",  # a secret a run reads
         "DELIVERY_SWEEPERS": "",  # empty: the default, in the run too
         "SANDBOX_LATENCY_MS": "5",  # the sandbox's: no run reads it
         "DAGSTER_PG_HOST": "",  # empty on purpose: a Unix socket (PGHOST)
@@ -187,12 +192,30 @@ def test_run_containers_get_the_settings_the_deployment_set() -> None:
         "EXTRA=1",
         "DATABASE_URL",
         "WHATSAPP_ACCESS_TOKEN",
+        "OPENAI_BASE_URL",
         "GENERATOR_BACKEND",
         "DAGSTER_PG_HOST",
         "PGHOST",
     ]
+    # Every setting set: the secrets a run reads, and every setting that is no secret.
     every = {name: "x" for name in Settings.env_names()}
-    assert set(forwarded(every)) == {n for n in every if not n.startswith("SANDBOX_")}
+    runs_get = set(forwarded(every))
+    assert runs_get == {
+        n for n in every if not n.startswith("SANDBOX_") and n not in Settings.secret_env_names()
+    } | {"DATABASE_URL", "WHATSAPP_ACCESS_TOKEN", "OPENAI_API_KEY", "DELIVERY_INTERNAL_TOKEN"}
+    for secret in (
+        "WHATSAPP_APP_SECRET",
+        "WHATSAPP_VERIFY_TOKEN",
+        "REVIEW_TOKEN",
+        "REVIEW_TOKENS",
+        "OPERATOR_TOKENS",
+        "OPS_WEBHOOK_URL",
+        "REVIEW_WEBHOOK_URL",
+        "DELIVERY_API_TOKENS",
+        "DELIVERY_API_WEBHOOKS",
+        "DELIVERY_API_WEBHOOK_SECRETS",
+    ):
+        assert secret not in runs_get, secret
 
 
 @pytest.mark.slow

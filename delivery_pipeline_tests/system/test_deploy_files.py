@@ -444,3 +444,24 @@ def test_helm_values_say_what_deploy_dagster_yaml_says() -> None:
         instance["compute_logs"]["config"]["base_dir"],
         instance["local_artifact_storage"]["config"]["base_dir"],
     }
+
+
+def test_helm_values_give_dagster_no_secret_only_the_webhook_service_reads() -> None:
+    """Dagster's pods (the code location, every run and step) get their own Secret, made
+    by the grep the values' header shows: the environment file without the secrets no
+    Dagster process reads. The grep names exactly those."""
+    from delivery_pipeline.dagster_defs.launcher import webhook_service_only
+
+    text = (DEPLOY / "helm" / "values.yaml").read_text()
+    [pattern] = re.findall(r"grep -vE '\^\(([A-Z_|]+)\)='", text)
+    assert set(pattern.split("|")) == webhook_service_only()
+    values = _values()
+    code = values["dagster-user-deployments"]["deployments"][0]["envSecrets"]
+    runs = values["runLauncher"]["config"]["k8sRunLauncher"]["envSecrets"]
+    assert code == runs == [{"name": "delivery-dagster-env"}]
+    example = {
+        line.split("=", 1)[0]
+        for line in (DEPLOY / "delivery.env.example").read_text().splitlines()
+        if "=" in line and not line.startswith("#")
+    }
+    assert webhook_service_only() <= example, "each is a line the grep removes"

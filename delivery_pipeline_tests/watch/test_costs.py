@@ -15,7 +15,7 @@ from psycopg.types.json import Jsonb
 from delivery_pipeline.dagster_defs.assets import build_report_asset
 from delivery_pipeline.dagster_defs.resources import AppDatabase, DeliveryResource
 from delivery_pipeline.delivery.sweep import run_sweep
-from delivery_pipeline.settings import Settings
+from delivery_pipeline.settings import DatabaseSettings, DeliverySettings, Settings
 from delivery_pipeline.store.queries import QUERIES
 from delivery_pipeline.testing.service import APP_SECRET, start_service
 from delivery_pipeline.watch.costs import (
@@ -139,8 +139,8 @@ def test_the_asset_plots_the_costs_per_day(db, seeded_day, tmp_path, database_ur
             partition_key=DAY.isoformat(),
             instance=instance,
             resources={
-                "app_db": AppDatabase(database_url=database_url),
-                "delivery": DeliveryResource(rate_table=str(table)),
+                "app_db": AppDatabase(DatabaseSettings(database_url=database_url)),
+                "delivery": DeliveryResource(DeliverySettings(rate_table=str(table))),
             },
         )
     assert result.success

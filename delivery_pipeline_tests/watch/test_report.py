@@ -10,7 +10,7 @@ from dagster import DagsterInstance, build_schedule_context, materialize
 from delivery_pipeline.dagster_defs.assets import build_report_asset
 from delivery_pipeline.dagster_defs.resources import AppDatabase, DeliveryResource
 from delivery_pipeline.dagster_defs.schedules import build_schedules
-from delivery_pipeline.settings import Settings
+from delivery_pipeline.settings import DatabaseSettings, Settings
 from delivery_pipeline.watch.report import delivery_report as build_report
 from delivery_pipeline_tests.support.data import add_person
 from delivery_pipeline_tests.support.ops import add_status
@@ -169,7 +169,7 @@ def test_report_asset_shows_the_numbers_as_metadata(day_of_data, database_url):
             partition_key=DAY.isoformat(),
             instance=instance,
             resources={
-                "app_db": AppDatabase(database_url=database_url),
+                "app_db": AppDatabase(DatabaseSettings(database_url=database_url)),
                 "delivery": DeliveryResource(),
             },
         )

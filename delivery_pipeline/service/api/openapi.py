@@ -41,7 +41,8 @@ ERRORS = {
     "401": "no token, or not a valid one",
     "404": "no such document or person for this application",
     "409": "a conflict: an idempotency key used for another request, an action the "
-    "document's state refuses, a person's identifiers that disagree",
+    "document's state refuses (a resend over DELIVERY_RESENDS_PER_DAY: `Retry-After` says "
+    "when the next may go), a person's identifiers that disagree",
     "413": "the body is over DELIVERY_API_MAX_BODY_BYTES",
     "415": "the body is not JSON",
     "422": "a field's value is not acceptable: `field` names it",

@@ -16,6 +16,7 @@ does is the store's (``store/handover.py``, ``store/application_people.py``,
 
 from __future__ import annotations
 
+import datetime as dt
 import hashlib
 import json
 import logging
@@ -45,7 +46,7 @@ from delivery_pipeline.store.application_people import PersonConflict, PersonRef
 from delivery_pipeline.store.db import database_unavailable
 from delivery_pipeline.store.handover import HandOver, IdempotencyConflict, hand_over
 from delivery_pipeline.store.intake import InputError
-from delivery_pipeline.store.operator import NotApplicable, UnknownDocument
+from delivery_pipeline.store.operator import NotApplicable, ResendLimitReached, UnknownDocument
 from delivery_pipeline.text import unstorable
 from delivery_pipeline.watch.rates import RateTable
 
@@ -390,17 +391,22 @@ def _action(action: OperatorAction) -> Handler:
     async def act(request: Request, caller: Caller, service: Service, api: ApiState) -> Response:
         document_id = _document_id(request)
         said = parsed(schemas.ActionRequest, await json_body(request, api, required=False))
-        lease = api.settings.delivery.lease
+        delivery = api.settings.delivery
         try:
             async with service.pool.connection() as conn:
                 taken = await application_documents.act(
-                    conn, caller.application, action, document_id, said.reason, lease
+                    conn, caller.application, action, document_id, said.reason, delivery
                 )
                 record = await application_documents.read(
-                    conn, caller.application, document_id, lease
+                    conn, caller.application, document_id, delivery.lease
                 )
         except UnknownDocument:
             raise ApiProblem(404, "not-found", f"no document {document_id}", field="id") from None
+        except ResendLimitReached as exc:
+            wait = (exc.retry_at - dt.datetime.now(dt.UTC)).total_seconds()
+            raise ApiProblem(
+                409, "resend-limit", str(exc), headers={"Retry-After": retry_after(wait)}
+            ) from None
         except NotApplicable as exc:
             raise ApiProblem(409, "not-applicable", str(exc)) from None
         except InputError as exc:

@@ -15,10 +15,10 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from delivery_pipeline.model import EventType, Kind, Locale, Priority
+from delivery_pipeline.store.intake import BODY_MAX_CHARACTERS
 
 MAX_ID = 2**63 - 1
 KEY_MAX = 200
-BODY_MAX_CHARACTERS = 65_536
 REASON_MAX = 1000
 E164_PATTERN = r"^\+[1-9][0-9]{6,14}$"
 BSUID_PATTERN = r"^[A-Z]{2}\.[A-Za-z0-9]{1,128}$"
