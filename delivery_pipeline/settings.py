@@ -573,8 +573,10 @@ class DeliverySettings(Section):
         900,
         gt=0,
         description=(
-            "a template a send refused is avoided this long, fleet-wide, unless a lifecycle "
-            "webhook approves it sooner; held knocks look again at least this often"
+            "a template one of our sends found refused (a template-scoped error) is avoided "
+            "this long, fleet-wide, then tried again, unless a lifecycle webhook approves it "
+            "sooner; a send that named it, a held knock and a document bound to a number not "
+            "configured here look again at least this often"
         ),
     )
     knock_param_max: int = Field(

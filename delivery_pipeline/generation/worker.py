@@ -42,6 +42,12 @@ from delivery_pipeline.text import storable, unstorable
 
 log = logging.getLogger(__name__)
 
+# What delivers a document the service was not poked about (logged with the reason).
+UNPOKED = (
+    "a listening webhook service takes it on its ready notification, else the "
+    "delivery_heartbeat sensor's next sweep"
+)
+
 
 @dataclass(frozen=True)
 class SweepPoke:
@@ -59,9 +65,9 @@ class SweepPoke:
         """True when the service accepted; any failure is logged and returns False."""
         if not self.internal_token:
             log.info(
-                "document %s: no DELIVERY_INTERNAL_TOKEN, not poking; the heartbeat "
-                "will deliver it",
+                "document %s: no DELIVERY_INTERNAL_TOKEN, not poking; %s",
                 document_id,
+                UNPOKED,
             )
             return False
         url = f"{self.service_url.rstrip('/')}/internal/sweep"
@@ -74,18 +80,20 @@ class SweepPoke:
             )
         except httpx.HTTPError as exc:
             log.warning(
-                "document %s: poking %s failed (%r); the heartbeat will deliver it",
+                "document %s: poking %s failed (%r); %s",
                 document_id,
                 without_password(url),
                 exc,
+                UNPOKED,
             )
             return False
         if not response.is_success:
             log.warning(
-                "document %s: %s answered %s; the heartbeat will deliver it",
+                "document %s: %s answered %s; %s",
                 document_id,
                 without_password(url),
                 response.status_code,
+                UNPOKED,
             )
             return False
         return True

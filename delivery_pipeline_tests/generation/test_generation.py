@@ -154,7 +154,7 @@ def test_a_failed_poke_is_logged_never_raised(db, database_url, failure, caplog)
     assert result.succeeded == 1 and result.poked == 0
     assert result.poke_failed == 1
     assert document(db, doc["id"])["status"] == "succeeded"
-    assert "heartbeat will deliver" in caplog.text
+    assert "ready notification, else the delivery_heartbeat sensor's next sweep" in caplog.text
     if failure == "no token":
         assert service.requests == []
 

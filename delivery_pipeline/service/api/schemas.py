@@ -84,7 +84,7 @@ class NewDocument(Request):
     day: dt.date | None = Field(
         None,
         description="the day it is for (a daily_brief without one: the person's today); "
-        "documents for different days never replace each other",
+        "replacing goes by replace_key alone, whatever the day",
     )
     priority: Priority = Field(
         Priority.NORMAL,
@@ -97,8 +97,8 @@ class NewDocument(Request):
         min_length=1,
         max_length=KEY_MAX,
         description="a newer document for the same person under the same replace_key "
-        "replaces this one if no part of it was sent yet; without one, a document is "
-        "never replaced",
+        "replaces this one (whatever its kind or day) if no part of it was sent yet; "
+        "without one, a document is never replaced and replaces nothing",
     )
     metadata: dict[str, Any] = Field(
         default_factory=dict,
