@@ -1,6 +1,6 @@
-"""What the documents table's fillfactor (sql/034) saves: the same sweep on two
+"""What the documents table's fillfactor (sql/migrations/034) saves: the same sweep on two
 databases of one embedded server, one with ``documents`` packed full (fillfactor
-100, as before sql/034) and one as migrated (70), in alternating pairs.
+100, as before sql/migrations/034) and one as migrated (70), in alternating pairs.
 
 A claim and a finish each update a document row. On a full page the new
 version goes to another page, so every index on the table gets an entry for it
@@ -43,7 +43,10 @@ from delivery_pipeline.testing.sandbox import start_sandbox
 CONCURRENCY = 32
 LATENCY_MS = 150.0
 LIMIT = 1000  # not binding: 32 in flight at 150 ms is 213 msg/s
-FILLFACTORS = {"packed (100, before sql/034)": 100, "as migrated (70, sql/034)": 70}
+FILLFACTORS = {
+    "packed (100, before sql/migrations/034)": 100,
+    "as migrated (70, sql/migrations/034)": 70,
+}
 
 
 def _updates(url: str) -> tuple[int, int]:

@@ -4,7 +4,7 @@ versus 1M delivered documents + 100k documents awaiting a knock reply (the
 morning when most subscribers have not written since yesterday), the
 1,000-awaiting case in which a naive guard (one that joins people per row) cost ~2 ms,
 and the largest case plus 100k documents awaiting a reviewer (outside the queue
-index like the awaiting-reply ones, sql/010).
+index like the awaiting-reply ones, sql/migrations/010).
 
 Data is bulk-loaded set-based (INSERT … SELECT generate_series), then
 VACUUM ANALYZE. Each case: warm-up, then many timed executions of the guard

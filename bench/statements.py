@@ -163,9 +163,9 @@ def measure(
 
 # Statements no named query runs: run by a trigger, a function or Postgres itself.
 _INTERNAL = {
-    "insert into delivery_events": "trigger record_delivery_event (the outbox, sql/008)",
+    "insert into delivery_events": "trigger record_delivery_event (the outbox, sql/migrations/008)",
     'select ? from only "public"': "foreign-key check (Postgres's own trigger)",
-    "select exists ( select ? from documents n": "function superseded (sql/025)",
+    "select exists ( select ? from documents n": "function superseded (sql/migrations/025)",
     "select count(*) as n from documents d join people": "(this benchmark's progress query)",
     "select count(*) as n from delivery_chunks": "(this benchmark's final count)",
 }

@@ -81,7 +81,7 @@ def main() -> None:
                 for i in range(1, args.updates + 1)
             ]
             if state == "delivered":
-                # As the platform sends it (PMP): the pricing is kept per message (sql/023).
+                # As the platform sends it (PMP): pricing kept per message (sql/migrations/023).
                 for item in items:
                     item["pricing"] = PRICING
             bodies = [

@@ -119,7 +119,7 @@ WAITING_STATE_OWNERS: dict[DocumentState, str] = {
 
 
 class OperatorAction(enum.StrEnum):
-    """What an operator did to a document (``document_actions.action``, sql/025)."""
+    """What an operator did to a document (``document_actions.action``, sql/migrations/025)."""
 
     CANCEL = "cancel"
     RESEND = "resend"
@@ -136,7 +136,7 @@ class ChunkState(enum.StrEnum):
 
 
 class Priority(enum.StrEnum):
-    """An application's say in its person's turn (``api_documents.priority``, sql/036):
+    """An application's say in its person's turn (``api_documents.priority``, sql/migrations/036):
     high goes with what the person asked for, normal keeps its kind's place, low goes
     after the briefs."""
 
@@ -146,7 +146,7 @@ class Priority(enum.StrEnum):
 
 
 class EventType(enum.StrEnum):
-    """What an application hears at its endpoint (``api_events.type``, sql/036)."""
+    """What an application hears at its endpoint (``api_events.type``, sql/migrations/036)."""
 
     DOCUMENT_DELIVERED = "document.delivered"
     DOCUMENT_READ = "document.read"

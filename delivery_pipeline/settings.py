@@ -47,7 +47,7 @@ DEFAULT_DATA_DIR = PROJECT_ROOT / ".data"
 
 
 class Eligibility(TypedDict):
-    """The parameters of ``eligible_documents()`` (sql/013), as every query calling it
+    """The parameters of ``eligible_documents()`` (sql/migrations/013), as every query calling it
     takes them: the claim lease, the service window, the default quiet hours."""
 
     lease: dt.timedelta
@@ -57,7 +57,7 @@ class Eligibility(TypedDict):
 
 class Guard(Eligibility):
     """The guard's and the claim's: ``eligible_documents()``'s, and the number of a
-    person bound to none (sql/027)."""
+    person bound to none (sql/migrations/027)."""
 
     default_number: str
 
@@ -683,7 +683,7 @@ class DeliverySettings(Section):
 
     @property
     def eligibility(self) -> Eligibility:
-        """The eligibility function's parameters (sql/013: lease, window, quiet hours)."""
+        """The eligibility function's parameters (sql/migrations/013: lease, window, quiet)."""
         return {
             "lease": self.lease,
             "service_window": self.window,

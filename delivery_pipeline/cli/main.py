@@ -329,7 +329,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     db = sub.add_parser("db", help="database schema", description="Database schema.")
     db_sub = db.add_subparsers(dest="db_command", required=True, metavar="COMMAND")
-    add(db_sub, "upgrade", cmd_db_upgrade, "apply pending migrations from sql/ (idempotent)")
+    add(
+        db_sub,
+        "upgrade",
+        cmd_db_upgrade,
+        "apply pending migrations from sql/migrations/ (idempotent)",
+    )
     add(
         db_sub,
         "url",

@@ -6,7 +6,7 @@ would only add latency). Delivery fans out: ``delivered_documents`` runs
 chooses (``executors.py``: a process, a Docker container or a Kubernetes pod
 each), which the ``Definitions`` give every job that names none. They need no
 coordination: the claim gives each person's documents
-to one sender at a time and the pacer shares the number's limit (sql/007).
+to one sender at a time and the pacer shares the number's limit (sql/migrations/007).
 Runs that sweep carry ``SWEEP_TAG``, so a deployment can still limit them
 with a tag concurrency limit; nothing requires one.
 """

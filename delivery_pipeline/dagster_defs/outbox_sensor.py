@@ -1,7 +1,7 @@
 """The ``record_delivery_events`` sensor: the outbox onto ``delivered_documents``.
 
 Every delivery, knock and abandonment is an outbox row in our database
-(``sql/008``). The webhook service pushes its own at once; this sensor
+(``sql/migrations/008``). The webhook service pushes its own at once; this sensor
 reports everything else as runless asset events, once each: what decides
 which rows are its to take, and how a row already on the timeline is
 recognised, is ``watch/delivery_events.drain``. Here are only Dagster's

@@ -78,7 +78,7 @@ async def chunk_failed(
 class FailedChunk(Held):
     """A failed chunk's document, as a status webhook holds it (``completer.Held``):
     whoever holds its claim, it is no longer delivered and is due as the
-    consequence says; a sender finishing it meanwhile sees that (sql/028)."""
+    consequence says; a sender finishing it meanwhile sees that (sql/migrations/028)."""
 
     chunk: ChunkOwner
 

@@ -177,7 +177,7 @@ class SendsAwaited:
 class DocumentDelivery:
     """Delivers the documents one sweep claimed, one at a time per call.
 
-    One sender per person is the claim's rule (sql/007), not this process's:
+    One sender per person is the claim's rule (sql/migrations/007), not this process's:
     the claim offers only a person's oldest document in the queue and none
     while another of theirs is being sent, and ``begin_delivery`` checks the
     latter again once the claim is committed.
@@ -219,7 +219,7 @@ class DocumentDelivery:
         elif claim.action == Action.ABANDON_STALE:
             await self._abandon(claim, AbandonReason.STALE, "brief for a day already over")
         elif claim.action == Action.ABANDON_SUPERSEDED:
-            # Decided at the claim (sql/025): no part of it has left.
+            # Decided at the claim (sql/migrations/025): no part of it has left.
             await self._abandon(
                 claim, AbandonReason.SUPERSEDED, "a newer document of the same kind is ready"
             )

@@ -1,7 +1,7 @@
 """The media id of a document's file on a business number: uploaded once, reused safely.
 
 A file is uploaded on the number that will send it (a media id belongs to the
-number that uploaded it) and its id kept in ``document_media`` (sql/037) with
+number that uploaded it) and its id kept in ``document_media`` (sql/migrations/037) with
 its expiry. ``media_for`` hands out that id while it has more than
 ``REUSE_MARGIN`` left of its 30 days, to a retry, a resend or another sender
 alike; after that, or once a send was refused with it (``drop_media``), the

@@ -4,7 +4,7 @@ The platform counts a number's messages per second whoever sends them, and a
 fleet never knows how many of its senders overlap at a given second (service
 replicas, Dagster runs, an operator's sweep). So the limit lives in Postgres:
 ``SharedPacer`` takes send slots from the number's one timeline
-(``send_pacer``, sql/007), a few consecutive slots per round trip, spaced for
+(``send_pacer``, sql/migrations/007), a few consecutive slots per round trip, spaced for
 the limit less a headroom, on the database's clock, and sends on each slot
 by its own monotonic clock (mapped through the fastest recent answer,
 ``DatabaseClock``, so that slow answers do not crowd slots together).

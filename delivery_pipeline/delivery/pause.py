@@ -1,8 +1,8 @@
 """The pause: a sender-wide error stops every sender, one probes.
 
-A pause is a row in Postgres (``sender_state``, sql/018): ``'*'`` for every
+A pause is a row in Postgres (``sender_state``, sql/migrations/018): ``'*'`` for every
 number (the token, the app, the account: what every number shares), or one
-business number's (sql/027: not registered, not the token's, its display
+business number's (sql/migrations/027: not registered, not the token's, its display
 name), which stops that number's sends and no other's. It is read by the claim
 (nothing is claimed while paused but the probe's one document), by every
 fence (nothing is fenced while paused) and by the ready notification (a

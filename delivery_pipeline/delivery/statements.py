@@ -1,6 +1,6 @@
 """Delivery's side of the database: every statement the engine runs, typed.
 
-Each method is one named query of ``sql/queries.sql``; the claim, the fence
+Each method is one named query of ``sql/queries/core.sql``; the claim, the fence
 and the knock reservation are read there, not here. Rows come back typed
 (``store.rows``: a ``Claim`` is the claim's row); the ledger is reshaped here,
 since one busy row and one row per chunk come back from the same statement.
@@ -350,7 +350,7 @@ class DeliveryStore:
         async with self.pool.connection() as conn:
             await record_alert(conn, alert)
 
-    # ── knocks and templates (sql/queries_templates.sql) ──────────────
+    # ── knocks and templates (sql/queries/templates.sql) ──────────────
 
     async def template_health(self, choices: list[tuple[str, str]]) -> list[TemplateHealth]:
         async with self.pool.connection() as conn:
@@ -387,7 +387,7 @@ class DeliveryStore:
 
     async def remind_and_expire(self, no_reply_seconds: float) -> None:
         """Wake the documents due for their one reminder; abandon `no_reply` those
-        still unanswered that long after it (sql/queries_replies.sql)."""
+        still unanswered that long after it (sql/queries/replies.sql)."""
         async with self.pool.connection() as conn:
             await QUERIES.wake_for_reminders.all(conn, {})
             await QUERIES.abandon_no_reply.all(conn, {"after_seconds": no_reply_seconds})

@@ -3,7 +3,7 @@
 Plain Python over psycopg 3 and the Cloud API client; no Dagster. The same
 sweep runs in a Dagster run, in the webhook service (targeted at one person
 or document) and from the CLI, and may run in many processes at once:
-exclusivity comes from the claim in ``sql/queries.sql`` (``claim_batch``: one
+exclusivity comes from the claim in ``sql/queries/core.sql`` (``claim_batch``: one
 document per person at a time, oldest first) and the fence before every
 chunk (``advance_delivery``); the number's rate from the shared pacer.
 

@@ -6,7 +6,7 @@ send path and at the pace of generation. A sender that finds none for the
 body it delivers (a body written by ``documents add``, approved with edits,
 or a document older than its file) draws it with ``ensure_file_async``, once,
 in a worker thread, before it takes a send slot. Either way the file is kept
-in ``document_files`` (sql/037) with the hash of everything it was drawn
+in ``document_files`` (sql/migrations/037) with the hash of everything it was drawn
 from; a body or a name that changed is drawn again, an equal one never.
 Several processes drawing one file at once store it once (the same source
 gives the same bytes).

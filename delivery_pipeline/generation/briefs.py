@@ -1,6 +1,6 @@
 """The daily briefs: enqueue today's, abandon earlier days' that never arrived.
 
-Both are one set-based statement each (``sql/queries_generation.sql``), with
+Both are one set-based statement each (``sql/queries/generation.sql``), with
 the local-date logic in SQL (``brief_due_date``, ``AT TIME ZONE`` the
 person's zone), so a morning with 100,000 subscribers is two statements, not
 a loop. Run every 15 minutes by the ``daily_briefs`` schedule; idempotent

@@ -1,7 +1,7 @@
 """Generation: claim pending documents, write their bodies, hand them to delivery.
 
 Owner of the ``pending`` and ``generating`` states. The claim is delivery's
-discipline (``sql/queries_generation.sql``): a ``SKIP LOCKED`` batch claim
+discipline (``sql/queries/generation.sql``): a ``SKIP LOCKED`` batch claim
 with a lease, and every write fenced by the claim token, so several
 generation runs at once never write one document twice. A success pokes the
 webhook service's ``/internal/sweep`` (trigger 1); a failed poke is logged,

@@ -1,6 +1,6 @@
 """No polling floor: the service sweeps when Postgres says a document became deliverable.
 
-A trigger (sql/012) sends ``NOTIFY delivery_ready, '<id>:<due epoch>'`` when a
+A trigger (sql/migrations/012) sends ``NOTIFY delivery_ready, '<id>:<due epoch>'`` when a
 document enters the queue unclaimed or its due time changes there, whatever
 made it so (generated, approved, woken by a reply, released after a
 backoff). The listener turns notifications into sweeps: one due now wakes

@@ -1,4 +1,4 @@
-"""The ``pricing`` of each status, kept once per message (sql/023).
+"""The ``pricing`` of each status, kept once per message (sql/migrations/023).
 
 Per-message pricing (since 2025-07) puts ``pricing: {billable, pricing_model,
 category, type}`` on a message's ``sent`` status, and the same object on its

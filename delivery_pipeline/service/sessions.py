@@ -13,7 +13,7 @@ Who signs in, with which right, comes from the token given:
 The cookie is ``<key>.<signature>``: a random key and an HMAC-SHA256 of it
 under a key derived from every token (and each person's name and right), so a
 forged or garbled cookie is refused before any query, and changing any token,
-name or right signs everyone out. The session itself is a row (sql/015, 042)
+name or right signs everyone out. The session itself is a row (sql/migrations/015, 042)
 found by the key's SHA-256: who signed in, whether an operator, their CSRF
 token, until when. Signing out deletes the row: a copied
 cookie stops working at once, on every replica. The CSRF token is random per

@@ -1,6 +1,6 @@
 """The service's deliveries onto Dagster's timeline, as soon as they happen.
 
-Every transition the service makes leaves an outbox row (``sql/008``; the
+Every transition the service makes leaves an outbox row (``sql/migrations/008``; the
 service's sessions are named ``SERVICE_SOURCE``). After each sweep and each
 webhook the push claims the service's own unreported rows and posts them
 to the Dagster webserver's ``/report_asset_materialization/`` endpoint (no

@@ -1,4 +1,4 @@
-"""The people an application knows, by its own key (``api_people``, sql/036).
+"""The people an application knows, by its own key (``api_people``, sql/migrations/036).
 
 An application names a person by our id, their number, their BSUID or its own
 user key, as it has them. A hand-over finds the person by whichever it gives

@@ -55,7 +55,7 @@ def with_database(url: str, database: str) -> str:
 
 def with_application_name(url: str, name: str) -> str:
     """``url`` whose sessions say who they are: the ``application_name`` the
-    delivery-events outbox (sql/008) records as the writer of each transition."""
+    delivery-events outbox (sql/migrations/008) records as the writer of each transition."""
     return psycopg.conninfo.make_conninfo(url, application_name=name[:63])
 
 

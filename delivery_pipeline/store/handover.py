@@ -10,7 +10,7 @@ keeps the answer. A failure anywhere rolls all of it back: nothing is ever
 half written, and a retry after a refusal starts afresh.
 
 A document replaces another only when the application says so: under the same
-``replace_key`` for the same person (``superseded``, sql/036). Handed over
+``replace_key`` for the same person (``superseded``, sql/migrations/036). Handed over
 without one, it is never superseded and supersedes nothing, as a retry-safe
 hand-over should: two plans handed over minutes apart are both delivered, in
 the person's turn.

@@ -1,4 +1,4 @@
-"""Apply the numbered SQL files in ``sql/`` once each, under an advisory lock."""
+"""Apply the numbered SQL files in ``sql/migrations/`` once each, under an advisory lock."""
 
 from __future__ import annotations
 
@@ -7,14 +7,14 @@ import re
 from pathlib import Path
 
 from delivery_pipeline.store.db import connect
-from delivery_pipeline.store.queries import QUERIES, SQL_DIR
+from delivery_pipeline.store.queries import MIGRATIONS_DIR, QUERIES
 
 log = logging.getLogger(__name__)
 
 _MIGRATION_FILE = re.compile(r"^(\d{3,})_([a-z0-9_]+)\.sql$")
 
 
-def migration_files(sql_dir: Path = SQL_DIR) -> list[tuple[int, str, Path]]:
+def migration_files(sql_dir: Path = MIGRATIONS_DIR) -> list[tuple[int, str, Path]]:
     """(version, name, path) for every numbered file, in order."""
     found = []
     for path in sql_dir.iterdir():
@@ -28,7 +28,7 @@ def migration_files(sql_dir: Path = SQL_DIR) -> list[tuple[int, str, Path]]:
     return found
 
 
-def upgrade(database_url: str, sql_dir: Path = SQL_DIR) -> list[str]:
+def upgrade(database_url: str, sql_dir: Path = MIGRATIONS_DIR) -> list[str]:
     """Apply pending migrations; returns the names applied (empty when up to date).
 
     Safe from several processes at once: the advisory lock makes the second

@@ -1,6 +1,6 @@
 """An operator's cancel and resend: one rule under the CLI, the Dagster job and the page.
 
-Both go through the claim (sql/025, ``sql/queries_operator.sql``). Each runs
+Both go through the claim (sql/migrations/025, ``sql/queries/operator.sql``). Each runs
 in one transaction that locks the document's row first, so what is read, what
 is recorded in ``document_actions`` and what is changed agree, and a sender's
 claim, fence or finish either committed before (and is seen) or waits for us.

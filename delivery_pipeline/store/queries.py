@@ -277,6 +277,11 @@ def _sql_dir() -> Path:
 
 
 SQL_DIR = _sql_dir()
+# Each named query file (``sql/queries/<topic>.sql``) and each numbered migration
+# (``sql/migrations/NNN_name.sql``) in a folder of its own; the generated
+# ``sql/schema.sql`` beside them.
+QUERIES_DIR = SQL_DIR / "queries"
+MIGRATIONS_DIR = SQL_DIR / "migrations"
 
 
 @dataclass(frozen=True)
@@ -468,7 +473,7 @@ Named = Query[Any, Any] | Statement[Any]
 class Queries:
     """Every named query with its parameter type and its row type (``store.rows``)."""
 
-    # sql/queries.sql: server and migrations
+    # sql/queries/core.sql: server and migrations
     database_exists = Query(ByName, int)
     migrations_lock = Statement(NoParams)
     migrations_unlock = Query(NoParams, bool)
@@ -533,11 +538,11 @@ class Queries:
     listen_ready = Statement(NoParams)
     next_due = Query(NoParams, dt.datetime)
 
-    # sql/queries_backlog.sql
+    # sql/queries/backlog.sql
     backlog_by_state = Query(NoParams, StateCount)
     heartbeat_idle = Query(NoParams, HeartbeatIdle)
 
-    # sql/queries_checks.sql
+    # sql/queries/checks.sql
     check_pending = Query(AgedCheck, PendingCheck)
     check_generating = Query(AgedCheck, GeneratingCheck)
     check_undelivered = Query(UndeliveredCheckParams, UndeliveredCheck)
@@ -552,7 +557,7 @@ class Queries:
     alert_sender_unlock = Query(NoParams, bool)
     check_delivery_events = Query(AgedCheck, DeliveryEventsCheck)
 
-    # sql/queries_generation.sql
+    # sql/queries/generation.sql
     generation_due = Query(NoParams, bool)
     fail_exhausted_generation = Query(MaxAttempts, int)
     claim_generation_batch = Query(ClaimGenerationBatch, GenerationClaim)
@@ -564,7 +569,7 @@ class Queries:
     enqueue_daily_briefs = Query(At, EnqueuedBrief)
     abandon_stale_briefs = Query(StaleBriefs, AbandonedBrief)
 
-    # sql/queries_record.sql
+    # sql/queries/record.sql
     outbox_runs = Query(OutboxRuns, str)
     outbox_pending = Query(OutboxPending, DeliveryEvent)
     outbox_claim_source = Query(OutboxClaimSource, DeliveryEvent)
@@ -575,7 +580,7 @@ class Queries:
     beat = Query(BySource, Beat)
     heartbeats = Query(NoParams, Heartbeat)
 
-    # sql/queries_report.sql
+    # sql/queries/report.sql
     report_documents = Query(DayBounds, ReportDocument)
     report_chunks = Query(DayBounds, ReportChunk)
     report_knocks = Query(DayBounds, ReportKnock)
@@ -583,7 +588,7 @@ class Queries:
     report_knock_outcomes = Query(DayBounds, KnockOutcome)
     report_knock_presses = Query(DayBounds, KnockPresses)
 
-    # sql/queries_retention.sql
+    # sql/queries/retention.sql
     prune_raw_webhooks = Query(PruneBatch, BatchPruned)
     prune_status_events = Query(PruneBatch, BatchPruned)
     prune_inbound_messages = Query(PruneBatch, BatchPruned)
@@ -591,7 +596,7 @@ class Queries:
     prune_document_files = Query(PruneBatch, BatchPruned)
     retention_oldest = Query(NoParams, OldestKept)
 
-    # sql/queries_review.sql
+    # sql/queries/review.sql
     decide_review = Query(DecideReview, ReviewDecided)
     document_review = Query(ByDocument, DocumentReview)
     awaiting_review = Query(Limit, Waiting)
@@ -602,11 +607,11 @@ class Queries:
     review_session = Query(ByKeyHash, StoredSession)
     end_review_session = Statement(ByKeyHash)
 
-    # sql/queries_schema.sql
+    # sql/queries/schema.sql
     schema_catalog = Query(NoParams, str)
     defer_function_checks = Statement(NoParams)
 
-    # sql/queries_webhooks.sql
+    # sql/queries/webhooks.sql
     insert_inbound = Query(NewInbound, str)
     apply_statuses = Query(ApplyStatuses, AppliedStatus)
     resume_documents = Statement(DocumentIds)
@@ -619,13 +624,13 @@ class Queries:
     insert_raw_webhook = Query(RawWebhook, KeptRaw)
     health = Query(NoParams, int)
 
-    # sql/queries_pause.sql: the fleet-wide pause
+    # sql/queries/pause.sql: the fleet-wide pause
     sender_gate = Query(GateParams, SenderGate)
     probe_document = Query(ProbeRef, int)
     end_probe = Query(EndProbe, dt.datetime)
     may_send = Query(MaySend, SendAllowed)
     resume_sending = Query(ResumeSending, Resumed)
-    # knocks and templates: sql/queries_templates.sql
+    # knocks and templates: sql/queries/templates.sql
     template_health = Query(TemplateKeys, TemplateHealth)
     note_template_refused = Statement(TemplateRefused)
     insert_template_event = Query(TemplateEvent, str)
@@ -647,7 +652,7 @@ class Queries:
     knock_unwait = Query(KnockUnwait, KnockUnwaited)
     hold_knock = Query(HoldKnock, int)
     check_knocks_not_delivered = Query(KnocksNotDeliveredParams, KnockNotDelivered)
-    # sql/queries_operator.sql: an operator's cancel and resend (025)
+    # sql/queries/operator.sql: an operator's cancel and resend (025)
     lock_document = Query(ByDocument, int)
     operator_document = Query(OperatorTarget, OperatorDocument)
     recent_resends = Query(ResendWindow, RecentResends)
@@ -656,7 +661,7 @@ class Queries:
     reopen_for_resend = Query(ReopenForResend, int)
     reset_ledger_for_resend = Statement(ByDocument)
     document_actions = Query(ByDocument, DocumentAction)
-    # sql/queries_replies.sql: a reply to a knock (026)
+    # sql/queries/replies.sql: a reply to a knock (026)
     knock_answered = Query(KnockAnswered, int)
     record_knock_reply = Statement(KnockReply)
     snooze_documents = Query(SnoozeDocuments, dt.datetime)
@@ -669,7 +674,7 @@ class Queries:
     claim_acknowledgements = Query(ClaimAcknowledgements, AcknowledgementClaim)
     acknowledgement_sent = Statement(AcknowledgementSent)
     acknowledgement_refused = Statement(AcknowledgementRefused)
-    # sql/queries_identity.sql: identity without a phone number
+    # sql/queries/identity.sql: identity without a phone number
     person_by_identity = Query(ByIdentity, Person)
     person_by_user_id = Query(ByUserId, Person)
     set_person_user_id = Query(PersonUserId, Person)
@@ -678,14 +683,14 @@ class Queries:
     change_user_id = Query(ChangeUserId, int)
     identity_changes = Query(ByPerson, IdentityChange)
 
-    # sql/queries_cost.sql: what it costs
+    # sql/queries/cost.sql: what it costs
     record_pricing = Statement(RecordPricing)
     report_priced_messages = Query(DayBounds, PricedMessage)
     report_delivered_document_messages = Query(DayBounds, PricedMessage)
     report_lost_messages = Query(DayBounds, PricedMessage)
     documents_delivered_count = Query(DayBounds, int)
 
-    # sql/queries_api.sql: the applications' door (036)
+    # sql/queries/api.sql: the applications' door (036)
     api_idempotency_lock = Statement(IdempotencyKey)
     api_handed_over = Query(IdempotencyKey, HandedOver)
     api_insert_document = Statement(NewApiDocument)
@@ -714,12 +719,12 @@ class Queries:
     api_forget_events = Statement(OutboxForget)
     api_outbox_state = Query(NoParams, OutboxState)
     api_handovers = Query(NoParams, HandOvers)
-    # sql/queries_files.sql: a document's file (037)
+    # sql/queries/files.sql: a document's file (037)
     document_file_source = Query(ByDocument, FileSourceRow)
     document_file = Query(ByDocument, StoredFile)
     store_document_file = Query(NewFile, StoredFile)
     document_file_content = Query(FileContent, bytes)
-    # sql/queries_media.sql: a file's media id on a number (037)
+    # sql/queries/media.sql: a file's media id on a number (037)
     document_media = Query(MediaLookup, MediaState)
     lease_media_upload = Query(MediaLease, uuid.UUID)
     record_media_upload = Query(MediaRecord, str)
@@ -732,8 +737,8 @@ class Queries:
         return {name: q for name, q in vars(cls).items() if isinstance(q, Query | Statement)}
 
     @classmethod
-    def load(cls, sql_dir: Path = SQL_DIR) -> Queries:
-        found = read_queries(sorted(sql_dir.glob("queries*.sql")))
+    def load(cls, queries_dir: Path = QUERIES_DIR) -> Queries:
+        found = read_queries(sorted(queries_dir.glob("*.sql")))
         declared = cls.declared()
         missing, undeclared = sorted(set(declared) - set(found)), sorted(set(found) - set(declared))
         if missing or undeclared:

@@ -4,17 +4,17 @@ A document of a kind listed in ``DELIVERY_REVIEW_KINDS`` waits in
 ``awaiting_review`` (owner: reviewers) once its body is stored. The CLI
 (``documents approve|reject``), the Dagster job ``review_document`` and the
 review page all build a ``Decision`` and hand it to ``decide``, which runs one
-conditional UPDATE (``decide_review`` in ``sql/queries_review.sql``). Of two
+conditional UPDATE (``decide_review`` in ``sql/queries/review.sql``). Of two
 reviewers acting at once exactly one gets ``Decided``; the other gets
 ``AlreadyDecided``, naming who decided and when. Decisions are final, so
 reading the row after an UPDATE that matched nothing tells the truth.
 
 Approved: the document enters the delivery queue, due now, and is delivered
-from the edited text when there is one (``delivery_body()``, sql/010).
+from the edited text when there is one (``delivery_body()``, sql/migrations/010).
 Rejected: abandoned as ``rejected``, with the reason. Callers poke delivery
 after an approval; this module only decides.
 
-The review page's sign-ins and sessions are rows too (sql/015), so every
+The review page's sign-ins and sessions are rows too (sql/migrations/015), so every
 replica agrees: ``attempt_sign_in`` checks a token under the sign-in limits,
 ``live_session`` and ``end_session`` read and end a session.
 """
@@ -218,7 +218,7 @@ async def awaiting_review_async(
     return await QUERIES.awaiting_review.all(conn, {"limit": limit})
 
 
-# ── the review page's sign-ins and sessions (sql/015) ───────────────────
+# ── the review page's sign-ins and sessions (sql/migrations/015) ───────────────────
 
 
 @dataclass(frozen=True)

@@ -111,12 +111,12 @@ class Person(NamedTuple):
     window_refused_at: dt.datetime | None
     created_at: dt.datetime
     quiet_hours: str | None
-    # sql/022: a business-scoped user id (BSUID), and the username shown with it
+    # sql/migrations/022: a business-scoped user id (BSUID), and the username shown with it
     user_id: str | None
     username: str | None
-    # sql/026: the person pressed Stop (no knocks, no briefs) until they write Start
+    # sql/migrations/026: the person pressed Stop (no knocks, no briefs) until they write Start
     knocks_stopped_at: dt.datetime | None
-    # sql/027: the business number they are bound to (None: the default number)
+    # sql/migrations/027: the business number they are bound to (None: the default number)
     phone_number_id: str | None
 
 
@@ -158,12 +158,12 @@ class Document(NamedTuple):
     in_queue: bool
     quiet_until: dt.datetime | None
     knock_held_since: dt.datetime | None
-    # sql/026: the one reminder of an unanswered knock: when it is due, when it went
+    # sql/migrations/026: the one reminder of an unanswered knock: when it is due, when it went
     remind_at: dt.datetime | None
     reminded_at: dt.datetime | None
-    # sql/027: the business number its first claim sent it from
+    # sql/migrations/027: the business number its first claim sent it from
     phone_number_id: str | None
-    # sql/028: failed statuses applied to its chunks (the finish compares it)
+    # sql/migrations/028: failed statuses applied to its chunks (the finish compares it)
     chunk_failures: int
 
 
@@ -185,11 +185,11 @@ class ChunkOwner(NamedTuple):
     callback_data: str
     person_id: int
     delivery_attempts: int  # the document's attempts counted so far
-    phone_number_id: str | None  # the number it was sent from (sql/027)
+    phone_number_id: str | None  # the number it was sent from (sql/migrations/027)
 
 
 class DeliveryEvent(NamedTuple):
-    """One outbox row (``delivery_events``, sql/008)."""
+    """One outbox row (``delivery_events``, sql/migrations/008)."""
 
     id: int
     occurred_at: dt.datetime
@@ -204,7 +204,7 @@ class DeliveryEvent(NamedTuple):
     claimed_at: dt.datetime | None
 
 
-# ── sql/queries.sql: server and migrations ──────────────────────────────
+# ── sql/queries/core.sql: server and migrations ──────────────────────────────
 
 
 class ByName(TypedDict):
@@ -216,7 +216,7 @@ class MigrationRecord(TypedDict):
     name: str
 
 
-# ── sql/queries.sql: people ─────────────────────────────────────────────
+# ── sql/queries/core.sql: people ─────────────────────────────────────────────
 
 
 class NewPerson(TypedDict):
@@ -241,7 +241,7 @@ class ByTimeZone(TypedDict):
     time_zone: str
 
 
-# ── sql/queries.sql: documents ──────────────────────────────────────────
+# ── sql/queries/core.sql: documents ──────────────────────────────────────────
 
 
 class PendingDocument(ByPerson):
@@ -282,7 +282,7 @@ class OldestWaiting(NamedTuple):
     oldest_next_attempt_in_seconds: float | None
 
 
-# ── sql/queries.sql: eligibility and claim ──────────────────────────────
+# ── sql/queries/core.sql: eligibility and claim ──────────────────────────────
 
 
 class Eligible(NamedTuple):
@@ -328,11 +328,11 @@ class Claim(NamedTuple):
     body: str | None
     token: uuid.UUID
     kind: Kind
-    # The person pressed Stop (sql/026): no knock, no daily brief for them.
+    # The person pressed Stop (sql/migrations/026): no knock, no daily brief for them.
     knocks_stopped: bool
-    # Woken for the one reminder of a delivered, unanswered knock (sql/026).
+    # Woken for the one reminder of a delivered, unanswered knock (sql/migrations/026).
     remind: bool
-    # The business number it goes out from (sql/027), written by its first claim.
+    # The business number it goes out from (sql/migrations/027), written by its first claim.
     phone_number_id: str
 
 
@@ -437,7 +437,7 @@ class AbandonClaimed(ClaimRef):
     error: str
 
 
-# ── sql/queries.sql: knock ──────────────────────────────────────────────
+# ── sql/queries/core.sql: knock ──────────────────────────────────────────────
 
 
 class KnockReservation(NamedTuple):
@@ -472,7 +472,7 @@ class RaiseLastInbound(ByPerson):
     sent_at: dt.datetime
 
 
-# ── sql/queries.sql: sender state ───────────────────────────────────────
+# ── sql/queries/core.sql: sender state ───────────────────────────────────────
 
 
 class PauseSender(TypedDict):
@@ -518,7 +518,7 @@ class SenderState(NamedTuple):
     phone_number_id: str  # '*': every number
 
 
-# ── sql/queries.sql: the number's shared pacer ──────────────────────────
+# ── sql/queries/core.sql: the number's shared pacer ──────────────────────────
 
 
 class ReserveSendSlots(ByPhoneNumber):
@@ -541,7 +541,7 @@ class ThrottlePacer(ByPhoneNumber):
     seconds: float
 
 
-# ── sql/queries.sql: alerts ─────────────────────────────────────────────
+# ── sql/queries/core.sql: alerts ─────────────────────────────────────────────
 
 
 class NewAlert(ByDedupKey):
@@ -597,7 +597,7 @@ class AlertSendFailed(ById):
     error: str
 
 
-# ── sql/queries_checks.sql ──────────────────────────────────────────────
+# ── sql/queries/checks.sql ──────────────────────────────────────────────
 
 
 class PendingCheck(NamedTuple):
@@ -705,7 +705,7 @@ class SenderPausedCheck(NamedTuple):
     age_seconds: float | None
     waiting: int
     waiting_ids: list[int]
-    paused_numbers: list[str]  # numbers paused on their own (sql/027)
+    paused_numbers: list[str]  # numbers paused on their own (sql/migrations/027)
 
 
 class AlertsToSend(TypedDict):
@@ -737,7 +737,7 @@ class DeliveryEventsCheck(NamedTuple):
     over_error: int
 
 
-# ── sql/queries_generation.sql ──────────────────────────────────────────
+# ── sql/queries/generation.sql ──────────────────────────────────────────
 
 
 class MaxAttempts(TypedDict):
@@ -821,7 +821,7 @@ class AbandonedBrief(NamedTuple):
     status: str
 
 
-# ── sql/queries_record.sql ──────────────────────────────────────────────
+# ── sql/queries/record.sql ──────────────────────────────────────────────
 
 
 class OutboxRuns(TypedDict):
@@ -889,7 +889,7 @@ class Heartbeat(NamedTuple):
     age_seconds: float
 
 
-# ── sql/queries_report.sql ──────────────────────────────────────────────
+# ── sql/queries/report.sql ──────────────────────────────────────────────
 
 
 class ReportDocument(NamedTuple):
@@ -899,7 +899,7 @@ class ReportDocument(NamedTuple):
     delivered_at: dt.datetime | None
     generated_in_day: bool | None
     delivered_in_day: bool | None
-    phone_number_id: str  # '' before its first claim (sql/027)
+    phone_number_id: str  # '' before its first claim (sql/migrations/027)
 
 
 class ReportChunk(NamedTuple):
@@ -908,7 +908,7 @@ class ReportChunk(NamedTuple):
     state: str
     delivered: bool
     read: bool
-    phone_number_id: str  # '' for a document claimed before sql/027
+    phone_number_id: str  # '' for a document claimed before sql/migrations/027
 
 
 class ReportKnock(NamedTuple):
@@ -925,7 +925,7 @@ class ReportAbandoned(NamedTuple):
     reason: str | None
 
 
-# ── sql/queries_retention.sql ───────────────────────────────────────────
+# ── sql/queries/retention.sql ───────────────────────────────────────────
 
 
 class PruneBatch(TypedDict):
@@ -960,7 +960,7 @@ class OldestKept(NamedTuple):
     document_files: float | None
 
 
-# ── sql/queries_review.sql ──────────────────────────────────────────────
+# ── sql/queries/review.sql ──────────────────────────────────────────────
 
 
 class DecideReview(ByDocument):
@@ -1071,7 +1071,7 @@ class StoredSession(NamedTuple):
     expires_at: dt.datetime
 
 
-# ── sql/queries_webhooks.sql ────────────────────────────────────────────
+# ── sql/queries/webhooks.sql ────────────────────────────────────────────
 
 
 class NewInbound(TypedDict):
@@ -1084,7 +1084,7 @@ class NewInbound(TypedDict):
     sent_at: dt.datetime
     unknown_sender: bool
     payload: Jsonb
-    # sql/033: the business number written to (the change's metadata)
+    # sql/migrations/033: the business number written to (the change's metadata)
     to_phone_number_id: str | None
 
 
@@ -1156,7 +1156,7 @@ class KeptRaw(NamedTuple):
     received_count: int
 
 
-# ── sql/queries_pause.sql: the fleet-wide pause ─────────────────────────
+# ── sql/queries/pause.sql: the fleet-wide pause ─────────────────────────
 
 
 class GateParams(TypedDict):
@@ -1214,7 +1214,7 @@ class Resumed(NamedTuple):
     pause_reason: str | None
 
 
-# ── knocks and templates (sql/020, sql/queries_templates.sql) ───────────────
+# ── knocks and templates (sql/migrations/020, sql/queries/templates.sql) ───────────────
 
 
 class TemplateKeys(TypedDict):
@@ -1368,7 +1368,7 @@ class KnockRow(NamedTuple):
     language: str
     state: str
     wa_message_id: str | None
-    phone_number_id: str | None  # the number it was sent from (sql/027)
+    phone_number_id: str | None  # the number it was sent from (sql/migrations/027)
 
 
 class KnockStatus(ByKnock):
@@ -1427,7 +1427,7 @@ class KnockNotDelivered(NamedTuple):
     total: int
 
 
-# ── sql/queries_operator.sql: an operator's cancel and resend (025) ────────
+# ── sql/queries/operator.sql: an operator's cancel and resend (025) ────────
 
 
 class OperatorTarget(TypedDict):
@@ -1499,7 +1499,7 @@ class DocumentAction(NamedTuple):
     in_flight: bool
 
 
-# ── identity without a phone number: sql/queries_identity.sql ───────────
+# ── identity without a phone number: sql/queries/identity.sql ───────────
 
 
 class ByIdentity(TypedDict):
@@ -1547,7 +1547,7 @@ class IdentityChange(NamedTuple):
     changed_at: dt.datetime
 
 
-# ── what it costs: sql/queries_cost.sql ─────────────────────────────────
+# ── what it costs: sql/queries/cost.sql ─────────────────────────────────
 
 
 class PricingRecord(TypedDict):
@@ -1580,7 +1580,7 @@ class PricedMessage(NamedTuple):
     country: str | None
 
 
-# ── sql/queries_replies.sql: a reply to a knock (026) ────────────────────
+# ── sql/queries/replies.sql: a reply to a knock (026) ────────────────────
 
 
 class KnockAnswered(ByPerson):
@@ -1607,7 +1607,7 @@ class NoReplyAfter(TypedDict):
     after_seconds: float
 
 
-# ── sql/queries_replies.sql: the answer to Later and Stop (038) ─────────────
+# ── sql/queries/replies.sql: the answer to Later and Stop (038) ─────────────
 
 
 class OweAcknowledgement(TypedDict):
@@ -1652,7 +1652,7 @@ class AcknowledgementRefused(TypedDict):
     error: str
 
 
-# ── sql/queries_report.sql: knocks answered or not (026) ─────────────────
+# ── sql/queries/report.sql: knocks answered or not (026) ─────────────────
 
 
 class KnockOutcome(NamedTuple):
@@ -1660,7 +1660,7 @@ class KnockOutcome(NamedTuple):
 
     id: int
     reminder: bool
-    phone_number_id: str  # '' for a knock sent before sql/027
+    phone_number_id: str  # '' for a knock sent before sql/migrations/027
     outcome: str  # answered, later, stop, not_wanted, not_seen, never_delivered
 
 
@@ -1670,7 +1670,7 @@ class KnockPresses(NamedTuple):
     presses: int
 
 
-# ── the applications' door: sql/queries_api.sql (036) ───────────────────
+# ── the applications' door: sql/queries/api.sql (036) ───────────────────
 
 
 class ByApplication(TypedDict):
@@ -1868,7 +1868,7 @@ class HandOvers(NamedTuple):
     open: int
 
 
-# ── sql/queries_documents.sql: documents as an operator reads them ──────
+# ── sql/queries/documents.sql: documents as an operator reads them ──────
 
 
 class OutlookQuery(TypedDict):
@@ -1927,7 +1927,7 @@ class DocumentOutlook(NamedTuple):
     now: dt.datetime
 
 
-# ── sql/queries_files.sql: a document's file (037) ──────────────────────
+# ── sql/queries/files.sql: a document's file (037) ──────────────────────
 
 
 class FileSourceRow(NamedTuple):
@@ -1966,7 +1966,7 @@ class FileContent(TypedDict):
     sha256: str
 
 
-# ── sql/queries_media.sql: a file's media id on a number (037) ──────────
+# ── sql/queries/media.sql: a file's media id on a number (037) ──────────
 
 
 class MediaKey(TypedDict):

@@ -1,4 +1,4 @@
-"""The applications' outbox (``api_events``, sql/036): its rules, whoever sends.
+"""The applications' outbox (``api_events``, sql/migrations/036): its rules, whoever sends.
 
 Triggers write a row for each transition of a document an application handed
 over (delivered, read, abandoned with its reason, awaiting the person's reply)

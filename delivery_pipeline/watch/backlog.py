@@ -1,6 +1,6 @@
 """The backlog: how many documents wait in each state, and for how long.
 
-One query over the ``document_states`` view (``sql/queries_backlog.sql``),
+One query over the ``document_states`` view (``sql/queries/backlog.sql``),
 shaped into a pandas DataFrame with a fixed set of rows (zeros included, so a
 chart over time has no gaps) and into flat numbers for the Dagster UI to plot.
 No Dagster here.

@@ -1,4 +1,4 @@
-"""What delivery cost, per UTC day: from each message's ``pricing`` (sql/023).
+"""What delivery cost, per UTC day: from each message's ``pricing`` (sql/migrations/023).
 
 Counted for the day: messages priced, and the billable ones, by pricing
 category (``utility`` knocks, ``service`` chunks, …). With a rate table

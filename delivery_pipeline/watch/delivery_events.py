@@ -1,4 +1,4 @@
-"""Delivery events: the outbox rows of ``sql/008`` as events on ``delivered_documents``.
+"""Delivery events: the outbox rows of ``sql/migrations/008`` as events on ``delivered_documents``.
 
 Every delivery, knock, abandonment and un-delivery of a document is a row of
 ``delivery_events``, written by the database in the transaction that makes

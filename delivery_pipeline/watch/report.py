@@ -1,6 +1,6 @@
 """The daily delivery report: what reached people, how fast, and what did not.
 
-One UTC day's raw rows (``sql/queries_report.sql``) into pandas: documents
+One UTC day's raw rows (``sql/queries/report.sql``) into pandas: documents
 generated and delivered, time from generated to delivered (p50/p95), chunks
 delivered and read, knocks sent / delivered / seen / answered, and abandoned
 by reason. "Seen" (a ``read`` status on the knock) against "answered" (the
@@ -38,7 +38,7 @@ class DeliveryReport:
     numbers: dict[str, Any]
     abandoned_by_reason: dict[str, int]
     by_kind: pd.DataFrame
-    # Per business number (sql/027): documents delivered, chunks sent, knocks that left.
+    # Per business number (sql/migrations/027): documents delivered, chunks sent, knocks that left.
     by_number: pd.DataFrame = dataclasses.field(default_factory=pd.DataFrame)
 
     def markdown(self) -> str:

@@ -3,7 +3,7 @@
 ``raw_webhooks``, ``status_events``, ``inbound_messages`` and ``ops_alerts``
 lose their rows older than ``RETENTION_*_DAYS`` (``document_files``: older
 than ``settings.DOCUMENT_FILES_DAYS``), the oldest first, a bounded
-batch per statement (``sql/queries_retention.sql``, its indexes ``sql/017``),
+batch per statement (``sql/queries/retention.sql``, its indexes ``sql/migrations/017``),
 the outbox's pattern (``delivery_events.forget_reported``). A row something
 still reads stays however old it is:
 
@@ -49,7 +49,7 @@ TABLES = (
     Table("status_events", QUERIES.prune_status_events, batch=5000),
     Table("inbound_messages", QUERIES.prune_inbound_messages, batch=5000),
     Table("ops_alerts", QUERIES.prune_ops_alerts, batch=5000),
-    # Rendered PDFs, tens of KB each (sql/037).
+    # Rendered PDFs, tens of KB each (sql/migrations/037).
     Table("document_files", QUERIES.prune_document_files, batch=200),
 )
 # Batches per table and run: a run's work is bounded; a backlog beyond it (a

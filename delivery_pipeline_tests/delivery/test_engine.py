@@ -107,7 +107,7 @@ def test_window_closed_knocks_once_then_delivers_after_reply(db, sandbox, settin
         )
 
     # A second document for the same person the same day: no second knock. (A plan
-    # for another day: a newer one for the same day would supersede the first, sql/025.)
+    # for another day: a newer one for the same day would supersede the first, sql/migrations/025.)
     second = add_document(db, person["id"], plan_body(2), for_date=dt.date(2030, 1, 1))
     result = sweep(settings)
     assert result.knocks_sent == 0 and result.awaiting_reply == 1
@@ -461,7 +461,7 @@ def test_eight_processes_never_interleave_a_persons_plans(db, sandbox, settings)
         for i, person in enumerate(people):
             body = plan_body(3, chunk_limit=300, tag=f"P{i} plan {n} ")
             # Plans for three different days: a newer plan for the same day would
-            # supersede an older one not begun (sql/025).
+            # supersede an older one not begun (sql/migrations/025).
             day = dt.date(2030, 1, 1) + dt.timedelta(days=n)
             add_document(db, person["id"], body, for_date=day)
             plans[person["phone"]].append(delivery_messages(body, 300))
@@ -513,7 +513,7 @@ def test_pair_rate_backoff_holds_across_processes(db, sandbox, settings):
     expected = []
     for n in range(3):
         body = plan_body(3, chunk_limit=300, tag=f"pair plan {n} ")
-        # Three days' plans: a newer one for the same day would supersede (sql/025).
+        # Three days' plans: a newer one for the same day would supersede (sql/migrations/025).
         add_document(db, person["id"], body, for_date=dt.date(2030, 1, 1) + dt.timedelta(n))
         expected += delivery_messages(body, 300)
 

@@ -156,7 +156,7 @@ def test_slots_never_exceed_the_limit_in_any_second(db, limit, ops):
     ops=st.lists(st.tuples(st.integers(0, 1), _ops.map(lambda ops: ops[0])), max_size=40),
 )
 def test_each_number_keeps_its_own_limit_on_its_own_timeline(db, limits, ops):
-    """Two business numbers (sql/027): each number's slots stay under its own
+    """Two business numbers (sql/migrations/027): each number's slots stay under its own
     limit whatever the other takes, and a throttle of one never moves the other."""
     numbers = (NUMBER, "200000000000001")
     db.execute("DELETE FROM send_pacer")

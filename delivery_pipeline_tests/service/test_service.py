@@ -101,7 +101,7 @@ def test_every_fixture_is_answered_without_5xx(client, db, path):
     lifecycle = [
         c for e in payload["entry"] for c in e.get("changes", []) if c["field"] in TEMPLATE_FIELDS
     ]
-    # Template lifecycle changes are kept as template events (sql/020).
+    # Template lifecycle changes are kept as template events (sql/migrations/020).
     assert count(db, "template_events") == len(lifecycle)
     if not messages and not statuses and not lifecycle:
         assert count(db, "raw_webhooks") == 1, "other fields are recorded for inspection"

@@ -1,4 +1,4 @@
-"""The applications' outbox, replace keys and priorities, in SQL (sql/036): the triggers
+"""The applications' outbox, replace keys and priorities, in SQL (sql/migrations/036): the triggers
 write each event in the transaction of its transition, once; supersede and the turn read
 what the application said."""
 

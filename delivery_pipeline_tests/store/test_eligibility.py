@@ -224,7 +224,7 @@ def test_guard_uses_the_partial_index(db):
 @pytest.mark.parametrize("number", [None, DEV_PHONE_NUMBER_ID])
 def test_a_claim_reads_the_queue_in_due_order_and_stops_at_its_batch(db, number):
     """20,000 due plans, a fifth of them on a paused number: a claim of 32 reads a
-    few hundred queued documents, not the queue (sql/032). Before, the turn rule was
+    few hundred queued documents, not the queue (sql/migrations/032). Before, the turn rule was
     an anti join over every queued document and the claim judged the whole queue."""
     paused = "200000000000001"
     db.execute(
@@ -489,7 +489,7 @@ def test_a_sweeper_whose_lease_lapsed_fences_nothing_its_successor_claims(db, da
         ).fetchone()
 
     answer = _waits_for_the_service(database_url, takeover, advance)
-    # a fence also says whether sending is paused (sql/018); it is not, here
+    # a fence also says whether sending is paused (sql/migrations/018); it is not, here
     assert answer == {
         "document_id": doc["id"],
         "ours": False,

@@ -1,4 +1,4 @@
-"""Priority, supersede, cancel and resend (sql/025, store/operator.py), through the
+"""Priority, supersede, cancel and resend (sql/migrations/025, store/operator.py), through the
 production path: `sweep` and `documents cancel|resend` as real processes, real
 Postgres, the sandbox over HTTP."""
 

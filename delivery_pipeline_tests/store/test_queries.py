@@ -230,16 +230,16 @@ def test_rows_are_declared(name: str, described: dict[str, Described]) -> None:
 
 
 def test_every_query_in_sql_is_declared_and_the_loader_says_which(tmp_path: Path) -> None:
-    from delivery_pipeline.store.queries import SQL_DIR
+    from delivery_pipeline.store.queries import QUERIES_DIR
 
-    for path in SQL_DIR.glob("queries*.sql"):
+    for path in QUERIES_DIR.glob("*.sql"):
         (tmp_path / path.name).write_text(path.read_text())
-    extra = tmp_path / "queries_extra.sql"
+    extra = tmp_path / "extra.sql"
     extra.write_text("-- name: not_declared\n-- A query nobody declared.\nSELECT 1\n")
     with pytest.raises(ImportError, match=r"not declared in Queries \['not_declared'\]"):
         Queries.load(tmp_path)
     extra.unlink()
-    (tmp_path / "queries_backlog.sql").unlink()
+    (tmp_path / "backlog.sql").unlink()
     with pytest.raises(ImportError, match=r"missing in SQL \['backlog_by_state'\]"):
         Queries.load(tmp_path)
 

@@ -1,6 +1,6 @@
 """Quiet hours in the person's own time, DST-correct.
 
-The rule lives in SQL (``quiet_until`` in sql/013, used by the eligibility
+The rule lives in SQL (``quiet_until`` in sql/migrations/013, used by the eligibility
 function); these property tests hold it against an independent reading of
 the same rule with Python's zoneinfo, over zones with and without daylight
 saving time and instants around their transitions.
@@ -333,7 +333,7 @@ def test_a_message_while_the_hold_is_being_decided_is_not_slept_through(db, wrot
         assert row["held"] is True and after == {"held": True, "due": False, "released": True}
 
 
-# ── a brief chosen late in the evening (sql/016) ────────────────────────
+# ── a brief chosen late in the evening (sql/migrations/016) ────────────────────────
 
 
 def brief_hour_reference(at: dt.datetime, zone: str, for_date: dt.date, brief: dt.time) -> bool:

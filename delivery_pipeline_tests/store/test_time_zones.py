@@ -1,5 +1,5 @@
 """A person's time zone is an IANA name: at the door (the CLI), in the schema, and
-for the rows an older check let in (sql/016)."""
+for the rows an older check let in (sql/migrations/016)."""
 
 from __future__ import annotations
 

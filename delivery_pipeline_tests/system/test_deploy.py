@@ -89,7 +89,7 @@ def test_two_services_and_two_sweep_runs_deliver_every_chunk_once(
     for i, person in enumerate(people):
         sandbox.say(person["phone"], "hi")
         for j in range(2):
-            # Two days' plans: a newer one for the same day would supersede (sql/025).
+            # Two days' plans: a newer one for the same day would supersede (sql/migrations/025).
             day = dt.date(2030, 1, 1) + dt.timedelta(days=j)
             docs.append(add_document(db, person["id"], plan_body(4, tag=f"{i}.{j} "), for_date=day))
     resources = resources_for(database_url, sandbox.url)

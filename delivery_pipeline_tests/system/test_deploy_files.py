@@ -212,8 +212,12 @@ def test_a_non_editable_install_carries_what_the_package_reads(tmp_path: Path) -
         if path.is_file() and path.suffix not in (".py", ".pyc") and "__pycache__" not in path.parts
     }
     assert data and data <= names, sorted(data - names)
-    sql = {p.name for p in (REPO / "sql").glob("*.sql")}
-    shipped = {Path(n).name for n in names if "/data/share/delivery_pipeline/sql/" in n}
+    sql = {str(p.relative_to(REPO)) for p in (REPO / "sql").rglob("*.sql")}
+    shipped = {
+        n.split("/data/share/delivery_pipeline/", 1)[1]
+        for n in names
+        if "/data/share/delivery_pipeline/sql/" in n
+    }
     assert sql == shipped
 
 

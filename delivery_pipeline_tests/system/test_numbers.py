@@ -1,4 +1,4 @@
-"""Several business numbers (sql/027, docs/design/numbers.md): each person bound to one
+"""Several business numbers (sql/migrations/027, docs/design/numbers.md): each person bound to one
 number, each document whole from its person's number, a pause per number.
 
 Real Postgres, the sandbox over HTTP playing three numbers, and for the race

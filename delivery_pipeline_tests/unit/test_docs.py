@@ -17,7 +17,7 @@ CITING = [
     *REPO.glob("delivery_pipeline/**/*.py"),
     *REPO.glob("delivery_pipeline_tests/**/*.py"),
     *REPO.glob("bench/*.py"),
-    *REPO.glob("sql/*.sql"),
+    *REPO.glob("sql/**/*.sql"),
     *REPO.glob("deploy/*"),
     *(REPO / name for name in ("dev", ".ci/run", "pyproject.toml", "dagster.yaml", "README.md")),
 ]

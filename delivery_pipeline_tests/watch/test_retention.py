@@ -1,6 +1,6 @@
 """Retention on real Postgres: each table loses its old rows in bounded batches, the
-oldest first, and keeps every row something still reads (sql/017,
-sql/queries_retention.sql, watch/retention.py); the Dagster job shows the counts."""
+oldest first, and keeps every row something still reads (sql/migrations/017,
+sql/queries/retention.sql, watch/retention.py); the Dagster job shows the counts."""
 
 from __future__ import annotations
 
@@ -152,7 +152,7 @@ def test_the_statuses_of_a_knock_still_waiting_on_its_person_stay(db):
 
 
 def test_the_statuses_of_a_knock_row_one_of_whose_documents_waits_stay(db):
-    # A knock of the knocks table (sql/020) covering two documents: one answered
+    # A knock of the knocks table (sql/migrations/020) covering two documents: one answered
     # and delivered, one still waiting. Its document columns do not name it.
     person = add_person(db, inbound_age_seconds=None)
     waiting = add_document(db, person["id"], "A plan.")

@@ -1,9 +1,9 @@
 """The waiting states' evaluators: one per check of ``registry.STATE_CHECKS``.
 
-Each reads one query of ``sql/queries_checks.sql`` and returns a
+Each reads one query of ``sql/queries/checks.sql`` and returns a
 ``CheckResult``: passed or not, WARNING or ERROR, a one-line summary, and
 metadata (count, oldest age, the ids of the oldest few rows, what to do). The
-outbox of delivery events (``sql/008``) is a waiting state too. Names,
+outbox of delivery events (``sql/migrations/008``) is a waiting state too. Names,
 owners and runbooks are the registry's; thresholds are the ``checks`` section
 of the settings (``CHECK_*``), the eligibility parameters and the messaging
 tier come from their own sections.
@@ -46,7 +46,7 @@ def _severity(errs: bool, warns: bool) -> Severity | None:
 
 
 class AgedRow(Protocol):
-    """What every waiting state's check row carries (``sql/queries_checks.sql``): the
+    """What every waiting state's check row carries (``sql/queries/checks.sql``): the
     document, its age, and the totals of the whole state on every row."""
 
     @property

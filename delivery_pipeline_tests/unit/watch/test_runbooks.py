@@ -17,7 +17,7 @@ from delivery_pipeline.watch.ops_channel import payload_for
 from delivery_pipeline.watch.runbooks import KEYS, runbook_for, runbook_for_check
 
 PACKAGE = Path(__file__).resolve().parents[3] / "delivery_pipeline"
-SQL = PACKAGE.parent / "sql"
+MIGRATIONS = PACKAGE.parent / "sql" / "migrations"
 # An alert key as the code writes it: a lowercase prefix, a colon, then anything.
 _KEY = re.compile(r"^[a-z_]+:")
 
@@ -62,11 +62,11 @@ def recorded_keys() -> dict[str, str]:
             first = node.args[0] if node.args else next(k.value for k in node.keywords)
             for text in _key_texts(first, module):
                 keys[text] = f"{path.relative_to(PACKAGE.parent)}:{node.lineno}"
-    for path in sorted(SQL.glob("0*.sql")):
+    for path in sorted(MIGRATIONS.glob("0*.sql")):
         for match in re.finditer(
             r"INSERT INTO ops_alerts[^;]*?'([a-z_]+:[^']*)'", path.read_text()
         ):
-            keys[match.group(1)] = str(path.relative_to(SQL.parent))
+            keys[match.group(1)] = str(path.relative_to(PACKAGE.parent))
     return keys
 
 

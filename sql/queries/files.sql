@@ -1,4 +1,4 @@
--- A document's file (delivery_pipeline/files/stored.py, sql/037): what it is drawn
+-- A document's file (delivery_pipeline/files/stored.py, sql/migrations/037): what it is drawn
 -- from, the file of its current body, and its bytes.
 
 -- name: document_file_source

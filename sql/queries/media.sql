@@ -1,4 +1,4 @@
--- A file's media id on each business number (delivery/media.py, sql/037): reused
+-- A file's media id on each business number (delivery/media.py, sql/migrations/037): reused
 -- while valid, uploaded by one sender at a time under a lease, recorded before
 -- any send uses it. %(margin)s: how long before its expiry an id is no longer
 -- handed out; %(lease)s: how long an upload holds the others back.

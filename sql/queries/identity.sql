@@ -1,4 +1,4 @@
--- Identity without a phone number (sql/022): a person is found by number or by
+-- Identity without a phone number (sql/migrations/022): a person is found by number or by
 -- business-scoped user id (BSUID), whichever a message carries, and moved, not
 -- copied, when the platform says their number or BSUID changed.
 

@@ -1,4 +1,4 @@
--- The applications' door (sql/036, issue 42): hand-overs under an idempotency
+-- The applications' door (sql/migrations/036, issue 42): hand-overs under an idempotency
 -- key, the people an application knows by its own key, what it may read of a
 -- document, each token's rate, and the outbox of events back to each
 -- application (store/handover.py, store/applications.py,

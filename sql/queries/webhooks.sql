@@ -102,7 +102,7 @@ RETURNING document_id
 -- An attempt is one pass over the document's unsent chunks: the first chunk of
 -- a pass to fail counts, others of the same pass (still 'failed', not resent
 -- since) do not. Returns the attempts counted so far. chunk_failures moves so
--- that a sender finishing the document meanwhile sees this (sql/028).
+-- that a sender finishing the document meanwhile sees this (sql/migrations/028).
 UPDATE documents d
 SET delivered_at = NULL, last_delivery_error = %(error)s, chunk_failures = d.chunk_failures + 1,
     next_attempt_at = now() + make_interval(secs => %(delay_seconds)s),
@@ -132,7 +132,7 @@ UPDATE documents SET knock_message_id = %(wa_message_id)s
 WHERE id = %(document_id)s AND knock_sent_at IS NOT NULL AND knock_message_id IS NULL
 
 -- name: insert_raw_webhook
--- Keep a body we accepted but could not (fully) use, for inspection: once by its SHA-256 (sql/017); a replay counts and refreshes it (last_received_at, the latest reason) instead of storing another copy.
+-- Keep a body we accepted but could not (fully) use, for inspection: once by its SHA-256 (sql/migrations/017); a replay counts and refreshes it (last_received_at, the latest reason) instead of storing another copy.
 INSERT INTO raw_webhooks (reason, body) VALUES (%(reason)s, %(body)s)
 ON CONFLICT (body_sha256) DO UPDATE
 SET received_count = raw_webhooks.received_count + 1, last_received_at = now(),

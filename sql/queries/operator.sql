@@ -2,7 +2,7 @@
 -- resend, through the claim. Each runs in one transaction that first locks the
 -- document row, so the state read, the action recorded and the change made
 -- agree, and a sender's claim, fence or finish either committed before (and is
--- seen) or waits and then finds the claim revoked (sql/025).
+-- seen) or waits and then finds the claim revoked (sql/migrations/025).
 
 -- name: lock_document
 -- Lock one document's row for an operator's action (inside the action's transaction).

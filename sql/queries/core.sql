@@ -69,7 +69,7 @@ SELECT * FROM people WHERE phone = %(phone)s
 SELECT * FROM people ORDER BY id
 
 -- name: time_zone_is_valid
--- Is this an IANA time zone name (sql/016: not a POSIX string, not an abbreviation)?
+-- Is this an IANA time zone name (sql/migrations/016: not a POSIX string, not an abbreviation)?
 SELECT is_valid_time_zone(%(time_zone)s) AS valid
 
 -- ──────────────────────────── documents ──────────────────────────────────
@@ -148,8 +148,8 @@ SELECT EXISTS (SELECT 1 FROM documents WHERE in_queue AND next_attempt_at <= now
 
 -- name: guard_exists
 -- The heartbeat guard: would a sweep act on anything now? One indexed probe.
--- While sending is paused (every number, or the document's: sql/027), only
--- once the next probe is due (sql/018); the document's number (%(default_number)s
+-- While sending is paused (every number, or the document's: sql/migrations/027), only
+-- once the next probe is due (sql/migrations/018); the document's number (%(default_number)s
 -- for a person bound to none) is looked up only while some pause waits on a probe.
 SELECT EXISTS (
     SELECT 1 FROM eligible_documents(%(lease)s, %(service_window)s, %(quiet_hours)s) e
@@ -169,7 +169,7 @@ FROM eligible_documents(%(lease)s, %(service_window)s, %(quiet_hours)s) ORDER BY
 -- Claim up to %(limit)s eligible documents (optionally one document or one
 -- person's) and return what delivering each needs, so no second read follows.
 -- The queue is read in due order (the documents_queue index) and the reading
--- stops once the batch is full, whatever the queue's depth (sql/032).
+-- stops once the batch is full, whatever the queue's depth (sql/migrations/032).
 -- Candidates are read eight times over so that concurrent sweepers, which all
 -- see the same oldest rows, skip each other's locks and still fill their
 -- batch; the outer UPDATE re-checks the claim on the newest row version, so a
@@ -187,7 +187,7 @@ WITH candidates AS (
       AND (%(person_id)s::bigint IS NULL OR e.person_id = %(person_id)s::bigint)
       -- Nothing of a paused number (or of any, while every number is paused), but
       -- the probe's one document: %(probe_number)s names the pause it probes
-      -- (sql/018, sql/027). The number is looked up only while a pause exists:
+      -- (sql/migrations/018, sql/migrations/027). The number is looked up only while a pause exists:
       -- the first test is uncorrelated, run once per claim. Written as one
       -- correlated NOT EXISTS, the planner made it an anti join it expected to
       -- keep one row of, and read every person again for each due document.
@@ -269,7 +269,7 @@ doc AS (
     FOR KEY SHARE OF d
 ),
 gate AS (
-    -- Paused for this document: its number's or every number's (sql/031).
+    -- Paused for this document: its number's or every number's (sql/migrations/031).
     SELECT doc.id, g.paused FROM doc CROSS JOIN LATERAL sending_gate(doc.phone_number_id, doc.id) g
 ),
 written AS (
@@ -323,7 +323,7 @@ ORDER BY doc.id, l.chunk_index
 -- a chunk its successor owns. One row per document: ours = false: the claim
 -- is lost, send nothing more (the record stands). paused: sending from the
 -- document's number (phone_number_id) is paused for every document but a
--- probe's (sql/018, sql/027), nothing is fenced; give the claim back; every:
+-- probe's (sql/migrations/018, sql/migrations/027), nothing is fenced; give the claim back; every:
 -- for every number.
 WITH req AS (
     SELECT * FROM jsonb_to_recordset(%(requests)s::jsonb)
@@ -372,7 +372,7 @@ held AS (
     SELECT id FROM locked WHERE fresh OR id IN (SELECT id FROM renewed)
 ),
 gate AS (
-    -- Paused for this document: its number's or every number's (sql/031).
+    -- Paused for this document: its number's or every number's (sql/migrations/031).
     SELECT r.document_id, g.paused, g.every
     FROM req r CROSS JOIN LATERAL sending_gate(r.phone_number_id, r.document_id) g
 ),
@@ -394,7 +394,7 @@ delivered AS (
     FROM req r JOIN ours ON ours.id = r.document_id
     WHERE r.finish AND d.id = r.document_id AND d.claim_token = r.token
       -- A failed status being applied to an earlier chunk holds this row and
-      -- moves the counter (sql/028): having waited for it, the update re-checks
+      -- moves the counter (sql/migrations/028): having waited for it, the update re-checks
       -- this on the row's new version and does not finish.
       AND d.chunk_failures = ours.chunk_failures
       AND NOT EXISTS (SELECT 1 FROM delivery_chunks c
@@ -712,7 +712,7 @@ LEFT JOIN LATERAL (
 ) last ON true
 
 -- name: insert_alert
--- Record an alert for its channel (sent_at stays NULL until the channel took it); %(episode)s: a row of an episode (watch/episodes.py), kept whole while the episode is open (sql/017); %(observed_at)s: when what it says was seen (NULL: now, sql/035).
+-- Record an alert for its channel (sent_at stays NULL until the channel took it); %(episode)s: a row of an episode (watch/episodes.py), kept whole while the episode is open (sql/migrations/017); %(observed_at)s: when what it says was seen (NULL: now, sql/migrations/035).
 INSERT INTO ops_alerts (dedup_key, severity, kind, message, details, channel, episode,
                         observed_at)
 VALUES (%(dedup_key)s, %(severity)s, %(kind)s, %(message)s, %(details)s, %(channel)s,
@@ -732,7 +732,7 @@ WHERE id = %(id)s
 -- ──────────────────────────── ready notifications ────────────────────────
 
 -- name: listen_ready
--- Receive a notification whenever a document becomes deliverable (sql/012).
+-- Receive a notification whenever a document becomes deliverable (sql/migrations/012).
 LISTEN delivery_ready
 
 -- name: next_due

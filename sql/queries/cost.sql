@@ -1,10 +1,10 @@
--- What messages cost (sql/023): each status's `pricing`, kept once per
+-- What messages cost (sql/migrations/023): each status's `pricing`, kept once per
 -- message, and the delivery report's reading of it (watch/costs.py).
 
 -- name: record_pricing
 -- Keep the pricing of each message in %(records)s the first time a status
 -- carries it (a redelivered or later status changes nothing). A knock tagged
--- by its knock id (sql/020) is charged to the first of the documents it knocked for.
+-- by its knock id (sql/migrations/020) is charged to the first of the documents it knocked for.
 INSERT INTO message_pricing (wa_message_id, document_id, part, chunk_index, country, billable,
                              category, pricing_model, pricing_type, priced_at)
 SELECT r.wa_message_id,

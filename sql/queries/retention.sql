@@ -1,5 +1,5 @@
 -- History kept for a while, not forever (watch/retention.py; the indexes are
--- sql/017's). Each prune looks at the %(limit)s oldest rows older than
+-- sql/migrations/017's). Each prune looks at the %(limit)s oldest rows older than
 -- %(keep)s that come after the key the previous batch ended on
 -- (%(after_at)s, %(after_key)s, %(after_sub)s; NULL: from the oldest), deletes
 -- those nothing still reads (by their ctid: a bounded TID scan, and a row
@@ -121,7 +121,7 @@ LEFT JOIN LATERAL (
 ) last ON true
 
 -- name: prune_document_files
--- Files rendered before now() - %(keep)s whose document is finished (delivered or abandoned): derived from the body, which stays, and drawn again if ever needed (a resend); their media ids go with them (sql/037). A file of a document still on its way stays however old.
+-- Files rendered before now() - %(keep)s whose document is finished (delivered or abandoned): derived from the body, which stays, and drawn again if ever needed (a resend); their media ids go with them (sql/migrations/037). A file of a document still on its way stays however old.
 WITH batch AS (
     SELECT f.ctid AS row_id, f.rendered_at, f.document_id,
            EXISTS (

@@ -1,4 +1,4 @@
--- Knocks as watched messages, and the knock templates' lifecycle (sql/020).
+-- Knocks as watched messages, and the knock templates' lifecycle (sql/migrations/020).
 -- A knock is a row of `knocks` linked to its document(s); a template's health
 -- is `template_problem` over what the lifecycle webhooks and our own sends
 -- said about it.

@@ -1,4 +1,4 @@
--- Dagster as the system of record: the delivery-events outbox (sql/008) and
+-- Dagster as the system of record: the delivery-events outbox (sql/migrations/008) and
 -- the daemon's heartbeats for the webhook service's dead-man's switch. Who may
 -- report which outbox row, and how a row is reported once:
 -- delivery_pipeline/watch/delivery_events.py.

@@ -50,7 +50,7 @@ WITH undelivered AS (
            greatest(coalesce(d.reviewed_at, d.generated_at, d.created_at), d.next_attempt_at,
                     coalesce(d.claimed_at + %(lease)s, '-infinity'),
                     -- any other of theirs: whatever left the queue last went before it
-                    -- in their turn (sql/025: begun, asked for, brief), one at a time
+                    -- in their turn (sql/migrations/025: begun, asked for, brief), one at a time
                     CASE WHEN e.id IS NOT NULL THEN (
                         SELECT max(greatest(o.delivered_at, o.abandoned_at, o.awaiting_reply_since))
                         FROM documents o
@@ -154,7 +154,7 @@ ORDER BY last_knock_at, id
 LIMIT %(sample)s
 
 -- name: check_sender_paused
--- Is sending paused by a global error for every number, since when, and how many documents wait behind it? And which numbers are paused on their own (sql/027; each is the engine's own alert, number_paused:<id>).
+-- Is sending paused by a global error for every number, since when, and how many documents wait behind it? And which numbers are paused on their own (sql/migrations/027; each is the engine's own alert, number_paused:<id>).
 SELECT s.paused_at, s.pause_code, s.pause_reason,
        extract(epoch FROM now() - s.paused_at)::float8 AS age_seconds,
        (SELECT count(*) FROM documents d
@@ -191,7 +191,7 @@ SELECT pg_try_advisory_lock(72430002) AS locked
 SELECT pg_advisory_unlock(72430002)
 
 -- name: check_delivery_events
--- Deliveries not yet on Dagster's delivered_documents timeline (the outbox, sql/008), oldest first, with the totals past %(warn)s and %(error)s; ids are the documents'.
+-- Deliveries not yet on Dagster's delivered_documents timeline (the outbox, sql/migrations/008), oldest first, with the totals past %(warn)s and %(error)s; ids are the documents'.
 SELECT document_id AS id, event, source, claimed_by,
        extract(epoch FROM now() - occurred_at)::float8 AS age_seconds,
        count(*) OVER () AS total,

@@ -1,7 +1,7 @@
--- Review before delivery (sql/010_review.sql): the reviewers' one rule and
+-- Review before delivery (sql/migrations/010_review.sql): the reviewers' one rule and
 -- what their page lists. Every way to decide (the CLI, the Dagster job, the
 -- review page) runs decide_review; nothing else moves a document out of
--- 'awaiting_review' but the stale-brief abandonment (queries_generation.sql).
+-- 'awaiting_review' but the stale-brief abandonment (queries/generation.sql).
 
 -- name: decide_review
 -- A reviewer's decision, taken only while the document still awaits review: one conditional UPDATE, so of two reviewers acting at once exactly one gets the row back (the other's UPDATE waits for the row, then finds it decided and matches nothing). 'approved': into the delivery queue, due now, with the edited text %(body)s if given (kept beside the generated body). 'rejected': abandoned as 'rejected' with %(reason)s.
@@ -40,7 +40,7 @@ WHERE d.awaiting_review_since IS NOT NULL AND d.abandoned_at IS NULL
 ORDER BY d.awaiting_review_since, d.id
 LIMIT %(limit)s
 
--- The review page's sessions and sign-in limits (sql/015; the rules in
+-- The review page's sessions and sign-in limits (sql/migrations/015; the rules in
 -- service/sessions.py). An attempt is one transaction: lock, state, the token
 -- check in Python, then the failure or the session recorded.
 

@@ -1,4 +1,4 @@
--- The pause (sql/018, sql/027, docs/design/pause.md): who may send while a
+-- The pause (sql/migrations/018, sql/migrations/027, docs/design/pause.md): who may send while a
 -- sender-wide error lasts, the one probe at a time per pause, and the
 -- operator's resume. A pause is a row of sender_state: '*' for every number
 -- (the token, the app, the account), else one business number.

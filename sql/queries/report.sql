@@ -2,7 +2,7 @@
 -- day [%(start)s, %(end)s); pandas does the counting and the percentiles.
 
 -- name: report_documents
--- Documents generated or delivered in the day: when each was generated and delivered, and the business number it went out from (sql/027; '' before it was claimed).
+-- Documents generated or delivered in the day: when each was generated and delivered, and the business number it went out from (sql/migrations/027; '' before it was claimed).
 SELECT id, kind, coalesce(generated_at, created_at) AS generated_at, delivered_at,
        generated_at >= %(start)s AND generated_at < %(end)s AS generated_in_day,
        delivered_at >= %(start)s AND delivered_at < %(end)s AS delivered_in_day,
