@@ -41,6 +41,10 @@ THROUGHPUT_PAUSE_SECONDS = 0.1
 ASYNC_RETRY_SECONDS = 60.0
 # 131049 (withheld for ecosystem health): the platform asks for a day.
 ECOSYSTEM_RETRY_SECONDS = 24 * 3600.0
+# The answer to a press is worth little a few minutes late: a few tries, close
+# together, instead of the documents' backoff and limit.
+ACKNOWLEDGEMENT_ATTEMPTS = 3
+ACKNOWLEDGEMENT_RETRY_SECONDS = 2.0
 
 
 class MessageKind(enum.StrEnum):
@@ -50,12 +54,22 @@ class MessageKind(enum.StrEnum):
 
     CHUNK = "chunk"  # a part of a document, as text: only inside the person's window
     KNOCK = "knock"  # the template asking the person to write
+    # The answer to a press of Later or Stop, as text in the window the press opened;
+    # about no one document (``delivery.acknowledgement``).
+    ACKNOWLEDGEMENT = "acknowledgement"
 
     @property
     def templated(self) -> bool:
         """Sent on an approved template: it needs no window, and the template itself
         can be refused (the refusal holds the template, ``template_recheck_seconds``)."""
         return self is MessageKind.KNOCK
+
+    def attempt_limit(self, settings: DeliverySettings) -> int:
+        """The counted attempts after which it is given up: ``DELIVERY_MAX_ATTEMPTS``
+        for a document's sends, a few for an answer."""
+        if self is MessageKind.ACKNOWLEDGEMENT:
+            return ACKNOWLEDGEMENT_ATTEMPTS
+        return settings.max_attempts
 
 
 class Step(enum.StrEnum):
@@ -75,7 +89,9 @@ class Failure:
 
     error: CloudApiError | None  # None: a failed status without an error object
     kind: MessageKind
-    document_id: int  # the document it was for (a knock's: the first it asked about)
+    # The document it was for (a knock's: the first it asked about); None: an
+    # acknowledgement, which is about the person's press.
+    document_id: int | None
     person_id: int
     # The document's failed attempts with this one, as far as the reporter knows
     # (the backoff grows with it; 0: not known, a knock's documents each have theirs).
@@ -175,17 +191,25 @@ def consequence_of(failure: Failure, settings: DeliverySettings) -> Consequence:
 def at_limit(
     consequence: Consequence,
     *,
+    kind: MessageKind,
     document_id: int,
     attempts: int,
     last_error: str,
     code: int | None,
     settings: DeliverySettings,
 ) -> Consequence:
-    """``DELIVERY_MAX_ATTEMPTS``, applied here alone: a consequence that counted the
-    document's ``attempts``-th attempt abandons it at the limit (``max_attempts``),
-    and ops is told; below the limit, or not counted, it stands."""
-    if not consequence.counts_attempt or attempts < settings.max_attempts:
+    """The attempt limit, applied here alone: a consequence that counted the
+    ``attempts``-th attempt of a message of ``kind`` gives it up at the kind's limit
+    (``MessageKind.attempt_limit``); a document is abandoned and ops is told, an
+    answer to a press is not sent (``document_id`` is then its reply's). Below the
+    limit, or not counted, the consequence stands."""
+    if not consequence.counts_attempt or attempts < kind.attempt_limit(settings):
         return consequence
+    if kind is MessageKind.ACKNOWLEDGEMENT:
+        # Nothing waits on it: the press was applied, only its answer is lost.
+        return dataclasses.replace(
+            consequence, step=Step.ABANDON, abandon_reason=AbandonReason.MAX_ATTEMPTS
+        )
     return dataclasses.replace(
         consequence,
         step=Step.ABANDON,
@@ -206,7 +230,10 @@ def retry_delay(attempts: int, settings: DeliverySettings) -> float:
 
 def _backoff(failure: Failure, settings: DeliverySettings) -> float:
     """How long a counted failure waits: the backoff; a knock that failed after it
-    was accepted, a minute (its documents were waiting on the person meanwhile)."""
+    was accepted, a minute (its documents were waiting on the person meanwhile); an
+    answer to a press, a moment."""
+    if failure.kind is MessageKind.ACKNOWLEDGEMENT:
+        return ACKNOWLEDGEMENT_RETRY_SECONDS
     if failure.kind is MessageKind.KNOCK and not failure.synchronous:
         return ASYNC_RETRY_SECONDS
     return retry_delay(failure.attempts, settings)
@@ -230,11 +257,15 @@ def _bsuid_refused(failure: Failure, error: CloudApiError) -> Consequence:
 
 def _unreachable_alert(failure: Failure, error: RecipientUnreachable) -> Alert:
     person_id, document_id = failure.person_id, failure.document_id
+    what = (
+        "the answer to their reply is not sent"
+        if document_id is None
+        else f"document {document_id} abandoned"
+    )
     return Alert(
         f"recipient:{person_id}",
         AlertSeverity.WARNING,
-        f"Person {person_id} cannot receive WhatsApp messages ({error}); "
-        f"document {document_id} abandoned.",
+        f"Person {person_id} cannot receive WhatsApp messages ({error}); {what}.",
         {"code": error.code, "document_id": document_id, "person_id": person_id},
     )
 
