@@ -25,11 +25,11 @@ from delivery_pipeline.whatsapp.errors import (
     PAIR_RATE_RETRY_SECONDS,
     CloudApiError,
     EcosystemHold,
-    Effect,
     PairRateLimited,
     RecipientOptedOut,
     RecipientUnreachable,
     Scope,
+    Trouble,
 )
 
 # A 130429 means the last second was one too many. The pause moves the whole
@@ -73,6 +73,8 @@ class MessageKind(enum.StrEnum):
 
 
 class Step(enum.StrEnum):
+    """What is done about a failed send (``whatsapp.errors.Trouble`` says what went wrong)."""
+
     KNOCK = "knock"  # outside the window: the template, then wait for the person
     ABANDON = "abandon"  # never sent again
     PAUSE = "pause"  # nobody can be sent to: sending stops for everyone
@@ -127,16 +129,17 @@ class Consequence:
 def consequence_of(failure: Failure, settings: DeliverySettings) -> Consequence:
     """What to do with the documents of a send that failed.
 
-    The error's ``scope`` says whose sends it stops, its ``effect`` what happens;
-    the kind of message and whether the send call itself refused it refine that.
+    The error's ``scope`` says whose sends it stops, its ``trouble`` what is wrong;
+    the kind of message and whether the send call itself refused it say what is
+    done about it (the ``Step``).
     The attempt limit is not applied here: ``at_limit``, once the attempt counted.
     """
     error, kind = failure.error, failure.kind
-    effect = error.effect if error is not None else Effect.RETRY
+    trouble = error.trouble if error is not None else Trouble.THIS_SEND
     scope = error.scope if error is not None else Scope.MESSAGE
     if error is not None and refused_for_bsuid(error):
         return _bsuid_refused(failure, error)
-    if effect == Effect.KNOCK:
+    if trouble == Trouble.WINDOW_CLOSED:
         if kind.templated:
             # A template refused with 131047 is never a window question (a template
             # needs no window): retried after the backoff, and it counts.
@@ -144,12 +147,12 @@ def consequence_of(failure: Failure, settings: DeliverySettings) -> Consequence:
                 Step.RETRY, scope, counts_attempt=True, retry_after=_backoff(failure, settings)
             )
         return Consequence(Step.KNOCK, scope)
-    if effect == Effect.PAUSE:
+    if trouble == Trouble.SENDER_REFUSED:
         # The alert is the pause's own episode (delivery/pause.py), not one per refusal.
         return Consequence(
             Step.PAUSE, scope, retry_after=0.0 if failure.synchronous else ASYNC_RETRY_SECONDS
         )
-    if effect == Effect.ABANDON and isinstance(error, RecipientUnreachable):
+    if trouble == Trouble.UNREACHABLE and isinstance(error, RecipientUnreachable):
         return Consequence(
             Step.ABANDON,
             scope,
@@ -158,10 +161,10 @@ def consequence_of(failure: Failure, settings: DeliverySettings) -> Consequence:
             knock_spent=True,
             alert=_unreachable_alert(failure, error),
         )
-    if effect == Effect.HOLD_TEMPLATE:
+    if trouble == Trouble.TEMPLATE_REFUSED:
         assert error is not None
         return _template_refused(failure, error, settings)
-    if effect == Effect.HOLD:
+    if trouble == Trouble.PLATFORM_HOLD:
         if isinstance(error, EcosystemHold):
             # 131049: the platform asks for a day. A withheld knock counts (the
             # person's knock is spent); a withheld chunk does not.
@@ -175,7 +178,7 @@ def consequence_of(failure: Failure, settings: DeliverySettings) -> Consequence:
             )
         if isinstance(error, PairRateLimited):
             return Consequence(Step.RETRY, scope, retry_after=_jitter(PAIR_RATE_RETRY_SECONDS))
-    if effect == Effect.SLOW:
+    if trouble == Trouble.THROUGHPUT:
         if not failure.synchronous:
             return Consequence(Step.RETRY, scope, retry_after=ASYNC_RETRY_SECONDS)
         return Consequence(
