@@ -16,6 +16,8 @@ import datetime as dt
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from delivery_pipeline.whatsapp.payloads import text_or_none
+
 # The fields of the WhatsApp Business Account that announce a template's life.
 TEMPLATE_STATUS = "message_template_status_update"
 TEMPLATE_QUALITY = "message_template_quality_update"
@@ -28,7 +30,7 @@ _TEXT_MAX = 200
 
 def _text(value: Any) -> str | None:
     """A non-empty string, else None."""
-    return value if isinstance(value, str) and value else None
+    return text_or_none(value) or None
 
 
 def _dict(value: Any) -> dict[str, Any]:
