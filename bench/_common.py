@@ -190,28 +190,6 @@ def median(values: list[float]) -> float:
     return percentile(values, 50)
 
 
-def sweep_medians(measured: list[dict[str, float]]) -> tuple[dict[str, float], list[float]]:
-    """Runs of ``vs_procrastinate.rate_run`` as medians per accepted message: the
-    sender's CPU ms (less what it spun, where a run says so in ``spun``), Postgres's,
-    their total, the sender's wake-ups, the steady rate; throttles and wrong parts
-    summed over the runs. Also each run's total, in order."""
-
-    def ms(run: dict[str, float], seconds: float) -> float:
-        return 1000 * seconds / run["received"]
-
-    totals = [ms(r, r["sender_cpu"] - r.get("spun", 0.0) + r["pg_cpu"]) for r in measured]
-    row = {
-        "sender": median([ms(r, r["sender_cpu"] - r.get("spun", 0.0)) for r in measured]),
-        "pg": median([ms(r, r["pg_cpu"]) for r in measured]),
-        "total": median(totals),
-        "wakes": median([r["sender_wakes"] / r["received"] for r in measured]),
-        "steady": median([r["steady"] for r in measured]),
-        "throttled": sum(r["throttled"] for r in measured),
-        "wrong": sum(r["duplicates"] + r["missing"] for r in measured),
-    }
-    return row, totals
-
-
 def seed_ready_documents(
     url: str,
     count: int,

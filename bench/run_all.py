@@ -1,8 +1,8 @@
 """Run every benchmark in sequence, then regenerate the summary table at the top
 of docs/benchmarks.md (figure, target, measured, met?). Long on 2 cores: several
-scripts (vs_procrastinate, fleet, arrivals, revisions, paced_tax) take ten
-minutes or more each. Each script writes its own section; the summary reads
-them back.
+scripts (vs_procrastinate, fleet, arrivals) take ten minutes or more each. Each
+script writes its own section; the summary reads them back, one small function
+per benchmark (``PARTS``).
 
     ./dev shell bench/run_all.py [--skip vs_procrastinate,guard] [--summary-only]
 
@@ -19,6 +19,8 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
 
 from _common import BENCHMARKS_MD, REPO, read_figures, read_section, write_section
 
@@ -40,27 +42,37 @@ BENCHMARKS: dict[str, list[str]] = {
     # library's numbers module for every import of it in its process)
     "several_numbers": ["--numbers", "1,2,4", "--docs-per-number", "100"],
     "claim_depth": ["--depths", "1000,10000,100000", "--claims", "10"],
-    "group_commit": ["--docs", "1600", "--batches", "1,4,16,32"],
-    "fillfactor": ["--docs", "1000", "--pairs", "6"],
     "startup": ["--against", "1c547dd", "--pairs", "12"],
-    # The revision before writes below the limit waited for company.
-    "revisions": ["--against", "0456648", "--pairs", "6"],
     "arrivals": ["--docs", "200", "--runs", "3", "--loads", "0,2"],
-    "pacer_wait": ["--pairs", "4", "--slots", "800"],
-    "paced_tax": ["--pairs", "3", "--docs", "1000"],
+    "render": ["--renders", "60", "--uploads", "60"],
+    "api": ["--handovers", "1500", "--connections", "8", "--events", "3000"],
 }
 
 
-def _table_row(section: str | None, first_cell: str) -> list[str] | None:
-    for line in (section or "").splitlines():
-        cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        if cells and cells[0] == first_cell:
-            return cells
-    return None
+Row = tuple[str, str, str, bool | None]
 
 
-def _num(text: str) -> float:
-    return float(re.sub(r"[^0-9.\-]", "", text.split("(")[0]))
+@dataclass
+class Summary:
+    """The summary table's rows, each read from a benchmark's own section."""
+
+    rows: list[Row] = field(default_factory=list)
+
+    def add(
+        self,
+        figure: str,
+        target: str,
+        value: float | None,
+        fmt: str,
+        met: Callable[[float], bool] | None = None,
+        scale: float = 1.0,
+    ) -> None:
+        """One row; ``met`` judges the value (None: a figure to report, no target)."""
+        if value is None:
+            self.rows.append((figure, target, "not run", None))
+            return
+        shown = float(value) * scale
+        self.rows.append((figure, target, fmt.format(shown), None if met is None else met(shown)))
 
 
 def at_most(limit: float) -> Callable[[float], bool]:
@@ -71,26 +83,23 @@ def at_least(limit: float) -> Callable[[float], bool]:
     return lambda v: v >= limit
 
 
-def summary_rows() -> list[tuple[str, str, str, bool | None]]:
-    rows: list[tuple[str, str, str, bool | None]] = []
+def figures(name: str) -> dict[str, Any]:
+    """The figures a benchmark left in its section ({}: not run)."""
+    return read_figures(name) or {}
 
-    def add(
-        figure: str,
-        target: str,
-        value: float | None,
-        fmt: str,
-        met: Callable[[float], bool] | None = None,
-        scale: float = 1.0,
-    ) -> None:
-        """One row; ``met`` judges the value (None: a figure to report, no target)."""
-        if value is None:
-            rows.append((figure, target, "not run", None))
-            return
-        shown = float(value) * scale
-        rows.append((figure, target, fmt.format(shown), None if met is None else met(shown)))
 
-    t = read_figures("throughput") or {}
-    add(
+def cell(section: str, first_cell: str, index: int) -> float | None:
+    """A number from the row of ``section``'s table that starts with ``first_cell``."""
+    for line in (read_section(section) or "").splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if cells and cells[0] == first_cell:
+            return float(re.sub(r"[^0-9.\-]", "", cells[index].split("(")[0]))
+    return None
+
+
+def throughput(s: Summary) -> None:
+    t = figures("throughput")
+    s.add(
         "throughput at 80 msg/s, 150 ms latency (steady, share of limit)",
         "≥ 95 %",
         t.get("share_80"),
@@ -98,25 +107,28 @@ def summary_rows() -> list[tuple[str, str, str, bool | None]]:
         at_least(95),
         scale=100,
     )
-    add(
+    s.add(
         "throttling errors at 80 msg/s (all runs)", "0", t.get("throttled_80"), "{:.0f}", at_most(0)
     )
-    add(
+    s.add(
         f"throughput with the limit at {t.get('fast_limit', 1000):,} msg/s (steady)",
         "report (as close as the machine allows)",
         t.get("rate_fast"),
         "{:.0f} msg/s",
     )
-    add(
+    s.add(
         "one nine-chunk plan at 150 ms latency, wall",
         "≤ 1.6 s",
         t.get("one_plan_s"),
         "{:.2f} s",
         at_most(1.6),
     )
-    p = read_figures("pause") or {}
+
+
+def pause(s: Summary) -> None:
+    p = figures("pause")
     for fleet, who in (("1_1", "the service and a sweep"), ("2_2", "two services, two sweeps")):
-        add(
+        s.add(
             f"a bad token for 40 s, {who}: sends refused fleet-wide",
             "≤ 10",
             p.get(f"refused_{fleet}"),
@@ -124,40 +136,46 @@ def summary_rows() -> list[tuple[str, str, str, bool | None]]:
             at_most(10),
         )
         interval = p.get(f"interval_{fleet}")
-        add(
+        s.add(
             f"a bad token for 40 s, {who}: fix → everything delivered",
             f"≤ two probe intervals ({2 * float(interval):.0f} s)" if interval else "≤ 2 intervals",
             p.get(f"recovery_{fleet}"),
             "{:.1f} s",
             at_most(2 * float(interval)) if interval else None,
         )
-    st = read_figures("statements") or {}
+
+
+def statements(s: Summary) -> None:
+    st = figures("statements")
     for mode, label in (("unbound", "limit not binding"), ("paced", "paced at 80 msg/s")):
-        figures = st.get(mode) or {}
-        add(
+        s.add(
             f"Postgres statements per message, 2-chunk plans, {label}",
             "report",
-            figures.get("calls_per_message"),
+            (st.get(mode) or {}).get("calls_per_message"),
             "{:.2f}",
-            None,
         )
-    claims = (read_figures("claim_depth") or {}).get("claims") or {}
-    deepest = claims.get("100000") or {}
-    add(
+
+
+def claim_depth(s: Summary) -> None:
+    deepest = (figures("claim_depth").get("claims") or {}).get("100000") or {}
+    s.add(
         "one claim of 32 with 100,000 documents due (median)",
         "report",
         deepest.get("median_ms"),
         "{:.1f} ms",
     )
-    f = read_figures("fleet") or {}
-    add(
+
+
+def fleet(s: Summary) -> None:
+    f = figures("fleet")
+    s.add(
         "fleet (4 sweeps + service) at an 80 msg/s number: throttling refusals (130429), all runs",
         "0",
         f.get("fleet_throttled_80"),
         "{:.0f}",
         at_most(0),
     )
-    add(
+    s.add(
         "fleet at an 80 msg/s number: aggregate steady rate, share of the limit, lowest run",
         "≥ 95 %",
         f.get("fleet_share_80"),
@@ -165,13 +183,13 @@ def summary_rows() -> list[tuple[str, str, str, bool | None]]:
         at_least(95),
         scale=100,
     )
-    add(
+    s.add(
         "fleet at a 1,000 msg/s number: aggregate steady rate",
         "report",
         f.get("fleet_rate_1000"),
         "{:.0f} msg/s",
     )
-    add(
+    s.add(
         "fleet at a 1,000 msg/s number: 130429",
         "0",
         f.get("fleet_throttled_1000"),
@@ -179,123 +197,131 @@ def summary_rows() -> list[tuple[str, str, str, bool | None]]:
         at_most(0),
     )
     for k, rate in sorted((f.get("scale") or {}).items(), key=lambda kv: int(kv[0])):
-        add(
+        s.add(
             f"scale at a 1,000 msg/s number, {k} sweep process(es): aggregate",
             "≥ 400 msg/s with 4" if k == "4" else "report",
             rate,
             "{:.0f} msg/s",
             at_least(400) if k == "4" else None,
         )
-    add(
+    s.add(
         "pacer round trips per message (fleet, 1,000 msg/s)",
         "report",
         f.get("pacer_per_msg_1000"),
         "{:.2f}",
     )
-    n = read_figures("numbers") or {}
-    add(
+
+
+def several_numbers(s: Summary) -> None:
+    n = figures("numbers")
+    s.add(
         "several numbers (1, 2, 4 at 80 msg/s, per-number and shared senders): 130429, all runs",
         "0",
         n.get("numbers_throttled"),
         "{:.0f}",
         at_most(0),
     )
-    add(
+    s.add(
         "several numbers: duplicated + missing parts, all runs",
         "0",
         None if not n else int(n["numbers_duplicates"]) + int(n["numbers_missing"]),
         "{:.0f}",
         at_most(0),
     )
-    add(
+    s.add(
         "several numbers: lowest number's share of its limit, any run",
         "report",
         n.get("numbers_min_share"),
         "{:.0f} %",
         scale=100,
     )
-    a = read_figures("arrivals") or {}
-    arrival_runs = a.get("runs") or []
-    add(
+
+
+def arrivals(s: Summary) -> None:
+    runs = figures("arrivals").get("runs") or []
+
+    def worst(key: str, pick: Callable[..., float] = max) -> float | None:
+        values = [float(r[key]) for r in runs if key in r]
+        return pick(values) if values else None
+
+    s.add(
         "fleet at an 80 msg/s number, quiet and beside 2 busy loops: 130429, all runs",
         "0",
-        sum(int(r["throttled"]) for r in arrival_runs) if arrival_runs else None,
+        sum(int(r["throttled"]) for r in runs) if runs else None,
         "{:.0f}",
         at_most(0),
     )
-    add(
+    s.add(
         "… its busiest sliding second on the wire (kernel timestamps), worst run",
         "< 80",
-        max(int(r["busiest_wire"]) for r in arrival_runs) if arrival_runs else None,
+        worst("busiest_wire"),
         "{:.0f}",
         lambda v: v < 80,
     )
-    tightest = [float(r["tightest_wire_ms"]) for r in arrival_runs if "tightest_wire_ms" in r]
-    add(
+    s.add(
         "… its shortest span of 81 consecutive sends on the wire, worst run",
         "> 1,000 ms",
-        min(tightest) if tightest else None,
+        worst("tightest_wire_ms", min),
         "{:,.0f} ms",
         lambda v: v > 1000,
     )
-    add(
+    s.add(
         "… the sandbox's stamp behind the wire, p99, worst run",
         "report",
-        max(float(r["lag_p99_ms"]) for r in arrival_runs) if arrival_runs else None,
+        worst("lag_p99_ms"),
         "{:.1f} ms",
     )
-    add(
+    s.add(
         "… the sandbox's stamp behind the wire, max, worst run",
         "report",
-        max(float(r["lag_max_ms"]) for r in arrival_runs) if arrival_runs else None,
+        worst("lag_max_ms"),
         "{:.1f} ms",
     )
-    batched = read_figures("group_commit") or {}
-    for batch in ("1", "32"):
-        add(
-            f"advance_delivery, backend CPU per document, {batch} a statement",
-            "report",
-            batched.get(f"{batch}_by_key"),
-            "{:.3f} ms",
-        )
-    p = read_figures("vs_procrastinate") or {}
+
+
+def procrastinate_cpu(s: Summary) -> None:
+    p = figures("vs_procrastinate")
     # Issue 20 sets 0.5 on the two-chunk plans it measured; nine-chunk keeps 0.8.
     for chunks, most in ((2, 0.5), (9, 0.8)):
-        add(
+        s.add(
             f"CPU per message (sender + Postgres), ours / procrastinate, {chunks}-chunk plans",
             f"≤ {most}",
             p.get(f"cpu_ratio_{chunks}"),
             "{:.2f}",
             at_most(most),
         )
-        add(
+        s.add(
             f"… the same, procrastinate sending with our HTTP client, {chunks}-chunk plans",
             "report",
             p.get(f"cpu_ratio_same_client_{chunks}"),
             "{:.2f}",
         )
     ours_pg, theirs_pg = p.get("pg_ms_ours_2"), p.get("pg_ms_theirs_2")
-    add(
+    s.add(
         "Postgres CPU per message, ours / procrastinate, 2-chunk plans",
         "≤ 1",
         None if ours_pg is None or theirs_pg is None else float(ours_pg) / float(theirs_pg),
         "{:.2f}",
         at_most(1.0),
     )
-    add(
+
+
+def procrastinate_paced(s: Summary) -> None:
+    p = figures("vs_procrastinate")
+    s.add(
         "CPU per message paced at 80 msg/s ÷ unbound, ours, 2-chunk plans",
         "≤ 1.1",
         p.get("paced_ratio_ours"),
         "{:.2f}",
         at_most(1.1),
     )
-    add(
+    s.add(
         "… the same for procrastinate (for comparison)",
         "—",
         p.get("paced_ratio_theirs"),
         "{:.2f}",
     )
-    add(
+    s.add(
         "… ours not paced, fewer in flight, at about the paced rate ÷ unbound",
         "report",
         p.get("same_rate_ratio_ours"),
@@ -306,42 +332,19 @@ def summary_rows() -> list[tuple[str, str, str, bool | None]]:
         ("same_rate_wakes_ours", "not paced, at about the paced rate"),
         ("paced_wakes_ours", "paced"),
     ):
-        add(
+        s.add(
             f"… the sender's wake-ups per message (voluntary context switches), {how}",
             "report",
             p.get(key),
             "{:.2f}",
         )
-    pw = read_figures("pacer_wait") or {}
-    add(
-        "the pacer's own CPU per slot (32 senders, 80 msg/s, no sends), with the timer slack",
-        "report",
-        pw.get("cpu_ms_shipped"),
-        "{:.3f} ms",
-    )
-    add(
-        "… the same waiting again for what a timer fired early by (before)",
-        "report",
-        pw.get("cpu_ms_no_slack"),
-        "{:.3f} ms",
-    )
-    pt = read_figures("paced_tax") or {}
-    tax = pt.get("ratios") or {}
-    assert isinstance(tax, dict)
-    for key, how in (
-        ("paced (shipped)", "as shipped"),
-        ("paced, merged wakes", "the waits merged into one wake a message (bench only)"),
-        ("paced, warm (spin taken out)", "the sweep's core kept busy, spin taken out (bench only)"),
-    ):
-        add(
-            f"paced ÷ unbound in bench/paced_tax.py, {how}",
-            "report",
-            tax.get(key),
-            "{:.2f}",
-        )
+
+
+def procrastinate_rate_and_crashes(s: Summary) -> None:
+    p = figures("vs_procrastinate")
     for key in sorted(k for k in p if k.startswith("ratio_")):
         limit = int(key.split("_")[1])
-        add(
+        s.add(
             f"ours / procrastinate, msg/s at a {limit:,} msg/s limit",
             "≥ 1.2",
             p[key],
@@ -349,7 +352,7 @@ def summary_rows() -> list[tuple[str, str, str, bool | None]]:
             at_least(1.2),
         )
     amb = p.get("ambiguous_ours")
-    add(
+    s.add(
         "duplicated chunks after SIGKILLs, ours, no status webhooks, grace 0 (policy resend)",
         "only chunks whose outcome was unknown at the kill"
         + (f" ({amb})" if amb is not None else ""),
@@ -357,121 +360,133 @@ def summary_rows() -> list[tuple[str, str, str, bool | None]]:
         "{:.0f}",
         None if amb is None else at_most(amb),
     )
-    add(
+    s.add(
         "duplicated chunks after SIGKILLs, ours, status webhooks → service",
         "0",
         p.get("dup_ours_webhooks"),
         "{:.0f}",
         at_most(0),
     )
-    add(
+    s.add(
         "duplicated chunks after SIGKILLs, procrastinate (for comparison)",
         "—",
         p.get("dup_theirs"),
         "{:.0f}",
     )
     missing = sum(int(p[k]) for k in p if k.startswith("missing_ours")) if p else None
-    add("missing chunks after SIGKILLs, ours", "0", missing, "{:.0f}", at_most(0))
-    g = read_figures("guard") or {}
-    for key, figure, target, fmt, met in (
-        (
-            "guard_ms",
-            "heartbeat guard, 1M delivered + 100k awaiting (median)",
-            "≤ 0.2 ms",
-            "{:.3f} ms",
-            at_most(0.2),
-        ),
-        ("guard_ratio", "guard ratio to an empty table", "≤ 1.5", "{:.2f}", at_most(1.5)),
-        (
-            "guard_1k_ms",
-            "guard, 1M delivered + 1,000 awaiting (a guard joining people per row: ~2 ms)",
-            "≤ 0.2 ms",
-            "{:.3f} ms",
-            at_most(0.2),
-        ),
-        (
-            "guard_reviewing_ratio",
-            "guard, also 100k awaiting review, ratio to an empty table",
-            "≤ 1.5",
-            "{:.2f}",
-            at_most(1.5),
-        ),
-        (
-            "guard_quiet_ratio",
-            "guard, also 100k held for quiet hours, ratio to an empty table",
-            "≤ 1.5",
-            "{:.2f}",
-            at_most(1.5),
-        ),
+    s.add("missing chunks after SIGKILLs, ours", "0", missing, "{:.0f}", at_most(0))
+
+
+def guard(s: Summary) -> None:
+    g = figures("guard")
+    ratio = at_most(1.5)
+    s.add(
+        "heartbeat guard, 1M delivered + 100k awaiting (median)",
+        "≤ 0.2 ms",
+        g.get("guard_ms"),
+        "{:.3f} ms",
+        at_most(0.2),
+    )
+    s.add("guard ratio to an empty table", "≤ 1.5", g.get("guard_ratio"), "{:.2f}", ratio)
+    s.add(
+        "guard, 1M delivered + 1,000 awaiting (a guard joining people per row: ~2 ms)",
+        "≤ 0.2 ms",
+        g.get("guard_1k_ms"),
+        "{:.3f} ms",
+        at_most(0.2),
+    )
+    for key, also in (
+        ("guard_reviewing_ratio", "100k awaiting review"),
+        ("guard_quiet_ratio", "100k held for quiet hours"),
     ):
-        add(figure, target, g.get(key), fmt, met)
-    m = read_figures("memory") or {}
-    rss = m.get("rss_large_mib")
-    add(
+        s.add(f"guard, also {also}, ratio to an empty table", "≤ 1.5", g.get(key), "{:.2f}", ratio)
+
+
+def memory(s: Summary) -> None:
+    m = figures("memory")
+    s.add(
         "peak RSS of a sweep over 10k documents",
         "≤ 150 MB",
-        rss,
+        m.get("rss_large_mib"),
         "{:.0f} MiB",
         at_most(150 / 1.048576),  # the target is in MB, the figure in MiB
     )
-    add("peak RSS 10k / 1k", "≤ 1.2", m.get("rss_ratio"), "{:.2f}", at_most(1.2))
+    s.add("peak RSS 10k / 1k", "≤ 1.2", m.get("rss_ratio"), "{:.2f}", at_most(1.2))
 
-    def cell(section: str, first_cell: str, index: int) -> float | None:
-        row = _table_row(read_section(section), first_cell)
-        return _num(row[index]) if row else None
 
-    add(
-        "reaction latency p50",
-        "≤ 150 ms",
-        cell("reaction_latency", "200", 2),
-        "{:.0f} ms",
-        at_most(150),
-    )
-    add(
-        "reaction latency p99",
-        "≤ 500 ms",
-        cell("reaction_latency", "200", 4),
-        "{:.0f} ms",
-        at_most(500),
-    )
-    add(
-        "status webhook ingest, one update per POST",
-        "≥ 1,000 updates/s",
-        cell("status_ingest", "1", 3),
-        "{:,.0f}/s",
-        at_least(1000),
-    )
-    add(
-        "status webhook ack p99",
-        "≤ 250 ms",
-        cell("status_ingest", "1", 5),
-        "{:.1f} ms",
-        at_most(250),
-    )
-    add(
-        "ready in the database → first chunk, no poke, p50",
-        "≤ 200 ms",
-        cell("ready_latency", "200", 2),
-        "{:.0f} ms",
-        at_most(200),
-    )
-    add(
-        "ready in the database → first chunk, no poke, p99",
-        "≤ 1 s",
-        cell("ready_latency", "200", 4),
-        "{:.0f} ms",
-        at_most(1000),
-    )
-    rec = read_figures("record_latency") or {}
+def latencies(s: Summary) -> None:
+    """The reaction, ingest and ready latencies, read from their tables' rows."""
+    reaction = ("reaction_latency", "200")
+    ingest = ("status_ingest", "1")
+    ready = ("ready_latency", "200")
+    for figure, target, (section, row), column, fmt, met in (
+        ("reaction latency p50", "≤ 150 ms", reaction, 2, "{:.0f} ms", at_most(150)),
+        ("reaction latency p99", "≤ 500 ms", reaction, 4, "{:.0f} ms", at_most(500)),
+        (
+            "status webhook ingest, one update per POST",
+            "≥ 1,000 updates/s",
+            ingest,
+            3,
+            "{:,.0f}/s",
+            at_least(1000),
+        ),
+        ("status webhook ack p99", "≤ 250 ms", ingest, 5, "{:.1f} ms", at_most(250)),
+        (
+            "ready in the database → first chunk, no poke, p50",
+            "≤ 200 ms",
+            ready,
+            2,
+            "{:.0f} ms",
+            at_most(200),
+        ),
+        (
+            "ready in the database → first chunk, no poke, p99",
+            "≤ 1 s",
+            ready,
+            4,
+            "{:.0f} ms",
+            at_most(1000),
+        ),
+    ):
+        s.add(figure, target, cell(section, row, column), fmt, met)
+
+
+def record_latency(s: Summary) -> None:
+    rec = figures("record_latency")
     for path, how in (("push", "the service pushes it"), ("sensor", "the sensor alone")):
-        add(
+        s.add(
             f"delivery by the service → its event on delivered_documents, max ({how})",
             "≤ 5 s",
             rec.get(f"{path}_max_s"),
             "{:.2f} s",
             at_most(5.0),
         )
-    return rows
+
+
+# The summary's parts, in the table's order.
+PARTS: tuple[Callable[[Summary], None], ...] = (
+    throughput,
+    pause,
+    statements,
+    claim_depth,
+    fleet,
+    several_numbers,
+    arrivals,
+    procrastinate_cpu,
+    procrastinate_paced,
+    procrastinate_rate_and_crashes,
+    guard,
+    memory,
+    latencies,
+    record_latency,
+)
+
+
+def summary_rows() -> list[Row]:
+    summary = Summary()
+    for part in PARTS:
+        part(summary)
+    return summary.rows
 
 
 def write_summary(command: str) -> None:

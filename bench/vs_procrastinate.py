@@ -36,8 +36,6 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterable
-from typing import Any
 
 try:
     import procrastinate  # noqa: F401
@@ -53,7 +51,6 @@ except ImportError:
 from _common import (
     REPO,
     ServerCpu,
-    alternating,
     child_env,
     figures_comment,
     inbox_report,
@@ -237,23 +234,6 @@ def rate_run(
         flush=True,
     )
     return figures
-
-
-def ours_in_turns(
-    names: Iterable[str],
-    pairs: int,
-    run: Callable[[str, str, Any, ServerCpu], dict[str, float]],
-) -> dict[str, list[dict[str, float]]]:
-    """``run(name, url, sandbox, server)`` for each name in turn, ``pairs`` times in
-    alternating order, on one sandbox and a Postgres of its own (its CPU is the
-    runs' alone); each run's figures by name."""
-    runs: dict[str, list[dict[str, float]]] = {name: [] for name in names}
-    with scratch_database(own_server=True) as url, start_sandbox() as sandbox:
-        server = ServerCpu(url)
-        for pair in range(pairs):
-            for name in alternating(pair, runs):
-                runs[name].append(run(name, url, sandbox, server))
-    return runs
 
 
 # Ambiguous chunks: with status webhooks a 5 s grace lets the statuses settle

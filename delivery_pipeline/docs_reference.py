@@ -208,7 +208,7 @@ def errors_page() -> str:
             rule.meaning,
             f"`{rule.error.__name__}`",
             rule.scope,
-            rule.effect,
+            rule.trouble,
             rule.arrives,
         )
         for code, rule in rules
@@ -222,26 +222,26 @@ def errors_page() -> str:
         doc = " ".join((cls.__doc__ or "").split())
         if reason is not None and issubclass(cls, RecipientUnreachable):
             doc += f" Abandon reason: `{reason}`."
-        class_rows.append((f"`{cls.__name__}`", cls.scope, cls.effect, doc))
+        class_rows.append((f"`{cls.__name__}`", cls.scope, cls.trouble, doc))
     body = [
-        *_table(("code", "meaning", "class", "scope", "effect", "arrives"), rows),
+        *_table(("code", "meaning", "class", "scope", "trouble", "arrives"), rows),
         "",
         "## The classes",
         "",
-        "The engine branches on the class (its scope and effect), never on the code "
+        "The engine branches on the class (its scope and trouble), never on the code "
         "or the message text. `CloudApiError` is what an unmapped code becomes, except "
         "that an HTTP 401 is a `GlobalSendError` and a 5xx a `TransientError`.",
         "",
-        *_table(("class", "scope", "effect", "what it means"), class_rows),
+        *_table(("class", "scope", "trouble", "what it means"), class_rows),
     ]
     return _page(
         "Error codes",
         "delivery_pipeline/whatsapp/errors.py",
         "Every code the Cloud API answers that the engine knows, as it classifies it: "
-        "**scope** is what the error concerns (and so whose sends it stops), **effect** "
-        "what the engine does, **arrives** whether it comes on the send call (`sync`), "
+        "**scope** is what the error concerns (and so whose sends it stops), **trouble** "
+        "what it says is wrong, **arrives** whether it comes on the send call (`sync`), "
         "in a `failed` status webhook later (`async`), or either. What each scope and "
-        "effect means for a document: [errors by scope](../design/errors.md).",
+        "trouble means for a document: [errors by scope](../design/errors.md).",
         body,
     )
 

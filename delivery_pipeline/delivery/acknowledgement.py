@@ -6,10 +6,13 @@ applies it); a sweep sends it here, through the engine's send path:
 ``claim_acknowledgements`` is its fence (due → sending: one sender takes it, and
 none while its number is paused), the number's shared pacer spaces it, the
 process's first send goes alone (``FirstSend``), and its message id is kept. A
-send whose outcome is unknown is never repeated. A refusal means what it means
-for any send (``whatsapp.errors``): a sender-wide one pauses sending and the
-answer waits for the pause to end; a passing one is tried again soon, a few
-times; any other ends it ``failed``. An answer not sent within
+send whose outcome is unknown is never repeated. A refusal is carried out by
+the one completer (``completer.complete``) as any send's is, the answer being
+an ``outcomes.MessageKind.ACKNOWLEDGEMENT`` held by ``OwedAnswer``: a
+sender-wide one pauses sending and the answer waits for the pause to end; a
+passing one is tried again soon, ``ACKNOWLEDGEMENT_ATTEMPTS`` times at most;
+one about the person (their window, their reachability) is the person's new
+state, and the answer ends ``failed``. An answer not sent within
 ``reply.ANSWER_FRESH_SECONDS`` of the press is never sent.
 """
 
@@ -26,23 +29,29 @@ from psycopg import AsyncConnection
 from psycopg_pool import AsyncConnectionPool
 
 from delivery_pipeline.delivery.callback import acknowledgement_callback
+from delivery_pipeline.delivery.completer import Counted, Held, complete
 from delivery_pipeline.delivery.document import FirstSend
 from delivery_pipeline.delivery.identity import address
-from delivery_pipeline.delivery.outcomes import THROUGHPUT_PAUSE_SECONDS
+from delivery_pipeline.delivery.outcomes import (
+    ACKNOWLEDGEMENT_RETRY_SECONDS,
+    THROUGHPUT_PAUSE_SECONDS,
+    Consequence,
+    Failure,
+    MessageKind,
+    Step,
+)
 from delivery_pipeline.delivery.pacer import Pacers
-from delivery_pipeline.delivery.pause import EVERY_NUMBER, pause_scope, pause_sender
+from delivery_pipeline.delivery.pause import EVERY_NUMBER, pause_scope
 from delivery_pipeline.delivery.progress import Event
 from delivery_pipeline.delivery.reply import Ask, acknowledgement
 from delivery_pipeline.delivery.result import SweepState
+from delivery_pipeline.model import AbandonReason
 from delivery_pipeline.settings import DeliverySettings
 from delivery_pipeline.store.queries import QUERIES
 from delivery_pipeline.store.rows import AcknowledgementClaim
 from delivery_pipeline.whatsapp.client import CloudApiClient
 from delivery_pipeline.whatsapp.errors import (
-    PAIR_RATE_RETRY_SECONDS,
     CloudApiError,
-    Effect,
-    PairRateLimited,
     SendNotAttempted,
     SendOutcomeUnknown,
     remedy,
@@ -52,10 +61,6 @@ log = logging.getLogger(__name__)
 
 # Answers taken at once by one sender.
 BATCH = 16
-# Tries of one answer, and how soon a passing refusal is tried again: it is
-# worth little a few minutes late, so no long backoff.
-ATTEMPTS = 3
-RETRY_SECONDS = 2.0
 # A retry due this soon is waited for by the sweep that scheduled it; later
 # ones are left to the next sweep.
 WAIT_SECONDS = 10.0
@@ -102,7 +107,7 @@ class Acknowledgements:
     async def _send(self, answer: AcknowledgementClaim, state: SweepState) -> float | None:
         """Send one taken answer; returns in how many seconds it is due again, if it is."""
         if state.stop.is_set():
-            return await self._refused(answer, None, "the sweep stopped", 0.0, counts=False)
+            return await self._not_sent(answer, "the sweep stopped", 0.0)
         to = address(answer.phone, answer.user_id)
         text = acknowledgement(
             Ask(answer.action),
@@ -117,7 +122,7 @@ class Acknowledgements:
         number = answer.phone_number_id
         if number not in self.numbers:
             why = f"business number {number} is not configured (WHATSAPP_NUMBERS)"
-            return await self._refused(answer, None, why, None)
+            return await self._not_sent(answer, why, None)
         async with self.first_send.turn():
             ready = await self.pacers.of(number).acquire()
             try:
@@ -133,49 +138,55 @@ class Acknowledgements:
                 state.note(Event.UNKNOWN_OUTCOME, detail=f"answer {answer.reply_id}: {exc}")
                 return None
             except SendNotAttempted as exc:
+                # It never left: no attempt spent, tried again as soon as a refusal would be.
                 state.note(Event.SEND_FAILED, detail=type(exc).__name__)
-                return await self._refused(answer, None, f"not sent: {exc}", RETRY_SECONDS)
+                return await self._not_sent(
+                    answer, f"not sent: {exc}", ACKNOWLEDGEMENT_RETRY_SECONDS
+                )
             except CloudApiError as exc:
                 state.note(Event.SEND_FAILED, detail=type(exc).__name__)
-                return await self._carry_out(answer, exc, state)
+                return await self._refused(answer, exc, state)
             await self._sent(answer, wamid)
             await self.first_send.accepted()
         state.note(Event.ACKNOWLEDGED)
         return None
 
-    async def _carry_out(
+    async def _refused(
         self, answer: AcknowledgementClaim, exc: CloudApiError, state: SweepState
     ) -> float | None:
-        """What the refusal means for the answer (and beyond it: a pause)."""
+        """The completer carries out what the refusal means; the sweep's part is here
+        (as the document sender's). Returns when the answer is due again, if it is."""
+        failure = Failure(
+            exc,
+            MessageKind.ACKNOWLEDGEMENT,
+            None,
+            answer.person_id,
+            attempts=answer.attempts,
+            synchronous=True,
+        )
+        async with self.pool.connection() as conn, conn.transaction():
+            completed = await complete(
+                conn,
+                failure,
+                OwedAnswer(answer, exc.code),
+                self.settings,
+                reminder_seconds=self.reminder_seconds,
+            )
+        consequence = completed.consequence
         number = answer.phone_number_id
-        if exc.effect == Effect.PAUSE:
+        if consequence.step is Step.PAUSE:
             self.first_send.proven = False
-            async with self.pool.connection() as conn:
-                await pause_sender(
-                    conn,
-                    exc,
-                    str(exc),
-                    document_id=None,
-                    settings=self.settings,
-                    number=number,
-                    reminder_seconds=self.reminder_seconds,
-                )
             if pause_scope(exc, number) == EVERY_NUMBER:
                 hint = remedy(exc.code)
                 state.note(Event.STOPPED, detail=f"{exc}: {hint}" if hint else str(exc))
                 state.stop.set()
-            # Due again once the pause ends (the fence reads it); not an attempt.
-            return await self._refused(answer, exc, str(exc), 0.0, counts=False)
-        if exc.effect == Effect.SLOW:
+            return 0.0  # due again once the pause ends: the fence reads it
+        if consequence.slows_sender:
             await self.pacers.of(number).back_off(THROUGHPUT_PAUSE_SECONDS)
-            return await self._refused(answer, exc, str(exc), THROUGHPUT_PAUSE_SECONDS)
-        if isinstance(exc, PairRateLimited):
-            return await self._refused(answer, exc, str(exc), PAIR_RATE_RETRY_SECONDS)
-        if exc.effect == Effect.RETRY:
-            return await self._refused(answer, exc, str(exc), RETRY_SECONDS)
-        # The window closed, the person cannot be reached, the platform holds it:
-        # the documents' own sends find out and carry it out; the answer ends here.
-        return await self._refused(answer, exc, str(exc), None)
+        if consequence.step is not Step.RETRY or completed.abandoned:
+            log.info("the answer to reply %s is not sent: %s", answer.reply_id, exc)
+            return None
+        return consequence.retry_after
 
     async def _sent(self, answer: AcknowledgementClaim, wamid: str | None) -> None:
         async with self.pool.connection() as conn:
@@ -188,30 +199,91 @@ class Acknowledgements:
                 },
             )
 
-    async def _refused(
-        self,
-        answer: AcknowledgementClaim,
-        exc: CloudApiError | None,
-        reason: str,
-        retry_seconds: float | None,
-        *,
-        counts: bool = True,
+    async def _not_sent(
+        self, answer: AcknowledgementClaim, reason: str, retry_seconds: float | None
     ) -> float | None:
-        """Give the answer back, due again in ``retry_seconds`` (None, or its tries
-        spent: never again); returns when it is due again."""
-        if counts and answer.attempts >= ATTEMPTS:
-            retry_seconds = None
+        """The answer did not leave, and the platform said nothing of it: given back
+        due in ``retry_seconds`` (None: never), no attempt spent."""
         async with self.pool.connection() as conn:
-            await QUERIES.acknowledgement_refused.run(
-                conn,
-                {
-                    "reply_id": answer.reply_id,
-                    "retry_seconds": retry_seconds,
-                    "counts_attempt": counts,
-                    "error_code": exc.code if exc is not None else None,
-                    "error": reason[:1000],
-                },
+            await _give_back(
+                conn, answer.reply_id, retry_seconds, counts=False, code=None, error=reason
             )
         if retry_seconds is None:
             log.info("the answer to reply %s is not sent: %s", answer.reply_id, reason)
         return retry_seconds
+
+
+@dataclass(frozen=True)
+class OwedAnswer(Held):
+    """A taken answer, as its sender holds it (``completer.Held``): it holds no
+    document. Given back, it is due again after the consequence's delay (paused: once
+    the pause ends) unless it is no longer fresh by then; a step that would go on
+    under a document's claim (knock, next template, wait for the person) ends it, as
+    an abandonment does: an answer is text, and only the documents' own sends knock."""
+
+    answer: AcknowledgementClaim
+    code: int | None  # the refusal's, kept with the answer
+
+    @property
+    def number(self) -> str | None:
+        return self.answer.phone_number_id
+
+    @property
+    def probe_document(self) -> int | None:
+        return None
+
+    async def give_back(
+        self, conn: AsyncConnection[Any], consequence: Consequence, error: str
+    ) -> list[Counted]:
+        reply_id = self.answer.reply_id
+        if consequence.step is Step.PAUSE:
+            await _give_back(conn, reply_id, 0.0, counts=False, code=self.code, error=error)
+            return []
+        if consequence.step is not Step.RETRY:
+            await _give_back(conn, reply_id, None, counts=False, code=self.code, error=error)
+            return []
+        attempts = await _give_back(
+            conn,
+            reply_id,
+            consequence.retry_after,
+            counts=consequence.counts_attempt,
+            code=self.code,
+            error=error,
+        )
+        return [] if attempts is None else [Counted(reply_id, attempts)]
+
+    async def abandon(
+        self, conn: AsyncConnection[Any], reason: AbandonReason, error: str
+    ) -> list[int]:
+        reply_id = self.answer.reply_id
+        ended = await _give_back(conn, reply_id, None, counts=True, code=self.code, error=error)
+        return [] if ended is None else [reply_id]
+
+    async def give_up(
+        self, conn: AsyncConnection[Any], counted: Counted, reason: AbandonReason, error: str
+    ) -> bool:
+        given_up = await QUERIES.acknowledgement_given_up.one(conn, {"reply_id": counted.id})
+        return bool(given_up)
+
+
+async def _give_back(
+    conn: AsyncConnection[Any],
+    reply_id: int,
+    retry_seconds: float | None,
+    *,
+    counts: bool,
+    code: int | None,
+    error: str,
+) -> int | None:
+    """The taken answer due again in ``retry_seconds`` (None: never, 'failed'), its
+    attempt counted or given back; its attempts (None: it was not ours any more)."""
+    return await QUERIES.acknowledgement_refused.one(
+        conn,
+        {
+            "reply_id": reply_id,
+            "retry_seconds": retry_seconds,
+            "counts_attempt": counts,
+            "error_code": code,
+            "error": error[:1000],
+        },
+    )

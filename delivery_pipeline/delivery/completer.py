@@ -11,8 +11,10 @@ the giving back counted (``outcomes.at_limit``).
 
 How the documents are held is the one thing that differs, and a ``Held`` says
 it: ``statements.ClaimedDocument`` (the sender's claim), ``chunk_status.FailedChunk``
-and ``knock_status.FailedKnock`` (a status webhook's). A new kind of message
-is a ``MessageKind``; it needs a ``Held`` of its own only if its documents are
+and ``knock_status.FailedKnock`` (a status webhook's), and
+``acknowledgement.OwedAnswer`` (the answer to a press, which holds no document:
+what it gives back or gives up is the answer itself). A new kind of message
+is a ``MessageKind``; it needs a ``Held`` of its own only if what it sends is
 held in a new way.
 """
 
@@ -43,9 +45,10 @@ GOES_ON = frozenset({Step.KNOCK, Step.NEXT_TEMPLATE, Step.WAIT_FOR_PERSON})
 
 
 class Counted(NamedTuple):
-    """A document given back, and its failed attempts so far."""
+    """What was given back (a document; an answer to a press: its reply), and its
+    failed attempts so far."""
 
-    document_id: int
+    id: int
     attempts: int
 
 
@@ -81,14 +84,23 @@ class Held(Protocol):
         """Never sent again; the documents this abandoned."""
         ...
 
+    async def give_up(
+        self, conn: AsyncConnection[Any], counted: Counted, reason: AbandonReason, error: str
+    ) -> bool:
+        """Never send ``counted`` again, at its attempt limit, in the transaction that
+        gave it back (so nobody claimed it since); whether it was given up. A
+        document, unless the holder holds something else."""
+        return bool(await abandon_documents(conn, [counted.id], reason, error))
+
 
 @dataclass(frozen=True)
 class Completed:
     """What carrying out a failure did."""
 
     consequence: Consequence
-    abandoned: tuple[int, ...] = ()  # by the consequence, or at DELIVERY_MAX_ATTEMPTS
-    due_now: tuple[int, ...] = ()  # given back due at once: whoever can, sweeps them
+    # By the consequence, or at the attempt limit (an answer to a press: its reply).
+    abandoned: tuple[int, ...] = ()
+    due_now: tuple[int, ...] = ()  # documents given back due at once: whoever can, sweeps them
 
     @property
     def abandon_reason(self) -> AbandonReason:
@@ -117,22 +129,22 @@ async def complete(
     for counted in await held.give_back(conn, consequence, error):
         exhausted = at_limit(
             consequence,
-            document_id=counted.document_id,
+            kind=failure.kind,
+            document_id=counted.id,
             attempts=counted.attempts,
             last_error=error,
             code=failure.error.code if failure.error is not None else None,
             settings=settings,
         )
         if exhausted.step is Step.ABANDON:
-            assert exhausted.abandon_reason is not None and exhausted.alert is not None
-            # In the transaction that counted the attempt: whoever gave the
-            # document back still holds its row, so nobody claimed it since.
+            assert exhausted.abandon_reason is not None
             last = f"{counted.attempts} attempts, last: {error}"
-            if await abandon_documents(conn, [counted.document_id], exhausted.abandon_reason, last):
-                await record_alert(conn, exhausted.alert)
-                abandoned.append(counted.document_id)
+            if await held.give_up(conn, counted, exhausted.abandon_reason, last):
+                if exhausted.alert is not None:
+                    await record_alert(conn, exhausted.alert)
+                abandoned.append(counted.id)
         elif consequence.retry_after == 0:
-            due.append(counted.document_id)
+            due.append(counted.id)
     return Completed(consequence, tuple(abandoned), tuple(due))
 
 

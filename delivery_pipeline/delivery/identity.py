@@ -14,7 +14,8 @@ message type for the one person, never the fleet.
   warned once per person (the alert's quiet period).
 * A **chunk** refused with 131062 (text is what a BSUID takes, so this is the
   platform saying this person cannot take our documents): the document is
-  abandoned ``undeliverable``, with a warning, exactly like 131026.
+  abandoned ``undeliverable``, with a warning, exactly like 131026. The
+  answer to a press refused so is not sent (its documents' own sends find out).
 
 No attempt is burned and sending is never paused for it.
 """
@@ -37,8 +38,16 @@ def refused_for_bsuid(error: CloudApiError | None) -> bool:
     return error is not None and error.code == BSUID_UNSUPPORTED
 
 
-def bsuid_alert(person_id: int, document_id: int, error: CloudApiError, *, knock: bool) -> Alert:
-    """The warning ops gets: once per person while it keeps happening."""
+def bsuid_alert(
+    person_id: int, document_id: int | None, error: CloudApiError, *, knock: bool
+) -> Alert:
+    """The warning ops gets: once per person while it keeps happening (``document_id``
+    None: the refused text was the answer to their reply)."""
+    lost = (
+        "the answer to their reply is not sent"
+        if document_id is None
+        else (f"document {document_id} abandoned")
+    )
     if knock:
         what = (
             f"Person {person_id} cannot be knocked at their business-scoped user id ({error}); "
@@ -47,7 +56,7 @@ def bsuid_alert(person_id: int, document_id: int, error: CloudApiError, *, knock
     else:
         what = (
             f"Person {person_id} cannot receive our messages at their business-scoped user id "
-            f"({error}); document {document_id} abandoned."
+            f"({error}); {lost}."
         )
     return Alert(
         f"bsuid_refused:{person_id}",

@@ -10,6 +10,7 @@ from psycopg import AsyncConnection
 
 from delivery_pipeline.delivery.reply import ANSWER_FRESH_SECONDS, ANSWERED, Ask, read_reply
 from delivery_pipeline.store.queries import QUERIES
+from delivery_pipeline.whatsapp.webhook_values import InboundMessage
 
 
 async def note_inbound(conn: AsyncConnection[Any], person_id: int, sent_at: dt.datetime) -> None:
@@ -28,7 +29,7 @@ async def answer_inbound(
     conn: AsyncConnection[Any],
     person_id: int,
     wamid: str,
-    message: dict[str, Any],
+    message: InboundMessage,
     sent_at: dt.datetime,
     *,
     later_seconds: float | None,

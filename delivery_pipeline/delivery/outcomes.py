@@ -25,11 +25,11 @@ from delivery_pipeline.whatsapp.errors import (
     PAIR_RATE_RETRY_SECONDS,
     CloudApiError,
     EcosystemHold,
-    Effect,
     PairRateLimited,
     RecipientOptedOut,
     RecipientUnreachable,
     Scope,
+    Trouble,
 )
 
 # A 130429 means the last second was one too many. The pause moves the whole
@@ -41,6 +41,10 @@ THROUGHPUT_PAUSE_SECONDS = 0.1
 ASYNC_RETRY_SECONDS = 60.0
 # 131049 (withheld for ecosystem health): the platform asks for a day.
 ECOSYSTEM_RETRY_SECONDS = 24 * 3600.0
+# The answer to a press is worth little a few minutes late: a few tries, close
+# together, instead of the documents' backoff and limit.
+ACKNOWLEDGEMENT_ATTEMPTS = 3
+ACKNOWLEDGEMENT_RETRY_SECONDS = 2.0
 
 
 class MessageKind(enum.StrEnum):
@@ -50,6 +54,9 @@ class MessageKind(enum.StrEnum):
 
     CHUNK = "chunk"  # a part of a document, as text: only inside the person's window
     KNOCK = "knock"  # the template asking the person to write
+    # The answer to a press of Later or Stop, as text in the window the press opened;
+    # about no one document (``delivery.acknowledgement``).
+    ACKNOWLEDGEMENT = "acknowledgement"
 
     @property
     def templated(self) -> bool:
@@ -57,8 +64,17 @@ class MessageKind(enum.StrEnum):
         can be refused (the refusal holds the template, ``template_recheck_seconds``)."""
         return self is MessageKind.KNOCK
 
+    def attempt_limit(self, settings: DeliverySettings) -> int:
+        """The counted attempts after which it is given up: ``DELIVERY_MAX_ATTEMPTS``
+        for a document's sends, a few for an answer."""
+        if self is MessageKind.ACKNOWLEDGEMENT:
+            return ACKNOWLEDGEMENT_ATTEMPTS
+        return settings.max_attempts
+
 
 class Step(enum.StrEnum):
+    """What is done about a failed send (``whatsapp.errors.Trouble`` says what went wrong)."""
+
     KNOCK = "knock"  # outside the window: the template, then wait for the person
     ABANDON = "abandon"  # never sent again
     PAUSE = "pause"  # nobody can be sent to: sending stops for everyone
@@ -75,7 +91,9 @@ class Failure:
 
     error: CloudApiError | None  # None: a failed status without an error object
     kind: MessageKind
-    document_id: int  # the document it was for (a knock's: the first it asked about)
+    # The document it was for (a knock's: the first it asked about); None: an
+    # acknowledgement, which is about the person's press.
+    document_id: int | None
     person_id: int
     # The document's failed attempts with this one, as far as the reporter knows
     # (the backoff grows with it; 0: not known, a knock's documents each have theirs).
@@ -111,16 +129,17 @@ class Consequence:
 def consequence_of(failure: Failure, settings: DeliverySettings) -> Consequence:
     """What to do with the documents of a send that failed.
 
-    The error's ``scope`` says whose sends it stops, its ``effect`` what happens;
-    the kind of message and whether the send call itself refused it refine that.
+    The error's ``scope`` says whose sends it stops, its ``trouble`` what is wrong;
+    the kind of message and whether the send call itself refused it say what is
+    done about it (the ``Step``).
     The attempt limit is not applied here: ``at_limit``, once the attempt counted.
     """
     error, kind = failure.error, failure.kind
-    effect = error.effect if error is not None else Effect.RETRY
+    trouble = error.trouble if error is not None else Trouble.THIS_SEND
     scope = error.scope if error is not None else Scope.MESSAGE
     if error is not None and refused_for_bsuid(error):
         return _bsuid_refused(failure, error)
-    if effect == Effect.KNOCK:
+    if trouble == Trouble.WINDOW_CLOSED:
         if kind.templated:
             # A template refused with 131047 is never a window question (a template
             # needs no window): retried after the backoff, and it counts.
@@ -128,12 +147,12 @@ def consequence_of(failure: Failure, settings: DeliverySettings) -> Consequence:
                 Step.RETRY, scope, counts_attempt=True, retry_after=_backoff(failure, settings)
             )
         return Consequence(Step.KNOCK, scope)
-    if effect == Effect.PAUSE:
+    if trouble == Trouble.SENDER_REFUSED:
         # The alert is the pause's own episode (delivery/pause.py), not one per refusal.
         return Consequence(
             Step.PAUSE, scope, retry_after=0.0 if failure.synchronous else ASYNC_RETRY_SECONDS
         )
-    if effect == Effect.ABANDON and isinstance(error, RecipientUnreachable):
+    if trouble == Trouble.UNREACHABLE and isinstance(error, RecipientUnreachable):
         return Consequence(
             Step.ABANDON,
             scope,
@@ -142,10 +161,10 @@ def consequence_of(failure: Failure, settings: DeliverySettings) -> Consequence:
             knock_spent=True,
             alert=_unreachable_alert(failure, error),
         )
-    if effect == Effect.HOLD_TEMPLATE:
+    if trouble == Trouble.TEMPLATE_REFUSED:
         assert error is not None
         return _template_refused(failure, error, settings)
-    if effect == Effect.HOLD:
+    if trouble == Trouble.PLATFORM_HOLD:
         if isinstance(error, EcosystemHold):
             # 131049: the platform asks for a day. A withheld knock counts (the
             # person's knock is spent); a withheld chunk does not.
@@ -159,7 +178,7 @@ def consequence_of(failure: Failure, settings: DeliverySettings) -> Consequence:
             )
         if isinstance(error, PairRateLimited):
             return Consequence(Step.RETRY, scope, retry_after=_jitter(PAIR_RATE_RETRY_SECONDS))
-    if effect == Effect.SLOW:
+    if trouble == Trouble.THROUGHPUT:
         if not failure.synchronous:
             return Consequence(Step.RETRY, scope, retry_after=ASYNC_RETRY_SECONDS)
         return Consequence(
@@ -175,17 +194,25 @@ def consequence_of(failure: Failure, settings: DeliverySettings) -> Consequence:
 def at_limit(
     consequence: Consequence,
     *,
+    kind: MessageKind,
     document_id: int,
     attempts: int,
     last_error: str,
     code: int | None,
     settings: DeliverySettings,
 ) -> Consequence:
-    """``DELIVERY_MAX_ATTEMPTS``, applied here alone: a consequence that counted the
-    document's ``attempts``-th attempt abandons it at the limit (``max_attempts``),
-    and ops is told; below the limit, or not counted, it stands."""
-    if not consequence.counts_attempt or attempts < settings.max_attempts:
+    """The attempt limit, applied here alone: a consequence that counted the
+    ``attempts``-th attempt of a message of ``kind`` gives it up at the kind's limit
+    (``MessageKind.attempt_limit``); a document is abandoned and ops is told, an
+    answer to a press is not sent (``document_id`` is then its reply's). Below the
+    limit, or not counted, the consequence stands."""
+    if not consequence.counts_attempt or attempts < kind.attempt_limit(settings):
         return consequence
+    if kind is MessageKind.ACKNOWLEDGEMENT:
+        # Nothing waits on it: the press was applied, only its answer is lost.
+        return dataclasses.replace(
+            consequence, step=Step.ABANDON, abandon_reason=AbandonReason.MAX_ATTEMPTS
+        )
     return dataclasses.replace(
         consequence,
         step=Step.ABANDON,
@@ -206,7 +233,10 @@ def retry_delay(attempts: int, settings: DeliverySettings) -> float:
 
 def _backoff(failure: Failure, settings: DeliverySettings) -> float:
     """How long a counted failure waits: the backoff; a knock that failed after it
-    was accepted, a minute (its documents were waiting on the person meanwhile)."""
+    was accepted, a minute (its documents were waiting on the person meanwhile); an
+    answer to a press, a moment."""
+    if failure.kind is MessageKind.ACKNOWLEDGEMENT:
+        return ACKNOWLEDGEMENT_RETRY_SECONDS
     if failure.kind is MessageKind.KNOCK and not failure.synchronous:
         return ASYNC_RETRY_SECONDS
     return retry_delay(failure.attempts, settings)
@@ -230,11 +260,15 @@ def _bsuid_refused(failure: Failure, error: CloudApiError) -> Consequence:
 
 def _unreachable_alert(failure: Failure, error: RecipientUnreachable) -> Alert:
     person_id, document_id = failure.person_id, failure.document_id
+    what = (
+        "the answer to their reply is not sent"
+        if document_id is None
+        else f"document {document_id} abandoned"
+    )
     return Alert(
         f"recipient:{person_id}",
         AlertSeverity.WARNING,
-        f"Person {person_id} cannot receive WhatsApp messages ({error}); "
-        f"document {document_id} abandoned.",
+        f"Person {person_id} cannot receive WhatsApp messages ({error}); {what}.",
         {"code": error.code, "document_id": document_id, "person_id": person_id},
     )
 

@@ -25,8 +25,9 @@ import enum
 import re
 import unicodedata
 from dataclasses import dataclass
-from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from delivery_pipeline.whatsapp.webhook_values import InboundMessage
 
 
 class Ask(enum.StrEnum):
@@ -75,33 +76,14 @@ class Reply:
     context_id: str | None
 
 
-def _text(value: Any) -> str | None:
-    return value if isinstance(value, str) and value else None
-
-
-def read_reply(message: dict[str, Any]) -> Reply:
-    """Read one inbound message (the webhook's ``messages[]`` item)."""
-    context = message.get("context")
-    context_id = _text(context.get("id")) if isinstance(context, dict) else None
-    kind = message.get("type")
-    if kind == "button":
-        button = message.get("button")
-        if isinstance(button, dict):
-            payload, text = _text(button.get("payload")), _text(button.get("text"))
-            ask = _BY_PAYLOAD.get(payload or "") or keyword(payload) or keyword(text)
-            return Reply(ask, "button", context_id)
-    if kind == "interactive":
-        interactive = message.get("interactive")
-        reply = interactive.get("button_reply") if isinstance(interactive, dict) else None
-        if isinstance(reply, dict):
-            payload, text = _text(reply.get("id")), _text(reply.get("title"))
-            ask = _BY_PAYLOAD.get(payload or "") or keyword(payload) or keyword(text)
-            return Reply(ask, "button", context_id)
-    if kind == "text":
-        text_part = message.get("text")
-        body = _text(text_part.get("body")) if isinstance(text_part, dict) else None
-        return Reply(keyword(body), "keyword", context_id)
-    return Reply(None, "keyword", context_id)
+def read_reply(message: InboundMessage) -> Reply:
+    """What one inbound message asks: a button's payload (ours, or a keyword), else
+    its text or the button's, as a whole-message keyword."""
+    if message.button is not None:
+        payload, text = message.button.payload, message.button.text
+        ask = _BY_PAYLOAD.get(payload or "") or keyword(payload) or keyword(text)
+        return Reply(ask, "button", message.context_id)
+    return Reply(keyword(message.text), "keyword", message.context_id)
 
 
 # ── the answer to Later and Stop ───────────────────────────────────────

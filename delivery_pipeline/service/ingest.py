@@ -24,7 +24,6 @@ from delivery_pipeline.delivery.callback import parse_chunk, parse_knock, parse_
 from delivery_pipeline.delivery.chunk_status import chunk_failed, find_chunk
 from delivery_pipeline.delivery.inbound import answer_inbound
 from delivery_pipeline.delivery.knock_status import find_knock, knock_failed, knock_status
-from delivery_pipeline.delivery.template_events import FIELDS as TEMPLATE_FIELDS
 from delivery_pipeline.delivery.template_events import apply_template_change
 from delivery_pipeline.service.identity import (
     apply_system,
@@ -45,6 +44,12 @@ from delivery_pipeline.whatsapp.payloads import (
     message_body,
     parse_timestamp,
     text_or_none,
+)
+from delivery_pipeline.whatsapp.webhook_values import (
+    TEMPLATE_FIELDS,
+    InboundMessage,
+    Unreadable,
+    template_change,
 )
 
 log = logging.getLogger(__name__)
@@ -261,7 +266,7 @@ async def _apply_inbound(
             conn,
             person.id,
             wamid,
-            message,
+            InboundMessage.of(message),
             sent_at,
             later_seconds=settings.later_seconds,
             quiet_hours=settings.quiet_hours or None,
@@ -387,8 +392,10 @@ async def _apply_template_change(
     occurred = parse_timestamp(entry_time)
     if occurred.from_the_future:
         outcome.unhandled.append(_FUTURE)
-    async with conn.transaction():
-        change = await apply_template_change(conn, field_name, value, occurred.at)
-    if change.problem is not None:
+    change = template_change(field_name, value)
+    if isinstance(change, Unreadable):
         outcome.unhandled.append(change.problem)
-    outcome.documents_to_sweep.update(change.woken)
+        return
+    async with conn.transaction():
+        applied = await apply_template_change(conn, change, occurred.at)
+    outcome.documents_to_sweep.update(applied.woken)

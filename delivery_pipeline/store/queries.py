@@ -42,6 +42,7 @@ from delivery_pipeline.store.rows import (
     AbandonedBrief,
     AbandonedCheck,
     AcknowledgementClaim,
+    AcknowledgementGivenUp,
     AcknowledgementRefused,
     AcknowledgementSent,
     ActionRecorded,
@@ -673,7 +674,8 @@ class Queries:
     owe_acknowledgement = Statement(OweAcknowledgement)
     claim_acknowledgements = Query(ClaimAcknowledgements, AcknowledgementClaim)
     acknowledgement_sent = Statement(AcknowledgementSent)
-    acknowledgement_refused = Statement(AcknowledgementRefused)
+    acknowledgement_refused = Query(AcknowledgementRefused, int)
+    acknowledgement_given_up = Query(AcknowledgementGivenUp, bool)
     # sql/queries/identity.sql: identity without a phone number
     person_by_identity = Query(ByIdentity, Person)
     person_by_user_id = Query(ByUserId, Person)

@@ -1629,6 +1629,7 @@ class AcknowledgementClaim(NamedTuple):
     reply_id: int
     phone_number_id: str
     attempts: int
+    person_id: int
     action: str
     documents: int
     snoozed_until: dt.datetime | None
@@ -1650,6 +1651,10 @@ class AcknowledgementRefused(TypedDict):
     counts_attempt: bool
     error_code: int | None
     error: str
+
+
+class AcknowledgementGivenUp(TypedDict):
+    reply_id: int
 
 
 # ── sql/queries/report.sql: knocks answered or not (026) ─────────────────

@@ -1,11 +1,12 @@
 """Errors as values with meaning: what the platform said, classified once.
 
 Every code the platform answers is classified here, by what it concerns
-(``Scope``: the person, the template, the sender, this message) and what the
-engine does about it (``Effect``). ``RULES`` is that classification as a
-table, and ``docs/reference/errors.md`` is generated from it. The class
-decides what the engine does; code branches on the class (or its
-``scope``/``effect``), never on message text or HTTP status. The same
+(``Scope``: the person, the template, the sender, this message) and what it
+says is wrong (``Trouble``). ``RULES`` is that classification as a table, and
+``docs/reference/errors.md`` is generated from it. What the engine does about
+it is decided once, from the class and the kind of message
+(``delivery.outcomes.consequence_of``); code branches on the class (or its
+``scope``/``trouble``), never on message text or HTTP status. The same
 classification serves synchronous errors (the send call) and asynchronous
 ones (``failed`` status webhooks).
 """
@@ -29,19 +30,19 @@ class Scope(enum.StrEnum):
     MESSAGE = "message"  # this request only: this document, bounded retries
 
 
-class Effect(enum.StrEnum):
-    """What the engine does with the document (and beyond it) after the error."""
+class Trouble(enum.StrEnum):
+    """What the error says is wrong (``Scope``: whose trouble it is). What is done
+    about it is decided in the core (``delivery.outcomes.Step``), by the kind of
+    message too: these are the platform's words, not our steps."""
 
-    KNOCK = "knock"  # window closed: the knock path
-    ABANDON = "abandon"  # never sent again; alerted (opted out: the person too)
-    HOLD = "hold"  # wait a fixed time the platform asks for; no attempt burned
-    SLOW = "slow"  # the number's shared timeline moves forward; no attempt burned
-    PAUSE = "pause"  # every sender stops (of the number, or of every number); one probes
-    HOLD_TEMPLATE = "hold_template"  # knocks with this template wait; in-window sends go on
-    RETRY = "retry"  # backoff, counted against DELIVERY_MAX_ATTEMPTS, then abandoned
-    # the document's file is refused: it goes without one (as text in the window, the
-    # knock outside it); a send that carried no file retries as RETRY does
-    WITHOUT_FILE = "without_file"
+    WINDOW_CLOSED = "window_closed"  # 131047: outside the person's 24 h window
+    UNREACHABLE = "unreachable"  # for good: the person cannot receive (opted out, …)
+    PLATFORM_HOLD = "platform_hold"  # the platform asks us to wait a fixed time
+    THROUGHPUT = "throughput"  # the number's rate was exceeded
+    SENDER_REFUSED = "sender_refused"  # our sending itself: token, app, account, number
+    TEMPLATE_REFUSED = "template_refused"  # the template (paused, disabled, its parameters)
+    FILE_REFUSED = "file_refused"  # the document's file (type, size, bytes, fetch)
+    THIS_SEND = "this_send"  # this request alone: passing platform trouble, or malformed
 
 
 @dataclass
@@ -55,7 +56,7 @@ class CloudApiError(Exception):
     subcode: int | None = None
 
     scope: ClassVar[Scope] = Scope.MESSAGE
-    effect: ClassVar[Effect] = Effect.RETRY
+    trouble: ClassVar[Trouble] = Trouble.THIS_SEND
 
     def __str__(self) -> str:
         text = f"({self.code}) {self.message}".strip()
@@ -68,21 +69,21 @@ class ReEngagementRequired(CloudApiError):
     """131047: outside the 24-hour window; only a template may be sent."""
 
     scope = Scope.PERSON
-    effect = Effect.KNOCK
+    trouble = Trouble.WINDOW_CLOSED
 
 
 class Throttled(CloudApiError):
     """Throughput or pair-rate limit: retry later, don't count an attempt."""
 
     scope = Scope.SENDER
-    effect = Effect.SLOW
+    trouble = Trouble.THROUGHPUT
 
 
 class PairRateLimited(Throttled):
     """131056: too many messages to this person lately; others are unaffected."""
 
     scope = Scope.PERSON
-    effect = Effect.HOLD
+    trouble = Trouble.PLATFORM_HOLD
 
 
 class TransientError(CloudApiError):
@@ -102,21 +103,21 @@ class MediaRefused(CloudApiError):
     made a file the platform will not take). A send that carried no file has none to
     go without: its refusal is that message's own trouble, retried as ``RETRY``."""
 
-    effect = Effect.WITHOUT_FILE
+    trouble = Trouble.FILE_REFUSED
 
 
 class EcosystemHold(CloudApiError):
     """131049: withheld for ecosystem health; the platform asks for a day before trying again."""
 
     scope = Scope.PERSON
-    effect = Effect.HOLD
+    trouble = Trouble.PLATFORM_HOLD
 
 
 class RecipientUnreachable(CloudApiError):
     """Permanent for this recipient: abandon the document with a reason."""
 
     scope = Scope.PERSON
-    effect = Effect.ABANDON
+    trouble = Trouble.UNREACHABLE
     abandon_reason: ClassVar[AbandonReason] = AbandonReason.UNDELIVERABLE
 
 
@@ -131,7 +132,7 @@ class TemplateRefused(CloudApiError):
     it wait; in-window deliveries, which need no template, go on."""
 
     scope = Scope.TEMPLATE
-    effect = Effect.HOLD_TEMPLATE
+    trouble = Trouble.TEMPLATE_REFUSED
 
 
 class GlobalSendError(CloudApiError):
@@ -139,7 +140,7 @@ class GlobalSendError(CloudApiError):
     of the fleet pauses until a probe succeeds."""
 
     scope = Scope.SENDER
-    effect = Effect.PAUSE
+    trouble = Trouble.SENDER_REFUSED
 
 
 class NumberSendError(GlobalSendError):
@@ -191,8 +192,8 @@ class Rule:
         return self.error.scope
 
     @property
-    def effect(self) -> Effect:
-        return self.error.effect
+    def trouble(self) -> Trouble:
+        return self.error.trouble
 
 
 S, A, B = Arrives.SYNC, Arrives.ASYNC, Arrives.BOTH

@@ -14,7 +14,7 @@ from delivery_pipeline.delivery.chunking import delivery_messages
 from delivery_pipeline.delivery.sweep import run_sweep
 from delivery_pipeline.store.queries import QUERIES
 from delivery_pipeline.testing.service import APP_SECRET, start_service
-from delivery_pipeline.whatsapp.errors import RULES, Arrives, Effect, Scope
+from delivery_pipeline.whatsapp.errors import RULES, Arrives, Scope, Trouble
 from delivery_pipeline_tests.support.data import add_document, add_person, plan_body
 from delivery_pipeline_tests.support.inbox import knocks, texts
 from delivery_pipeline_tests.support.waiting import wait_for
@@ -146,17 +146,17 @@ def test_each_code_failed_later_has_the_consequence_of_its_scope(
     sweep(engine)
     wait_for(failed_statuses_applied(db, doc["id"], 1), what="the failed status")
 
-    if rule.effect == Effect.KNOCK:
+    if rule.trouble == Trouble.WINDOW_CLOSED:
         wait_for(lambda: knocks(sandbox.inbox(person["phone"])), what="the knock")
         wait_for(lambda: doc_row(db, doc["id"])["awaiting_reply_since"], what="awaiting")
-    elif rule.effect == Effect.ABANDON:
+    elif rule.trouble == Trouble.UNREACHABLE:
         row = wait_for(lambda: (r := doc_row(db, doc["id"]))["abandoned_at"] and r, what="abandon")
         assert row["abandon_reason"] == rule.error.abandon_reason
-    elif rule.effect == Effect.HOLD:
+    elif rule.trouble == Trouble.PLATFORM_HOLD:
         row = wait_for(lambda: (r := doc_row(db, doc["id"]))["delivered_at"] is None and r)
         assert (row["next_attempt_at"] - row["created_at"]).total_seconds() > 23 * 3600
         assert row["delivery_attempts"] == 0
-    elif rule.effect == Effect.PAUSE:
+    elif rule.trouble == Trouble.SENDER_REFUSED:
         state = wait_for(
             lambda: (s := db.execute(QUERIES.sender_state.sql).fetchone())["paused_at"] and s,
             what="the pause",
@@ -166,7 +166,7 @@ def test_each_code_failed_later_has_the_consequence_of_its_scope(
     else:
         # A media refusal (without_file) of a part, which carried no file, is that
         # message's own trouble, as a retry's.
-        assert rule.effect in (Effect.RETRY, Effect.WITHOUT_FILE)
+        assert rule.trouble in (Trouble.THIS_SEND, Trouble.FILE_REFUSED)
         for attempt in range(2, MAX_ATTEMPTS + 1):
             wait_for(lambda: doc_row(db, doc["id"])["delivered_at"] is None, what="un-delivered")
             due_now(db, doc["id"])

@@ -16,11 +16,11 @@ from hypothesis import strategies as st
 from starlette.testclient import TestClient
 
 from delivery_pipeline.delivery.sweep import run_sweep
-from delivery_pipeline.delivery.template_events import FIELDS as TEMPLATE_FIELDS
 from delivery_pipeline.service.app import create_app
 from delivery_pipeline.testing import payloads
 from delivery_pipeline.testing.service import APP_SECRET, INTERNAL_TOKEN, VERIFY_TOKEN
 from delivery_pipeline.whatsapp.signature import sign
+from delivery_pipeline.whatsapp.webhook_values import TEMPLATE_FIELDS
 from delivery_pipeline_tests.support.data import (
     add_document,
     add_person,

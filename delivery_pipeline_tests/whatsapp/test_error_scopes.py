@@ -15,13 +15,13 @@ from delivery_pipeline.whatsapp.errors import (
     PHONE_NUMBER_ID_RULE,
     RULES,
     Arrives,
-    Effect,
     GlobalSendError,
     MalformedRequest,
     Rule,
     Scope,
     TemplateRefused,
     TransientError,
+    Trouble,
     classify,
     from_error_object,
 )
@@ -58,16 +58,18 @@ def test_100_is_the_sender_only_with_the_phone_number_id_subcode():
         {"code": 100, "error_subcode": 33, "type": "GraphMethodException", "message": "x"}, 400
     )
     malformed = from_error_object({"code": 100, "message": "(#100) Invalid parameter"}, 400)
-    assert isinstance(wrong_number, GlobalSendError) and wrong_number.effect == Effect.PAUSE
+    assert (
+        isinstance(wrong_number, GlobalSendError) and wrong_number.trouble == Trouble.SENDER_REFUSED
+    )
     assert isinstance(malformed, MalformedRequest) and malformed.scope == Scope.MESSAGE
-    assert malformed.effect == Effect.RETRY
+    assert malformed.trouble == Trouble.THIS_SEND
 
 
 def test_template_codes_hold_the_template_not_the_sender():
     for code in (132000, 132001, 132015, 132016, 132018):
         error = classify(code)
         assert isinstance(error, TemplateRefused) and not isinstance(error, GlobalSendError)
-        assert error.effect == Effect.HOLD_TEMPLATE
+        assert error.trouble == Trouble.TEMPLATE_REFUSED
 
 
 def test_unmapped_codes_by_http_status():
@@ -136,29 +138,29 @@ def test_each_code_refused_at_once_stops_only_what_it_concerns(row, db, sandbox,
     doc = add_document(db, person["id"], "A short plan.")
     if row == PHONE_NUMBER_ID:
         s = s.replace(whatsapp={"phone_number_id": "999999"})
-    elif rule.effect in (Effect.HOLD, Effect.SLOW):
+    elif rule.trouble in (Trouble.PLATFORM_HOLD, Trouble.THROUGHPUT):
         sandbox.refuse(code, "sync", message_type="text", count=1)
     else:
         sandbox.refuse(code, "sync", message_type="text")
 
     result = sweep(s)
     for _ in range(3):
-        if _doc(db, doc["id"])["abandoned_at"] or rule.effect != Effect.RETRY:
+        if _doc(db, doc["id"])["abandoned_at"] or rule.trouble != Trouble.THIS_SEND:
             break
         sweep(s)
 
     after = _doc(db, doc["id"])
-    if rule.effect == Effect.KNOCK:
+    if rule.trouble == Trouble.WINDOW_CLOSED:
         assert after["awaiting_reply_since"] is not None and after["knock_sent_at"] is not None
-    elif rule.effect == Effect.ABANDON:
+    elif rule.trouble == Trouble.UNREACHABLE:
         assert after["abandon_reason"] == rule.error.abandon_reason
-    elif rule.effect in (Effect.HOLD, Effect.SLOW):
+    elif rule.trouble in (Trouble.PLATFORM_HOLD, Trouble.THROUGHPUT):
         if after["delivered_at"] is None:  # 131056 waits 6-9 s: the next sweep sends it
             time.sleep(max(0.0, (after["next_attempt_at"] - _now(db)).total_seconds()))
             sweep(s)
             after = _doc(db, doc["id"])
         assert after["delivered_at"] is not None and after["delivery_attempts"] == 0
-    elif rule.effect == Effect.PAUSE:
+    elif rule.trouble == Trouble.SENDER_REFUSED:
         state = _paused(db)
         assert state["paused_at"] is not None and state["pause_code"] == code
         assert after["delivery_attempts"] == 0 and after["abandoned_at"] is None
@@ -170,7 +172,7 @@ def test_each_code_refused_at_once_stops_only_what_it_concerns(row, db, sandbox,
         else:
             assert state["phone_number_id"] == "*" and result.stopped_by
     else:
-        assert rule.effect == Effect.RETRY
+        assert rule.trouble == Trouble.THIS_SEND
         assert after["abandon_reason"] == "max_attempts", "bounded retries, then abandoned"
         assert f"({code})" in after["last_delivery_error"], "with the platform's words"
         assert _paused(db)["paused_at"] is None

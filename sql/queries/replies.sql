@@ -123,8 +123,8 @@ FROM taken t
 JOIN knock_replies kr ON kr.id = t.reply_id
 JOIN people p ON p.id = t.person_id
 WHERE a.reply_id = t.reply_id
-RETURNING a.reply_id, t.number AS phone_number_id, a.attempts, kr.action, kr.documents,
-          kr.snoozed_until, p.phone, p.user_id, p.locale, p.time_zone
+RETURNING a.reply_id, t.number AS phone_number_id, a.attempts, kr.person_id, kr.action,
+          kr.documents, kr.snoozed_until, p.phone, p.user_id, p.locale, p.time_zone
 
 -- name: acknowledgement_sent
 -- The answer %(reply_id)s left: 'sent' with its message id, or 'unknown' (no answer came; never sent again).
@@ -133,10 +133,19 @@ SET state = %(state)s, wa_message_id = %(wa_message_id)s, sent_at = now()
 WHERE reply_id = %(reply_id)s AND state = 'sending'
 
 -- name: acknowledgement_refused
--- The answer %(reply_id)s did not leave: due again %(retry_seconds)s from now (NULL: never, 'failed'), its attempt given back unless %(counts_attempt)s; the refusal kept.
+-- The answer %(reply_id)s did not leave: due again %(retry_seconds)s from now (NULL, or no longer fresh by then: never, 'failed'), its attempt given back unless %(counts_attempt)s; the refusal kept. Its attempts so far.
 UPDATE acknowledgements
-SET state = CASE WHEN %(retry_seconds)s::float8 IS NULL THEN 'failed' ELSE 'due' END,
+SET state = CASE WHEN %(retry_seconds)s::float8 IS NULL
+                   OR now() + make_interval(secs => %(retry_seconds)s::float8) >= expires_at
+                 THEN 'failed' ELSE 'due' END,
     due_at = now() + make_interval(secs => coalesce(%(retry_seconds)s::float8, 0)),
     attempts = attempts - CASE WHEN %(counts_attempt)s THEN 0 ELSE 1 END,
     error_code = %(error_code)s, error = %(error)s
 WHERE reply_id = %(reply_id)s AND state = 'sending'
+RETURNING attempts
+
+-- name: acknowledgement_given_up
+-- The answer %(reply_id)s, given back after a try that was its last (``outcomes.at_limit``), is never sent: 'failed'. Whether it was.
+UPDATE acknowledgements SET state = 'failed'
+WHERE reply_id = %(reply_id)s AND state = 'due'
+RETURNING true

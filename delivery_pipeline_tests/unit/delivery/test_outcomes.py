@@ -1,11 +1,13 @@
 """``consequence_of`` and ``at_limit``: what a platform error means for a document,
-sync or async, on a chunk or on a knock."""
+sync or async, on a chunk or on a knock, and for the answer to a press."""
 
 from __future__ import annotations
 
 import pytest
 
 from delivery_pipeline.delivery.outcomes import (
+    ACKNOWLEDGEMENT_ATTEMPTS,
+    ACKNOWLEDGEMENT_RETRY_SECONDS,
     ASYNC_RETRY_SECONDS,
     ECOSYSTEM_RETRY_SECONDS,
     THROUGHPUT_PAUSE_SECONDS,
@@ -35,13 +37,15 @@ def of(
     synchronous: bool = True,
     subcode: int | None = None,
     knock: bool = False,
+    kind: MessageKind | None = None,
 ) -> Consequence:
     """The consequence, with the attempt limit applied to ``attempts`` as counted."""
     error: CloudApiError | None = classify(code, subcode=subcode) if code is not None else None
+    kind = kind or (MessageKind.KNOCK if knock else MessageKind.CHUNK)
     failure = Failure(
         error,
-        MessageKind.KNOCK if knock else MessageKind.CHUNK,
-        document_id=7,
+        kind,
+        document_id=None if kind is MessageKind.ACKNOWLEDGEMENT else 7,
         person_id=3,
         attempts=attempts,
         synchronous=synchronous,
@@ -49,6 +53,7 @@ def of(
     )
     return at_limit(
         consequence_of(failure, SETTINGS),
+        kind=kind,
         document_id=7,
         attempts=attempts,
         last_error=failure.reason,
@@ -148,11 +153,12 @@ def test_this_messages_trouble_backs_off_counting_attempts_then_abandons(code: i
 
 # ── one decision for every kind of message, whoever reports the failure ──
 
-PATHS = [(kind, sync) for kind in MessageKind for sync in (True, False)]
+DOCUMENT_KINDS = [MessageKind.CHUNK, MessageKind.KNOCK]
+PATHS = [(kind, sync) for kind in DOCUMENT_KINDS for sync in (True, False)]
 
 
 @pytest.mark.parametrize(("kind", "synchronous"), PATHS)
-def test_the_attempt_limit_is_the_same_for_every_kind_and_path(
+def test_the_attempt_limit_is_the_same_for_every_documents_kind_and_path(
     kind: MessageKind, synchronous: bool
 ) -> None:
     below = of(
@@ -234,3 +240,37 @@ def test_a_knock_stays_spent_when_the_answer_was_about_the_person() -> None:
     assert of(131049, synchronous=False, knock=True).knock_spent
     assert not of(131000, synchronous=False, knock=True).knock_spent
     assert not of(190, synchronous=False, knock=True).knock_spent
+
+
+# ── the answer to a press (delivery/acknowledgement.py) ──────────────────
+
+ANSWER = MessageKind.ACKNOWLEDGEMENT
+
+
+def test_an_answer_is_tried_again_in_a_moment_a_few_times_then_given_up_quietly() -> None:
+    below = of(131000, attempts=ACKNOWLEDGEMENT_ATTEMPTS - 1, kind=ANSWER)
+    assert (below.step, below.counts_attempt) == (Step.RETRY, True)
+    assert below.retry_after == ACKNOWLEDGEMENT_RETRY_SECONDS < SETTINGS.backoff_base_seconds
+    last = of(131000, attempts=ACKNOWLEDGEMENT_ATTEMPTS, kind=ANSWER)
+    assert (last.step, last.abandon_reason) == (Step.ABANDON, AbandonReason.MAX_ATTEMPTS)
+    assert last.alert is None, "nothing waits on a lost answer: no alert"
+    assert ANSWER.attempt_limit(SETTINGS) == ACKNOWLEDGEMENT_ATTEMPTS
+    assert MessageKind.CHUNK.attempt_limit(SETTINGS) == SETTINGS.max_attempts
+
+
+def test_a_refused_answer_means_for_the_sender_and_the_person_what_any_send_means() -> None:
+    # One decision: the same error, the same step, whichever kind found it.
+    for code in (190, 130429, 131056, 131049, 131047, 131050, 131026):
+        assert of(code, kind=ANSWER).step is of(code).step, code
+    assert of(131050, kind=ANSWER).opts_out
+    assert of(130429, kind=ANSWER).slows_sender
+
+
+def test_an_answer_refused_for_the_person_says_so_without_a_document() -> None:
+    unreachable = of(131026, kind=ANSWER)
+    assert unreachable.alert is not None and unreachable.alert.key == "recipient:3"
+    assert "the answer to their reply is not sent" in unreachable.alert.message
+    assert unreachable.alert.details["document_id"] is None
+    bsuid = of(131062, kind=ANSWER)
+    assert (bsuid.step, bsuid.abandon_reason) == (Step.ABANDON, AbandonReason.UNDELIVERABLE)
+    assert bsuid.alert is not None and "the answer to their reply" in bsuid.alert.message

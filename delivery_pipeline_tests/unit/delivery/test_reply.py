@@ -12,11 +12,18 @@ from delivery_pipeline.delivery.reply import (
     ANSWERED,
     BUTTON_PAYLOADS,
     Ask,
+    Reply,
     acknowledgement,
     keyword,
     read_reply,
     when_phrase,
 )
+from delivery_pipeline.whatsapp.webhook_values import InboundMessage
+
+
+def read(message: dict) -> Reply:
+    """A ``messages[]`` item as the edge reads it, then as the core does."""
+    return read_reply(InboundMessage.of(message))
 
 
 def test_keywords_are_whole_messages_in_three_languages():
@@ -35,18 +42,18 @@ def test_a_reply_is_read_from_each_shape_meta_sends():
         "button": {"payload": "knock:later", "text": "Later"},
         "context": {"id": "wamid.K"},
     }
-    assert read_reply(button).ask == Ask.LATER and read_reply(button).context_id == "wamid.K"
+    assert read(button).ask == Ask.LATER and read(button).context_id == "wamid.K"
     # A template approved without our payloads: the button's text comes back.
     own = {"type": "button", "button": {"payload": "Parar", "text": "Parar"}}
-    assert read_reply(own).ask == Ask.STOP
+    assert read(own).ask == Ask.STOP
     interactive = {
         "type": "interactive",
         "interactive": {"type": "button_reply", "button_reply": {"id": "knock:stop", "title": "x"}},
     }
-    assert read_reply(interactive).ask == Ask.STOP
-    assert read_reply(interactive).via == "button"
-    assert read_reply({"type": "text", "text": {"body": "hi"}}).ask is None
-    assert read_reply({"type": "image"}).ask is None
+    assert read(interactive).ask == Ask.STOP
+    assert read(interactive).via == "button"
+    assert read({"type": "text", "text": {"body": "hi"}}).ask is None
+    assert read({"type": "image"}).ask is None
 
 
 def test_a_knock_with_buttons_says_how_many_wait_and_carries_the_payloads():

@@ -1,4 +1,4 @@
-"""``classify``: every platform error code to the error type that says its scope and effect."""
+"""``classify``: every platform error code to the error type that says its scope and trouble."""
 
 from __future__ import annotations
 
@@ -8,7 +8,6 @@ from delivery_pipeline.whatsapp.errors import (
     MEDIA_UPLOAD_RULES,
     PHONE_NUMBER_ID_SUBCODE,
     RULES,
-    Effect,
     GlobalSendError,
     MalformedRequest,
     MediaRefused,
@@ -16,6 +15,7 @@ from delivery_pipeline.whatsapp.errors import (
     ReEngagementRequired,
     Scope,
     TransientError,
+    Trouble,
     classify,
     from_error_object,
 )
@@ -26,26 +26,30 @@ def test_each_code_of_the_table_gets_its_rows_type(code: int) -> None:
     error = classify(code, "m", "d", 400)
     assert type(error) is RULES[code].error
     assert (error.code, error.message, error.details, error.http_status) == (code, "m", "d", 400)
-    assert (error.scope, error.effect) == (RULES[code].scope, RULES[code].effect)
+    assert (error.scope, error.trouble) == (RULES[code].scope, RULES[code].trouble)
 
 
 def test_131047_is_the_knock_and_concerns_the_person() -> None:
     error = classify(131047)
     assert isinstance(error, ReEngagementRequired)
-    assert (error.scope, error.effect) == (Scope.PERSON, Effect.KNOCK)
+    assert (error.scope, error.trouble) == (Scope.PERSON, Trouble.WINDOW_CLOSED)
 
 
 def test_100_is_one_bad_request_unless_it_names_our_phone_number_id() -> None:
     assert type(classify(100)) is MalformedRequest
     wrong_id = classify(100, subcode=PHONE_NUMBER_ID_SUBCODE)
     assert type(wrong_id) is NumberSendError and wrong_id.scope is Scope.NUMBER
-    assert isinstance(wrong_id, GlobalSendError) and wrong_id.effect is Effect.PAUSE
+    assert isinstance(wrong_id, GlobalSendError) and wrong_id.trouble is Trouble.SENDER_REFUSED
 
 
 @pytest.mark.parametrize("code", [133010, 131037])
 def test_a_numbers_own_trouble_pauses_that_number(code: int) -> None:
     error = classify(code)
-    assert (type(error), error.scope, error.effect) == (NumberSendError, Scope.NUMBER, Effect.PAUSE)
+    assert (type(error), error.scope, error.trouble) == (
+        NumberSendError,
+        Scope.NUMBER,
+        Trouble.SENDER_REFUSED,
+    )
 
 
 @pytest.mark.parametrize("code", [190, 10, 200, 368, 131031, 131005, 131064, 4, 80007])
@@ -85,7 +89,7 @@ def test_a_code_that_is_no_platform_code_is_unknown_not_a_crash(code: object) ->
 def test_the_media_endpoints_refusals_concern_the_file(code: int) -> None:
     upload = from_error_object({"code": code, "message": "m"}, 400, upload=True)
     assert type(upload) is MediaRefused
-    assert (upload.scope, upload.effect) == (Scope.MESSAGE, Effect.WITHOUT_FILE)
+    assert (upload.scope, upload.trouble) == (Scope.MESSAGE, Trouble.FILE_REFUSED)
 
 
 def test_on_the_media_endpoint_the_others_mean_what_they_mean_on_a_send() -> None:
@@ -97,4 +101,4 @@ def test_on_the_media_endpoint_the_others_mean_what_they_mean_on_a_send() -> Non
 
 def test_a_file_refused_after_a_send_was_accepted_goes_without_the_file() -> None:
     error = from_error_object({"code": 131053, "title": "Media upload error"})
-    assert type(error) is MediaRefused and error.effect is Effect.WITHOUT_FILE
+    assert type(error) is MediaRefused and error.trouble is Trouble.FILE_REFUSED

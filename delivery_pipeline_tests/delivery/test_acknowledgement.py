@@ -17,7 +17,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from delivery_pipeline.delivery.acknowledgement import ATTEMPTS
+from delivery_pipeline.delivery.outcomes import ACKNOWLEDGEMENT_ATTEMPTS
 from delivery_pipeline.settings import DEV_PHONE_NUMBER_ID, Settings
 from delivery_pipeline.store.db import connect
 from delivery_pipeline.store.queries import QUERIES
@@ -160,9 +160,31 @@ def test_a_passing_refusal_is_tried_again_soon_and_answered_once(
         lambda: [a for a in answers(db, person["id"]) if a["state"] == "sent"],
         what="the answer sent on its second try",
     )
-    assert row["attempts"] == 2 < ATTEMPTS
+    assert row["attempts"] == 2 < ACKNOWLEDGEMENT_ATTEMPTS
     assert row["error_code"] == 131000
     assert texts(sandbox.inbox(person["phone"])) == [STOP_ANSWER["en"]]
+
+
+def test_an_answer_refused_for_the_person_is_the_persons_new_state_and_never_retried(
+    db, sandbox, knock_settings, service
+):
+    """The completer carries the answer's refusal out as any send's: the person who
+    stopped our messages is opted out, the answer ends failed on its one try."""
+    person, _, _ = knocked(db, sandbox, knock_settings, "en")
+    sandbox.refuse(131050, to=person["phone"], message_type="text", count=1)
+
+    sandbox.press(person["phone"], "Later")
+
+    [row] = wait_for(
+        lambda: [a for a in answers(db, person["id"]) if a["state"] == "failed"],
+        what="the answer given up",
+    )
+    assert (row["attempts"], row["error_code"]) == (1, 131050)
+    opted = db.execute(
+        "SELECT opted_out_at IS NOT NULL AS opted FROM people WHERE id = %s", (person["id"],)
+    ).fetchone()
+    assert opted["opted"], "the platform's word about the person is carried out"
+    assert texts(sandbox.inbox(person["phone"])) == []
 
 
 # ── the fence, one statement at a time ──────────────────────────────────
