@@ -736,6 +736,41 @@ class ServiceSettings(Section):
             "the webhook body limit (above Meta's largest batches: a 413 makes Meta retry for days)"
         ),
     )
+    max_header_bytes: int = Field(
+        64 * 1024,
+        ge=4096,
+        json_schema_extra=env("DELIVERY_SERVICE_MAX_HEADER_BYTES"),
+        description=(
+            "the webhook service's limit on a request's line and headers together (431 above it)"
+        ),
+    )
+    header_timeout_seconds: float = Field(
+        10.0,
+        gt=0,
+        json_schema_extra=env("DELIVERY_SERVICE_HEADER_TIMEOUT_SECONDS"),
+        description=(
+            "the webhook service: seconds a connection has to send a request's headers (408 and "
+            "closed after)"
+        ),
+    )
+    body_timeout_seconds: float = Field(
+        30.0,
+        gt=0,
+        json_schema_extra=env("DELIVERY_SERVICE_BODY_TIMEOUT_SECONDS"),
+        description=(
+            "the webhook service: seconds a request has to send its whole body (408 and closed "
+            "after)"
+        ),
+    )
+    max_connections: int = Field(
+        512,
+        ge=8,
+        json_schema_extra=env("DELIVERY_SERVICE_MAX_CONNECTIONS"),
+        description=(
+            "the webhook service's open connections at most, per process: a request beyond them "
+            "is answered 503 (Meta redelivers)"
+        ),
+    )
     listen: bool = Field(
         True,
         json_schema_extra=env("DELIVERY_LISTEN"),

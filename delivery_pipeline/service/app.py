@@ -11,8 +11,11 @@ delivered, onto Dagster's timeline: ``timeline_push.py``), the daemon watch
 applications' event deliverer (``api/events.py``).
 
 Status codes, and why:
-  401/403  missing/wrong signature or token: nothing is stored
+  401/403  missing/wrong signature or token: nothing is stored (missing or malformed:
+           refused from the headers, the body never read)
+  408      headers or body slower than DELIVERY_SERVICE_{HEADER,BODY}_TIMEOUT_SECONDS
   413      body over WEBHOOK_MAX_BODY_BYTES (default 4 MiB: Meta batches reach ~3 MB)
+  431      headers over DELIVERY_SERVICE_MAX_HEADER_BYTES
   200      everything with a valid signature once it is kept: applied, or
            (malformed, unknown, or holding what Postgres cannot store) kept
            raw in raw_webhooks, so Meta does not redeliver it for 7 days
@@ -34,7 +37,7 @@ import psycopg
 import uvicorn
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
@@ -44,10 +47,11 @@ from delivery_pipeline.service.api.auth import Tokens
 from delivery_pipeline.service.api.events import EventDeliverer
 from delivery_pipeline.service.api.openapi import rendered as api_description
 from delivery_pipeline.service.api.routes import API_ROUTES, ApiState, http_exception
-from delivery_pipeline.service.bodies import TooLarge, read_limited
+from delivery_pipeline.service.bodies import TooLarge, TooSlow, read_limited
 from delivery_pipeline.service.daemon_watch import watch_forever
 from delivery_pipeline.service.ingest import OurNumbers, WebhookOutcome, apply_payload
 from delivery_pipeline.service.listener import ReadyListener
+from delivery_pipeline.service.protocol import guarded_http
 from delivery_pipeline.service.review_page import REVIEW_ROUTES
 from delivery_pipeline.service.sessions import Sessions
 from delivery_pipeline.service.state import Service, one_line, service_of
@@ -65,7 +69,7 @@ from delivery_pipeline.watch.rates import RateTable, RateTableError, load_rate_t
 from delivery_pipeline.whatsapp.client import CloudApiClient
 from delivery_pipeline.whatsapp.identity import check_identity
 from delivery_pipeline.whatsapp.payloads import UnusableBody, read_body
-from delivery_pipeline.whatsapp.signature import signature_valid, tokens_match
+from delivery_pipeline.whatsapp.signature import signature_shaped, signature_valid, tokens_match
 
 log = logging.getLogger(__name__)
 
@@ -73,6 +77,7 @@ log = logging.getLogger(__name__)
 # deployment may not): ask a few times before saying it does not answer.
 IDENTITY_CHECK_ATTEMPTS = 5
 POKE_MAX_BODY_BYTES = 64 * 1024
+BIGINT_MAX = 2**63 - 1  # ids are Postgres bigints
 HEALTH_DATABASE_DOWN = "unreachable, or not migrated: see the service's log"
 
 
@@ -93,21 +98,34 @@ async def verify(request: Request) -> Response:
 
 
 async def receive(request: Request) -> Response:
-    """A signed webhook body: inbound messages and statuses."""
+    """A signed webhook body: inbound messages and statuses.
+
+    Everything that can be refused from the headers is refused before a byte of the
+    body is read, and the connection closed (``_refused``): without a signature of the
+    right shape, or a secret to check it with, the body is never wanted.
+    """
     service = service_of(request)
     limit = service.settings.service.webhook_max_body_bytes
+    header = request.headers.get("x-hub-signature-256")
+    if not header:
+        service.quiet_log.log(
+            logging.WARNING, "no-signature", "webhook without a signature refused (401)"
+        )
+        return _refused("missing signature", 401)
+    app_secret = secret(service.settings.whatsapp.app_secret)
+    if not app_secret or not signature_shaped(header):
+        service.quiet_log.log(
+            logging.WARNING, "bad-signature", "webhook with a malformed signature refused (403)"
+        )
+        return _refused("invalid signature", 403)
     try:
         body = await read_limited(request, limit)
     except TooLarge:
         service.quiet_log.log(
             logging.WARNING, "too-large", "webhook body over %s bytes refused (413)", limit
         )
-        return PlainTextResponse("payload too large", status_code=413)
-    header = request.headers.get("x-hub-signature-256")
-    if not header:
-        return PlainTextResponse("missing signature", status_code=401)
-    app_secret = secret(service.settings.whatsapp.app_secret)
-    if not app_secret or not signature_valid(app_secret, body, header):
+        return _refused("payload too large", 413)
+    if not signature_valid(app_secret, body, header):
         service.quiet_log.log(
             logging.WARNING, "bad-signature", "webhook with a wrong signature refused (403)"
         )
@@ -141,13 +159,48 @@ async def receive(request: Request) -> Response:
     )
 
 
+def _refused(text: str, status: int) -> Response:
+    """A refusal whose body is not read: the connection closes after it, so the rest of the
+    body (up to the limit, as slowly as the client likes) is never waited for."""
+    return PlainTextResponse(text, status_code=status, headers={"Connection": "close"})
+
+
+async def too_slow(request: Request, exc: Exception) -> Response:
+    """A body not whole within DELIVERY_SERVICE_BODY_TIMEOUT_SECONDS: 408, and closed."""
+    service_of(request).quiet_log.log(
+        logging.WARNING,
+        "slow-body",
+        "%s %s: body not complete within %g s, refused (408)",
+        request.method,
+        one_line(request.url.path)[:200],
+        service_of(request).settings.service.body_timeout_seconds,
+    )
+    return _refused("request body too slow", 408)
+
+
+async def client_left(request: Request, exc: Exception) -> Response:
+    """The client went away mid-body: nobody hears the answer; one counted line."""
+    service_of(request).quiet_log.log(
+        logging.INFO,
+        "client-left",
+        "%s %s: the client left before its body was complete",
+        request.method,
+        one_line(request.url.path)[:200],
+    )
+    return _refused("client left", 400)
+
+
 async def poke(request: Request) -> Response:
     """The generator's poke: sweep one document or one person now."""
     service = service_of(request)
     expected = secret(service.settings.service.internal_token)
     scheme, _, token = request.headers.get("authorization", "").partition(" ")
     if not expected or scheme.lower() != "bearer" or not tokens_match(token.strip(), expected):
-        return JSONResponse({"error": "a valid bearer token is required"}, status_code=401)
+        return JSONResponse(
+            {"error": "a valid bearer token is required"},
+            status_code=401,
+            headers={"Connection": "close"},  # the body is never read
+        )
     try:
         payload = json.loads(await read_limited(request, POKE_MAX_BODY_BYTES))
     except (TooLarge, ValueError):
@@ -166,6 +219,12 @@ async def poke(request: Request) -> Response:
         return JSONResponse(
             {"error": "give exactly one integer: document_id or person_id"}, status_code=400
         )
+    for name, value in ids.items():
+        if not 0 < value <= BIGINT_MAX:
+            return JSONResponse(
+                {"error": f"{name} must be a positive id of at most {BIGINT_MAX}"},
+                status_code=400,
+            )
     persons = [ids["person_id"]] if "person_id" in ids else []
     documents = [ids["document_id"]] if "document_id" in ids else []
     return JSONResponse(
@@ -277,9 +336,17 @@ def create_app(settings: Settings, database_url: str) -> Starlette:
             await client.aclose()
             await pool.close()
 
-    return Starlette(
-        routes=ROUTES, lifespan=lifespan, exception_handlers={HTTPException: http_exception}
+    app = Starlette(
+        routes=ROUTES,
+        lifespan=lifespan,
+        exception_handlers={
+            HTTPException: http_exception,
+            TooSlow: too_slow,
+            ClientDisconnect: client_left,
+        },
     )
+    app.state.body_timeout = settings.service.body_timeout_seconds
+    return app
 
 
 def _rate_table(settings: Settings) -> RateTable | None:
@@ -395,6 +462,9 @@ def serve(settings: Settings, *, host: str, port: int, log_level: str = "info") 
     # The scheme and client of a request are the forwarded ones only from a trusted
     # proxy (DELIVERY_TRUSTED_PROXIES): the review cookie's Secure flag and the
     # sign-in limits' client depend on them.
+    # The connection's limits (headers' size and time, how many) are ``protocol.py``'s;
+    # the body's, the app's.
+    limits = settings.service
     uvicorn.run(
         app,
         host=host,
@@ -403,6 +473,8 @@ def serve(settings: Settings, *, host: str, port: int, log_level: str = "info") 
         access_log=False,
         log_config=None,
         forwarded_allow_ips=settings.service.trusted_proxy_list,
+        http=guarded_http(limits.max_header_bytes, limits.header_timeout_seconds),
+        limit_concurrency=limits.max_connections,
     )
 
 
