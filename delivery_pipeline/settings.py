@@ -70,6 +70,9 @@ DOCS_DEFAULT_PORT = 8000  # ./dev docs serves the site here
 # configured: local development and tests. A real number sets both variables.
 DEV_PHONE_NUMBER_ID = "100000000000001"
 DEV_ACCESS_TOKEN = "sandbox-access-token"
+# What the sandbox signs its webhooks with unless SANDBOX_APP_SECRET says otherwise:
+# never WHATSAPP_APP_SECRET, so a sandbox cannot sign what a real service accepts.
+DEV_APP_SECRET = "sandbox-development-app-secret"
 
 QUIET_HOURS = re.compile(r"^([01][0-9]|2[0-3]):[0-5][0-9]-([01][0-9]|2[0-3]):[0-5][0-9]$")
 DEFAULT_KNOCK_TEMPLATES = "en=document_ready:en,es=document_ready:es,pt=document_ready:pt_BR"
@@ -444,7 +447,11 @@ class WhatsAppSettings(Section):
         ),
     )
     app_secret: SecretStr | None = Field(
-        None, description="the webhook signature key (service and sandbox)"
+        None,
+        description=(
+            "the key the webhook service checks webhook signatures with (the sandbox signs with "
+            "SANDBOX_APP_SECRET)"
+        ),
     )
     verify_token: SecretStr | None = Field(
         None, description="the token of Meta's verification handshake"
@@ -1402,6 +1409,14 @@ class SandboxSettings(Section):
 
     webhook_url: str | None = Field(
         None, description="the sandbox: where it posts signed status and inbound webhooks"
+    )
+    app_secret: SecretStr | None = Field(
+        None,
+        description=(
+            "the sandbox: the key it signs its webhooks with (the service's WHATSAPP_APP_SECRET "
+            "must be the same to accept them); unset: a development key, never "
+            "WHATSAPP_APP_SECRET"
+        ),
     )
     refusal_mode: str | None = Field(
         None,
