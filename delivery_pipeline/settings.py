@@ -81,6 +81,10 @@ DEFAULT_KNOCK_TEMPLATES = "en=document_ready:en,es=document_ready:es,pt=document
 # not import the model; test_model.py holds the two lists together).
 REVIEWABLE_KINDS = ("plan", "daily_brief")
 REVIEW_TOKEN_MIN_LENGTH = 16
+# DELIVERY_INTERNAL_TOKEN and WHATSAPP_VERIFY_TOKEN at least: shorter is guessable, and
+# too short to be told apart from ordinary text when logs are scrubbed of secrets.
+SHARED_TOKEN_MIN_LENGTH = 16
+LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
 # DELIVERY_SWEEPERS at most (each sweeper is a process with its own connections).
 MAX_SWEEPERS = 64
 REVIEW_PAGE_PATH = "/review"
@@ -470,6 +474,21 @@ class WhatsAppSettings(Section):
     def _no_trailing_slash(cls, value: str) -> str:
         return value.rstrip("/")
 
+    @field_validator("verify_token")
+    @classmethod
+    def _long_verify_token(cls, value: SecretStr | None) -> SecretStr | None:
+        return long_enough(value)
+
+    @model_validator(mode="after")
+    def _no_real_token_in_clear(self) -> Self:
+        if not self.uses_dev_identity and plain_http_elsewhere(self.api_base_url):
+            raise ValueError(
+                "WHATSAPP_API_BASE_URL is plain http:// to another machine, and "
+                "WHATSAPP_ACCESS_TOKEN would travel in clear text: use https:// "
+                "(https://graph.facebook.com), or http:// only to a sandbox on this machine"
+            )
+        return self
+
     @field_validator("numbers")
     @classmethod
     def _numbers(cls, value: str, info: ValidationInfo) -> str:
@@ -797,9 +816,9 @@ class ServiceSettings(Section):
         "127.0.0.1",
         json_schema_extra=env("DELIVERY_TRUSTED_PROXIES"),
         description=(
-            "addresses or networks (10.0.0.0/8, comma-separated; *: any peer) whose "
-            "X-Forwarded-For and X-Forwarded-Proto the service believes: behind a load balancer, "
-            "its addresses"
+            "addresses or networks (10.0.0.0/8, comma-separated; not *, which would let any "
+            "client choose its address) whose X-Forwarded-For and X-Forwarded-Proto the service "
+            "believes: behind a load balancer, its addresses"
         ),
     )
 
@@ -808,6 +827,11 @@ class ServiceSettings(Section):
     def _proxies(cls, value: str) -> str:
         parse_trusted_proxies(value)
         return value
+
+    @field_validator("internal_token")
+    @classmethod
+    def _long_internal_token(cls, value: SecretStr | None) -> SecretStr | None:
+        return long_enough(value)
 
     @property
     def trusted_proxy_list(self) -> list[str]:
@@ -1555,10 +1579,12 @@ def _describe(section: type[Section], exc: ValidationError) -> Iterator[str]:
             variable += f" (or {' / '.join(aliases[field])})"
         given = error.get("input")
         whole = not error["loc"]  # the model's own check: its input is every field
-        shown = (
-            "" if whole or field in hidden or carries_credentials(given) else f" (got {given!r})"
-        )
-        yield f"{variable}: {error['msg'].removeprefix('Value error, ')}{shown}"
+        message = error["msg"].removeprefix("Value error, ")
+        if whole:
+            yield message  # it names its variables itself
+            continue
+        shown = "" if field in hidden or carries_credentials(given) else f" (got {given!r})"
+        yield f"{variable}: {message}{shown}"
 
 
 def parse_templates(raw: str) -> dict[str, tuple[str, str]]:
@@ -1604,21 +1630,76 @@ def knock_template_list(raw: str) -> list[tuple[str, str]]:
 
 
 def parse_trusted_proxies(raw: str) -> list[str]:
-    """``10.0.0.5, 10.1.0.0/16`` → each address or network, checked; ``*`` trusts anyone."""
+    """``10.0.0.5, 10.1.0.0/16`` → each address or network, checked. Not ``*`` nor a
+    network of every address: trusting any peer lets any client say which address it is
+    counted as (the review page's sign-in limits count addresses)."""
     import ipaddress
 
     items = [item.strip() for item in raw.split(",") if item.strip()]
-    if items == ["*"]:
-        return items
     for item in items:
         try:
-            ipaddress.ip_network(item, strict=False)
+            network = ipaddress.ip_network(item, strict=False)
         except ValueError:
+            if item == "*":
+                raise ValueError(
+                    "* trusts every peer, and lets any client choose the address it is counted "
+                    "as: name the load balancer's addresses or network (like 10.0.0.0/8)"
+                ) from None
             raise ValueError(
-                f"{item!r} is not an IP address or network (like 10.0.0.0/8); "
-                "comma-separated, or * to trust every peer"
+                f"{item!r} is not an IP address or network (like 10.0.0.0/8); comma-separated"
             ) from None
+        if network.prefixlen == 0:
+            raise ValueError(
+                f"{item} is every address, and lets any client choose the address it is "
+                "counted as: name the load balancer's addresses or network (like 10.0.0.0/8)"
+            )
     return items
+
+
+def transport_warnings(settings: Settings) -> list[str]:
+    """What start-up says loudly, once: a secret that would travel in clear text, or go
+    somewhere it is not meant for. (A real token over http:// to another machine is
+    refused outright: ``WhatsAppSettings``.)"""
+    warnings = []
+    whatsapp = settings.whatsapp
+    if not whatsapp.uses_dev_identity and whatsapp.api_base_url.startswith("http://"):
+        warnings.append(
+            f"WHATSAPP_ACCESS_TOKEN is set, but WHATSAPP_API_BASE_URL is {whatsapp.api_base_url}, "
+            "a sandbox on this machine: nothing reaches WhatsApp. In production set "
+            "WHATSAPP_API_BASE_URL=https://graph.facebook.com"
+        )
+    generation = settings.generation
+    if (
+        generation.backend == "openai"
+        and generation.openai_api_key is not None
+        and plain_http_elsewhere(generation.openai_base_url)
+    ):
+        warnings.append(
+            f"OPENAI_BASE_URL is plain http:// to another machine ({generation.openai_base_url}): "
+            "OPENAI_API_KEY and every prompt travel in clear text. Use https://"
+        )
+    return warnings
+
+
+def long_enough(value: SecretStr | None) -> SecretStr | None:
+    """A shared token of at least ``SHARED_TOKEN_MIN_LENGTH`` characters (a validator)."""
+    if isinstance(value, SecretStr) and len(value.get_secret_value()) < SHARED_TOKEN_MIN_LENGTH:
+        raise ValueError(
+            f"must be at least {SHARED_TOKEN_MIN_LENGTH} characters (use a long random string, "
+            "e.g. python -c 'import secrets; print(secrets.token_urlsafe(32))')"
+        )
+    return value
+
+
+def plain_http_elsewhere(url: str) -> bool:
+    """``url`` is ``http://`` to another machine: what is sent there (a token) travels in
+    clear text."""
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname
+    except ValueError:
+        return False
+    return parts.scheme == "http" and host not in LOOPBACK_HOSTS
 
 
 def parse_review_kinds(raw: str) -> frozenset[str]:

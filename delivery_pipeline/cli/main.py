@@ -23,7 +23,7 @@ from delivery_pipeline.cli.failures import CommandFailed, UsageError, explain, r
 from delivery_pipeline.cli.table import print_rows
 from delivery_pipeline.model import ReviewDecision, bsuid
 from delivery_pipeline.settings import Settings
-from delivery_pipeline.store.db import connect, resolve_database_url
+from delivery_pipeline.store.db import connect, public_url, resolve_database_url
 from delivery_pipeline.store.intake import (
     add_person,
     add_ready_document,
@@ -58,7 +58,7 @@ def cmd_db_upgrade(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_db_url(args: argparse.Namespace, settings: Settings) -> int:
-    print(_database_url(settings))
+    print(public_url(_database_url(settings)))  # never the password
     return 0
 
 
@@ -334,7 +334,7 @@ def build_parser() -> argparse.ArgumentParser:
         db_sub,
         "url",
         cmd_db_url,
-        "print the database URL in use (starts the embedded one if needed)",
+        "print the database URL in use, without its password (starts the embedded one if needed)",
     )
 
     people = sub.add_parser("people", help="people who receive documents", description="People.")

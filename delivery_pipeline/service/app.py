@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import ipaddress
 import json
 import logging
 from collections.abc import AsyncIterator, Sequence
@@ -40,6 +41,8 @@ from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
+from starlette.types import ASGIApp, Receive, Scope, Send
+from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware
 
 from delivery_pipeline import __version__, logs
 from delivery_pipeline.delivery.sweep import DeliveryEngine, pool_size
@@ -56,7 +59,14 @@ from delivery_pipeline.service.review_page import REVIEW_ROUTES
 from delivery_pipeline.service.sessions import Sessions
 from delivery_pipeline.service.state import Service, one_line, service_of
 from delivery_pipeline.service.timeline_push import TimelinePush
-from delivery_pipeline.settings import SERVICE_DEFAULT_PORT, Settings, secret, without_password
+from delivery_pipeline.settings import (
+    SERVICE_DEFAULT_PORT,
+    Settings,
+    SettingsError,
+    secret,
+    transport_warnings,
+    without_password,
+)
 from delivery_pipeline.store.db import (
     async_pool,
     database_unavailable,
@@ -299,6 +309,8 @@ def create_app(settings: Settings, database_url: str) -> Starlette:
         app.state.service = service
         if settings.whatsapp.app_secret is None:
             log.error("WHATSAPP_APP_SECRET is not set: every webhook POST will be refused")
+        for warning in transport_warnings(settings):
+            log.warning(warning)
         listening: asyncio.Task[None] | None = None
         if settings.service.listen:
             service.listener = ReadyListener(database_url, pool, service.sweep_and_record)
@@ -346,6 +358,9 @@ def create_app(settings: Settings, database_url: str) -> Starlette:
         },
     )
     app.state.body_timeout = settings.service.body_timeout_seconds
+    # The router would answer /path/ with a redirect to http://<the Host sent>/path: a
+    # forged Host would send the browser elsewhere. Routes name their own addresses.
+    app.router.redirect_slashes = False
     return app
 
 
@@ -465,17 +480,55 @@ def serve(settings: Settings, *, host: str, port: int, log_level: str = "info") 
     # The connection's limits (headers' size and time, how many) are ``protocol.py``'s;
     # the body's, the app's.
     limits = settings.service
+    trusted = settings.service.trusted_proxy_list
     uvicorn.run(
-        app,
+        UntrustedProxyWarning(ProxyHeadersMiddleware(app, trusted), trusted),
         host=host,
         port=port,
         log_level="warning",
         access_log=False,
         log_config=None,
-        forwarded_allow_ips=settings.service.trusted_proxy_list,
+        proxy_headers=False,  # ProxyHeadersMiddleware above, behind the warning
         http=guarded_http(limits.max_header_bytes, limits.header_timeout_seconds),
         limit_concurrency=limits.max_connections,
     )
+
+
+class UntrustedProxyWarning:
+    """Says once, loudly, that requests come through a proxy ``DELIVERY_TRUSTED_PROXIES``
+    does not name (they carry ``X-Forwarded-For``; the peer is not trusted): every client
+    behind it is then counted as the proxy's one address, and ten wrong review tokens
+    from anyone hold every reviewer's sign-in. ASGI, outside uvicorn's proxy middleware,
+    so the peer it sees is the connection's own."""
+
+    def __init__(self, app: ASGIApp, trusted: list[str]) -> None:
+        self.app = app
+        self.trusted = {ipaddress.ip_network(item, strict=False) for item in trusted}
+        self.warned = False
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if not self.warned and scope["type"] == "http":
+            self._check(scope)
+        await self.app(scope, receive, send)
+
+    def _check(self, scope: Scope) -> None:
+        if not any(name == b"x-forwarded-for" for name, _ in scope["headers"]):
+            return
+        peer = (scope.get("client") or ("", 0))[0]
+        try:
+            address = ipaddress.ip_address(peer)
+        except ValueError:
+            return  # a Unix socket: no address to name
+        if any(address in network for network in self.trusted):
+            return
+        self.warned = True
+        log.warning(
+            "requests arrive through a proxy at %s (they carry X-Forwarded-For) that "
+            "DELIVERY_TRUSTED_PROXIES does not name: every client behind it counts as that "
+            "one address, and ten wrong review tokens from anyone hold every reviewer's "
+            "sign-in. Set DELIVERY_TRUSTED_PROXIES to the load balancer's address or network",
+            peer,
+        )
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -487,4 +540,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--port", type=int, default=SERVICE_DEFAULT_PORT)
     parser.add_argument("--log-level", default="info")
     args = parser.parse_args(argv)
-    serve(Settings.from_env(), host=args.host, port=args.port, log_level=args.log_level)
+    try:
+        settings = Settings.from_env()
+    except SettingsError as exc:
+        parser.exit(2, f"service: {exc}\n")
+    serve(settings, host=args.host, port=args.port, log_level=args.log_level)
