@@ -265,7 +265,7 @@ def _stripped(value: Any) -> Any:
 
 class DatabaseSettings(Section):
     # A password in it is routine (postgresql://user:password@host/db, or password=…).
-    text_secrets: ClassVar[frozenset[str]] = frozenset({"database_url"})
+    text_secrets: ClassVar[frozenset[str]] = frozenset({"database_url", "migration_database_url"})
 
     database_url: str | None = Field(
         None,
@@ -274,6 +274,16 @@ class DatabaseSettings(Section):
         description=(
             "the app database (any Postgres ≥ 14; a password in it is never shown); unset: an "
             "embedded Postgres under DELIVERY_DATA_DIR"
+        ),
+    )
+    migration_database_url: str | None = Field(
+        None,
+        repr=False,
+        json_schema_extra=env("DELIVERY_MIGRATION_DATABASE_URL"),
+        description=(
+            "the app database as the role that owns the schema, for `delivery-pipeline db "
+            "upgrade` alone (everything else connects with DATABASE_URL, a role that may read "
+            "and write rows but not change tables: docs/how-to/deploy.md); unset: DATABASE_URL"
         ),
     )
     data_dir: str = Field(
@@ -306,7 +316,7 @@ class DatabaseSettings(Section):
         ),
     )
 
-    @field_validator("database_url")
+    @field_validator("database_url", "migration_database_url")
     @classmethod
     def _postgres_url(cls, value: str | None) -> str | None:
         """Refused here, in one line, rather than as a driver error on first use."""
