@@ -70,6 +70,9 @@ DOCS_DEFAULT_PORT = 8000  # ./dev docs serves the site here
 # configured: local development and tests. A real number sets both variables.
 DEV_PHONE_NUMBER_ID = "100000000000001"
 DEV_ACCESS_TOKEN = "sandbox-access-token"
+# What the sandbox signs its webhooks with unless SANDBOX_APP_SECRET says otherwise:
+# never WHATSAPP_APP_SECRET, so a sandbox cannot sign what a real service accepts.
+DEV_APP_SECRET = "sandbox-development-app-secret"
 
 QUIET_HOURS = re.compile(r"^([01][0-9]|2[0-3]):[0-5][0-9]-([01][0-9]|2[0-3]):[0-5][0-9]$")
 DEFAULT_KNOCK_TEMPLATES = "en=document_ready:en,es=document_ready:es,pt=document_ready:pt_BR"
@@ -78,6 +81,10 @@ DEFAULT_KNOCK_TEMPLATES = "en=document_ready:en,es=document_ready:es,pt=document
 # not import the model; test_model.py holds the two lists together).
 REVIEWABLE_KINDS = ("plan", "daily_brief")
 REVIEW_TOKEN_MIN_LENGTH = 16
+# DELIVERY_INTERNAL_TOKEN and WHATSAPP_VERIFY_TOKEN at least: shorter is guessable, and
+# too short to be told apart from ordinary text when logs are scrubbed of secrets.
+SHARED_TOKEN_MIN_LENGTH = 16
+LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
 # DELIVERY_SWEEPERS at most (each sweeper is a process with its own connections).
 MAX_SWEEPERS = 64
 REVIEW_PAGE_PATH = "/review"
@@ -258,7 +265,7 @@ def _stripped(value: Any) -> Any:
 
 class DatabaseSettings(Section):
     # A password in it is routine (postgresql://user:password@host/db, or password=…).
-    text_secrets: ClassVar[frozenset[str]] = frozenset({"database_url"})
+    text_secrets: ClassVar[frozenset[str]] = frozenset({"database_url", "migration_database_url"})
 
     database_url: str | None = Field(
         None,
@@ -267,6 +274,16 @@ class DatabaseSettings(Section):
         description=(
             "the app database (any Postgres ≥ 14; a password in it is never shown); unset: an "
             "embedded Postgres under DELIVERY_DATA_DIR"
+        ),
+    )
+    migration_database_url: str | None = Field(
+        None,
+        repr=False,
+        json_schema_extra=env("DELIVERY_MIGRATION_DATABASE_URL"),
+        description=(
+            "the app database as the role that owns the schema, for `delivery-pipeline db "
+            "upgrade` alone (everything else connects with DATABASE_URL, a role that may read "
+            "and write rows but not change tables: docs/how-to/deploy.md); unset: DATABASE_URL"
         ),
     )
     data_dir: str = Field(
@@ -299,7 +316,7 @@ class DatabaseSettings(Section):
         ),
     )
 
-    @field_validator("database_url")
+    @field_validator("database_url", "migration_database_url")
     @classmethod
     def _postgres_url(cls, value: str | None) -> str | None:
         """Refused here, in one line, rather than as a driver error on first use."""
@@ -444,7 +461,11 @@ class WhatsAppSettings(Section):
         ),
     )
     app_secret: SecretStr | None = Field(
-        None, description="the webhook signature key (service and sandbox)"
+        None,
+        description=(
+            "the key the webhook service checks webhook signatures with (the sandbox signs with "
+            "SANDBOX_APP_SECRET)"
+        ),
     )
     verify_token: SecretStr | None = Field(
         None, description="the token of Meta's verification handshake"
@@ -462,6 +483,21 @@ class WhatsAppSettings(Section):
     @classmethod
     def _no_trailing_slash(cls, value: str) -> str:
         return value.rstrip("/")
+
+    @field_validator("verify_token")
+    @classmethod
+    def _long_verify_token(cls, value: SecretStr | None) -> SecretStr | None:
+        return long_enough(value)
+
+    @model_validator(mode="after")
+    def _no_real_token_in_clear(self) -> Self:
+        if not self.uses_dev_identity and plain_http_elsewhere(self.api_base_url):
+            raise ValueError(
+                "WHATSAPP_API_BASE_URL is plain http:// to another machine, and "
+                "WHATSAPP_ACCESS_TOKEN would travel in clear text: use https:// "
+                "(https://graph.facebook.com), or http:// only to a sandbox on this machine"
+            )
+        return self
 
     @field_validator("numbers")
     @classmethod
@@ -738,6 +774,41 @@ class ServiceSettings(Section):
             "the webhook body limit (above Meta's largest batches: a 413 makes Meta retry for days)"
         ),
     )
+    max_header_bytes: int = Field(
+        64 * 1024,
+        ge=4096,
+        json_schema_extra=env("DELIVERY_SERVICE_MAX_HEADER_BYTES"),
+        description=(
+            "the webhook service's limit on a request's line and headers together (431 above it)"
+        ),
+    )
+    header_timeout_seconds: float = Field(
+        10.0,
+        gt=0,
+        json_schema_extra=env("DELIVERY_SERVICE_HEADER_TIMEOUT_SECONDS"),
+        description=(
+            "the webhook service: seconds a connection has to send a request's headers (408 and "
+            "closed after)"
+        ),
+    )
+    body_timeout_seconds: float = Field(
+        30.0,
+        gt=0,
+        json_schema_extra=env("DELIVERY_SERVICE_BODY_TIMEOUT_SECONDS"),
+        description=(
+            "the webhook service: seconds a request has to send its whole body (408 and closed "
+            "after)"
+        ),
+    )
+    max_connections: int = Field(
+        512,
+        ge=8,
+        json_schema_extra=env("DELIVERY_SERVICE_MAX_CONNECTIONS"),
+        description=(
+            "the webhook service's open connections at most, per process: a request beyond them "
+            "is answered 503 (Meta redelivers)"
+        ),
+    )
     listen: bool = Field(
         True,
         json_schema_extra=env("DELIVERY_LISTEN"),
@@ -757,9 +828,9 @@ class ServiceSettings(Section):
         "127.0.0.1",
         json_schema_extra=env("DELIVERY_TRUSTED_PROXIES"),
         description=(
-            "addresses or networks (10.0.0.0/8, comma-separated; *: any peer) whose "
-            "X-Forwarded-For and X-Forwarded-Proto the service believes: behind a load balancer, "
-            "its addresses"
+            "addresses or networks (10.0.0.0/8, comma-separated; not *, which would let any "
+            "client choose its address) whose X-Forwarded-For and X-Forwarded-Proto the service "
+            "believes: behind a load balancer, its addresses"
         ),
     )
 
@@ -768,6 +839,11 @@ class ServiceSettings(Section):
     def _proxies(cls, value: str) -> str:
         parse_trusted_proxies(value)
         return value
+
+    @field_validator("internal_token")
+    @classmethod
+    def _long_internal_token(cls, value: SecretStr | None) -> SecretStr | None:
+        return long_enough(value)
 
     @property
     def trusted_proxy_list(self) -> list[str]:
@@ -1370,6 +1446,14 @@ class SandboxSettings(Section):
     webhook_url: str | None = Field(
         None, description="the sandbox: where it posts signed status and inbound webhooks"
     )
+    app_secret: SecretStr | None = Field(
+        None,
+        description=(
+            "the sandbox: the key it signs its webhooks with (the service's WHATSAPP_APP_SECRET "
+            "must be the same to accept them); unset: a development key, never "
+            "WHATSAPP_APP_SECRET"
+        ),
+    )
     refusal_mode: str | None = Field(
         None,
         description=(
@@ -1507,10 +1591,12 @@ def _describe(section: type[Section], exc: ValidationError) -> Iterator[str]:
             variable += f" (or {' / '.join(aliases[field])})"
         given = error.get("input")
         whole = not error["loc"]  # the model's own check: its input is every field
-        shown = (
-            "" if whole or field in hidden or carries_credentials(given) else f" (got {given!r})"
-        )
-        yield f"{variable}: {error['msg'].removeprefix('Value error, ')}{shown}"
+        message = error["msg"].removeprefix("Value error, ")
+        if whole:
+            yield message  # it names its variables itself
+            continue
+        shown = "" if field in hidden or carries_credentials(given) else f" (got {given!r})"
+        yield f"{variable}: {message}{shown}"
 
 
 def parse_templates(raw: str) -> dict[str, tuple[str, str]]:
@@ -1556,21 +1642,76 @@ def knock_template_list(raw: str) -> list[tuple[str, str]]:
 
 
 def parse_trusted_proxies(raw: str) -> list[str]:
-    """``10.0.0.5, 10.1.0.0/16`` → each address or network, checked; ``*`` trusts anyone."""
+    """``10.0.0.5, 10.1.0.0/16`` → each address or network, checked. Not ``*`` nor a
+    network of every address: trusting any peer lets any client say which address it is
+    counted as (the review page's sign-in limits count addresses)."""
     import ipaddress
 
     items = [item.strip() for item in raw.split(",") if item.strip()]
-    if items == ["*"]:
-        return items
     for item in items:
         try:
-            ipaddress.ip_network(item, strict=False)
+            network = ipaddress.ip_network(item, strict=False)
         except ValueError:
+            if item == "*":
+                raise ValueError(
+                    "* trusts every peer, and lets any client choose the address it is counted "
+                    "as: name the load balancer's addresses or network (like 10.0.0.0/8)"
+                ) from None
             raise ValueError(
-                f"{item!r} is not an IP address or network (like 10.0.0.0/8); "
-                "comma-separated, or * to trust every peer"
+                f"{item!r} is not an IP address or network (like 10.0.0.0/8); comma-separated"
             ) from None
+        if network.prefixlen == 0:
+            raise ValueError(
+                f"{item} is every address, and lets any client choose the address it is "
+                "counted as: name the load balancer's addresses or network (like 10.0.0.0/8)"
+            )
     return items
+
+
+def transport_warnings(settings: Settings) -> list[str]:
+    """What start-up says loudly, once: a secret that would travel in clear text, or go
+    somewhere it is not meant for. (A real token over http:// to another machine is
+    refused outright: ``WhatsAppSettings``.)"""
+    warnings = []
+    whatsapp = settings.whatsapp
+    if not whatsapp.uses_dev_identity and whatsapp.api_base_url.startswith("http://"):
+        warnings.append(
+            f"WHATSAPP_ACCESS_TOKEN is set, but WHATSAPP_API_BASE_URL is {whatsapp.api_base_url}, "
+            "a sandbox on this machine: nothing reaches WhatsApp. In production set "
+            "WHATSAPP_API_BASE_URL=https://graph.facebook.com"
+        )
+    generation = settings.generation
+    if (
+        generation.backend == "openai"
+        and generation.openai_api_key is not None
+        and plain_http_elsewhere(generation.openai_base_url)
+    ):
+        warnings.append(
+            f"OPENAI_BASE_URL is plain http:// to another machine ({generation.openai_base_url}): "
+            "OPENAI_API_KEY and every prompt travel in clear text. Use https://"
+        )
+    return warnings
+
+
+def long_enough(value: SecretStr | None) -> SecretStr | None:
+    """A shared token of at least ``SHARED_TOKEN_MIN_LENGTH`` characters (a validator)."""
+    if isinstance(value, SecretStr) and len(value.get_secret_value()) < SHARED_TOKEN_MIN_LENGTH:
+        raise ValueError(
+            f"must be at least {SHARED_TOKEN_MIN_LENGTH} characters (use a long random string, "
+            "e.g. python -c 'import secrets; print(secrets.token_urlsafe(32))')"
+        )
+    return value
+
+
+def plain_http_elsewhere(url: str) -> bool:
+    """``url`` is ``http://`` to another machine: what is sent there (a token) travels in
+    clear text."""
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname
+    except ValueError:
+        return False
+    return parts.scheme == "http" and host not in LOOPBACK_HOSTS
 
 
 def parse_review_kinds(raw: str) -> frozenset[str]:

@@ -29,6 +29,7 @@ SHAPED = {
     "DELIVERY_API_TOKENS": "acme=an-api-token-of-some-length",
     "REVIEW_TOKENS": "Ana=a-reviewer-token-of-some-length",
     "OPERATOR_TOKENS": "Olga=an-operator-token-of-some-length",
+    "DELIVERY_MIGRATION_DATABASE_URL": "postgresql://owner:the-owners-password@db.internal/delivery",
     "DELIVERY_API_WEBHOOKS": "acme=http://127.0.0.1:9/DELIVERY_API_WEBHOOKS-of-some-length",
     "DELIVERY_API_WEBHOOK_SECRETS": "acme=whsec_" + "QUJDREVGR0hJSktMTU5PUFFSU1RVVldY",
 }

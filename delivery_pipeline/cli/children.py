@@ -148,7 +148,9 @@ def build_children(
                 "--port",
                 str(ports.sandbox),
             ],
-            env,
+            # The sandbox signs with its own key only when told: told here, the one the
+            # service checks (dev_secrets), so the two agree.
+            {**env, "SANDBOX_APP_SECRET": env["WHATSAPP_APP_SECRET"]},
             ports.url(ports.sandbox) + "/_sandbox/stats",
             logs / "sandbox.log",
         ),

@@ -23,7 +23,12 @@ from delivery_pipeline.cli.failures import CommandFailed, UsageError, explain, r
 from delivery_pipeline.cli.table import print_rows
 from delivery_pipeline.model import ReviewDecision, bsuid
 from delivery_pipeline.settings import Settings
-from delivery_pipeline.store.db import connect, resolve_database_url
+from delivery_pipeline.store.db import (
+    connect,
+    public_url,
+    resolve_database_url,
+    resolve_migration_url,
+)
 from delivery_pipeline.store.intake import (
     add_person,
     add_ready_document,
@@ -50,15 +55,30 @@ def _database_url(settings: Settings) -> str:
 
 
 def cmd_db_upgrade(args: argparse.Namespace, settings: Settings) -> int:
+    import psycopg
+
     from delivery_pipeline.store.migrations import upgrade
 
-    applied = upgrade(_database_url(settings))
+    # The schema's owner when DELIVERY_MIGRATION_DATABASE_URL names one; every other
+    # command runs as DATABASE_URL's role.
+    try:
+        applied = upgrade(resolve_migration_url(settings.database))
+    except psycopg.errors.InsufficientPrivilege as exc:
+        which = (
+            "DELIVERY_MIGRATION_DATABASE_URL"
+            if settings.database.migration_database_url
+            else "DATABASE_URL"
+        )
+        raise CommandFailed(
+            f"the role of {which} may not change the schema ({str(exc).splitlines()[0]}): "
+            "set DELIVERY_MIGRATION_DATABASE_URL to the URL of the role that owns it"
+        ) from exc
     print("applied: " + ", ".join(applied) if applied else "database is up to date")
     return 0
 
 
 def cmd_db_url(args: argparse.Namespace, settings: Settings) -> int:
-    print(_database_url(settings))
+    print(public_url(_database_url(settings)))  # never the password
     return 0
 
 
@@ -333,13 +353,14 @@ def build_parser() -> argparse.ArgumentParser:
         db_sub,
         "upgrade",
         cmd_db_upgrade,
-        "apply pending migrations from sql/migrations/ (idempotent)",
+        "apply pending migrations from sql/migrations/ (idempotent), as "
+        "DELIVERY_MIGRATION_DATABASE_URL's role when set",
     )
     add(
         db_sub,
         "url",
         cmd_db_url,
-        "print the database URL in use (starts the embedded one if needed)",
+        "print the database URL in use, without its password (starts the embedded one if needed)",
     )
 
     people = sub.add_parser("people", help="people who receive documents", description="People.")

@@ -76,10 +76,13 @@ SENSOR_SECRETS = frozenset({"OPS_WEBHOOK_URL", "REVIEW_WEBHOOK_URL"})
 
 
 def webhook_service_only() -> frozenset[str]:
-    """The secrets no Dagster process reads, the webhook service's alone: the Helm values
-    keep them out of the Secret Dagster's pods get (``deploy/helm/values.yaml``)."""
+    """The secrets no Dagster process reads, the webhook service's (and the migration
+    job's ``DELIVERY_MIGRATION_DATABASE_URL``): the Helm values keep them out of the
+    Secret Dagster's pods get (``deploy/helm/values.yaml``)."""
     secrets = Settings.secret_env_names() - RUN_SECRETS - SENSOR_SECRETS
-    return secrets | {"DAGSTER_WEBSERVER_URL"}
+    # The sandbox is not deployed: its key is nobody's there.
+    deployed = {name for name in secrets if not name.startswith("SANDBOX_")}
+    return frozenset(deployed | {"DAGSTER_WEBSERVER_URL"})
 
 
 def setting_variables() -> list[str]:

@@ -24,6 +24,7 @@ from typing import Any
 from urllib.parse import quote
 
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
@@ -33,6 +34,7 @@ from delivery_pipeline.model import bsuid, e164
 from delivery_pipeline.sandbox.arrival import arrival_of
 from delivery_pipeline.sandbox.config import RUNTIME_KEYS, SandboxConfig
 from delivery_pipeline.sandbox.documents import listing
+from delivery_pipeline.sandbox.guard import ControlGuard
 from delivery_pipeline.sandbox.media import Media, MediaStore, read_upload
 from delivery_pipeline.sandbox.presence import DEFAULT_TTL_SECONDS, Held, release, settle
 from delivery_pipeline.sandbox.reads import is_read_mark, mark_read
@@ -1021,6 +1023,6 @@ def create_app(config: SandboxConfig | None = None) -> Starlette:
         # Last: every GET /_sandbox/… above would match it too.
         Route("/{version}/{phone_number_id}", phone_number, methods=["GET"]),
     ]
-    app = Starlette(routes=routes, lifespan=lifespan)
+    app = Starlette(routes=routes, lifespan=lifespan, middleware=[Middleware(ControlGuard)])
     app.state.sandbox = sandbox
     return app

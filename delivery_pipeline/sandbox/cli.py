@@ -13,6 +13,7 @@ from delivery_pipeline.sandbox.arrival import StampedHttp
 from delivery_pipeline.sandbox.config import config_from_settings
 from delivery_pipeline.settings import (
     DEV_ACCESS_TOKEN,
+    DEV_APP_SECRET,
     SANDBOX_DEFAULT_PORT,
     Settings,
     without_password,
@@ -25,7 +26,8 @@ def main(argv: list[str] | None = None) -> None:
         prog="python -m delivery_pipeline.sandbox",
         description="Local stand-in for the WhatsApp Cloud API.",
         epilog="Environment: WHATSAPP_ACCESS_TOKEN and WHATSAPP_PHONE_NUMBER_ID (the identity "
-        "it accepts; a development one when unset), SANDBOX_WEBHOOK_URL, WHATSAPP_APP_SECRET, "
+        "it accepts; a development one when unset), SANDBOX_WEBHOOK_URL, SANDBOX_APP_SECRET "
+        "(the key it signs webhooks with; a development one when unset), "
         "SANDBOX_REFUSAL_MODE "
         "(sync|async), SANDBOX_LATENCY_MS, SANDBOX_THROUGHPUT_LIMIT, SANDBOX_READ_RATE, "
         "SANDBOX_PAIR_RATE (on|off), SANDBOX_STATUS_DELAY_MS, SANDBOX_STATUS_BATCH, SANDBOX_SEED.",
@@ -43,12 +45,13 @@ def main(argv: list[str] | None = None) -> None:
         parser.exit(2, f"sandbox: {exc}\n")
     logs.configure(args.log_level, settings)
     token = "development" if config.access_token == DEV_ACCESS_TOKEN else "WHATSAPP_ACCESS_TOKEN"
+    dev_key = config.app_secret == DEV_APP_SECRET
     print(
         f"WhatsApp sandbox on http://{args.host}:{args.port} "
         f"(phone_number_id={config.phone_number_id}, token={token}, "
         f"refusal_mode={config.refusal_mode}, "
         f"webhook_url={without_password(config.webhook_url) if config.webhook_url else '-'}, "
-        f"signing={'on' if config.app_secret else 'off'})",
+        f"signing={'development key' if dev_key else 'SANDBOX_APP_SECRET'})",
         file=sys.stderr,
         flush=True,
     )

@@ -20,6 +20,7 @@ from delivery_pipeline.sandbox.document_templates import DOCUMENT_TEMPLATE_SPECS
 from delivery_pipeline.sandbox.knock_templates import KNOCK_BUTTON_SPECS
 from delivery_pipeline.settings import (
     DEV_ACCESS_TOKEN,
+    DEV_APP_SECRET,
     DEV_PHONE_NUMBER_ID,
     SandboxSettings,
     Settings,
@@ -246,16 +247,23 @@ def _validated(values: Mapping[str, Any], names: Mapping[str, str] | None = None
 
 def config_from_settings(settings: Settings) -> SandboxConfig:
     """The startup config: the configured identity (``WHATSAPP_ACCESS_TOKEN``,
-    ``WHATSAPP_PHONE_NUMBER_ID``, ``WHATSAPP_APP_SECRET``; the development identity
-    when unset) and the ``SANDBOX_*`` start values (unset: the sandbox's own default)."""
-    start = {name: value for name, value in settings.sandbox if value is not None}
-    app_secret = secret(settings.whatsapp.app_secret)
+    ``WHATSAPP_PHONE_NUMBER_ID``; the development identity when unset), the signing key
+    (``SANDBOX_APP_SECRET``, else ``DEV_APP_SECRET``) and the ``SANDBOX_*`` start values
+    (unset: the sandbox's own default)."""
+    start = {
+        name: value
+        for name, value in settings.sandbox
+        if value is not None and name not in SECRET_KEYS
+    }
+    # Its own key, said explicitly, or the development one: a sandbox started beside a
+    # real deployment's environment must not sign what the real service accepts.
+    app_secret = secret(settings.sandbox.app_secret) or DEV_APP_SECRET
     numbers = {n.id: int(n.limit) for n in settings.whatsapp.business_numbers[1:]}
     identity = {
         **({"numbers": numbers} if numbers else {}),
         "phone_number_id": settings.whatsapp.phone_number_id,
         "access_token": settings.whatsapp.access_token.get_secret_value(),
-        **({"app_secret": app_secret} if app_secret is not None else {}),
+        "app_secret": app_secret,
     }
     return _validated({**start, **identity}, SandboxSettings.env_names())
 

@@ -11,8 +11,11 @@ delivered, onto Dagster's timeline: ``timeline_push.py``), the daemon watch
 applications' event deliverer (``api/events.py``).
 
 Status codes, and why:
-  401/403  missing/wrong signature or token: nothing is stored
+  401/403  missing/wrong signature or token: nothing is stored (missing or malformed:
+           refused from the headers, the body never read)
+  408      headers or body slower than DELIVERY_SERVICE_{HEADER,BODY}_TIMEOUT_SECONDS
   413      body over WEBHOOK_MAX_BODY_BYTES (default 4 MiB: Meta batches reach ~3 MB)
+  431      headers over DELIVERY_SERVICE_MAX_HEADER_BYTES
   200      everything with a valid signature once it is kept: applied, or
            (malformed, unknown, or holding what Postgres cannot store) kept
            raw in raw_webhooks, so Meta does not redeliver it for 7 days
@@ -24,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import ipaddress
 import json
 import logging
 from collections.abc import AsyncIterator, Sequence
@@ -34,9 +38,11 @@ import psycopg
 import uvicorn
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
+from starlette.types import ASGIApp, Receive, Scope, Send
+from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware
 
 from delivery_pipeline import __version__, logs
 from delivery_pipeline.delivery.sweep import DeliveryEngine, pool_size
@@ -44,15 +50,23 @@ from delivery_pipeline.service.api.auth import Tokens
 from delivery_pipeline.service.api.events import EventDeliverer
 from delivery_pipeline.service.api.openapi import rendered as api_description
 from delivery_pipeline.service.api.routes import API_ROUTES, ApiState, http_exception
-from delivery_pipeline.service.bodies import TooLarge, read_limited
+from delivery_pipeline.service.bodies import TooLarge, TooSlow, read_limited
 from delivery_pipeline.service.daemon_watch import watch_forever
 from delivery_pipeline.service.ingest import OurNumbers, WebhookOutcome, apply_payload
 from delivery_pipeline.service.listener import ReadyListener
+from delivery_pipeline.service.protocol import guarded_http
 from delivery_pipeline.service.review_page import REVIEW_ROUTES
 from delivery_pipeline.service.sessions import Sessions
 from delivery_pipeline.service.state import Service, one_line, service_of
 from delivery_pipeline.service.timeline_push import TimelinePush
-from delivery_pipeline.settings import SERVICE_DEFAULT_PORT, Settings, secret, without_password
+from delivery_pipeline.settings import (
+    SERVICE_DEFAULT_PORT,
+    Settings,
+    SettingsError,
+    secret,
+    transport_warnings,
+    without_password,
+)
 from delivery_pipeline.store.db import (
     async_pool,
     database_unavailable,
@@ -65,7 +79,7 @@ from delivery_pipeline.watch.rates import RateTable, RateTableError, load_rate_t
 from delivery_pipeline.whatsapp.client import CloudApiClient
 from delivery_pipeline.whatsapp.identity import check_identity
 from delivery_pipeline.whatsapp.payloads import UnusableBody, read_body
-from delivery_pipeline.whatsapp.signature import signature_valid, tokens_match
+from delivery_pipeline.whatsapp.signature import signature_shaped, signature_valid, tokens_match
 
 log = logging.getLogger(__name__)
 
@@ -73,6 +87,7 @@ log = logging.getLogger(__name__)
 # deployment may not): ask a few times before saying it does not answer.
 IDENTITY_CHECK_ATTEMPTS = 5
 POKE_MAX_BODY_BYTES = 64 * 1024
+BIGINT_MAX = 2**63 - 1  # ids are Postgres bigints
 HEALTH_DATABASE_DOWN = "unreachable, or not migrated: see the service's log"
 
 
@@ -93,21 +108,34 @@ async def verify(request: Request) -> Response:
 
 
 async def receive(request: Request) -> Response:
-    """A signed webhook body: inbound messages and statuses."""
+    """A signed webhook body: inbound messages and statuses.
+
+    Everything that can be refused from the headers is refused before a byte of the
+    body is read, and the connection closed (``_refused``): without a signature of the
+    right shape, or a secret to check it with, the body is never wanted.
+    """
     service = service_of(request)
     limit = service.settings.service.webhook_max_body_bytes
+    header = request.headers.get("x-hub-signature-256")
+    if not header:
+        service.quiet_log.log(
+            logging.WARNING, "no-signature", "webhook without a signature refused (401)"
+        )
+        return _refused("missing signature", 401)
+    app_secret = secret(service.settings.whatsapp.app_secret)
+    if not app_secret or not signature_shaped(header):
+        service.quiet_log.log(
+            logging.WARNING, "bad-signature", "webhook with a malformed signature refused (403)"
+        )
+        return _refused("invalid signature", 403)
     try:
         body = await read_limited(request, limit)
     except TooLarge:
         service.quiet_log.log(
             logging.WARNING, "too-large", "webhook body over %s bytes refused (413)", limit
         )
-        return PlainTextResponse("payload too large", status_code=413)
-    header = request.headers.get("x-hub-signature-256")
-    if not header:
-        return PlainTextResponse("missing signature", status_code=401)
-    app_secret = secret(service.settings.whatsapp.app_secret)
-    if not app_secret or not signature_valid(app_secret, body, header):
+        return _refused("payload too large", 413)
+    if not signature_valid(app_secret, body, header):
         service.quiet_log.log(
             logging.WARNING, "bad-signature", "webhook with a wrong signature refused (403)"
         )
@@ -141,13 +169,48 @@ async def receive(request: Request) -> Response:
     )
 
 
+def _refused(text: str, status: int) -> Response:
+    """A refusal whose body is not read: the connection closes after it, so the rest of the
+    body (up to the limit, as slowly as the client likes) is never waited for."""
+    return PlainTextResponse(text, status_code=status, headers={"Connection": "close"})
+
+
+async def too_slow(request: Request, exc: Exception) -> Response:
+    """A body not whole within DELIVERY_SERVICE_BODY_TIMEOUT_SECONDS: 408, and closed."""
+    service_of(request).quiet_log.log(
+        logging.WARNING,
+        "slow-body",
+        "%s %s: body not complete within %g s, refused (408)",
+        request.method,
+        one_line(request.url.path)[:200],
+        service_of(request).settings.service.body_timeout_seconds,
+    )
+    return _refused("request body too slow", 408)
+
+
+async def client_left(request: Request, exc: Exception) -> Response:
+    """The client went away mid-body: nobody hears the answer; one counted line."""
+    service_of(request).quiet_log.log(
+        logging.INFO,
+        "client-left",
+        "%s %s: the client left before its body was complete",
+        request.method,
+        one_line(request.url.path)[:200],
+    )
+    return _refused("client left", 400)
+
+
 async def poke(request: Request) -> Response:
     """The generator's poke: sweep one document or one person now."""
     service = service_of(request)
     expected = secret(service.settings.service.internal_token)
     scheme, _, token = request.headers.get("authorization", "").partition(" ")
     if not expected or scheme.lower() != "bearer" or not tokens_match(token.strip(), expected):
-        return JSONResponse({"error": "a valid bearer token is required"}, status_code=401)
+        return JSONResponse(
+            {"error": "a valid bearer token is required"},
+            status_code=401,
+            headers={"Connection": "close"},  # the body is never read
+        )
     try:
         payload = json.loads(await read_limited(request, POKE_MAX_BODY_BYTES))
     except (TooLarge, ValueError):
@@ -166,6 +229,12 @@ async def poke(request: Request) -> Response:
         return JSONResponse(
             {"error": "give exactly one integer: document_id or person_id"}, status_code=400
         )
+    for name, value in ids.items():
+        if not 0 < value <= BIGINT_MAX:
+            return JSONResponse(
+                {"error": f"{name} must be a positive id of at most {BIGINT_MAX}"},
+                status_code=400,
+            )
     persons = [ids["person_id"]] if "person_id" in ids else []
     documents = [ids["document_id"]] if "document_id" in ids else []
     return JSONResponse(
@@ -240,6 +309,8 @@ def create_app(settings: Settings, database_url: str) -> Starlette:
         app.state.service = service
         if settings.whatsapp.app_secret is None:
             log.error("WHATSAPP_APP_SECRET is not set: every webhook POST will be refused")
+        for warning in transport_warnings(settings):
+            log.warning(warning)
         listening: asyncio.Task[None] | None = None
         if settings.service.listen:
             service.listener = ReadyListener(database_url, pool, service.sweep_and_record)
@@ -277,9 +348,20 @@ def create_app(settings: Settings, database_url: str) -> Starlette:
             await client.aclose()
             await pool.close()
 
-    return Starlette(
-        routes=ROUTES, lifespan=lifespan, exception_handlers={HTTPException: http_exception}
+    app = Starlette(
+        routes=ROUTES,
+        lifespan=lifespan,
+        exception_handlers={
+            HTTPException: http_exception,
+            TooSlow: too_slow,
+            ClientDisconnect: client_left,
+        },
     )
+    app.state.body_timeout = settings.service.body_timeout_seconds
+    # The router would answer /path/ with a redirect to http://<the Host sent>/path: a
+    # forged Host would send the browser elsewhere. Routes name their own addresses.
+    app.router.redirect_slashes = False
+    return app
 
 
 def _rate_table(settings: Settings) -> RateTable | None:
@@ -395,15 +477,58 @@ def serve(settings: Settings, *, host: str, port: int, log_level: str = "info") 
     # The scheme and client of a request are the forwarded ones only from a trusted
     # proxy (DELIVERY_TRUSTED_PROXIES): the review cookie's Secure flag and the
     # sign-in limits' client depend on them.
+    # The connection's limits (headers' size and time, how many) are ``protocol.py``'s;
+    # the body's, the app's.
+    limits = settings.service
+    trusted = settings.service.trusted_proxy_list
     uvicorn.run(
-        app,
+        UntrustedProxyWarning(ProxyHeadersMiddleware(app, trusted), trusted),
         host=host,
         port=port,
         log_level="warning",
         access_log=False,
         log_config=None,
-        forwarded_allow_ips=settings.service.trusted_proxy_list,
+        proxy_headers=False,  # ProxyHeadersMiddleware above, behind the warning
+        http=guarded_http(limits.max_header_bytes, limits.header_timeout_seconds),
+        limit_concurrency=limits.max_connections,
     )
+
+
+class UntrustedProxyWarning:
+    """Says once, loudly, that requests come through a proxy ``DELIVERY_TRUSTED_PROXIES``
+    does not name (they carry ``X-Forwarded-For``; the peer is not trusted): every client
+    behind it is then counted as the proxy's one address, and ten wrong review tokens
+    from anyone hold every reviewer's sign-in. ASGI, outside uvicorn's proxy middleware,
+    so the peer it sees is the connection's own."""
+
+    def __init__(self, app: ASGIApp, trusted: list[str]) -> None:
+        self.app = app
+        self.trusted = {ipaddress.ip_network(item, strict=False) for item in trusted}
+        self.warned = False
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if not self.warned and scope["type"] == "http":
+            self._check(scope)
+        await self.app(scope, receive, send)
+
+    def _check(self, scope: Scope) -> None:
+        if not any(name == b"x-forwarded-for" for name, _ in scope["headers"]):
+            return
+        peer = (scope.get("client") or ("", 0))[0]
+        try:
+            address = ipaddress.ip_address(peer)
+        except ValueError:
+            return  # a Unix socket: no address to name
+        if any(address in network for network in self.trusted):
+            return
+        self.warned = True
+        log.warning(
+            "requests arrive through a proxy at %s (they carry X-Forwarded-For) that "
+            "DELIVERY_TRUSTED_PROXIES does not name: every client behind it counts as that "
+            "one address, and ten wrong review tokens from anyone hold every reviewer's "
+            "sign-in. Set DELIVERY_TRUSTED_PROXIES to the load balancer's address or network",
+            peer,
+        )
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -415,4 +540,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--port", type=int, default=SERVICE_DEFAULT_PORT)
     parser.add_argument("--log-level", default="info")
     args = parser.parse_args(argv)
-    serve(Settings.from_env(), host=args.host, port=args.port, log_level=args.log_level)
+    try:
+        settings = Settings.from_env()
+    except SettingsError as exc:
+        parser.exit(2, f"service: {exc}\n")
+    serve(settings, host=args.host, port=args.port, log_level=args.log_level)

@@ -32,6 +32,7 @@ from delivery_pipeline.service.identity import (
     learn,
     sender_of,
 )
+from delivery_pipeline.service.log_limit import RateLimitedLog
 from delivery_pipeline.service.pricing import pricing_records
 from delivery_pipeline.settings import DeliverySettings, WhatsAppSettings
 from delivery_pipeline.store.db import database_unavailable
@@ -53,6 +54,9 @@ from delivery_pipeline.whatsapp.webhook_values import (
 )
 
 log = logging.getLogger(__name__)
+# Anyone can write to a business number: a flood of strangers is a few lines a minute
+# and a count, per process (log_limit.py).
+_strangers = RateLimitedLog(log)
 
 # Messages that are not the person writing to us: they open no window.
 _NOT_FROM_THE_PERSON = {"system", "ephemeral"}
@@ -247,7 +251,12 @@ async def _apply_inbound(
         elif person is not None:
             await learn(conn, person, sender, wamid)
         if person is None:
-            log.info("inbound %.80s from an unknown sender stored and flagged", wamid)
+            _strangers.log(
+                logging.INFO,
+                "unknown-sender",
+                "inbound %s from an unknown sender stored and flagged",
+                "".join(c if c.isprintable() else " " for c in wamid[:80]),
+            )
             return
         if kind in _NOT_FROM_THE_PERSON or message.get("group_id"):
             return

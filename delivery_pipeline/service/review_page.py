@@ -30,6 +30,7 @@ import datetime as dt
 import functools
 import logging
 import re
+import secrets
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,7 +45,13 @@ from starlette.routing import Route
 from delivery_pipeline.delivery.chunking import delivery_messages
 from delivery_pipeline.model import OperatorAction, ReviewDecision
 from delivery_pipeline.service.bodies import TooLarge, read_form
-from delivery_pipeline.service.sessions import COOKIE_NAME, Session, Sessions, client_key
+from delivery_pipeline.service.sessions import (
+    COOKIE_NAME,
+    SIGN_IN_COOKIE,
+    Session,
+    Sessions,
+    client_key,
+)
 from delivery_pipeline.service.state import service_of
 from delivery_pipeline.settings import REVIEW_PAGE_PATH
 from delivery_pipeline.store.db import database_unavailable
@@ -174,7 +181,7 @@ async def sign_in_form(request: Request) -> Response:
         return _off()
     if session is not None:
         return RedirectResponse(PAGE, status_code=303, headers=_HEADERS)
-    return _html("review_sign_in.html", error=None, name="")
+    return _sign_in_page(request, sessions, 200, error=None, name="")
 
 
 @_page
@@ -186,7 +193,15 @@ async def sign_in(request: Request) -> Response:
     form = await _form(request, SIGN_IN_MAX_BYTES)
     if isinstance(form, Response):
         return form
-    name = " ".join(form.get("name", "").split())[:200]
+    if not sessions.sign_in_csrf_matches(request.cookies.get(SIGN_IN_COOKIE), form.get("csrf")):
+        # Not counted as a wrong token: nobody's token was tried.
+        service.quiet_log.log(
+            logging.WARNING,
+            "sign-in-csrf",
+            "review page: a sign-in without the form's CSRF token refused (403)",
+        )
+        return _out_of_date()
+    name = signed_name(form.get("name", ""))
     client = client_key(request.client.host if request.client else None)
     async with sessions.one_at_a_time, service.pool.connection() as conn:
         outcome = await sessions.sign_in(conn, client, name, form.get("token", ""))
@@ -200,8 +215,9 @@ async def sign_in(request: Request) -> Response:
             outcome.retry_after_seconds,
             outcome.scope,
         )
-        return _html(
-            "review_sign_in.html",
+        return _sign_in_page(
+            request,
+            sessions,
             429,
             error=_held_text(outcome),
             name=name,
@@ -214,10 +230,12 @@ async def sign_in(request: Request) -> Response:
             "review page: sign-in from %s with a wrong token refused",
             client,
         )
-        return _html("review_sign_in.html", 401, error="That is not a reviewer token.", name=name)
+        return _sign_in_page(
+            request, sessions, 401, error="That is not a reviewer token.", name=name
+        )
     if isinstance(outcome, NameRequired):
         error = "Say who you are: a name (the shared reviewer token does not say who you are)."
-        return _html("review_sign_in.html", 400, error=error, name=name)
+        return _sign_in_page(request, sessions, 400, error=error, name=name)
     response = RedirectResponse(PAGE, status_code=303, headers=_HEADERS)
     response.set_cookie(
         COOKIE_NAME,
@@ -231,6 +249,47 @@ async def sign_in(request: Request) -> Response:
     signed = outcome.session
     log.info("review page: %s signed in%s", signed.name, " (operator)" if signed.operator else "")
     return response
+
+
+def _sign_in_page(
+    request: Request,
+    sessions: Sessions,
+    status_code: int,
+    *,
+    error: str | None,
+    name: str,
+    extra_headers: dict[str, str] | None = None,
+) -> Response:
+    """The sign-in form with its CSRF token, for the nonce this browser holds (a new one,
+    set as a cookie, when it holds none)."""
+    nonce = request.cookies.get(SIGN_IN_COOKIE) or ""
+    fresh = not 20 <= len(nonce) <= 100
+    if fresh:
+        nonce = secrets.token_urlsafe(32)
+    response = _html(
+        "review_sign_in.html",
+        status_code,
+        extra_headers,
+        error=error,
+        name=name,
+        csrf=sessions.sign_in_csrf(nonce),
+    )
+    if fresh:
+        response.set_cookie(
+            SIGN_IN_COOKIE,
+            nonce,
+            path=PAGE,
+            httponly=True,
+            samesite="strict",
+            # Not a credential (the token is an HMAC of it): sent over plain HTTP too.
+        )
+    return response
+
+
+def signed_name(given: str) -> str:
+    """The name a reviewer typed, as kept and logged: one line of printable characters (no
+    escape sequences, no direction overrides), at most 200."""
+    return "".join(c for c in " ".join(given.split()) if c.isprintable())[:200]
 
 
 def _held_text(held: Held) -> str:
@@ -271,12 +330,16 @@ async def _form(
     except TooLarge:
         return PlainTextResponse("form too large", status_code=413, headers=_HEADERS)
     if session is not None and not Sessions.csrf_matches(session, form.get("csrf")):
-        return PlainTextResponse(
-            "This form is out of date or did not come from the review page: reload the page.",
-            status_code=403,
-            headers=_HEADERS,
-        )
+        return _out_of_date()
     return form
+
+
+def _out_of_date() -> Response:
+    return PlainTextResponse(
+        "This form is out of date or did not come from the review page: reload the page.",
+        status_code=403,
+        headers=_HEADERS,
+    )
 
 
 # ── the list ────────────────────────────────────────────────────────────
@@ -361,8 +424,8 @@ async def decide(request: Request) -> Response:
     if action not in ("approve", "reject"):
         return PlainTextResponse("not found", status_code=404, headers=_HEADERS)
     if session is None:
-        return _html(
-            "review_sign_in.html", 401, error="Your session has ended: sign in again.", name=""
+        return _sign_in_page(
+            request, sessions, 401, error="Your session has ended: sign in again.", name=""
         )
     form = await _form(request, FORM_MAX_BYTES, session)
     if isinstance(form, Response):
@@ -408,8 +471,8 @@ async def operate(request: Request) -> Response:
     if sessions is None:
         return _off()
     if session is None:
-        return _html(
-            "review_sign_in.html", 401, error="Your session has ended: sign in again.", name=""
+        return _sign_in_page(
+            request, sessions, 401, error="Your session has ended: sign in again.", name=""
         )
     form = await _form(request, SIGN_IN_MAX_BYTES, session)
     if isinstance(form, Response):
@@ -456,8 +519,15 @@ def _sentence(text: str) -> str:
     return text[:1].upper() + text[1:]
 
 
+async def with_slash(request: Request) -> Response:
+    """``/review/``: to the page by a relative address, whatever the Host header says (the
+    router's own redirect would build it from the Host a client sent)."""
+    return RedirectResponse(PAGE, status_code=307, headers=_HEADERS)
+
+
 REVIEW_ROUTES = [
     Route(PAGE, review_list, methods=["GET"]),
+    Route(f"{PAGE}/", with_slash, methods=["GET"]),
     Route(f"{PAGE}/sign-in", sign_in_form, methods=["GET"]),
     Route(f"{PAGE}/sign-in", sign_in, methods=["POST"]),
     Route(f"{PAGE}/sign-out", sign_out, methods=["POST"]),

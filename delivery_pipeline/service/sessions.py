@@ -15,8 +15,9 @@ under a key derived from every token (and each person's name and right), so a
 forged or garbled cookie is refused before any query, and changing any token,
 name or right signs everyone out. The session itself is a row (sql/migrations/015, 042)
 found by the key's SHA-256: who signed in, whether an operator, their CSRF
-token, until when. Signing out deletes the row: a copied
-cookie stops working at once, on every replica. The CSRF token is random per
+token, until when. The sign-in form has a CSRF token too, before any session: an
+HMAC of a random nonce the browser holds in a cookie of its own. Signing out deletes
+the row: a copied cookie stops working at once, on every replica. The CSRF token is random per
 session and must come back in every form (``csrf_matches``), compared in
 constant time; the cookie is ``HttpOnly`` and ``SameSite=Strict`` (set by the
 page) and ``Secure`` over HTTPS or with ``REVIEW_COOKIE_SECURE=always``.
@@ -62,6 +63,9 @@ from delivery_pipeline.store.rows import NewSession, StoredSession
 from delivery_pipeline.whatsapp.signature import tokens_match
 
 COOKIE_NAME = "dp_review_session"
+# Before a session: the sign-in form's own CSRF nonce (sign_in_csrf), for this browser.
+SIGN_IN_COOKIE = "dp_review_sign_in"
+_SIGN_IN_PURPOSE = b"sign-in form\0"
 SESSION_SECONDS = 12 * 3600
 # Separates this key from any other use of the token.
 _KEY_PURPOSE = b"delivery_pipeline review session v2"
@@ -229,3 +233,14 @@ class Sessions:
     @staticmethod
     def csrf_matches(session: Session, given: str | None) -> bool:
         return bool(given) and tokens_match(given or "", session.csrf)
+
+    def sign_in_csrf(self, nonce: str) -> str:
+        """The sign-in form's CSRF token for the browser holding the ``nonce`` cookie
+        (``SIGN_IN_COOKIE``): only a page we served can hold both, and a cookie set from
+        elsewhere (a neighbouring subdomain's) has no token that matches it."""
+        return hmac.new(self._key, _SIGN_IN_PURPOSE + nonce.encode(), hashlib.sha256).hexdigest()
+
+    def sign_in_csrf_matches(self, nonce: str | None, given: str | None) -> bool:
+        if not nonce or not given:
+            return False
+        return tokens_match(given, self.sign_in_csrf(nonce))

@@ -46,6 +46,12 @@ def resolve_database_url(settings: DatabaseSettings) -> str:
     return embedded_server_uri(settings.data_path, "delivery")
 
 
+def resolve_migration_url(settings: DatabaseSettings) -> str:
+    """What ``db upgrade`` connects with: ``DELIVERY_MIGRATION_DATABASE_URL`` (the role
+    that owns the schema) when set, else the one every process uses."""
+    return settings.migration_database_url or resolve_database_url(settings)
+
+
 def with_database(url: str, database: str) -> str:
     """The same server as ``url``, another database."""
     info = psycopg.conninfo.conninfo_to_dict(url)

@@ -194,7 +194,7 @@ def deployment_of(
     home = prepare_dagster_home(root / "dagster_home")
     service_port, webserver_port = free_port(), free_port()
     service_url = f"http://127.0.0.1:{service_port}"
-    sandbox = start_sandbox(WHATSAPP_APP_SECRET=APP_SECRET)
+    sandbox = start_sandbox(SANDBOX_APP_SECRET=APP_SECRET)
     common: dict[str, Any] = {
         "DAGSTER_WEBSERVER_URL": f"http://127.0.0.1:{webserver_port}",
         "OPS_WEBHOOK_URL": f"{sandbox.url}/_sandbox/ops",

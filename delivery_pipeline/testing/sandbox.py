@@ -50,6 +50,8 @@ class SandboxProcess(HarnessProcess):
         return f"{self.url}/v25.0/{self.phone_number_id}/messages"
 
     def _call(self, method: str, path: str, body: Any = None) -> Any:
+        if body is None and method != "GET":
+            body = {}  # a control that changes something takes JSON only (sandbox.guard)
         response = self.http.request(method, path, json=body)
         if response.status_code != 200:
             raise RuntimeError(f"{method} {path} -> {response.status_code}: {response.text}")
@@ -224,7 +226,7 @@ def start_sandbox(*, timeout: float = 60.0, **env_overrides: Any) -> SandboxProc
     """Launch the sandbox on a free port and wait until it answers.
 
     ``env_overrides`` are environment variables (``SANDBOX_REFUSAL_MODE="async"``,
-    ``WHATSAPP_APP_SECRET=…``); ``None`` removes one. ``SANDBOX_*`` and
+    ``SANDBOX_APP_SECRET=…``); ``None`` removes one. ``SANDBOX_*`` and
     ``WHATSAPP_*`` are not inherited from the test's own environment.
     """
     env = _environment(env_overrides)

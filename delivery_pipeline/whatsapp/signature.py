@@ -10,11 +10,20 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import re
+
+# What ``sign`` writes: anything else cannot match, whatever the body.
+_SHAPE = re.compile(r"sha256=[0-9a-f]{64}")
 
 
 def sign(secret: str, body: bytes) -> str:
     """The header value Meta sends for ``body``: ``sha256=<hex>``."""
     return "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
+
+
+def signature_shaped(header: str) -> bool:
+    """Whether ``header`` could be a signature at all (checked before the body is read)."""
+    return _SHAPE.fullmatch(header.strip()) is not None
 
 
 def signature_valid(secret: str, body: bytes, header: str) -> bool:

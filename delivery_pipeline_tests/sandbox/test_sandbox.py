@@ -12,6 +12,7 @@ from typing import Any, TypeVar
 import httpx
 import pytest
 
+from delivery_pipeline.settings import DEV_APP_SECRET
 from delivery_pipeline.testing.sandbox import (
     ReceivedWebhook,
     SandboxProcess,
@@ -865,7 +866,7 @@ def test_sustains_over_a_thousand_sends_per_second(sandbox: SandboxProcess) -> N
 def test_startup_config_comes_from_the_environment(receiver: WebhookReceiver) -> None:
     with start_sandbox(
         SANDBOX_WEBHOOK_URL=receiver.url,
-        WHATSAPP_APP_SECRET="env-secret",
+        SANDBOX_APP_SECRET="env-secret",
         SANDBOX_REFUSAL_MODE="async",
         SANDBOX_LATENCY_MS="5",
         SANDBOX_THROUGHPUT_LIMIT="7",
@@ -889,6 +890,78 @@ def test_startup_config_comes_from_the_environment(receiver: WebhookReceiver) ->
         other.reset()
         assert other.config()["refusal_mode"] == "async"
         assert "env-secret" not in other.log()
+
+
+def test_it_signs_with_its_development_key_not_the_services_secret(
+    receiver: WebhookReceiver,
+) -> None:
+    """WHATSAPP_APP_SECRET is the real service's: a sandbox started in that environment
+    must not sign what the real service accepts."""
+    with start_sandbox(
+        SANDBOX_WEBHOOK_URL=receiver.url, WHATSAPP_APP_SECRET="real-secret"
+    ) as other:
+        other.say("+15550100131", "hi")
+        wamid = send_text(other, "+15550100131")
+        webhooks = receiver.wait_for(
+            lambda got: any(s["id"] == wamid for w in got for s in w.statuses())
+        )
+        assert all(w.signature_valid(DEV_APP_SECRET) for w in webhooks)
+        assert not any(w.signature_valid("real-secret") for w in webhooks)
+
+
+# --- who may drive the controls ----------
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1", "localhost", "[::1]", "localhost:8765"])
+def test_the_controls_answer_a_loopback_host(sandbox: SandboxProcess, host: str) -> None:
+    assert sandbox.http.get("/_sandbox/inboxes", headers={"Host": host}).status_code == 200
+    changed = sandbox.http.post("/_sandbox/faults", json={"latency_ms": 1}, headers={"Host": host})
+    assert changed.status_code == 200
+
+
+@pytest.mark.parametrize(
+    "host", ["evil.example", "evil.example:8765", "127.0.0.1.evil.example", ""]
+)
+def test_a_rebound_name_reads_no_inbox(sandbox: SandboxProcess, host: str) -> None:
+    sandbox.say("+15550100140", "hi")
+    send_text(sandbox, "+15550100140")
+    read = sandbox.http.get("/_sandbox/inboxes", headers={"Host": host})
+    assert read.status_code == 403 and "loopback" in read.json()["error"]["message"]
+    assert "+15550100140" not in read.text
+
+
+def test_a_web_page_cannot_drive_the_controls(sandbox: SandboxProcess) -> None:
+    writes = "/_sandbox/people/+15550100141/messages"
+    refused = [
+        # a form
+        sandbox.http.post(writes, data={"text": "hi"}),
+        # a script's simple request: text/plain, or no body at all
+        sandbox.http.post(
+            writes, content=b'{"text": "hi"}', headers={"Content-Type": "text/plain"}
+        ),
+        sandbox.http.post("/_sandbox/reset"),
+        sandbox.http.delete("/_sandbox/refusals"),
+    ]
+    assert [r.status_code for r in refused] == [415, 415, 415, 415]
+    # JSON, but sent by a page elsewhere (the browser names it)
+    page = sandbox.http.post(
+        writes, json={"text": "hi"}, headers={"Origin": "https://evil.example"}
+    )
+    assert page.status_code == 403
+    assert sandbox.person("+15550100141")["written"] == []
+    # the same from a page of this machine, or from a program (no Origin)
+    local = {"Origin": "http://localhost:3000"}
+    assert sandbox.http.post(writes, json={"text": "hi"}, headers=local).status_code == 200
+    assert sandbox.http.post(writes, json={"text": "hi"}).status_code == 200
+
+
+def test_the_cloud_api_endpoints_answer_any_host(sandbox: SandboxProcess) -> None:
+    """A sender reaches the API by whatever name it was given (a container's, say)."""
+    answered = sandbox.http.get(
+        f"/v25.0/{sandbox.phone_number_id}",
+        headers={"Host": "sandbox:8765", "Authorization": f"Bearer {sandbox.access_token}"},
+    )
+    assert answered.status_code == 200
 
 
 def test_bad_startup_config_fails_loudly() -> None:

@@ -20,6 +20,7 @@ import pytest
 
 from delivery_pipeline.service.sessions import COOKIE_NAME
 from delivery_pipeline.testing.service import ServiceProcess, start_service
+from delivery_pipeline_tests.support.review import post_sign_in
 
 pytestmark = pytest.mark.slow
 
@@ -39,11 +40,7 @@ def replicas(database_url, sandbox) -> Iterator[tuple[ServiceProcess, ServicePro
 
 def attempt(service: ServiceProcess, token: str, client: str, name: str = "Eve") -> httpx.Response:
     with httpx.Client(base_url=service.url, timeout=30) as http:
-        return http.post(
-            "/review/sign-in",
-            data={"name": name, "token": token},
-            headers={"X-Forwarded-For": client},
-        )
+        return post_sign_in(http, name, token, headers={"X-Forwarded-For": client})
 
 
 def assert_held(response: httpx.Response, *, everyone: bool = False) -> int:
@@ -106,10 +103,7 @@ def test_an_attack_from_many_addresses_holds_strangers_and_never_the_known_revie
 def test_a_cookie_copied_before_sign_out_is_refused_after_it_on_every_replica(replicas):
     first, second = replicas
     with httpx.Client(base_url=first.url, timeout=30) as browser:
-        assert (
-            browser.post("/review/sign-in", data={"name": "Rita", "token": TOKEN}).status_code
-            == 303
-        )
+        assert post_sign_in(browser, "Rita", TOKEN).status_code == 303
         copied = {COOKIE_NAME: browser.cookies[COOKIE_NAME]}
         page = browser.get("/review")
         csrf = re.search(r'name="csrf" value="([^"]+)"', page.text).group(1)
@@ -133,9 +127,7 @@ def _from_balancer(service: ServiceProcess, https: bool = True) -> httpx.Respons
     if https:
         headers["X-Forwarded-Proto"] = "https"
     with httpx.Client(base_url=service.url, transport=transport, timeout=30) as balancer:
-        return balancer.post(
-            "/review/sign-in", data={"name": "Rita", "token": TOKEN}, headers=headers
-        )
+        return post_sign_in(balancer, "Rita", TOKEN, headers=headers)
 
 
 def _secure(response: httpx.Response) -> bool:
@@ -158,7 +150,7 @@ def test_behind_a_trusted_load_balancer_the_cookie_is_secure_and_the_client_forw
     with start_service(
         database_url, sandbox.url, REVIEW_TOKEN=TOKEN, REVIEW_COOKIE_SECURE="always"
     ) as forced:
-        assert _secure(forced.http.post("/review/sign-in", data={"name": "Sam", "token": TOKEN}))
+        assert _secure(post_sign_in(forced.http, "Sam", TOKEN))
     clients = [
         row["client"]
         for row in db.execute("SELECT client FROM review_sessions ORDER BY created_at")

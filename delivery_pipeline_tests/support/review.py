@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
+import httpx
 import psycopg
 
 from delivery_pipeline.model import ReviewDecision
@@ -66,3 +68,20 @@ def reviewer_process(
                 )
             else:
                 results.put((decision.document_id, str(outcome), None, None, None))
+
+
+def sign_in_form(client: httpx.Client, headers: dict[str, str] | None = None) -> dict[str, str]:
+    """The sign-in form's hidden fields, as a browser gets them (``client`` keeps the
+    form's cookie)."""
+    page = client.get("/review/sign-in", headers=headers)
+    found = re.search(r'name="csrf" value="([^"]+)"', page.text)
+    assert found, (page.status_code, page.text[:300])
+    return {"csrf": found.group(1)}
+
+
+def post_sign_in(
+    client: httpx.Client, name: str, token: str, headers: dict[str, str] | None = None
+) -> httpx.Response:
+    """Sign in through the form, as a browser does: the form first, then the POST."""
+    fields = {**sign_in_form(client, headers), "name": name, "token": token}
+    return client.post("/review/sign-in", data=fields, headers=headers)

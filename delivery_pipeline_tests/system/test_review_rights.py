@@ -28,7 +28,7 @@ from delivery_pipeline_tests.support import cli
 from delivery_pipeline_tests.support.api import AUTH, api_env, plan
 from delivery_pipeline_tests.support.data import add_document, add_person, document
 from delivery_pipeline_tests.support.inbox import texts
-from delivery_pipeline_tests.support.review import awaiting
+from delivery_pipeline_tests.support.review import awaiting, post_sign_in
 from delivery_pipeline_tests.support.waiting import wait_for
 
 BODY = "Your plan.\n\nStep one."
@@ -51,7 +51,7 @@ def service(sandbox, database_url) -> Iterator[ServiceProcess]:
 
 def sign_in(service: ServiceProcess, token: str, name: str = "") -> httpx.Client:
     client = httpx.Client(base_url=service.url, timeout=30)
-    response = client.post("/review/sign-in", data={"name": name, "token": token})
+    response = post_sign_in(client, name, token)
     assert response.status_code == 303, response.text
     return client
 
@@ -105,9 +105,8 @@ def test_a_token_of_ones_own_says_who_signs_in(db, service):
     assert approved.status_code == 303
     assert document(db, first)["reviewed_by"] == "Ana"
     # the shared token signs in whoever the form says, and needs that name
-    nameless = httpx.post(
-        f"{service.url}/review/sign-in", data={"name": " ", "token": SHARED}, timeout=30
-    )
+    with httpx.Client(base_url=service.url, timeout=30) as client:
+        nameless = post_sign_in(client, " ", SHARED)
     assert nameless.status_code == 400 and COOKIE_NAME not in nameless.cookies
     assert "Say who you are" in nameless.text
     rita = sign_in(service, SHARED, "Rita")

@@ -25,7 +25,7 @@ from delivery_pipeline.testing.service import INTERNAL_TOKEN, start_service
 from delivery_pipeline_tests.support.dagster_support import resources_for
 from delivery_pipeline_tests.support.data import add_person, document
 from delivery_pipeline_tests.support.inbox import texts
-from delivery_pipeline_tests.support.review import awaiting
+from delivery_pipeline_tests.support.review import awaiting, post_sign_in
 from delivery_pipeline_tests.support.waiting import wait_for
 
 REVIEW_TOKEN = "reviewers-only-" + "x" * 24
@@ -224,7 +224,7 @@ def test_dagster_job_rejects_and_a_lost_race_fails_the_run_saying_who_won(db, da
 
 def sign_in(service, name: str = "Rita", token: str = REVIEW_TOKEN) -> httpx.Client:
     client = httpx.Client(base_url=service.url, timeout=10)
-    response = client.post("/review/sign-in", data={"name": name, "token": token})
+    response = post_sign_in(client, name, token)
     assert response.status_code == 303, response.text
     return client
 
@@ -254,11 +254,11 @@ def test_sign_in_gives_a_strict_http_only_session_and_a_wrong_token_nothing(serv
     awaiting(db, "Hello <script>alert(1)</script>", age_seconds=3600)
     anonymous = service.http.get("/review")
     assert anonymous.status_code == 303 and anonymous.headers["location"] == "/review/sign-in"
-    refused = service.http.post("/review/sign-in", data={"name": "Eve", "token": "guess" * 5})
+    refused = post_sign_in(service.http, "Eve", "guess" * 5)
     assert refused.status_code == 401 and COOKIE_NAME not in refused.cookies
     assert "not a reviewer token" in refused.text
 
-    response = service.http.post("/review/sign-in", data={"name": "Rita", "token": REVIEW_TOKEN})
+    response = post_sign_in(service.http, "Rita", REVIEW_TOKEN)
 
     assert response.status_code == 303
     cookie = response.headers["set-cookie"]

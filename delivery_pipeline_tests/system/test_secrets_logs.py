@@ -26,6 +26,7 @@ from delivery_pipeline.testing.sandbox import (
 from delivery_pipeline.testing.service import start_service
 from delivery_pipeline.watch.alerts import Alert, AlertChannel, AlertSeverity, record_once
 from delivery_pipeline.whatsapp.signature import sign
+from delivery_pipeline_tests.support.review import post_sign_in
 from delivery_pipeline_tests.support.secret_values import (
     needles,
     role_with_password,
@@ -74,10 +75,10 @@ def test_the_service_log_holds_no_secret(pg_admin_url: str, database_url: str) -
                 bearer = {"Authorization": f"Bearer {env['DELIVERY_INTERNAL_TOKEN']}"}
                 poke = http.post("/internal/sweep", json={"document_id": 1}, headers=bearer)
                 assert poke.status_code == 202
-                sign_in = {"name": "Rita", "token": env["REVIEW_TOKEN"]}
-                assert http.post("/review/sign-in", data=sign_in).status_code == 303
-                wrong = {"name": "Eve", "token": env["REVIEW_TOKEN"][:-1]}
-                assert http.post("/review/sign-in", data=wrong).status_code == 401
+                token = env["REVIEW_TOKEN"]
+                assert post_sign_in(http, "Rita", token).status_code == 303
+                http.cookies.clear()
+                assert post_sign_in(http, "Eve", token[:-1]).status_code == 401
             finally:
                 service.child.stop()
                 written = service.log()

@@ -30,7 +30,7 @@ import psycopg
 from psycopg_pool import PoolTimeout
 from pydantic import BaseModel, ValidationError
 from starlette.exceptions import HTTPException
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
@@ -38,7 +38,7 @@ from delivery_pipeline.model import OperatorAction
 from delivery_pipeline.service.api import schemas, views
 from delivery_pipeline.service.api.auth import Caller, Tokens, retry_after, wait_seconds
 from delivery_pipeline.service.api.problems import ApiProblem, from_validation, invalid
-from delivery_pipeline.service.bodies import TooLarge, read_limited
+from delivery_pipeline.service.bodies import TooLarge, TooSlow, read_limited
 from delivery_pipeline.service.state import Service, one_line, service_of
 from delivery_pipeline.settings import Settings
 from delivery_pipeline.store import application_documents, application_people
@@ -101,6 +101,8 @@ def authenticated(handler: Handler) -> Callable[[Request], Awaitable[Response]]:
             return await handler(request, caller, service, api)
         except ApiProblem as problem:
             return problem.response()
+        except (TooSlow, ClientDisconnect):
+            raise  # the app's to answer: one counted line each (app.too_slow, app.client_left)
         except Exception as exc:
             return _failed(exc, service, request)
 
@@ -117,7 +119,8 @@ def _unauthorized(api: ApiState) -> ApiProblem:
         401,
         "unauthorized",
         detail,
-        headers={"WWW-Authenticate": 'Bearer realm="delivery-pipeline"'},
+        # Its body is never read: closing spares waiting for it.
+        headers={"WWW-Authenticate": 'Bearer realm="delivery-pipeline"', "Connection": "close"},
     )
 
 
