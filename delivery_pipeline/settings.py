@@ -258,7 +258,7 @@ def _stripped(value: Any) -> Any:
 
 class DatabaseSettings(Section):
     # A password in it is routine (postgresql://user:password@host/db, or password=…).
-    text_secrets: ClassVar[frozenset[str]] = frozenset({"database_url"})
+    text_secrets: ClassVar[frozenset[str]] = frozenset({"database_url", "listen_url"})
 
     database_url: str | None = Field(
         None,
@@ -289,6 +289,26 @@ class DatabaseSettings(Section):
         "is cancelled after this long: a sensor skips, a run fails; keep it under Dagster's "
         "60 s sensor deadline",
     )
+    pool_mode: Literal["session", "transaction"] = Field(
+        "session",
+        json_schema_extra=env("DATABASE_POOL_MODE"),
+        description=(
+            "what DATABASE_URL reaches: session (Postgres itself, or a pooler in session mode) or "
+            "transaction (a pooler such as PgBouncer in transaction mode: no session state, no "
+            "server-side prepared statements, no startup options, no LISTEN on it)"
+        ),
+    )
+    listen_url: str | None = Field(
+        None,
+        repr=False,
+        json_schema_extra=env("DATABASE_LISTEN_URL"),
+        description=(
+            "where the webhook service LISTENs for notifications (a session: Postgres itself or "
+            "a session-mode pool; a password in it is never shown); unset: DATABASE_URL, or no "
+            "listening when DATABASE_POOL_MODE is transaction (the service then looks at its "
+            "intervals)"
+        ),
+    )
     embedded_os_user: str = Field(
         "embedded_postgres",
         pattern=r"^[a-z_][a-z0-9_-]{0,31}$",
@@ -299,7 +319,7 @@ class DatabaseSettings(Section):
         ),
     )
 
-    @field_validator("database_url")
+    @field_validator("database_url", "listen_url")
     @classmethod
     def _postgres_url(cls, value: str | None) -> str | None:
         """Refused here, in one line, rather than as a driver error on first use."""
@@ -318,6 +338,11 @@ class DatabaseSettings(Section):
     @property
     def data_path(self) -> Path:
         return Path(self.data_dir)
+
+    @property
+    def transaction_pooled(self) -> bool:
+        """Does DATABASE_URL reach a pooler that hands each transaction any server session?"""
+        return self.pool_mode == "transaction"
 
 
 class BusinessNumber(BaseModel):

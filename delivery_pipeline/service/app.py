@@ -225,7 +225,9 @@ def create_app(settings: Settings, database_url: str) -> Starlette:
         pool = async_pool(
             with_application_name(database_url, SERVICE_SOURCE),
             max_size=pool_size(settings.delivery.concurrency) + 2 + API_CONNECTIONS,
+            pooled=settings.database.transaction_pooled,
         )
+        listen_url = listen_url_for(settings, database_url)
         await pool.open(wait=False)
         client = CloudApiClient.from_settings(settings)
         webserver = settings.service.dagster_webserver_url
@@ -241,8 +243,13 @@ def create_app(settings: Settings, database_url: str) -> Starlette:
         if settings.whatsapp.app_secret is None:
             log.error("WHATSAPP_APP_SECRET is not set: every webhook POST will be refused")
         listening: asyncio.Task[None] | None = None
-        if settings.service.listen:
-            service.listener = ReadyListener(database_url, pool, service.sweep_and_record)
+        if settings.service.listen and listen_url is None:
+            log.info(
+                "not listening for ready documents: DATABASE_POOL_MODE is transaction and no "
+                "DATABASE_LISTEN_URL is set; sweeps follow the pokes and the heartbeat"
+            )
+        elif settings.service.listen:
+            service.listener = ReadyListener(listen_url, pool, service.sweep_and_record)
             listening = asyncio.create_task(service.listener.run())
         if service.review_sessions is None:
             log.info("no review or operator token is set: the review page answers 404")
@@ -252,7 +259,7 @@ def create_app(settings: Settings, database_url: str) -> Starlette:
         app.state.api = ApiState(
             settings, Tokens.from_settings(settings.api), _rate_table(settings), api_description()
         )
-        deliverer = EventDeliverer(pool, database_url, settings)
+        deliverer = EventDeliverer(pool, listen_url, settings)
         companions = [
             asyncio.create_task(watch_forever(database_url, settings)),
             asyncio.create_task(
@@ -280,6 +287,15 @@ def create_app(settings: Settings, database_url: str) -> Starlette:
     return Starlette(
         routes=ROUTES, lifespan=lifespan, exception_handlers={HTTPException: http_exception}
     )
+
+
+def listen_url_for(settings: Settings, database_url: str) -> str | None:
+    """Where the service LISTENs: ``DATABASE_LISTEN_URL``, else the app database unless a
+    transaction pooler stands in front of it (a notification goes to the session that
+    listened, which such a pooler hands to others between transactions): then nowhere."""
+    if settings.database.listen_url:
+        return settings.database.listen_url
+    return None if settings.database.transaction_pooled else database_url
 
 
 def _rate_table(settings: Settings) -> RateTable | None:

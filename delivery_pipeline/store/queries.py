@@ -48,6 +48,7 @@ from delivery_pipeline.store.rows import (
     Advance,
     AdvanceDelivery,
     AgedCheck,
+    AlertPosterLease,
     AlertSendFailed,
     AlertsToSend,
     ApiDocument,
@@ -203,6 +204,7 @@ from delivery_pipeline.store.rows import (
     PersonKey,
     PersonKeyRow,
     PersonUserId,
+    PosterToken,
     PricedMessage,
     ProbeRef,
     PruneBatch,
@@ -548,8 +550,8 @@ class Queries:
     check_tier_usage = Query(Sample, TierCheck)
     check_sender_paused = Query(Sample, SenderPausedCheck)
     alerts_to_send = Query(AlertsToSend, UnsentAlert)
-    alert_sender_try_lock = Query(NoParams, bool)
-    alert_sender_unlock = Query(NoParams, bool)
+    alert_poster_lease = Query(AlertPosterLease, bool)
+    alert_poster_release = Statement(PosterToken)
     check_delivery_events = Query(AgedCheck, DeliveryEventsCheck)
 
     # sql/queries_generation.sql

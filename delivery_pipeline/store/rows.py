@@ -708,6 +708,14 @@ class SenderPausedCheck(NamedTuple):
     paused_numbers: list[str]  # numbers paused on their own (sql/027)
 
 
+class PosterToken(TypedDict):
+    token: uuid.UUID
+
+
+class AlertPosterLease(PosterToken):
+    lease: dt.timedelta
+
+
 class AlertsToSend(TypedDict):
     channel: str
     max_age: dt.timedelta
