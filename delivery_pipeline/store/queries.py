@@ -473,7 +473,6 @@ class Queries:
     # sql/queries.sql: server and migrations
     database_exists = Query(ByName, int)
     migrations_lock = Statement(NoParams)
-    migrations_unlock = Query(NoParams, bool)
     migrations_table = Statement(NoParams)
     migrations_applied = Query(NoParams, int)
     migrations_record = Statement(MigrationRecord)

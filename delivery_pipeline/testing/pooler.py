@@ -119,8 +119,7 @@ def pgbouncer(server_url: str) -> Iterator[Pooler]:
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
-        if not os.environ.get("I40B_KEEP"):
-            shutil.rmtree(directory, ignore_errors=True)
+        shutil.rmtree(directory, ignore_errors=True)
 
 
 def _unprivileged_user() -> str:
