@@ -753,6 +753,14 @@ class ServiceSettings(Section):
         json_schema_extra=env("DELIVERY_INTERNAL_TOKEN"),
         description="bearer token of /internal/sweep",
     )
+    metrics_token: SecretStr | None = Field(
+        None,
+        json_schema_extra=env("DELIVERY_METRICS_TOKEN"),
+        description=(
+            "bearer token of the webhook service's /metrics (Prometheus' bearer_token); unset: "
+            "/metrics answers loopback clients only"
+        ),
+    )
     webhook_max_body_bytes: int = Field(
         4 * 1024 * 1024,
         ge=1024,

@@ -18,6 +18,8 @@ Status codes, and why:
            raw in raw_webhooks, so Meta does not redeliver it for 7 days
   503      the body could not be kept (the database is unreachable): Meta
            redelivers later, nothing lost
+
+``/metrics`` (``metrics.py``) counts each of these by route and code.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ import psycopg
 import uvicorn
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
@@ -48,6 +51,7 @@ from delivery_pipeline.service.bodies import TooLarge, read_limited
 from delivery_pipeline.service.daemon_watch import watch_forever
 from delivery_pipeline.service.ingest import OurNumbers, WebhookOutcome, apply_payload
 from delivery_pipeline.service.listener import ReadyListener
+from delivery_pipeline.service.metrics import Counters, CountResponses, metrics
 from delivery_pipeline.service.review_page import REVIEW_ROUTES
 from delivery_pipeline.service.sessions import Sessions
 from delivery_pipeline.service.state import Service, one_line, service_of
@@ -105,9 +109,11 @@ async def receive(request: Request) -> Response:
         return PlainTextResponse("payload too large", status_code=413)
     header = request.headers.get("x-hub-signature-256")
     if not header:
+        service.counters.add("webhook_signature_failures_total", reason="missing")
         return PlainTextResponse("missing signature", status_code=401)
     app_secret = secret(service.settings.whatsapp.app_secret)
     if not app_secret or not signature_valid(app_secret, body, header):
+        service.counters.add("webhook_signature_failures_total", reason="invalid")
         service.quiet_log.log(
             logging.WARNING, "bad-signature", "webhook with a wrong signature refused (403)"
         )
@@ -209,6 +215,7 @@ ROUTES = [
     Route("/webhooks/whatsapp", receive, methods=["POST"]),
     Route("/internal/sweep", poke, methods=["POST"]),
     Route("/healthz", healthz, methods=["GET"]),
+    Route("/metrics", metrics, methods=["GET"]),
     *REVIEW_ROUTES,
     *API_ROUTES,
 ]
@@ -218,6 +225,7 @@ API_CONNECTIONS = 4
 
 def create_app(settings: Settings, database_url: str) -> Starlette:
     """The ASGI app; the pool, client and engine live for the app's lifetime."""
+    counters = Counters()
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -238,6 +246,7 @@ def create_app(settings: Settings, database_url: str) -> Starlette:
             engine,
             review_sessions=Sessions.from_settings(settings.review),
             timeline_push=TimelinePush(pool, webserver) if webserver else None,
+            counters=counters,
         )
         app.state.service = service
         if settings.whatsapp.app_secret is None:
@@ -285,7 +294,10 @@ def create_app(settings: Settings, database_url: str) -> Starlette:
             await pool.close()
 
     return Starlette(
-        routes=ROUTES, lifespan=lifespan, exception_handlers={HTTPException: http_exception}
+        routes=ROUTES,
+        lifespan=lifespan,
+        exception_handlers={HTTPException: http_exception},
+        middleware=[Middleware(CountResponses, counters=counters)],
     )
 
 
@@ -340,8 +352,10 @@ async def _handle(
     try:
         payload, changed = read_body(body)
     except ValueError as exc:  # UnicodeDecodeError is one
+        service.counters.add("webhooks_total", kind="malformed")
         await _keep_raw(conn, body, service, [f"malformed JSON: {_json_problem(exc)}"])
         return WebhookOutcome()
+    service.counters.webhook(payload)
     reasons = [f"stored with {', '.join(changed)} replaced"] if changed else []
     try:
         outcome = await _apply_retrying(conn, payload, service.settings)

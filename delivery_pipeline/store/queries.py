@@ -169,6 +169,7 @@ from delivery_pipeline.store.rows import (
     MediaState,
     MediaToken,
     MessagePrice,
+    MetricRow,
     MigrationRecord,
     NewAlert,
     NewApiDocument,
@@ -727,6 +728,8 @@ class Queries:
     refuse_media_upload = Query(MediaRefusal, int)
     release_media_upload = Query(MediaToken, int)
     drop_media = Query(MediaDrop, str)
+    # sql/queries_metrics.sql: the webhook service's /metrics
+    metrics_snapshot = Query(NoParams, MetricRow)
 
     @classmethod
     def declared(cls) -> dict[str, Named]:

@@ -2022,3 +2022,11 @@ class MediaState(NamedTuple):
     upload_refusal_code: int | None
     upload_refusal: str | None
     uploads: int
+
+
+class MetricRow(NamedTuple):
+    """One sample of ``/metrics`` read from the database (sql/queries_metrics.sql)."""
+
+    metric: str
+    labels: dict[str, Any]
+    value: float
