@@ -265,7 +265,9 @@ def _stripped(value: Any) -> Any:
 
 class DatabaseSettings(Section):
     # A password in it is routine (postgresql://user:password@host/db, or password=…).
-    text_secrets: ClassVar[frozenset[str]] = frozenset({"database_url", "migration_database_url"})
+    text_secrets: ClassVar[frozenset[str]] = frozenset(
+        {"database_url", "migration_database_url", "listen_url"}
+    )
 
     database_url: str | None = Field(
         None,
@@ -306,6 +308,26 @@ class DatabaseSettings(Section):
         "is cancelled after this long: a sensor skips, a run fails; keep it under Dagster's "
         "60 s sensor deadline",
     )
+    pool_mode: Literal["session", "transaction"] = Field(
+        "session",
+        json_schema_extra=env("DATABASE_POOL_MODE"),
+        description=(
+            "what DATABASE_URL reaches: session (Postgres itself, or a pooler in session mode) or "
+            "transaction (a pooler such as PgBouncer in transaction mode: no session state, no "
+            "server-side prepared statements, no startup options, no LISTEN on it)"
+        ),
+    )
+    listen_url: str | None = Field(
+        None,
+        repr=False,
+        json_schema_extra=env("DATABASE_LISTEN_URL"),
+        description=(
+            "where the webhook service LISTENs for notifications (a session: Postgres itself or "
+            "a session-mode pool; a password in it is never shown); unset: DATABASE_URL, or no "
+            "listening when DATABASE_POOL_MODE is transaction (the service then looks at its "
+            "intervals)"
+        ),
+    )
     embedded_os_user: str = Field(
         "embedded_postgres",
         pattern=r"^[a-z_][a-z0-9_-]{0,31}$",
@@ -316,7 +338,7 @@ class DatabaseSettings(Section):
         ),
     )
 
-    @field_validator("database_url", "migration_database_url")
+    @field_validator("database_url", "migration_database_url", "listen_url")
     @classmethod
     def _postgres_url(cls, value: str | None) -> str | None:
         """Refused here, in one line, rather than as a driver error on first use."""
@@ -335,6 +357,11 @@ class DatabaseSettings(Section):
     @property
     def data_path(self) -> Path:
         return Path(self.data_dir)
+
+    @property
+    def transaction_pooled(self) -> bool:
+        """Does DATABASE_URL reach a pooler that hands each transaction any server session?"""
+        return self.pool_mode == "transaction"
 
 
 class BusinessNumber(BaseModel):
@@ -765,6 +792,14 @@ class ServiceSettings(Section):
         None,
         json_schema_extra=env("DELIVERY_INTERNAL_TOKEN"),
         description="bearer token of /internal/sweep",
+    )
+    metrics_token: SecretStr | None = Field(
+        None,
+        json_schema_extra=env("DELIVERY_METRICS_TOKEN"),
+        description=(
+            "bearer token of the webhook service's /metrics (Prometheus' bearer_token); unset: "
+            "/metrics answers loopback clients only"
+        ),
     )
     webhook_max_body_bytes: int = Field(
         4 * 1024 * 1024,

@@ -26,6 +26,7 @@ from psycopg.rows import DictRow
 from delivery_pipeline.settings import Settings
 from delivery_pipeline.store.db import connect, ensure_database, with_database
 from delivery_pipeline.store.migrations import upgrade
+from delivery_pipeline.testing.pooler import Pooler
 from delivery_pipeline.testing.sandbox import SandboxProcess, start_sandbox
 
 TEST_DB_ENV = "DELIVERY_TEST_DATABASE_URL"
@@ -135,6 +136,19 @@ def empty_database(pg_admin_url: str) -> Iterator[str]:
     ensure_database(pg_admin_url, name)
     yield with_database(pg_admin_url, name)
     _drop(pg_admin_url, name)
+
+
+@pytest.fixture(scope="session")
+def pooler(pg_admin_url: str) -> Iterator[Pooler]:
+    """Debian's PgBouncer in transaction mode in front of the session's Postgres
+    (``delivery_pipeline/testing/pooler.py``); ``pooler.url(database_url)`` is a test's
+    database through it. CI installs the package (.ci/run), so it never skips there."""
+    from delivery_pipeline.testing import pooler as pooling
+
+    if not pooling.available():
+        pytest.skip(f"PgBouncer is not installed ({pooling.PGBOUNCER}): apt-get install pgbouncer")
+    with pooling.pgbouncer(pg_admin_url) as running:
+        yield running
 
 
 @pytest.fixture

@@ -26,6 +26,7 @@ DATABASE_URL = "postgresql://ops:a-db-password@db.internal:5432/delivery"
 
 # The secrets with a shape of their own (application=value lists).
 SHAPED = {
+    "DATABASE_LISTEN_URL": "postgresql://listener:a-password-of-some-length@127.0.0.1:9/d",
     "DELIVERY_API_TOKENS": "acme=an-api-token-of-some-length",
     "REVIEW_TOKENS": "Ana=a-reviewer-token-of-some-length",
     "OPERATOR_TOKENS": "Olga=an-operator-token-of-some-length",

@@ -904,6 +904,15 @@ CREATE TABLE public.message_pricing (
     CONSTRAINT message_pricing_part_check CHECK ((part = ANY (ARRAY['chunk'::text, 'knock'::text, 'other'::text])))
 );
 
+-- Name: ops_alert_poster; Type: TABLE
+
+CREATE TABLE public.ops_alert_poster (
+    only_row boolean DEFAULT true NOT NULL,
+    holder uuid,
+    leased_until timestamp with time zone DEFAULT '-infinity'::timestamp with time zone NOT NULL,
+    CONSTRAINT ops_alert_poster_only_row_check CHECK (only_row)
+);
+
 -- Name: ops_alerts; Type: TABLE
 
 CREATE TABLE public.ops_alerts (
@@ -1298,6 +1307,11 @@ ALTER TABLE ONLY public.message_pricing
 
 ALTER TABLE ONLY public.message_templates
     ADD CONSTRAINT message_templates_pkey PRIMARY KEY (name, language);
+
+-- Name: ops_alert_poster ops_alert_poster_pkey; Type: CONSTRAINT
+
+ALTER TABLE ONLY public.ops_alert_poster
+    ADD CONSTRAINT ops_alert_poster_pkey PRIMARY KEY (only_row);
 
 -- Name: ops_alerts ops_alerts_pkey; Type: CONSTRAINT
 

@@ -81,9 +81,11 @@ class AppDatabase:
             self.url(),
             connect_seconds=self.settings.connect_timeout_seconds,
             statement_seconds=self.settings.statement_timeout_seconds,
+            pooled=self.settings.transaction_pooled,
         )
         with connect(
-            with_application_name(url, application_name) if application_name else url
+            with_application_name(url, application_name) if application_name else url,
+            pooled=self.settings.transaction_pooled,
         ) as conn:
             yield conn
 

@@ -44,7 +44,7 @@ import psycopg
 from psycopg import AsyncConnection
 from psycopg.types.json import Jsonb
 
-from delivery_pipeline.store.db import by_key_connection
+from delivery_pipeline.store.db import by_key_connection, by_key_transaction, transaction_pooled
 from delivery_pipeline.store.queries import QUERIES
 from delivery_pipeline.store.rows import (
     Advance,
@@ -104,6 +104,7 @@ class LedgerWriter:
 
     def __init__(self, conninfo: str, *, lease: dt.timedelta, renew_after: dt.timedelta) -> None:
         self._conninfo = conninfo
+        self._pooled = transaction_pooled()
         self._conn: AsyncConnection[Any] | None = None
         self._lease = lease
         self._renew_after = renew_after
@@ -295,9 +296,10 @@ class LedgerWriter:
     @contextlib.asynccontextmanager
     async def _connection(self) -> AsyncIterator[AsyncConnection[Any]]:
         if self._conn is None or self._conn.closed:
-            self._conn = await by_key_connection(self._conninfo)
+            self._conn = await by_key_connection(self._conninfo, pooled=self._pooled)
         try:
-            yield self._conn
+            async with by_key_transaction(self._conn, pooled=self._pooled):
+                yield self._conn
         except psycopg.OperationalError:
             await self.aclose()
             raise

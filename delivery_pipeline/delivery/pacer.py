@@ -40,6 +40,7 @@ from typing import Any, Protocol
 
 import psycopg
 
+from delivery_pipeline.store.db import session_kwargs, transaction_pooled
 from delivery_pipeline.store.queries import QUERIES
 from delivery_pipeline.whatsapp.client import Ready
 
@@ -150,6 +151,10 @@ class SharedPacer:
         if limit <= 0:
             raise ValueError("limit must be positive")
         self._conninfo = conninfo
+        self._pooled = transaction_pooled()
+        # prepared once per session; behind a transaction pooler there is no session to keep
+        # it on (None: never prepared, as that connection's prepare_threshold says)
+        self._prepare = None if self._pooled else True
         self._phone_number_id = phone_number_id
         self.spacing = 1.0 / (limit * headroom)
         self.tolerance = LATE_SHARE * (1.0 / headroom - 1.0)
@@ -234,7 +239,9 @@ class SharedPacer:
         self._held.clear()
         async with self._session() as conn:
             await QUERIES.throttle_pacer.run(
-                conn, {"phone_number_id": self._phone_number_id, "seconds": seconds}, prepare=True
+                conn,
+                {"phone_number_id": self._phone_number_id, "seconds": seconds},
+                prepare=self._prepare,
             )
 
     async def aclose(self) -> None:
@@ -275,7 +282,7 @@ class SharedPacer:
                         "count": count,
                         "spacing": self.spacing,
                     },
-                    prepare=True,
+                    prepare=self._prepare,
                 )
             assert reserved is not None
             self.reservations += 1
@@ -307,8 +314,14 @@ class SharedPacer:
         # reservation lost in a database crash only lets the timeline restart
         # from now, and the row's lock is held for microseconds, not a flush.
         if self._conn is None:
+            # Behind a transaction pooler: no startup options (PgBouncer refuses them),
+            # and the reservation commits like everything else.
+            pooled = self._pooled
             self._conn = await psycopg.AsyncConnection.connect(
-                self._conninfo, autocommit=True, options="-c synchronous_commit=off"
+                self._conninfo,
+                autocommit=True,
+                **session_kwargs(pooled),
+                **({} if pooled else {"options": "-c synchronous_commit=off"}),
             )
             await QUERIES.pacer_row.run(self._conn, {"phone_number_id": self._phone_number_id})
         try:

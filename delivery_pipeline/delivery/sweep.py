@@ -411,7 +411,11 @@ async def run_sweep(
     """
     concurrency = concurrency or settings.delivery.concurrency
     async with (
-        async_pool(database_url, max_size=pool_size(concurrency)) as pool,
+        async_pool(
+            database_url,
+            max_size=pool_size(concurrency),
+            pooled=settings.database.transaction_pooled,
+        ) as pool,
         CloudApiClient.from_settings(settings, max_connections=concurrency) as client,
     ):
         if check_identity_first:

@@ -21,6 +21,8 @@ Status codes, and why:
            raw in raw_webhooks, so Meta does not redeliver it for 7 days
   503      the body could not be kept (the database is unreachable): Meta
            redelivers later, nothing lost
+
+``/metrics`` (``metrics.py``) counts each of these by route and code.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ import psycopg
 import uvicorn
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
@@ -54,6 +57,7 @@ from delivery_pipeline.service.bodies import TooLarge, TooSlow, read_limited
 from delivery_pipeline.service.daemon_watch import watch_forever
 from delivery_pipeline.service.ingest import OurNumbers, WebhookOutcome, apply_payload
 from delivery_pipeline.service.listener import ReadyListener
+from delivery_pipeline.service.metrics import Counters, CountResponses, metrics
 from delivery_pipeline.service.protocol import guarded_http
 from delivery_pipeline.service.review_page import REVIEW_ROUTES
 from delivery_pipeline.service.sessions import Sessions
@@ -121,9 +125,11 @@ async def receive(request: Request) -> Response:
         service.quiet_log.log(
             logging.WARNING, "no-signature", "webhook without a signature refused (401)"
         )
+        service.counters.add("webhook_signature_failures_total", reason="missing")
         return _refused("missing signature", 401)
     app_secret = secret(service.settings.whatsapp.app_secret)
     if not app_secret or not signature_shaped(header):
+        service.counters.add("webhook_signature_failures_total", reason="malformed")
         service.quiet_log.log(
             logging.WARNING, "bad-signature", "webhook with a malformed signature refused (403)"
         )
@@ -136,6 +142,7 @@ async def receive(request: Request) -> Response:
         )
         return _refused("payload too large", 413)
     if not signature_valid(app_secret, body, header):
+        service.counters.add("webhook_signature_failures_total", reason="invalid")
         service.quiet_log.log(
             logging.WARNING, "bad-signature", "webhook with a wrong signature refused (403)"
         )
@@ -278,6 +285,7 @@ ROUTES = [
     Route("/webhooks/whatsapp", receive, methods=["POST"]),
     Route("/internal/sweep", poke, methods=["POST"]),
     Route("/healthz", healthz, methods=["GET"]),
+    Route("/metrics", metrics, methods=["GET"]),
     *REVIEW_ROUTES,
     *API_ROUTES,
 ]
@@ -287,6 +295,7 @@ API_CONNECTIONS = 4
 
 def create_app(settings: Settings, database_url: str) -> Starlette:
     """The ASGI app; the pool, client and engine live for the app's lifetime."""
+    counters = Counters()
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -294,7 +303,9 @@ def create_app(settings: Settings, database_url: str) -> Starlette:
         pool = async_pool(
             with_application_name(database_url, SERVICE_SOURCE),
             max_size=pool_size(settings.delivery.concurrency) + 2 + API_CONNECTIONS,
+            pooled=settings.database.transaction_pooled,
         )
+        listen_url = listen_url_for(settings, database_url)
         await pool.open(wait=False)
         client = CloudApiClient.from_settings(settings)
         webserver = settings.service.dagster_webserver_url
@@ -305,6 +316,7 @@ def create_app(settings: Settings, database_url: str) -> Starlette:
             engine,
             review_sessions=Sessions.from_settings(settings.review),
             timeline_push=TimelinePush(pool, webserver) if webserver else None,
+            counters=counters,
         )
         app.state.service = service
         if settings.whatsapp.app_secret is None:
@@ -312,8 +324,13 @@ def create_app(settings: Settings, database_url: str) -> Starlette:
         for warning in transport_warnings(settings):
             log.warning(warning)
         listening: asyncio.Task[None] | None = None
-        if settings.service.listen:
-            service.listener = ReadyListener(database_url, pool, service.sweep_and_record)
+        if settings.service.listen and listen_url is None:
+            log.info(
+                "not listening for ready documents: DATABASE_POOL_MODE is transaction and no "
+                "DATABASE_LISTEN_URL is set; sweeps follow the pokes and the heartbeat"
+            )
+        elif settings.service.listen:
+            service.listener = ReadyListener(listen_url, pool, service.sweep_and_record)
             listening = asyncio.create_task(service.listener.run())
         if service.review_sessions is None:
             log.info("no review or operator token is set: the review page answers 404")
@@ -323,7 +340,7 @@ def create_app(settings: Settings, database_url: str) -> Starlette:
         app.state.api = ApiState(
             settings, Tokens.from_settings(settings.api), _rate_table(settings), api_description()
         )
-        deliverer = EventDeliverer(pool, database_url, settings)
+        deliverer = EventDeliverer(pool, listen_url, settings)
         companions = [
             asyncio.create_task(watch_forever(database_url, settings)),
             asyncio.create_task(
@@ -356,12 +373,22 @@ def create_app(settings: Settings, database_url: str) -> Starlette:
             TooSlow: too_slow,
             ClientDisconnect: client_left,
         },
+        middleware=[Middleware(CountResponses, counters=counters)],
     )
     app.state.body_timeout = settings.service.body_timeout_seconds
     # The router would answer /path/ with a redirect to http://<the Host sent>/path: a
     # forged Host would send the browser elsewhere. Routes name their own addresses.
     app.router.redirect_slashes = False
     return app
+
+
+def listen_url_for(settings: Settings, database_url: str) -> str | None:
+    """Where the service LISTENs: ``DATABASE_LISTEN_URL``, else the app database unless a
+    transaction pooler stands in front of it (a notification goes to the session that
+    listened, which such a pooler hands to others between transactions): then nowhere."""
+    if settings.database.listen_url:
+        return settings.database.listen_url
+    return None if settings.database.transaction_pooled else database_url
 
 
 def _rate_table(settings: Settings) -> RateTable | None:
@@ -406,8 +433,10 @@ async def _handle(
     try:
         payload, changed = read_body(body)
     except ValueError as exc:  # UnicodeDecodeError is one
+        service.counters.add("webhooks_total", kind="malformed")
         await _keep_raw(conn, body, service, [f"malformed JSON: {_json_problem(exc)}"])
         return WebhookOutcome()
+    service.counters.webhook(payload)
     reasons = [f"stored with {', '.join(changed)} replaced"] if changed else []
     try:
         outcome = await _apply_retrying(conn, payload, service.settings)

@@ -21,6 +21,7 @@ from starlette.requests import Request
 from delivery_pipeline.delivery.sweep import DeliveryEngine
 from delivery_pipeline.service.listener import ReadyListener
 from delivery_pipeline.service.log_limit import RateLimitedLog
+from delivery_pipeline.service.metrics import Counters
 from delivery_pipeline.service.sessions import Sessions
 from delivery_pipeline.service.timeline_push import TimelinePush
 from delivery_pipeline.settings import Settings
@@ -47,6 +48,8 @@ class Service:
     quiet_log: RateLimitedLog = field(default_factory=lambda: RateLimitedLog(log))
     # pushes what the service delivered to Dagster's timeline (None: no DAGSTER_WEBSERVER_URL)
     timeline_push: TimelinePush | None = None
+    # what this process saw, for /metrics (service/metrics.py)
+    counters: Counters = field(default_factory=Counters)
 
     def recorded(self) -> None:
         """Something may have changed a document: have it on Dagster's timeline soon."""

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
+from collections.abc import AsyncIterator
 from functools import cache
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 import psycopg
@@ -65,20 +68,49 @@ def with_application_name(url: str, name: str) -> str:
     return psycopg.conninfo.make_conninfo(url, application_name=name[:63])
 
 
-def with_timeouts(url: str, *, connect_seconds: int, statement_seconds: float) -> str:
+def with_timeouts(
+    url: str, *, connect_seconds: int, statement_seconds: float, pooled: bool | None = None
+) -> str:
     """``url`` whose sessions give up: reaching the server after ``connect_seconds``, and
     any statement (a lock wait included) after ``statement_seconds``.
 
     Both travel in the connection's startup packet (``connect_timeout``, and
     ``statement_timeout`` in ``options``, after any options the URL already has),
     not as a ``SET``: nothing is left on a server session that a pooler could hand
-    to another client."""
+    to another client. Behind a transaction pooler (``pooled``, see
+    ``transaction_pooled``) no ``options`` are sent: PgBouncer refuses them unless
+    told to ignore them, and then drops them; the pooler's own ``query_timeout``
+    (or the role's ``statement_timeout``) stands in."""
     info = psycopg.conninfo.conninfo_to_dict(url)
+    if transaction_pooled(pooled):
+        return psycopg.conninfo.make_conninfo(url, connect_timeout=str(connect_seconds))
     timeout = f"-c statement_timeout={max(1, round(statement_seconds * 1000))}"
     options = " ".join(filter(None, [_param(info, "options"), timeout]))
     return psycopg.conninfo.make_conninfo(
         url, connect_timeout=str(connect_seconds), options=options
     )
+
+
+def transaction_pooled(pooled: bool | None = None) -> bool:
+    """Does the app database URL reach a transaction pooler (``DATABASE_POOL_MODE``)?
+    ``pooled`` when the caller knows (it holds the settings), else this process's
+    environment.
+
+    Behind one, each transaction may run on another server session, shared with
+    other clients, so the project's connections keep nothing on a session: no
+    ``SET`` (what must hold for a statement is ``SET LOCAL`` in its transaction),
+    no server-side prepared statements (psycopg's ``prepare_threshold``: PgBouncer
+    before 1.21 loses them between transactions), no startup ``options``, no
+    ``LISTEN`` (``DATABASE_LISTEN_URL``), no session advisory lock."""
+    if pooled is not None:
+        return pooled
+    return DatabaseSettings.from_environ(os.environ).transaction_pooled
+
+
+def session_kwargs(pooled: bool | None = None) -> dict[str, Any]:
+    """psycopg connection arguments for the pool mode: behind a transaction pooler,
+    never a server-side prepared statement."""
+    return {"prepare_threshold": None} if transaction_pooled(pooled) else {}
 
 
 def ensure_database(admin_url: str, database: str, template: str | None = None) -> None:
@@ -121,25 +153,40 @@ def sqlalchemy_url(url: str) -> str:
     return f"postgresql+psycopg2://{auth}@{netloc}/{db}"
 
 
-def connect(url: str, *, autocommit: bool = True) -> psycopg.Connection[DictRow]:
+def connect(
+    url: str, *, autocommit: bool = True, pooled: bool | None = None
+) -> psycopg.Connection[DictRow]:
     """A synchronous connection. Its own rows are dicts, for ad-hoc SQL (tests, benchmarks,
     a shell); the package reads rows only through ``QUERIES``, typed whatever the factory."""
-    return psycopg.connect(url, autocommit=autocommit, row_factory=dict_row)
+    return psycopg.connect(
+        url, autocommit=autocommit, row_factory=dict_row, **session_kwargs(pooled)
+    )
 
 
-async def connect_async(url: str, *, autocommit: bool = True) -> psycopg.AsyncConnection[DictRow]:
-    return await psycopg.AsyncConnection.connect(url, autocommit=autocommit, row_factory=dict_row)
+async def connect_async(
+    url: str, *, autocommit: bool = True, pooled: bool | None = None, **kwargs: Any
+) -> psycopg.AsyncConnection[DictRow]:
+    return await psycopg.AsyncConnection.connect(
+        url, autocommit=autocommit, row_factory=dict_row, **session_kwargs(pooled), **kwargs
+    )
 
 
 async def _without_jit(conn: psycopg.AsyncConnection[DictRow]) -> None:
     # The engine's statements are short, and the claim's plan costs enough to be
     # JIT-compiled: measured, the compiling took longer than the claim's work
     # (docs/how-to/scale.md, "What breaks first"). A SET, not a connection option,
-    # so options in DATABASE_URL stay as they are.
+    # so options in DATABASE_URL stay as they are; on a session of our own only
+    # (behind a transaction pooler: ALTER ROLE … SET jit = off, docs/how-to/deploy.md).
     await conn.execute("SET jit = off")
 
 
-async def by_key_connection(url: str) -> psycopg.AsyncConnection[DictRow]:
+# The by-key statements' planner switches (``by_key_connection``).
+_BY_KEY_PLANNER = ("enable_hashjoin", "enable_mergejoin", "enable_seqscan")
+
+
+async def by_key_connection(
+    url: str, *, pooled: bool | None = None
+) -> psycopg.AsyncConnection[DictRow]:
     """A connection of its own for statements that find each of a batch's requests
     by key, told so. Their batch is a JSON array, whose size no plan can see: the
     planner prices it as a hundred rows and, on a small table, would scan the
@@ -147,24 +194,48 @@ async def by_key_connection(url: str) -> psycopg.AsyncConnection[DictRow]:
     again at every call, which costs more than the statement (docs/benchmarks.md,
     "Group commit"). So: one generic plan, kept, of nested loops over the
     tables' keys, which is right for any batch on any table (a table scan stays
-    possible, priced out, where no key leads: the pause table's few rows)."""
-    conn = await psycopg.AsyncConnection.connect(url, autocommit=True, row_factory=dict_row)
+    possible, priced out, where no key leads: the pause table's few rows).
+
+    Behind a transaction pooler the session is not ours: the switches are set in
+    each statement's transaction instead (``by_key_transaction``), and with no
+    prepared statement there is no plan to keep."""
+    pooled = transaction_pooled(pooled)
+    conn = await connect_async(url, pooled=pooled)
+    if pooled:
+        return conn
     await _without_jit(conn)
     await conn.execute("SET plan_cache_mode = force_generic_plan")
-    await conn.execute("SET enable_hashjoin = off")
-    await conn.execute("SET enable_mergejoin = off")
-    await conn.execute("SET enable_seqscan = off")
+    for switch in _BY_KEY_PLANNER:
+        await conn.execute(f"SET {switch} = off")
     return conn
 
 
-def async_pool(url: str, *, max_size: int) -> AsyncConnectionPool[psycopg.AsyncConnection[DictRow]]:
+@contextlib.asynccontextmanager
+async def by_key_transaction(
+    conn: psycopg.AsyncConnection[Any], *, pooled: bool | None = None
+) -> AsyncIterator[None]:
+    """Around a by-key statement: nothing on a session of our own (its switches are
+    set for good); behind a transaction pooler, a transaction whose ``SET LOCAL``s
+    end with it, so no other client's statement runs with them."""
+    if not transaction_pooled(pooled):
+        yield
+        return
+    async with conn.transaction():
+        await conn.execute("; ".join(f"SET LOCAL {s} = off" for s in ("jit", *_BY_KEY_PLANNER)))
+        yield
+
+
+def async_pool(
+    url: str, *, max_size: int, pooled: bool | None = None
+) -> AsyncConnectionPool[psycopg.AsyncConnection[DictRow]]:
     """A pool for the engine; open it with ``async with`` (or ``await pool.open()``)."""
+    pooled = transaction_pooled(pooled)
     return AsyncConnectionPool(
         url,
         min_size=1,
         max_size=max_size,
-        kwargs={"autocommit": True, "row_factory": dict_row},
-        configure=_without_jit,
+        kwargs={"autocommit": True, "row_factory": dict_row, **session_kwargs(pooled)},
+        configure=None if pooled else _without_jit,
         open=False,
     )
 

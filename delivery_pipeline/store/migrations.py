@@ -31,23 +31,23 @@ def migration_files(sql_dir: Path = MIGRATIONS_DIR) -> list[tuple[int, str, Path
 def upgrade(database_url: str, sql_dir: Path = MIGRATIONS_DIR) -> list[str]:
     """Apply pending migrations; returns the names applied (empty when up to date).
 
-    Safe from several processes at once: the advisory lock makes the second
-    wait, and it then finds nothing left to do.
+    Safe from several processes at once: each migration's transaction takes the
+    migration lock first and looks again whether it is applied, so the second
+    process waits, then finds nothing left to do. A transaction-level lock, so
+    safe behind a transaction pooler too.
     """
     applied_now: list[str] = []
     with connect(database_url) as conn:
-        QUERIES.migrations_lock.run(conn, {})
-        try:
+        with conn.transaction():
+            QUERIES.migrations_lock.run(conn, {})
             QUERIES.migrations_table.run(conn, {})
-            done = set(QUERIES.migrations_applied.all(conn, {}))
-            for version, name, path in migration_files(sql_dir):
-                if version in done:
+        for version, name, path in migration_files(sql_dir):
+            with conn.transaction():
+                QUERIES.migrations_lock.run(conn, {})
+                if version in set(QUERIES.migrations_applied.all(conn, {})):
                     continue
-                with conn.transaction():
-                    conn.execute(path.read_text())
-                    QUERIES.migrations_record.run(conn, {"version": version, "name": name})
-                applied_now.append(f"{version:03d}_{name}")
-                log.info("applied migration %03d_%s", version, name)
-        finally:
-            QUERIES.migrations_unlock.one(conn, {})
+                conn.execute(path.read_text())
+                QUERIES.migrations_record.run(conn, {"version": version, "name": name})
+            applied_now.append(f"{version:03d}_{name}")
+            log.info("applied migration %03d_%s", version, name)
     return applied_now

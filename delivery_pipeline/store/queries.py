@@ -49,6 +49,7 @@ from delivery_pipeline.store.rows import (
     Advance,
     AdvanceDelivery,
     AgedCheck,
+    AlertPosterLease,
     AlertSendFailed,
     AlertsToSend,
     ApiDocument,
@@ -169,6 +170,7 @@ from delivery_pipeline.store.rows import (
     MediaState,
     MediaToken,
     MessagePrice,
+    MetricRow,
     MigrationRecord,
     NewAlert,
     NewApiDocument,
@@ -204,6 +206,7 @@ from delivery_pipeline.store.rows import (
     PersonKey,
     PersonKeyRow,
     PersonUserId,
+    PosterToken,
     PricedMessage,
     ProbeRef,
     PruneBatch,
@@ -477,7 +480,6 @@ class Queries:
     # sql/queries/core.sql: server and migrations
     database_exists = Query(ByName, int)
     migrations_lock = Statement(NoParams)
-    migrations_unlock = Query(NoParams, bool)
     migrations_table = Statement(NoParams)
     migrations_applied = Query(NoParams, int)
     migrations_record = Statement(MigrationRecord)
@@ -554,8 +556,8 @@ class Queries:
     check_tier_usage = Query(Sample, TierCheck)
     check_sender_paused = Query(Sample, SenderPausedCheck)
     alerts_to_send = Query(AlertsToSend, UnsentAlert)
-    alert_sender_try_lock = Query(NoParams, bool)
-    alert_sender_unlock = Query(NoParams, bool)
+    alert_poster_lease = Query(AlertPosterLease, bool)
+    alert_poster_release = Statement(PosterToken)
     check_delivery_events = Query(AgedCheck, DeliveryEventsCheck)
 
     # sql/queries/generation.sql
@@ -733,6 +735,8 @@ class Queries:
     refuse_media_upload = Query(MediaRefusal, int)
     release_media_upload = Query(MediaToken, int)
     drop_media = Query(MediaDrop, str)
+    # sql/queries/metrics.sql: the webhook service's /metrics
+    metrics_snapshot = Query(NoParams, MetricRow)
 
     @classmethod
     def declared(cls) -> dict[str, Named]:

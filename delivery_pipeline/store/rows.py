@@ -708,6 +708,14 @@ class SenderPausedCheck(NamedTuple):
     paused_numbers: list[str]  # numbers paused on their own (sql/migrations/027)
 
 
+class PosterToken(TypedDict):
+    token: uuid.UUID
+
+
+class AlertPosterLease(PosterToken):
+    lease: dt.timedelta
+
+
 class AlertsToSend(TypedDict):
     channel: str
     max_age: dt.timedelta
@@ -2019,3 +2027,11 @@ class MediaState(NamedTuple):
     upload_refusal_code: int | None
     upload_refusal: str | None
     uploads: int
+
+
+class MetricRow(NamedTuple):
+    """One sample of ``/metrics`` read from the database (sql/queries/metrics.sql)."""
+
+    metric: str
+    labels: dict[str, Any]
+    value: float

@@ -18,6 +18,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import time
+import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,6 +35,8 @@ log = logging.getLogger(__name__)
 TEXT_LIMIT = 3000  # a Slack section block's text limit; also keeps posts readable
 DEFAULT_REMINDER_SECONDS = 4 * 3600
 DEFAULT_MAX_AGE_SECONDS = 24 * 3600
+# The poster's lease: above one post's longest (3 attempts of 5 s and the backoff between).
+DEFAULT_LEASE_SECONDS = 60.0
 
 _PREFIX = {
     ("alert", "error"): ":red_circle: *ERROR*",
@@ -167,6 +170,7 @@ def send_pending(
     reviewers: OpsNotifier | None = None,
     limit: int = 20,
     max_age_seconds: float = DEFAULT_MAX_AGE_SECONDS,
+    lease_seconds: float = DEFAULT_LEASE_SECONDS,
 ) -> SendReport:
     """Post the alerts each channel has not taken yet, oldest first; mark each.
 
@@ -185,8 +189,10 @@ def send_pending(
     if not notifier.configured:
         report.unconfigured = True
     # Two processes post (the alert sensor, the webhook service's daemon watch): one at a time,
-    # or both would post the same unsent row.
-    if not QUERIES.alert_sender_try_lock.one(conn, {}):
+    # or both would post the same unsent row. The lease is a row (sql/migrations/043), renewed
+    # before each post, so it holds behind a transaction pooler and lapses if its holder dies.
+    lease = PosterLease(conn, lease_seconds)
+    if not lease.renew():
         report.busy = True
         return report
     try:
@@ -194,19 +200,38 @@ def send_pending(
             conn,
             routes,
             report,
+            lease,
             limit=limit,
             max_age_seconds=max_age_seconds,
             docs_url=notifier.docs_url,
         )
     finally:
-        QUERIES.alert_sender_unlock.one(conn, {})
+        QUERIES.alert_poster_release.run(conn, {"token": lease.token})
     return report
+
+
+@dataclass
+class PosterLease:
+    """This pass's hold on the ops outbox (``ops_alert_poster``): renewed before each post,
+    so a post never starts on a lease that lapsed (while another took over)."""
+
+    conn: psycopg.Connection[Any]
+    seconds: float
+    token: uuid.UUID = field(default_factory=uuid.uuid4)
+
+    def renew(self) -> bool:
+        return bool(
+            QUERIES.alert_poster_lease.one(
+                self.conn, {"token": self.token, "lease": dt.timedelta(seconds=self.seconds)}
+            )
+        )
 
 
 def _send(
     conn: psycopg.Connection[Any],
     routes: dict[AlertChannel, OpsNotifier],
     report: SendReport,
+    lease: PosterLease,
     *,
     limit: int,
     max_age_seconds: float,
@@ -225,6 +250,10 @@ def _send(
             },
         )
         for alert in rows:
+            if not lease.renew():
+                log.warning("the ops outbox's lease lapsed mid-pass; another poster goes on")
+                report.busy = True
+                return
             text, blocks = payload_for(alert, docs_url)
             try:
                 target.post(text, blocks=blocks)

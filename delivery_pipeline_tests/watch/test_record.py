@@ -413,9 +413,24 @@ def test_only_one_process_posts_the_unsent_alerts_at_a_time(db, database_url, sa
         "INSERT INTO ops_alerts (dedup_key, severity, message) VALUES ('x', 'error', 'down')"
     )
     notifier = OpsNotifier(url=f"{sandbox.url}/_sandbox/ops")
-    with connect(database_url) as other:
-        other.execute(QUERIES.alert_sender_try_lock.sql)  # the other poster is posting
+    other = {"token": uuid.uuid4(), "lease": dt.timedelta(minutes=1)}
+    with connect(database_url) as conn:
+        assert QUERIES.alert_poster_lease.one(conn, other)  # the other poster is posting
         busy = send_pending(db, notifier)
         assert busy.busy and sandbox.ops_alerts() == []
-        other.execute(QUERIES.alert_sender_unlock.sql)  # it is done
+        QUERIES.alert_poster_release.run(conn, other)  # it is done
     assert send_pending(db, notifier).sent and len(sandbox.ops_alerts()) == 1
+
+
+def test_a_dead_posters_lease_lapses_and_the_next_pass_posts(db, sandbox):
+    db.execute(
+        "INSERT INTO ops_alerts (dedup_key, severity, message) VALUES ('x', 'error', 'down')"
+    )
+    notifier = OpsNotifier(url=f"{sandbox.url}/_sandbox/ops")
+    dead = {"token": uuid.uuid4(), "lease": dt.timedelta(minutes=1)}
+    assert QUERIES.alert_poster_lease.one(db, dead)  # then its process was killed
+    assert send_pending(db, notifier).busy
+    db.execute("UPDATE ops_alert_poster SET leased_until = now() - interval '1 second'")
+    assert send_pending(db, notifier).sent and len(sandbox.ops_alerts()) == 1
+    # given back after the pass: free for the next poster at once
+    assert db.execute("SELECT holder FROM ops_alert_poster").fetchone()["holder"] is None

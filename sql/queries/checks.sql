@@ -182,13 +182,21 @@ WHERE sent_at IS NULL AND channel = %(channel)s AND created_at > now() - %(max_a
 ORDER BY created_at, id
 LIMIT %(limit)s
 
--- name: alert_sender_try_lock
--- One poster at a time (the alert sensor, the webhook service's watchdog): a session-level advisory lock, not waited for.
-SELECT pg_try_advisory_lock(72430002) AS locked
+-- name: alert_poster_lease
+-- One poster at a time (the alert sensor, the webhook service's watchdog): %(token)s takes the lease for %(lease)s when it is free or lapsed, or renews its own; false when another holds it. A row, not a session lock: safe behind a transaction pooler (sql/migrations/043).
+WITH taken AS (
+    UPDATE ops_alert_poster
+    SET holder = %(token)s, leased_until = now() + %(lease)s
+    WHERE holder IS NULL OR holder = %(token)s OR leased_until <= now()
+    RETURNING 1
+)
+SELECT EXISTS (SELECT 1 FROM taken) AS leased
 
--- name: alert_sender_unlock
--- Release the poster's lock.
-SELECT pg_advisory_unlock(72430002)
+-- name: alert_poster_release
+-- %(token)s gives the poster's lease back (nothing when it lapsed and another took it).
+UPDATE ops_alert_poster
+SET holder = NULL, leased_until = '-infinity'
+WHERE holder = %(token)s
 
 -- name: check_delivery_events
 -- Deliveries not yet on Dagster's delivered_documents timeline (the outbox, sql/migrations/008), oldest first, with the totals past %(warn)s and %(error)s; ids are the documents'.

@@ -9,12 +9,8 @@
 SELECT 1 FROM pg_database WHERE datname = %(name)s
 
 -- name: migrations_lock
--- Serialise migration runs across processes (session-level advisory lock).
-SELECT pg_advisory_lock(72430001)
-
--- name: migrations_unlock
--- Release the migration lock.
-SELECT pg_advisory_unlock(72430001)
+-- Serialise migration runs across processes: held until this transaction ends (no session lock, so a transaction pooler cannot strand it).
+SELECT pg_advisory_xact_lock(72430001)
 
 -- name: migrations_table
 -- The record of applied migrations.

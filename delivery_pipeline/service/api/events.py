@@ -92,12 +92,14 @@ class EventDeliverer:
     def __init__(
         self,
         pool: AsyncConnectionPool[psycopg.AsyncConnection[DictRow]],
-        database_url: str,
+        listen_url: str | None,
         settings: Settings,
     ) -> None:
         api = settings.api
         self.pool = pool
-        self.database_url = database_url
+        # None: no session to LISTEN on (a transaction pooler); the sender looks every
+        # IDLE_SECONDS instead
+        self.listen_url = listen_url
         self.endpoints = api.endpoints
         self.keys = api.signing_secrets
         self.schedule = Schedule(api.events_backoff_scale)
@@ -259,11 +261,13 @@ class EventDeliverer:
 
     async def _listen(self) -> None:
         """Wake the sender when an event is recorded; reconnect with backoff."""
+        if self.listen_url is None:
+            return
         delay = 0.1
         while True:
             try:
                 async with await psycopg.AsyncConnection.connect(
-                    self.database_url, autocommit=True, application_name=APPLICATION_NAME
+                    self.listen_url, autocommit=True, application_name=APPLICATION_NAME
                 ) as conn:
                     await QUERIES.api_listen_events.run(conn, {})
                     delay = 0.1
