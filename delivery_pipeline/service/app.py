@@ -34,7 +34,7 @@ import json
 import logging
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Any, cast
 
 import psycopg
 import uvicorn
@@ -57,7 +57,7 @@ from delivery_pipeline.service.bodies import TooLarge, TooSlow, read_limited
 from delivery_pipeline.service.daemon_watch import watch_forever
 from delivery_pipeline.service.ingest import OurNumbers, WebhookOutcome, apply_payload
 from delivery_pipeline.service.listener import ReadyListener
-from delivery_pipeline.service.metrics import Counters, CountResponses, metrics
+from delivery_pipeline.service.metrics import Counters, CountResponses, scrape
 from delivery_pipeline.service.protocol import guarded_http
 from delivery_pipeline.service.review_page import REVIEW_ROUTES
 from delivery_pipeline.service.sessions import Sessions
@@ -280,6 +280,14 @@ async def healthz(request: Request) -> Response:
     )
 
 
+async def metrics(request: Request) -> Response:
+    """Prometheus text for the operators' scraper (``metrics.py``): loopback only unless
+    ``DELIVERY_METRICS_TOKEN`` is set and sent."""
+    service = service_of(request)
+    token = secret(service.settings.service.metrics_token)
+    return await scrape(request, service.pool, service.counters, token)
+
+
 ROUTES = [
     Route("/webhooks/whatsapp", verify, methods=["GET"]),
     Route("/webhooks/whatsapp", receive, methods=["POST"]),
@@ -324,14 +332,14 @@ def create_app(settings: Settings, database_url: str) -> Starlette:
         for warning in transport_warnings(settings):
             log.warning(warning)
         listening: asyncio.Task[None] | None = None
-        if settings.service.listen and listen_url is None:
+        if settings.service.listen and listen_url is not None:
+            service.listener = ReadyListener(listen_url, pool, service.sweep_and_record)
+            listening = asyncio.create_task(service.listener.run())
+        elif settings.service.listen:
             log.info(
                 "not listening for ready documents: DATABASE_POOL_MODE is transaction and no "
                 "DATABASE_LISTEN_URL is set; sweeps follow the pokes and the heartbeat"
             )
-        elif settings.service.listen:
-            service.listener = ReadyListener(listen_url, pool, service.sweep_and_record)
-            listening = asyncio.create_task(service.listener.run())
         if service.review_sessions is None:
             log.info("no review or operator token is set: the review page answers 404")
         # In the background: webhooks are received whatever the answer, and
@@ -511,7 +519,10 @@ def serve(settings: Settings, *, host: str, port: int, log_level: str = "info") 
     limits = settings.service
     trusted = settings.service.trusted_proxy_list
     uvicorn.run(
-        UntrustedProxyWarning(ProxyHeadersMiddleware(app, trusted), trusted),
+        # uvicorn's and Starlette's ASGI types are the same protocol spelled apart.
+        UntrustedProxyWarning(
+            cast(ASGIApp, ProxyHeadersMiddleware(cast(Any, app), trusted)), trusted
+        ),
         host=host,
         port=port,
         log_level="warning",

@@ -30,14 +30,14 @@ from collections import Counter
 from collections.abc import Awaitable, Callable, Iterable, MutableMapping
 from typing import Any
 
+from psycopg_pool import AsyncConnectionPool
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 
-from delivery_pipeline.delivery.template_events import FIELDS as TEMPLATE_FIELDS
-from delivery_pipeline.settings import secret
 from delivery_pipeline.store.db import database_unavailable
 from delivery_pipeline.store.queries import QUERIES
 from delivery_pipeline.whatsapp.payloads import UnusableBody, iter_changes
+from delivery_pipeline.whatsapp.webhook_values import TEMPLATE_FIELDS
 
 log = logging.getLogger(__name__)
 
@@ -229,11 +229,12 @@ def allowed(request: Request, token: str | None) -> bool:
         return False
 
 
-async def metrics(request: Request) -> Response:
-    from delivery_pipeline.service.state import service_of
-
-    service = service_of(request)
-    if not allowed(request, secret(service.settings.service.metrics_token)):
+async def scrape(
+    request: Request, pool: AsyncConnectionPool[Any], counters: Counters, token: str | None
+) -> Response:
+    """The page: refused unless ``allowed``, else the database's samples read now beside the
+    process's counters (``pool`` and ``counters`` are the service's)."""
+    if not allowed(request, token):
         return PlainTextResponse(
             "metrics: loopback only, or send DELIVERY_METRICS_TOKEN as a bearer token",
             status_code=403,
@@ -242,7 +243,7 @@ async def metrics(request: Request) -> Response:
     started = time.perf_counter()
     up = 1.0
     try:
-        async with service.pool.connection() as conn:
+        async with pool.connection() as conn:
             rows = await QUERIES.metrics_snapshot.all(conn, {})
         database = [
             (row.metric, tuple(sorted((k, str(v)) for k, v in row.labels.items())), row.value)
@@ -254,7 +255,7 @@ async def metrics(request: Request) -> Response:
         up = 0.0
     elapsed = time.perf_counter() - started
     process = [
-        *service.counters.samples(),
+        *counters.samples(),
         ("metrics_database_up", (), up),
         ("metrics_scrape_seconds", (), elapsed),
     ]
