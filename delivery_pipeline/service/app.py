@@ -129,7 +129,7 @@ async def receive(request: Request) -> Response:
         return _refused("missing signature", 401)
     app_secret = secret(service.settings.whatsapp.app_secret)
     if not app_secret or not signature_shaped(header):
-        service.counters.add("webhook_signature_failures_total", reason="malformed")
+        service.counters.add("webhook_signature_failures_total", reason="invalid")
         service.quiet_log.log(
             logging.WARNING, "bad-signature", "webhook with a malformed signature refused (403)"
         )
