@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import multiprocessing
+import os
 import time
 from pathlib import Path
 
@@ -174,7 +175,8 @@ clients ({", ".join(f"{n} {kind}" for kind, n in KINDS.items())}), which made
 | ratio (beside / alone) | {ratio_50:.2f} | {ratio_99:.2f} | | |
 
 After: /healthz {"200" if healthy else "not 200"}; tracebacks in the service's log:
-{log.count("Traceback")}.
+{log.count("Traceback")}. The machine's load average at the end: {os.getloadavg()[0]:.1f} on
+{os.cpu_count()} cores (shared with other work).
 """
     print(body)
     write_section(

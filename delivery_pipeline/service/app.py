@@ -29,12 +29,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import ipaddress
 import json
 import logging
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
-from typing import Any, cast
+from typing import Any
 
 import psycopg
 import uvicorn
@@ -44,8 +43,6 @@ from starlette.middleware import Middleware
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
-from starlette.types import ASGIApp, Receive, Scope, Send
-from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware
 
 from delivery_pipeline import __version__, logs
 from delivery_pipeline.delivery.sweep import DeliveryEngine, pool_size
@@ -519,56 +516,16 @@ def serve(settings: Settings, *, host: str, port: int, log_level: str = "info") 
     limits = settings.service
     trusted = settings.service.trusted_proxy_list
     uvicorn.run(
-        # uvicorn's and Starlette's ASGI types are the same protocol spelled apart.
-        UntrustedProxyWarning(
-            cast(ASGIApp, ProxyHeadersMiddleware(cast(Any, app), trusted)), trusted
-        ),
+        app,
         host=host,
         port=port,
         log_level="warning",
         access_log=False,
         log_config=None,
-        proxy_headers=False,  # ProxyHeadersMiddleware above, behind the warning
-        http=guarded_http(limits.max_header_bytes, limits.header_timeout_seconds),
+        forwarded_allow_ips=trusted,
+        http=guarded_http(limits.max_header_bytes, limits.header_timeout_seconds, trusted),
         limit_concurrency=limits.max_connections,
     )
-
-
-class UntrustedProxyWarning:
-    """Says once, loudly, that requests come through a proxy ``DELIVERY_TRUSTED_PROXIES``
-    does not name (they carry ``X-Forwarded-For``; the peer is not trusted): every client
-    behind it is then counted as the proxy's one address, and ten wrong review tokens
-    from anyone hold every reviewer's sign-in. ASGI, outside uvicorn's proxy middleware,
-    so the peer it sees is the connection's own."""
-
-    def __init__(self, app: ASGIApp, trusted: list[str]) -> None:
-        self.app = app
-        self.trusted = {ipaddress.ip_network(item, strict=False) for item in trusted}
-        self.warned = False
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if not self.warned and scope["type"] == "http":
-            self._check(scope)
-        await self.app(scope, receive, send)
-
-    def _check(self, scope: Scope) -> None:
-        if not any(name == b"x-forwarded-for" for name, _ in scope["headers"]):
-            return
-        peer = (scope.get("client") or ("", 0))[0]
-        try:
-            address = ipaddress.ip_address(peer)
-        except ValueError:
-            return  # a Unix socket: no address to name
-        if any(address in network for network in self.trusted):
-            return
-        self.warned = True
-        log.warning(
-            "requests arrive through a proxy at %s (they carry X-Forwarded-For) that "
-            "DELIVERY_TRUSTED_PROXIES does not name: every client behind it counts as that "
-            "one address, and ten wrong review tokens from anyone hold every reviewer's "
-            "sign-in. Set DELIVERY_TRUSTED_PROXIES to the load balancer's address or network",
-            peer,
-        )
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -15,6 +15,10 @@ checked before the body is read (``app.receive``). Past
 ``DELIVERY_SERVICE_MAX_CONNECTIONS`` open connections (uvicorn's ``limit_concurrency``)
 a request is answered 503 and its connection closed: Meta redelivers.
 
+It also says, once per process, that a request came through a proxy
+``DELIVERY_TRUSTED_PROXIES`` does not name: only here is the peer still the
+connection's own.
+
 Each refusal is one counted line (``log_limit``): a flood of them is a few lines
 a minute and a count, not a line per connection.
 """
@@ -22,6 +26,7 @@ a minute and a count, not a line per connection.
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import logging
 from typing import Any
 
@@ -45,20 +50,55 @@ class _HeadersTooLarge(Exception):
     """The request line and headers passed the limit (raised inside the parser)."""
 
 
-def guarded_http(max_header_bytes: int, header_timeout_seconds: float) -> type[HttpToolsProtocol]:
+def guarded_http(
+    max_header_bytes: int, header_timeout_seconds: float, trusted_proxies: list[str]
+) -> type[HttpToolsProtocol]:
     """uvicorn's httptools protocol with these limits (a class, as ``uvicorn.run(http=…)``
-    takes it)."""
+    takes it), which also says once that a proxy ``trusted_proxies`` does not name sends
+    requests (``_ProxyWarning``)."""
 
     class GuardedHttp(_GuardedHttp):
         max_header = max_header_bytes
         header_timeout = header_timeout_seconds
+        proxies = _ProxyWarning(trusted_proxies)
 
     return GuardedHttp
+
+
+class _ProxyWarning:
+    """Says once, loudly, that requests come through a proxy ``DELIVERY_TRUSTED_PROXIES``
+    does not name (they carry ``X-Forwarded-For``; the peer is not trusted): every client
+    behind it is then counted as the proxy's one address, and ten wrong review tokens
+    from anyone hold every reviewer's sign-in. Here, where the peer is the connection's
+    own, before uvicorn's proxy middleware rewrites it."""
+
+    def __init__(self, trusted: list[str]) -> None:
+        self.trusted = [ipaddress.ip_network(item, strict=False) for item in trusted]
+        self.warned = False
+
+    def check(self, peer: str | None, headers: list[tuple[bytes, bytes]]) -> None:
+        if self.warned or not any(name == b"x-forwarded-for" for name, _ in headers):
+            return
+        try:
+            address = ipaddress.ip_address(peer or "")
+        except ValueError:
+            return  # a Unix socket: no address to name
+        if any(address in network for network in self.trusted):
+            return
+        self.warned = True
+        log.warning(
+            "requests arrive through a proxy at %s (they carry X-Forwarded-For) that "
+            "DELIVERY_TRUSTED_PROXIES does not name: every client behind it counts as that "
+            "one address, and ten wrong review tokens from anyone hold every reviewer's "
+            "sign-in. Set DELIVERY_TRUSTED_PROXIES to the load balancer's address or network",
+            peer,
+        )
 
 
 class _GuardedHttp(HttpToolsProtocol):
     max_header: int
     header_timeout: float
+    proxies: _ProxyWarning
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -120,6 +160,7 @@ class _GuardedHttp(HttpToolsProtocol):
     def on_headers_complete(self) -> None:
         self._headers_done = True
         self._cancel_header_timer()
+        self.proxies.check(self.client[0] if self.client else None, self.headers)
         limit = self.limit_concurrency
         if limit is not None and max(len(self.connections), len(self.tasks)) >= limit:
             # uvicorn would answer 503 too, with a log line each time.
