@@ -60,4 +60,6 @@ def main(argv: list[str] | None = None) -> None:
         access_log=args.log_level in ("info", "debug"),
         # Requests stamped as they arrive, where the throughput limit counts them.
         http=StampedHttp,
+        # JSON lines: uvicorn's records through our handler, not uvicorn's own format.
+        **({"log_config": None} if logs.log_format(settings) == "json" else {}),
     )
