@@ -48,6 +48,7 @@ BENCHMARKS: dict[str, list[str]] = {
     "arrivals": ["--docs", "200", "--runs", "3", "--loads", "0,2"],
     "pacer_wait": ["--pairs", "4", "--slots", "800"],
     "paced_tax": ["--pairs", "3", "--docs", "1000"],
+    "metrics_scrape": ["--iterations", "50"],
 }
 
 
