@@ -317,11 +317,9 @@ class SharedPacer:
             # Behind a transaction pooler: no startup options (PgBouncer refuses them),
             # and the reservation commits like everything else.
             pooled = self._pooled
+            options: dict[str, Any] = {} if pooled else {"options": "-c synchronous_commit=off"}
             self._conn = await psycopg.AsyncConnection.connect(
-                self._conninfo,
-                autocommit=True,
-                **session_kwargs(pooled),
-                **({} if pooled else {"options": "-c synchronous_commit=off"}),
+                self._conninfo, autocommit=True, **session_kwargs(pooled), **options
             )
             await QUERIES.pacer_row.run(self._conn, {"phone_number_id": self._phone_number_id})
         try:

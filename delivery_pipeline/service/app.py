@@ -257,7 +257,7 @@ def create_app(settings: Settings, database_url: str) -> Starlette:
                 "not listening for ready documents: DATABASE_POOL_MODE is transaction and no "
                 "DATABASE_LISTEN_URL is set; sweeps follow the pokes and the heartbeat"
             )
-        elif settings.service.listen:
+        elif settings.service.listen and listen_url is not None:
             service.listener = ReadyListener(listen_url, pool, service.sweep_and_record)
             listening = asyncio.create_task(service.listener.run())
         if service.review_sessions is None:
