@@ -46,6 +46,7 @@ BENCHMARKS: dict[str, list[str]] = {
     "arrivals": ["--docs", "200", "--runs", "3", "--loads", "0,2"],
     "render": ["--renders", "60", "--uploads", "60"],
     "api": ["--handovers", "1500", "--connections", "8", "--events", "3000"],
+    "metrics_scrape": ["--iterations", "50"],
 }
 
 

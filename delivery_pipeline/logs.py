@@ -8,6 +8,12 @@ Slack incoming webhook's path is its credential, a URL may carry a password.
 So those loggers are held at WARNING whatever level a process runs at, and
 whatever a deployment forwards into Dagster's event log (``python_logs``).
 
+``DELIVERY_LOG_FORMAT=json`` makes every such process write one JSON object a
+line (``JsonFormatter``: time, level, logger, message, process, traceback) for a
+log shipper; in Dagster's processes our loggers get a handler of their own that
+writes so (Dagster's own lines keep Dagster's format; its event log is
+structured already).
+
 Then every line our handler writes passes ``Redact``: any secret value in
 force (``Settings.secret_texts``: tokens, webhook URLs, the database URL and
 its password) is replaced by the name of its variable, in the message and in
@@ -17,10 +23,16 @@ still not written.
 
 from __future__ import annotations
 
+import datetime as dt
+import json
 import logging
+import os
+import sys
 from collections.abc import Mapping
 
-from delivery_pipeline.settings import Settings
+from pydantic import ValidationError
+
+from delivery_pipeline.settings import LogSettings, Settings
 
 FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 HTTP_CLIENT_LOGGERS = ("httpx", "httpcore", "urllib3", "aiohttp", "hpack")
@@ -73,11 +85,56 @@ class Redact(logging.Filter):
         return True
 
 
+class JsonFormatter(logging.Formatter):
+    """One JSON object per record: what a log shipper parses without a pattern. The
+    message and traceback are the record's after ``Redact`` (a filter of the handler,
+    run before its formatter)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        line: dict[str, object] = {
+            "time": dt.datetime.fromtimestamp(record.created, dt.UTC).isoformat(
+                timespec="milliseconds"
+            ),
+            "level": record.levelname,
+            "logger": record.name,
+            "message": record.getMessage(),
+            "process": record.process,
+        }
+        if record.exc_info and not record.exc_text:
+            record.exc_text = self.formatException(record.exc_info)
+        if record.exc_text:
+            line["traceback"] = record.exc_text
+        if record.stack_info:
+            line["stack"] = self.formatStack(record.stack_info)
+        return json.dumps(line, ensure_ascii=False)
+
+
+def log_format(settings: Settings | None = None) -> str:
+    """``DELIVERY_LOG_FORMAT``: from ``settings``, else this process's environment (a
+    process that logs before it reads its settings); a bad value: text, until the
+    settings, read next, stop the process naming it."""
+    if settings is not None:
+        return settings.logs.format
+    try:
+        return LogSettings.from_environ(os.environ).format
+    except ValidationError:
+        return "text"
+
+
+def formatter(settings: Settings | None = None) -> logging.Formatter:
+    return JsonFormatter() if log_format(settings) == "json" else logging.Formatter(FORMAT)
+
+
 def configure(level: int | str, settings: Settings | None = None) -> None:
-    """Log to stderr at ``level``, HTTP clients at WARNING, ``settings``' secrets redacted."""
+    """Log to stderr at ``level`` in ``DELIVERY_LOG_FORMAT``, HTTP clients at WARNING,
+    ``settings``' secrets redacted."""
     level = level.upper() if isinstance(level, str) else level
     logging.basicConfig(level=level, format=FORMAT)
-    logging.getLogger().setLevel(level)  # also when a caller configured it before
+    root = logging.getLogger()
+    root.setLevel(level)  # also when a caller configured it before
+    if log_format(settings) == "json":
+        for handler in root.handlers:
+            handler.setFormatter(JsonFormatter())
     quiet_http_clients()
     if settings is not None:
         redact(settings)
@@ -114,5 +171,19 @@ def ready_for_capture(settings: Settings) -> None:
         package.setLevel(logging.INFO)
     scrubbing = Scrubbing()
     scrubbing.addFilter(Redact(settings.secret_texts()))
-    others = [h for h in package.handlers if not isinstance(h, Scrubbing)]
+    others = [h for h in package.handlers if not isinstance(h, Scrubbing | JsonLines)]
     package.handlers = [scrubbing, *others]  # first: Dagster's handler comes later
+    if settings.logs.format == "json":
+        # Our lines on stderr as JSON (a run's stderr is its compute log), scrubbed by
+        # the handler before it; not also through the root's handlers, which Dagster
+        # leaves in its own format.
+        package.handlers.insert(1, JsonLines())
+        package.propagate = False
+
+
+class JsonLines(logging.StreamHandler):  # type: ignore[type-arg]
+    """A stderr handler writing ``JsonFormatter`` lines (Dagster's processes, ``json``)."""
+
+    def __init__(self) -> None:
+        super().__init__(sys.stderr)
+        self.setFormatter(JsonFormatter())

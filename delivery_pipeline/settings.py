@@ -1429,6 +1429,20 @@ class RetentionSettings(Section):
         }
 
 
+class LogSettings(Section):
+    """How every process of the project writes its log lines (``delivery_pipeline/logs.py``)."""
+
+    env_prefix: ClassVar[str] = "DELIVERY_LOG_"
+
+    format: Literal["text", "json"] = Field(
+        "text",
+        description=(
+            "text: one readable line per record; json: one JSON object per line (time, level, "
+            "logger, message, process, traceback), for a log shipper; secrets redacted either way"
+        ),
+    )
+
+
 class ScheduleSettings(Section):
     daily_briefs_cron: str = Field(
         "*/15 * * * *",
@@ -1549,6 +1563,7 @@ class Settings(BaseModel):
     schedules: ScheduleSettings = ScheduleSettings()
     api: ApiSettings = ApiSettings()
     sandbox: SandboxSettings = SandboxSettings()
+    logs: LogSettings = LogSettings()
 
     @classmethod
     def sections(cls) -> dict[str, type[Section]]:

@@ -6,6 +6,7 @@ import argparse
 import sys
 
 import uvicorn
+from uvicorn.config import LOGGING_CONFIG
 
 from delivery_pipeline import logs
 from delivery_pipeline.sandbox.app import create_app
@@ -63,4 +64,6 @@ def main(argv: list[str] | None = None) -> None:
         access_log=args.log_level in ("info", "debug"),
         # Requests stamped as they arrive, where the throughput limit counts them.
         http=StampedHttp,
+        # JSON lines: uvicorn's records through our handler, not uvicorn's own format.
+        log_config=None if logs.log_format(settings) == "json" else LOGGING_CONFIG,
     )

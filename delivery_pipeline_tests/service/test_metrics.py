@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import re
 
+from delivery_pipeline.store.queries import QUERIES
 from delivery_pipeline.testing.service import APP_SECRET, INTERNAL_TOKEN, start_service
 from delivery_pipeline_tests.support.data import add_document, add_person, plan_body
 
@@ -112,3 +113,52 @@ def test_metrics_of_a_peer_that_is_not_loopback_are_refused(db, sandbox, databas
         assert forwarded.status_code == 403
         assert "DELIVERY_METRICS_TOKEN" in forwarded.text
         assert service.http.get("/metrics").status_code == 200
+
+
+def test_the_states_counted_for_metrics_are_the_views_whatever_the_columns_say(db):
+    """The scrape counts each waiting state where its index leads, not through the
+    document_states view (sql/migrations/001): on documents whose state columns take every
+    combination, its counts and oldest ages are the view's."""
+    person = add_person(db)
+    db.execute("SELECT setseed(0.4)")
+    db.execute(
+        """
+        INSERT INTO documents (person_id, kind, status, body, created_at, generated_at,
+                               generation_claimed_at, delivered_at, abandoned_at, abandon_reason,
+                               awaiting_review_since, awaiting_reply_since, knock_held_since,
+                               quiet_until)
+        SELECT %(person)s, 'plan', s.status, 'body', now() - g * interval '1 minute',
+               now() - g * interval '50 seconds', now() - g * interval '40 seconds',
+               CASE WHEN r.delivered THEN now() END,
+               CASE WHEN r.abandoned THEN now() END, CASE WHEN r.abandoned THEN 'stale' END,
+               CASE WHEN random() < 0.3 THEN now() - g * interval '30 seconds' END,
+               CASE WHEN random() < 0.3 THEN now() - g * interval '20 seconds' END,
+               CASE WHEN random() < 0.2 THEN now() - g * interval '10 seconds' END,
+               CASE WHEN random() < 0.3 THEN now() + interval '1 hour' END
+        FROM generate_series(1, 400) g
+        CROSS JOIN LATERAL (SELECT (ARRAY['pending', 'generating', 'succeeded', 'failed',
+                                          'succeeded', 'succeeded'])[1 + (g * 7) %% 6] AS status
+                           ) s
+        CROSS JOIN LATERAL (SELECT random() < 0.15 AS delivered, random() AS roll) x
+        CROSS JOIN LATERAL (SELECT x.delivered, NOT x.delivered AND x.roll < 0.15 AS abandoned
+                           ) r
+        """,
+        {"person": person["id"]},
+    )
+    view = {
+        row["state"]: (row["n"], row["age"])
+        for row in db.execute(
+            "SELECT state, count(*) AS n, extract(epoch FROM now() - min(since))::float8 AS age "
+            "FROM document_states WHERE state NOT IN ('delivered', 'abandoned') GROUP BY state"
+        )
+    }
+    assert len(view) >= 6, view  # the combinations reach most states
+    snapshot = QUERIES.metrics_snapshot.all(db, {})
+    counts = {r.labels["state"]: r.value for r in snapshot if r.metric == "documents"}
+    ages = {
+        r.labels["state"]: r.value for r in snapshot if r.metric == "documents_oldest_age_seconds"
+    }
+    for state in counts:
+        n, age = view.get(state, (0, 0.0))
+        assert counts[state] == n, state
+        assert abs(ages[state] - age) < 1.0, state

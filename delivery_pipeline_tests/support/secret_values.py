@@ -40,6 +40,8 @@ SECRET_VARIABLES = (
     "DELIVERY_API_TOKENS",
     "DELIVERY_API_WEBHOOKS",
     "DELIVERY_API_WEBHOOK_SECRETS",
+    "DELIVERY_METRICS_TOKEN",
+    "DATABASE_LISTEN_URL",
 )
 
 
@@ -104,6 +106,9 @@ def secret_environment(
         "REVIEW_WEBHOOK_URL": f"{hooks}/services/T0/B1/{marker('reviewhook')}",
         "OPENAI_API_KEY": "sk-" + marker("openai"),
         "DATABASE_URL": database_url,
+        # the service listens where it queries: the same role and password
+        "DATABASE_LISTEN_URL": database_url,
+        "DELIVERY_METRICS_TOKEN": marker("metrics"),
         "DAGSTER_PG_URL": dagster_pg_url,
         "OPENAI_BASE_URL": f"http://proxy:{marker('openaiproxy')}@{generator}/v1",
         "DAGSTER_WEBSERVER_URL": f"http://ops:{marker('webserverauth')}@127.0.0.1:9",

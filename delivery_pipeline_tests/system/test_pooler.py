@@ -21,10 +21,12 @@ import pytest
 
 from delivery_pipeline.delivery.chunking import delivery_messages
 from delivery_pipeline.store.db import connect
+from delivery_pipeline.testing.service import start_service
 from delivery_pipeline.watch.ops_channel import OpsNotifier, send_pending
 from delivery_pipeline_tests.support.cli import sweep_process
 from delivery_pipeline_tests.support.data import add_document, add_person, plan_body
 from delivery_pipeline_tests.support.inbox import texts
+from delivery_pipeline_tests.support.waiting import wait_for
 
 POOLED = {"DATABASE_POOL_MODE": "transaction"}
 SWEEPERS = 4
@@ -180,4 +182,26 @@ def test_the_ops_alert_poster_through_a_transaction_pooler_twice(db, sandbox, po
     assert len(posted) == 2 * ALERTS
     assert len(set(posted)) == 2 * ALERTS  # none twice
     assert took_turns, "the posters met at the lease"
+    _assert_nothing_left_on_sessions(db, pooled_url)
+
+
+def test_the_service_behind_the_pooler_listens_only_on_a_session_of_its_own(
+    db, sandbox, pooler, database_url
+):
+    """Through the pooler alone the service does not LISTEN (a notification would go to
+    whichever client's session had listened) and still serves: a signed webhook, a
+    scrape. Given DATABASE_LISTEN_URL (Postgres itself), it listens there."""
+    pooled_url = pooler.url(database_url)
+    with start_service(pooled_url, sandbox.url, **POOLED) as service:
+        health = service.http.get("/healthz").json()
+        assert health["listening"] is False
+        assert service.post_webhook(
+            b'{"object": "whatsapp_business_account", "entry": []}'
+        ).is_success
+        scrape = service.http.get("/metrics")
+        assert "delivery_metrics_database_up 1" in scrape.text
+    with start_service(
+        pooled_url, sandbox.url, DATABASE_LISTEN_URL=database_url, **POOLED
+    ) as service:
+        wait_for(lambda: service.http.get("/healthz").json()["listening"], timeout=30)
     _assert_nothing_left_on_sessions(db, pooled_url)

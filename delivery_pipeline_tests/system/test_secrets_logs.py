@@ -11,6 +11,7 @@ the one logging set-up itself (``delivery_pipeline/logs.py``), in process.
 from __future__ import annotations
 
 import io
+import json
 import logging
 
 import psycopg
@@ -36,7 +37,10 @@ from delivery_pipeline_tests.support.secret_values import (
 
 
 @pytest.mark.slow
-def test_the_service_log_holds_no_secret(pg_admin_url: str, database_url: str) -> None:
+@pytest.mark.parametrize("log_format", ["text", "json"])
+def test_the_service_log_holds_no_secret(
+    pg_admin_url: str, database_url: str, log_format: str
+) -> None:
     database = str(psycopg.conninfo.conninfo_to_dict(database_url)["dbname"])
     with connect(database_url) as conn:
         for channel in AlertChannel:
@@ -50,6 +54,7 @@ def test_the_service_log_holds_no_secret(pg_admin_url: str, database_url: str) -
             hooks.url,
         )
         secrets = needles(env, role)
+        env["DELIVERY_LOG_FORMAT"] = log_format
         identity = {
             "WHATSAPP_ACCESS_TOKEN": env["WHATSAPP_ACCESS_TOKEN"],
             "WHATSAPP_APP_SECRET": env["WHATSAPP_APP_SECRET"],
@@ -79,12 +84,21 @@ def test_the_service_log_holds_no_secret(pg_admin_url: str, database_url: str) -
                 assert post_sign_in(http, "Rita", token).status_code == 303
                 http.cookies.clear()
                 assert post_sign_in(http, "Eve", token[:-1]).status_code == 401
+                scraper = {"Authorization": f"Bearer {env['DELIVERY_METRICS_TOKEN']}"}
+                metrics = http.get("/metrics", headers=scraper)
+                assert metrics.status_code == 200
+                shown = sorted(what for what, value in secrets.items() if value in metrics.text)
+                assert shown == [], shown
             finally:
                 service.child.stop()
                 written = service.log()
                 service.stop()
             sandbox_log = sandbox.log()
     assert "accepts our identity" in written, written  # INFO lines were written
+    if log_format == "json":
+        records = [json.loads(line) for line in written.splitlines() if line.strip()]
+        assert {"time", "level", "logger", "message", "process"} <= set(records[0])
+        assert any("accepts our identity" in record["message"] for record in records)
     for name, log in (("service", written), ("sandbox", sandbox_log)):
         leaked = sorted(what for what, value in secrets.items() if value in log)
         assert leaked == [], (name, leaked, log[-3000:])
@@ -150,3 +164,62 @@ def test_every_secret_in_force_is_redacted_from_messages_and_tracebacks(root_log
     assert "<OPS_WEBHOOK_URL>" in written and "<REVIEW_TOKEN>" in written
     assert "<DATABASE_URL password>" in written and "<OPENAI_BASE_URL password>" in written
     assert "RuntimeError" in written and "it failed" in written  # the traceback is kept
+
+
+def test_json_lines_redact_every_secret_in_messages_and_tracebacks(root_logging) -> None:
+    hook = "https://hooks.slack.com/services/T0/B0/a-secret-webhook-path"
+    settings = Settings.from_env(
+        {
+            "OPS_WEBHOOK_URL": hook,
+            "DATABASE_URL": "postgresql://ops:db-pass%2Fword@db:5432/delivery",
+            "DELIVERY_LOG_FORMAT": "json",
+        }
+    )
+    stream = io.StringIO()
+    root_logging.handlers[:] = [logging.StreamHandler(stream)]
+    logs.configure(logging.INFO, settings)
+    log = logging.getLogger("delivery_pipeline.test")
+    log.info("posting to %s with db-pass/word", hook)
+    try:
+        raise RuntimeError(f"failed for url '{hook}'")
+    except RuntimeError:
+        log.exception("it failed")
+    first, second = (json.loads(line) for line in stream.getvalue().splitlines())
+    assert first["message"] == "posting to <OPS_WEBHOOK_URL> with <DATABASE_URL password>"
+    assert (first["level"], first["logger"]) == ("INFO", "delivery_pipeline.test")
+    assert second["message"] == "it failed"
+    assert "RuntimeError: failed for url '<OPS_WEBHOOK_URL>'" in second["traceback"]
+    assert "a-secret-webhook-path" not in stream.getvalue()
+    assert "db-pass" not in stream.getvalue()
+
+
+def test_a_log_format_set_before_the_settings_are_read_is_the_environments(
+    root_logging, monkeypatch
+) -> None:
+    """The CLI logs before it reads its settings: the format comes from the environment."""
+    monkeypatch.setenv("DELIVERY_LOG_FORMAT", "json")
+    stream = io.StringIO()
+    root_logging.handlers[:] = [logging.StreamHandler(stream)]
+    logs.configure(logging.INFO)
+    logging.getLogger("delivery_pipeline.cli").warning("one line")
+    assert json.loads(stream.getvalue())["message"] == "one line"
+
+
+def test_dagster_processes_write_our_lines_as_json_scrubbed(capsys) -> None:
+    """In Dagster's processes (``ready_for_capture``): our loggers' own JSON handler on
+    stderr, after the scrubbing one; nothing through the root's handlers besides."""
+    hook = "https://hooks.slack.com/services/T0/B0/a-secret-webhook-path"
+    settings = Settings.from_env({"OPS_WEBHOOK_URL": hook, "DELIVERY_LOG_FORMAT": "json"})
+    package = logging.getLogger(logs.CAPTURED_LOGGER)
+    handlers, propagate, level = list(package.handlers), package.propagate, package.level
+    try:
+        logs.ready_for_capture(settings)
+        logs.ready_for_capture(settings)  # loaded twice in one process: still one of each
+        assert sum(isinstance(h, logs.JsonLines) for h in package.handlers) == 1
+        assert isinstance(package.handlers[0], logs.Scrubbing)
+        logging.getLogger("delivery_pipeline.sensor").warning("posting to %s", hook)
+        written = capsys.readouterr().err
+    finally:
+        package.handlers[:] = handlers
+        package.propagate, package.level = propagate, level
+    assert json.loads(written)["message"] == "posting to <OPS_WEBHOOK_URL>"
