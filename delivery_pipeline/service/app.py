@@ -120,7 +120,12 @@ async def receive(request: Request) -> Response:
         )
         return _refused("missing signature", 401)
     app_secret = secret(service.settings.whatsapp.app_secret)
-    if not app_secret or not signature_shaped(header):
+    if not app_secret:
+        service.quiet_log.log(
+            logging.ERROR, "no-secret", "webhook refused (403): WHATSAPP_APP_SECRET is not set"
+        )
+        return _refused("invalid signature", 403)
+    if not signature_shaped(header):
         service.quiet_log.log(
             logging.WARNING, "bad-signature", "webhook with a malformed signature refused (403)"
         )
