@@ -125,17 +125,14 @@ async def receive(request: Request) -> Response:
         service.counters.add("webhook_signature_failures_total", reason="missing")
         return _refused("missing signature", 401)
     app_secret = secret(service.settings.whatsapp.app_secret)
-<<<<<<< HEAD
-    if not app_secret or not signature_shaped(header):
-        service.counters.add("webhook_signature_failures_total", reason="invalid")
-=======
     if not app_secret:
         service.quiet_log.log(
             logging.ERROR, "no-secret", "webhook refused (403): WHATSAPP_APP_SECRET is not set"
         )
+        service.counters.add("webhook_signature_failures_total", reason="invalid")
         return _refused("invalid signature", 403)
     if not signature_shaped(header):
->>>>>>> i41b
+        service.counters.add("webhook_signature_failures_total", reason="invalid")
         service.quiet_log.log(
             logging.WARNING, "bad-signature", "webhook with a malformed signature refused (403)"
         )
