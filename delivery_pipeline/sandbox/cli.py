@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import sys
 
 import uvicorn
 from uvicorn.config import LOGGING_CONFIG
@@ -44,14 +43,14 @@ def main(argv: list[str] | None = None) -> None:
         parser.exit(2, f"sandbox: {exc}\n")
     logs.configure(args.log_level, settings)
     token = "development" if config.access_token == DEV_ACCESS_TOKEN else "WHATSAPP_ACCESS_TOKEN"
-    print(
+    logs.announce(
         f"WhatsApp sandbox on http://{args.host}:{args.port} "
         f"(phone_number_id={config.phone_number_id}, token={token}, "
         f"refusal_mode={config.refusal_mode}, "
         f"webhook_url={without_password(config.webhook_url) if config.webhook_url else '-'}, "
         f"signing={'on' if config.app_secret else 'off'})",
-        file=sys.stderr,
-        flush=True,
+        settings,
+        name="delivery_pipeline.sandbox",
     )
     uvicorn.run(
         create_app(config),
