@@ -125,6 +125,16 @@ def formatter(settings: Settings | None = None) -> logging.Formatter:
     return JsonFormatter() if log_format(settings) == "json" else logging.Formatter(FORMAT)
 
 
+def announce(text: str, settings: Settings | None = None, *, name: str = CAPTURED_LOGGER) -> None:
+    """A start-up line on stderr whatever the level (where a process says where it
+    listens): plain, or one JSON object under ``DELIVERY_LOG_FORMAT=json``, so a log
+    shipper reads every line of the process the same way."""
+    if log_format(settings) == "json":
+        record = logging.LogRecord(name, logging.INFO, __file__, 0, text, None, None)
+        text = JsonFormatter().format(record)
+    print(text, file=sys.stderr, flush=True)
+
+
 def configure(level: int | str, settings: Settings | None = None) -> None:
     """Log to stderr at ``level`` in ``DELIVERY_LOG_FORMAT``, HTTP clients at WARNING,
     ``settings``' secrets redacted."""

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import sys
 
 import uvicorn
 from uvicorn.config import LOGGING_CONFIG
@@ -47,14 +46,14 @@ def main(argv: list[str] | None = None) -> None:
     logs.configure(args.log_level, settings)
     token = "development" if config.access_token == DEV_ACCESS_TOKEN else "WHATSAPP_ACCESS_TOKEN"
     dev_key = config.app_secret == DEV_APP_SECRET
-    print(
+    logs.announce(
         f"WhatsApp sandbox on http://{args.host}:{args.port} "
         f"(phone_number_id={config.phone_number_id}, token={token}, "
         f"refusal_mode={config.refusal_mode}, "
         f"webhook_url={without_password(config.webhook_url) if config.webhook_url else '-'}, "
         f"signing={'development key' if dev_key else 'SANDBOX_APP_SECRET'})",
-        file=sys.stderr,
-        flush=True,
+        settings,
+        name="delivery_pipeline.sandbox",
     )
     uvicorn.run(
         create_app(config),

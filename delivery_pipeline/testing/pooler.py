@@ -101,7 +101,7 @@ def pgbouncer(server_url: str) -> Iterator[Pooler]:
         (directory / name).chmod(0o644)
     command = [str(PGBOUNCER), "-q"]
     if os.geteuid() == 0:
-        command += ["-u", _unprivileged_user()]
+        command += ["-u", _unprivileged_user(str(info.get("host") or ""))]
     process = subprocess.Popen(
         [*command, str(directory / "pgbouncer.ini")],
         stdout=subprocess.DEVNULL,
@@ -122,7 +122,13 @@ def pgbouncer(server_url: str) -> Iterator[Pooler]:
         shutil.rmtree(directory, ignore_errors=True)
 
 
-def _unprivileged_user() -> str:
+def _unprivileged_user(host: str) -> str:
+    """Who PgBouncer runs as under root: behind a Unix socket in a directory only its
+    owner may enter (the embedded server's data directory), that owner."""
+    if host.startswith("/"):
+        owner = pwd.getpwuid(os.stat(host).st_uid).pw_name
+        if owner != "root":
+            return owner
     for name in ("postgres", "nobody"):
         with contextlib.suppress(KeyError):
             pwd.getpwnam(name)

@@ -205,3 +205,20 @@ def test_the_service_behind_the_pooler_listens_only_on_a_session_of_its_own(
     ) as service:
         wait_for(lambda: service.http.get("/healthz").json()["listening"], timeout=30)
     _assert_nothing_left_on_sessions(db, pooled_url)
+
+
+def test_dagsters_connections_pass_the_pooler_that_refuses_startup_options(pooler, database_url):
+    """Sensors, checks and ops connect with timeouts; in transaction mode none travels
+    as a startup option, which PgBouncer refuses (as it does here: the session mode's
+    connection is turned away)."""
+    from delivery_pipeline.dagster_defs.resources import AppDatabase
+    from delivery_pipeline.settings import DatabaseSettings
+
+    pooled_url = pooler.url(database_url)
+    pooled = AppDatabase(DatabaseSettings(database_url=pooled_url, pool_mode="transaction"))
+    with pooled.connect("a sensor") as conn:
+        assert conn.execute("SELECT count(*) AS n FROM documents").fetchone()["n"] == 0
+    direct_mode = AppDatabase(DatabaseSettings(database_url=pooled_url))
+    with pytest.raises(psycopg.OperationalError, match="unsupported startup parameter"):
+        with direct_mode.connect():
+            pass

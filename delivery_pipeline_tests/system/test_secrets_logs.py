@@ -223,3 +223,15 @@ def test_dagster_processes_write_our_lines_as_json_scrubbed(capsys) -> None:
         package.handlers[:] = handlers
         package.propagate, package.level = propagate, level
     assert json.loads(written)["message"] == "posting to <OPS_WEBHOOK_URL>"
+
+
+def test_the_sandbox_writes_json_lines_without_its_secrets() -> None:
+    token, secret = "EAAG-a-sandbox-token-of-some-length", "a-sandbox-app-secret-of-length"
+    with start_sandbox(
+        DELIVERY_LOG_FORMAT="json", WHATSAPP_ACCESS_TOKEN=token, WHATSAPP_APP_SECRET=secret
+    ) as sandbox:
+        sandbox.reset()
+        written = sandbox.log()
+    records = [json.loads(line) for line in written.splitlines() if line.strip()]
+    assert any(r["message"].startswith("WhatsApp sandbox on http://") for r in records), written
+    assert token not in written and secret not in written

@@ -2,7 +2,7 @@
 -- time (delivery_pipeline/service/metrics.py). Every part is found through an
 -- index of what waits (the open documents' partial indexes, the unsent alerts,
 -- the waiting events), so a scrape's cost follows the backlog, not the history
--- (docs/benchmarks.md, "metrics_scrape"). The states are counted branch by
+-- (docs/benchmarks.md, "A /metrics scrape"). The states are counted branch by
 -- branch rather than through the document_states view: joined back to the view
 -- per open document, a backlog of 300,000 cost 2.3 s; counted where each
 -- state's index leads, 0.1 s.
