@@ -169,8 +169,10 @@ class Sweep:
         if self.document_id is None and not await self._acknowledge():
             return result
         if self.document_id is None and self.person_id is None:
-            # A knock delivered and not answered: its one reminder, then no_reply
-            # (the heartbeat does it too: nothing else wakes these documents).
+            # A knock the platform dropped at its time to live: a brief on it ends
+            # expired. A knock delivered (or dropped) and not answered: its one
+            # reminder, then no_reply. The heartbeat does it too: nothing else
+            # wakes these documents.
             await self.engine.store.remind_and_expire(self.engine.settings.no_reply_seconds)
         # A document can come back due now while its own sweep runs (the
         # person wrote while we knocked; a chunk failed after acceptance): a
@@ -444,9 +446,13 @@ def sweep_sync(settings: Settings, database_url: str, **kwargs: Any) -> SweepRes
 
 def eligible_now(conn: psycopg.Connection[Any], settings: Settings) -> bool:
     """The heartbeat guard for synchronous callers: one indexed EXISTS, after
+    ending what waited on a knock the platform dropped (a brief `expired`),
     putting back in the queue what is due for its reminder (and abandoning
     `no_reply` what was reminded and never answered): nothing else wakes a
     document that waits on a person who does not answer."""
+    QUERIES.expire_dropped_knocks.all(
+        conn, {"grace_seconds": settings.delivery.template_ttl_grace_seconds}
+    )
     QUERIES.wake_for_reminders.all(conn, {})
     QUERIES.abandon_no_reply.all(conn, {"after_seconds": settings.delivery.no_reply_seconds})
     if not QUERIES.anything_due.one(conn, {}):

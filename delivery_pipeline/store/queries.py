@@ -114,6 +114,7 @@ from delivery_pipeline.store.rows import (
     EnqueuedBrief,
     EpisodeState,
     EventFailed,
+    ExpireAfter,
     ExpireEvents,
     FileContent,
     FileSourceRow,
@@ -135,6 +136,7 @@ from delivery_pipeline.store.rows import (
     KeptRaw,
     KnockAccepted,
     KnockAnswered,
+    KnockDeadline,
     KnockFailed,
     KnockFailureError,
     KnockHealth,
@@ -244,6 +246,7 @@ from delivery_pipeline.store.rows import (
     StateCount,
     StoredFile,
     StoredSession,
+    TakeReadMark,
     TemplateCategoryEvent,
     TemplateEvent,
     TemplateHealth,
@@ -665,6 +668,9 @@ class Queries:
     abandon_stopped_documents = Query(ByPerson, int)
     wake_for_reminders = Query(NoParams, int)
     abandon_no_reply = Query(NoReplyAfter, int)
+    knock_deadline = Statement(KnockDeadline)
+    expire_dropped_knocks = Query(ExpireAfter, int)
+    take_read_mark = Query(TakeReadMark, str)
     owe_acknowledgement = Statement(OweAcknowledgement)
     claim_acknowledgements = Query(ClaimAcknowledgements, AcknowledgementClaim)
     acknowledgement_sent = Statement(AcknowledgementSent)

@@ -1610,6 +1610,19 @@ class NoReplyAfter(TypedDict):
 # ── sql/queries_replies.sql: the answer to Later and Stop (038) ─────────────
 
 
+class KnockDeadline(ByKnock):
+    ttl_seconds: float
+
+
+class ExpireAfter(TypedDict):
+    grace_seconds: float
+
+
+class TakeReadMark(ByPerson):
+    number: str | None
+    fresh_seconds: float
+
+
 class OweAcknowledgement(TypedDict):
     inbound_message_id: str
     to_their_number: bool
@@ -1661,7 +1674,7 @@ class KnockOutcome(NamedTuple):
     id: int
     reminder: bool
     phone_number_id: str  # '' for a knock sent before sql/027
-    outcome: str  # answered, later, stop, not_wanted, not_seen, never_delivered
+    outcome: str  # answered, later, stop, not_wanted, not_seen, expired, never_delivered
 
 
 class KnockPresses(NamedTuple):
