@@ -99,6 +99,7 @@ from delivery_pipeline.store.rows import (
     DayBounds,
     DecideReview,
     Delay,
+    DeliveredWay,
     DeliveryEvent,
     DeliveryEventsCheck,
     Document,
@@ -690,6 +691,7 @@ class Queries:
     report_delivered_document_messages = Query(DayBounds, PricedMessage)
     report_lost_messages = Query(DayBounds, PricedMessage)
     documents_delivered_count = Query(DayBounds, int)
+    report_delivered_ways = Query(DayBounds, DeliveredWay)
 
     # sql/queries_api.sql: the applications' door (036)
     api_idempotency_lock = Statement(IdempotencyKey)

@@ -669,6 +669,7 @@ class KnockHealthParams(Sample):
     period: dt.timedelta
     settle: dt.timedelta
     answer_grace: dt.timedelta
+    overdue: dt.timedelta
 
 
 class KnockHealth(NamedTuple):
@@ -679,6 +680,8 @@ class KnockHealth(NamedTuple):
     answerable: int
     unanswered: int
     not_delivered_ids: list[int]
+    expired: int  # taken as dropped at their time to live (040)
+    overdue: int  # past their deadline and its grace, not ended by their owner
 
 
 class PeriodSample(Sample):
@@ -1578,6 +1581,16 @@ class PricedMessage(NamedTuple):
     billable: bool | None
     category: str | None
     country: str | None
+
+
+class DeliveredWay(NamedTuple):
+    """A document delivered in the report's day: the way it went (text_parts,
+    knock_parts, file) and its priced and billable messages."""
+
+    document_id: int
+    way: str
+    messages: int
+    billable: int
 
 
 # ── sql/queries_replies.sql: a reply to a knock (026) ────────────────────
