@@ -202,6 +202,10 @@ class DocumentDelivery:
     numbers: Mapping[str, dict[str, list[tuple[str, str]]]] = field(default_factory=dict)
     # The process's, shared by every sweep it runs.
     first_send: FirstSend = field(default_factory=FirstSend)
+    # The sweep is one person's, as after their message: a delivery may answer them
+    # (a read mark with the typing indicator). Other sweeps never look, which
+    # keeps that look off the paced path of a large sweep.
+    answering: bool = False
     sends: SendsAwaited = field(default_factory=SendsAwaited, init=False)
 
     async def run(self, claim: Claim) -> None:
@@ -402,6 +406,8 @@ class DocumentDelivery:
         read with the typing indicator before the first part goes, when that part
         follows within seconds. Each message is marked once, whichever sender
         delivers (``take_read_mark``)."""
+        if not self.answering:
+            return
         if self.pacers.of(claim.phone_number_id).backlog() > TYPING_LEAD_SECONDS:
             return
         message_id = await self.store.take_read_mark(

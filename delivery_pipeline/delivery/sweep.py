@@ -156,6 +156,7 @@ class Sweep:
             self.state,
             engine.numbers,
             engine.first_send,
+            answering=person_id is not None,
         )
 
     @property

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import multiprocessing
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -31,6 +32,7 @@ from delivery_pipeline_tests.support.data import (
     document,
     knock_rows,
     plan_body,
+    set_inbound_age,
     state_of,
 )
 from delivery_pipeline_tests.support.inbox import knocks, texts
@@ -111,10 +113,12 @@ def test_each_message_is_marked_once_and_a_delivery_nobody_just_asked_for_marks_
     sandbox.say(person["phone"], "hello")
     wait_for(lambda: document(db, first["id"])["delivered_at"], what="the first delivery")
 
-    # Their window is open, nothing new from them: the next document is ours to
-    # send, not an answer, and their message is marked already.
+    # Their window is open, nothing new from them: the next document, even in a
+    # sweep of theirs alone, finds their message marked already.
     second = add_document(db, person["id"], plan_body(2, tag="U-"))
-    sweep(knock_settings)
+    asyncio.run(
+        run_sweep(knock_settings, knock_settings.database.database_url, person_id=person["id"])
+    )
     assert document(db, second["id"])["delivered_at"] is not None
     assert len(sandbox.person(person["phone"])["read_marks"]) == 1
 
@@ -126,6 +130,59 @@ def test_each_message_is_marked_once_and_a_delivery_nobody_just_asked_for_marks_
     assert texts(sandbox.inbox(earlier["phone"])) == delivery_messages(plan_body(1, tag="V-"))
     assert document(db, third["id"])["delivered_at"] is not None
     assert sandbox.person(earlier["phone"])["read_marks"] == []
+
+
+def _person_sweep(database_url: str, sandbox_url: str, person_id: int, barrier: Any) -> None:
+    settings = Settings().replace(
+        database={"database_url": database_url},
+        whatsapp={"api_base_url": sandbox_url, "send_timeout": 5.0, "throughput_limit": 2000.0},
+        delivery={"quiet_hours": "", "concurrency": 4},
+    )
+    barrier.wait(timeout=60)
+    asyncio.run(run_sweep(settings, database_url, person_id=person_id))
+
+
+def test_eight_sweeps_answering_one_message_mark_it_once_before_the_first_part(
+    db, sandbox, database_url
+):
+    """Eight processes sweep the person who just wrote, two documents of theirs due:
+    one read mark, before the first part any of them sent."""
+    person = add_person(db, inbound_age_seconds=None)
+    their_message = sandbox.say(person["phone"], "hi, anything for me?")
+    db.execute(
+        "INSERT INTO inbound_messages (wa_message_id, person_id, from_number, message_type, "
+        "body, sent_at, payload, to_phone_number_id) "
+        "VALUES (%s, %s, %s, 'text', 'hi, anything for me?', now(), '{}', %s)",
+        (their_message, person["id"], person["phone"], sandbox.phone_number_id),
+    )
+    set_inbound_age(db, person["id"], 0)
+    # Two kinds, so neither supersedes the other.
+    today = dt.datetime.now(dt.UTC).date()
+    docs = [
+        add_document(db, person["id"], plan_body(2, tag="R-")),
+        add_document(db, person["id"], "Your day: sun.", kind="daily_brief", for_date=today),
+    ]
+
+    context = multiprocessing.get_context("spawn")
+    barrier = context.Barrier(8)
+    sweeps = [
+        context.Process(
+            target=_person_sweep, args=(database_url, sandbox.url, person["id"], barrier)
+        )
+        for _ in range(8)
+    ]
+    for process in sweeps:
+        process.start()
+    for process in sweeps:
+        process.join(timeout=120)
+        assert process.exitcode == 0
+
+    assert all(document(db, d["id"])["delivered_at"] for d in docs)
+    [mark] = sandbox.person(person["phone"])["read_marks"]
+    assert (mark["message_id"], mark["typing"]) == (their_message, True)
+    parts = [m for m in sandbox.inbox(person["phone"]) if m["type"] == "text"]
+    assert len(parts) == 3
+    assert mark["seq"] < min(m["seq"] for m in parts)
 
 
 # ── a template message past its time to live ────────────────────────────
