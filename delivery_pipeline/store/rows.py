@@ -1940,6 +1940,8 @@ class DocumentOutlook(NamedTuple):
     remind_at: dt.datetime | None
     reminded_at: dt.datetime | None
     knock_held_since: dt.datetime | None
+    # Its knock not delivered yet: when the platform drops it (its time to live).
+    knock_expires_at: dt.datetime | None
     awaiting_review_since: dt.datetime | None
     delivered_at: dt.datetime | None
     abandoned_at: dt.datetime | None

@@ -25,6 +25,7 @@ from delivery_pipeline.delivery.chunking import delivery_messages
 from delivery_pipeline.delivery.sweep import eligible_now, run_sweep
 from delivery_pipeline.settings import Settings
 from delivery_pipeline.testing.service import APP_SECRET, start_service
+from delivery_pipeline.watch.outlook import outlook
 from delivery_pipeline.watch.report import delivery_report
 from delivery_pipeline_tests.support.data import (
     add_document,
@@ -205,6 +206,10 @@ def test_a_brief_whose_knock_outlives_its_time_to_live_ends_expired_and_is_never
     assert sorted(knock["document_ids"]) == sorted([brief["id"], plan["id"]])
     assert knock["expires_at"] == knock["sent_at"] + dt.timedelta(seconds=TTL_SECONDS)
     assert state_of(db, brief["id"]) == "awaiting_reply"
+    # `documents show` says until when it waits.
+    seen = outlook(db, knock_settings, brief["id"])
+    assert seen is not None and "expired if not by then" in seen.why
+    assert seen.until == knock["expires_at"] + dt.timedelta(seconds=GRACE_SECONDS)
 
     # Past the deadline and its grace, with no delivered status and no failed one.
     time.sleep(TTL_SECONDS + GRACE_SECONDS + 0.5)
