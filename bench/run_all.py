@@ -48,7 +48,6 @@ BENCHMARKS: dict[str, list[str]] = {
     "arrivals": ["--docs", "200", "--runs", "3", "--loads", "0,2"],
     "pacer_wait": ["--pairs", "4", "--slots", "800"],
     "paced_tax": ["--pairs", "3", "--docs", "1000"],
-    "files": ["--repeats", "5", "--docs", "600", "--concurrency", "64"],
 }
 
 
@@ -462,24 +461,6 @@ def summary_rows() -> list[tuple[str, str, str, bool | None]]:
         cell("ready_latency", "200", 4),
         "{:.0f} ms",
         at_most(1000),
-    )
-    files = read_figures("files") or {}
-    add(
-        "documents as files at 80 msg/s, 150 ms latency (steady, share of limit)",
-        "≥ 95 %",
-        files.get("share_80"),
-        "{:.1f} %",
-        at_least(95),
-        scale=100,
-    )
-    billed = [files.get(k) for k in ("billed_text", "billed_knock_parts", "billed_file")]
-    rows.append(
-        (
-            "a nine-part plan, billed messages: text parts / knock + parts / one file",
-            "report",
-            " / ".join("not run" if b is None else f"{b:.0f}" for b in billed),
-            None,
-        )
     )
     rec = read_figures("record_latency") or {}
     for path, how in (("push", "the service pushes it"), ("sensor", "the sensor alone")):
