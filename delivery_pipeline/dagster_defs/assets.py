@@ -107,7 +107,7 @@ COSTS_SCHEMA = schema(
     ("cost", "float", "their cost from DELIVERY_RATE_TABLE (empty without one)"),
 )
 WAYS_SCHEMA = schema(
-    ("way", "string", "how the documents went: text_parts, knock_parts, file"),
+    ("way", "string", "how the documents went: text_parts, knock_parts, file, knock_file"),
     ("delivered", "int", "documents delivered that day that went this way"),
     ("billable", "int", "their billable messages, of any day"),
     ("billable_per_document", "float", "billable messages per document (empty: none)"),
@@ -304,7 +304,8 @@ def build_report_asset(start_date: dt.date) -> dg.AssetsDefinition:
             "answered) and each press, abandoned by reason; messages and billable messages "
             "by pricing category, their cost "
             "(DELIVERY_RATE_TABLE), cost per delivered document, billable messages per "
-            "delivered document by way (text parts, knock + parts, one file), spend on "
+            "delivered document by way (text parts, knock + parts, one file, knock + file), "
+            "spend on "
             "documents that never arrived."
         ),
     )

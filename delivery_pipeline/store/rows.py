@@ -1585,7 +1585,7 @@ class PricedMessage(NamedTuple):
 
 class DeliveredWay(NamedTuple):
     """A document delivered in the report's day: the way it went (text_parts,
-    knock_parts, file) and its priced and billable messages."""
+    knock_parts, file, knock_file) and its priced and billable messages."""
 
     document_id: int
     way: str

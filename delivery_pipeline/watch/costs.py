@@ -11,9 +11,10 @@ never arrived whole). Without a table: the same counts, and no money.
 
 Billed messages per delivered document are also given **by way**, as the
 ledger tells how each went: ``text_parts`` (parts in the window),
-``knock_parts`` (a knock, then parts once the person answered) and ``file``
-(one file: no text part). Each way's documents, billable messages and billable
-messages per document: what choosing a way costs, in messages.
+``knock_parts`` (a knock, then parts once the person answered), ``file`` (one
+file: no text part in its ledger) and ``knock_file`` (a knock, then one file).
+Each way's documents, billable messages and billable messages per document:
+what choosing a way costs, in messages.
 
 The rate table (``watch/rates.py``) is a CSV file with a header
 ``category,country,price``. A message whose category has no row for its
@@ -38,8 +39,13 @@ __all__ = ["CostReport", "RateTable", "RateTableError", "cost_report", "load_rat
 
 
 # The ways a document goes, as the report names them (report_delivered_ways).
-WAYS = ("text_parts", "knock_parts", "file")
-WAY_TITLES = {"text_parts": "text parts", "knock_parts": "knock + parts", "file": "one file"}
+WAYS = ("text_parts", "knock_parts", "file", "knock_file")
+WAY_TITLES = {
+    "text_parts": "text parts",
+    "knock_parts": "knock + parts",
+    "file": "one file",
+    "knock_file": "knock + one file",
+}
 
 
 @dataclass(frozen=True)
