@@ -29,6 +29,17 @@ CREATE INDEX knocks_awaiting_delivery ON knocks (expires_at)
     WHERE expires_at IS NOT NULL AND delivered_at IS NULL AND read_at IS NULL
       AND failed_at IS NULL AND expired_at IS NULL;
 
+-- The same for a document's own template message (a file on a document
+-- template: one row of delivery_chunks): its deadline on its ledger row. The
+-- index holds only such rows (a text part never has a deadline), so a part's
+-- statuses stay heap-only updates.
+ALTER TABLE delivery_chunks ADD COLUMN expires_at timestamptz;
+ALTER TABLE delivery_chunks ADD COLUMN expired_at timestamptz;
+COMMENT ON COLUMN delivery_chunks.expires_at IS
+    'a template message (a file on a document template): when the platform drops it undelivered';
+CREATE INDEX delivery_chunks_deadline ON delivery_chunks (expires_at)
+    WHERE expires_at IS NOT NULL AND expired_at IS NULL;
+
 ALTER TABLE documents DROP CONSTRAINT documents_abandon_reason_check;
 ALTER TABLE documents ADD CONSTRAINT documents_abandon_reason_check CHECK (abandon_reason IN (
     'stale', 'undeliverable', 'opted_out', 'max_attempts', 'unknown_outcome', 'unreachable',

@@ -169,6 +169,32 @@ WHERE d.id = kd.document_id AND d.kind = 'daily_brief'
   AND d.claim_token IS NULL AND d.abandoned_at IS NULL AND d.delivered_at IS NULL
 RETURNING d.id
 
+-- name: part_deadline
+-- Part %(chunk_index)s of document %(document_id)s, a template message (a file on a document template), left: the platform drops it if it is not delivered within its template's time to live (%(ttl_seconds)s), and says nothing: its deadline.
+UPDATE delivery_chunks
+SET expires_at = coalesce(sent_at, now()) + make_interval(secs => %(ttl_seconds)s::float8)
+WHERE document_id = %(document_id)s AND chunk_index = %(chunk_index)s
+  AND state IN ('sent', 'unknown')
+
+-- name: expire_dropped_parts
+-- Template messages of documents (a file on a document template) past their deadline by %(grace_seconds)s, and by less than a day more, with no delivered, read or failed status: dropped by the platform; marked expired. A daily brief recorded delivered by one is not: it ends `expired` (never sent again). Returns the briefs it abandoned.
+WITH dropped AS (
+    UPDATE delivery_chunks c SET expired_at = now()
+    WHERE c.expires_at IS NOT NULL AND c.expired_at IS NULL
+      AND c.expires_at < now() - make_interval(secs => %(grace_seconds)s::float8)
+      AND c.expires_at > now() - make_interval(secs => %(grace_seconds)s::float8)
+                               - interval '1 day'
+      AND c.delivered_at IS NULL AND c.read_at IS NULL AND c.failed_at IS NULL
+    RETURNING c.document_id
+)
+UPDATE documents d
+SET delivered_at = NULL, abandoned_at = now(), abandon_reason = 'expired',
+    last_delivery_error = 'its file was dropped by the platform at the template''s time to live'
+FROM (SELECT DISTINCT document_id FROM dropped) gone
+WHERE d.id = gone.document_id AND d.kind = 'daily_brief' AND d.abandoned_at IS NULL
+  AND d.claim_token IS NULL
+RETURNING d.id
+
 -- ─────────────────────── a person who writes sees us answer (040) ──────────
 
 -- name: take_read_mark

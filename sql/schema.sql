@@ -650,10 +650,16 @@ CREATE TABLE public.delivery_chunks (
     failed_at timestamp with time zone,
     error_code integer,
     body text,
+    expires_at timestamp with time zone,
+    expired_at timestamp with time zone,
     CONSTRAINT delivery_chunks_chunk_index_check CHECK ((chunk_index >= 0)),
     CONSTRAINT delivery_chunks_state_check CHECK ((state = ANY (ARRAY['pending'::text, 'sending'::text, 'sent'::text, 'failed'::text, 'unknown'::text])))
 )
 WITH (fillfactor='70');
+
+-- Name: COLUMN delivery_chunks.expires_at; Type: COMMENT
+
+COMMENT ON COLUMN public.delivery_chunks.expires_at IS 'a template message (a file on a document template): when the platform drops it undelivered';
 
 -- Name: delivery_events; Type: TABLE
 
@@ -1429,6 +1435,10 @@ CREATE UNIQUE INDEX api_people_key ON public.api_people USING btree (application
 -- Name: api_people_person; Type: INDEX
 
 CREATE INDEX api_people_person ON public.api_people USING btree (person_id);
+
+-- Name: delivery_chunks_deadline; Type: INDEX
+
+CREATE INDEX delivery_chunks_deadline ON public.delivery_chunks USING btree (expires_at) WHERE ((expires_at IS NOT NULL) AND (expired_at IS NULL));
 
 -- Name: delivery_events_reported; Type: INDEX
 

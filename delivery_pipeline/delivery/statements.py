@@ -28,6 +28,7 @@ from delivery_pipeline.store.rows import (
     Advance,
     ChunkRef,
     Claim,
+    ExpireAfter,
     KnockReservation,
     LedgerEntry,
     OpenedKnock,
@@ -386,13 +387,14 @@ class DeliveryStore:
             )
 
     async def remind_and_expire(self, no_reply_seconds: float) -> None:
-        """End the knocks the platform dropped at their time to live (a brief waiting
-        on one ends `expired`); wake the documents due for their one reminder; abandon
-        `no_reply` those still unanswered that long after it (sql/queries_replies.sql)."""
+        """End the knocks and the files the platform dropped at their time to live (a
+        brief waiting on one, or sent as one, ends `expired`); wake the documents due
+        for their one reminder; abandon `no_reply` those still unanswered that long
+        after it (sql/queries_replies.sql)."""
         async with self.pool.connection() as conn:
-            await QUERIES.expire_dropped_knocks.all(
-                conn, {"grace_seconds": self._settings.template_ttl_grace_seconds}
-            )
+            grace: ExpireAfter = {"grace_seconds": self._settings.template_ttl_grace_seconds}
+            await QUERIES.expire_dropped_knocks.all(conn, grace)
+            await QUERIES.expire_dropped_parts.all(conn, grace)
             await QUERIES.wake_for_reminders.all(conn, {})
             await QUERIES.abandon_no_reply.all(conn, {"after_seconds": no_reply_seconds})
 

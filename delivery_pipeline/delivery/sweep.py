@@ -32,6 +32,7 @@ from delivery_pipeline.delivery.statements import Claim, DeliveryStore
 from delivery_pipeline.settings import Settings
 from delivery_pipeline.store.db import async_pool
 from delivery_pipeline.store.queries import QUERIES
+from delivery_pipeline.store.rows import ExpireAfter
 from delivery_pipeline.whatsapp.client import CloudApiClient
 from delivery_pipeline.whatsapp.identity import check_identity
 
@@ -447,13 +448,14 @@ def sweep_sync(settings: Settings, database_url: str, **kwargs: Any) -> SweepRes
 
 def eligible_now(conn: psycopg.Connection[Any], settings: Settings) -> bool:
     """The heartbeat guard for synchronous callers: one indexed EXISTS, after
-    ending what waited on a knock the platform dropped (a brief `expired`),
+    ending what waited on a knock, or went as a file, the platform dropped (a
+    brief `expired`),
     putting back in the queue what is due for its reminder (and abandoning
     `no_reply` what was reminded and never answered): nothing else wakes a
     document that waits on a person who does not answer."""
-    QUERIES.expire_dropped_knocks.all(
-        conn, {"grace_seconds": settings.delivery.template_ttl_grace_seconds}
-    )
+    grace: ExpireAfter = {"grace_seconds": settings.delivery.template_ttl_grace_seconds}
+    QUERIES.expire_dropped_knocks.all(conn, grace)
+    QUERIES.expire_dropped_parts.all(conn, grace)
     QUERIES.wake_for_reminders.all(conn, {})
     QUERIES.abandon_no_reply.all(conn, {"after_seconds": settings.delivery.no_reply_seconds})
     if not QUERIES.anything_due.one(conn, {}):

@@ -197,6 +197,7 @@ from delivery_pipeline.store.rows import (
     OutlookQuery,
     OweAcknowledgement,
     PacerState,
+    PartDeadline,
     Paused,
     PauseSender,
     PendingCheck,
@@ -671,6 +672,8 @@ class Queries:
     abandon_no_reply = Query(NoReplyAfter, int)
     knock_deadline = Statement(KnockDeadline)
     expire_dropped_knocks = Query(ExpireAfter, int)
+    part_deadline = Statement(PartDeadline)
+    expire_dropped_parts = Query(ExpireAfter, int)
     take_read_mark = Query(TakeReadMark, str)
     owe_acknowledgement = Statement(OweAcknowledgement)
     claim_acknowledgements = Query(ClaimAcknowledgements, AcknowledgementClaim)

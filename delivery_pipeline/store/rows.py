@@ -1631,6 +1631,12 @@ class ExpireAfter(TypedDict):
     grace_seconds: float
 
 
+class PartDeadline(TypedDict):
+    document_id: int
+    chunk_index: int
+    ttl_seconds: float
+
+
 class TakeReadMark(ByPerson):
     number: str | None
     fresh_seconds: float

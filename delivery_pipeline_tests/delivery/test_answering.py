@@ -24,6 +24,7 @@ import pytest
 from delivery_pipeline.delivery.chunking import delivery_messages
 from delivery_pipeline.delivery.sweep import eligible_now, run_sweep
 from delivery_pipeline.settings import Settings
+from delivery_pipeline.store.queries import QUERIES
 from delivery_pipeline.testing.service import APP_SECRET, start_service
 from delivery_pipeline.watch.outlook import outlook
 from delivery_pipeline.watch.report import delivery_report
@@ -257,3 +258,52 @@ def test_a_knock_delivered_in_time_is_not_expired(db, sandbox, knock_settings, s
 
     assert knock_rows(db, person["id"])[0]["expired_at"] is None
     assert state_of(db, brief["id"]) == "awaiting_reply"
+
+
+def test_a_brief_sent_as_a_file_that_outlived_its_time_to_live_ends_expired(db, knock_settings):
+    """A file on a document template is one row of the document's ledger; its sender
+    records the row's deadline (part_deadline). Dropped by the platform, the brief that
+    was recorded delivered at acceptance is not: the heartbeat ends it expired. One
+    delivered in time, and a plan, stay delivered."""
+    today = dt.datetime.now(dt.UTC).date()
+
+    def sent_as_file(kind: str, *, delivered: bool) -> int:
+        person = add_person(db, inbound_age_seconds=None)
+        doc = add_document(
+            db,
+            person["id"],
+            "Your day.",
+            kind=kind,
+            for_date=today if kind == "daily_brief" else None,
+        )["id"]
+        db.execute(
+            "INSERT INTO delivery_chunks (document_id, chunk_index, state, callback_data, "
+            "sent_at, delivered_at) VALUES (%s, 0, 'sent', %s, now() - interval '3 hours', "
+            "CASE WHEN %s THEN now() - interval '2 hours' END)",
+            (doc, f"dp:{doc}:0:1", delivered),
+        )
+        db.execute(
+            "UPDATE documents SET delivered_at = now() - interval '3 hours' WHERE id = %s", (doc,)
+        )
+        QUERIES.part_deadline.run(db, {"document_id": doc, "chunk_index": 0, "ttl_seconds": 3600})
+        return doc
+
+    dropped = sent_as_file("daily_brief", delivered=False)
+    arrived = sent_as_file("daily_brief", delivered=True)
+    plan = sent_as_file("plan", delivered=False)
+
+    with psycopg.connect(knock_settings.database.database_url, autocommit=True) as conn:
+        eligible_now(conn, knock_settings)
+
+    row = document(db, dropped)
+    assert (row["abandon_reason"], row["delivered_at"]) == ("expired", None)
+    assert state_of(db, dropped) == "abandoned"
+    assert state_of(db, arrived) == "delivered" and state_of(db, plan) == "delivered"
+    expired = db.execute(
+        "SELECT document_id FROM delivery_chunks WHERE expired_at IS NOT NULL ORDER BY 1"
+    ).fetchall()
+    assert [r["document_id"] for r in expired] == sorted([dropped, plan])
+    events = db.execute(
+        "SELECT event, reason FROM delivery_events WHERE document_id = %s ORDER BY id", (dropped,)
+    ).fetchall()
+    assert [e["event"] for e in events][-2:] == ["undelivered", "abandoned"]
