@@ -47,6 +47,7 @@ BENCHMARKS: dict[str, list[str]] = {
     "render": ["--renders", "60", "--uploads", "60"],
     "api": ["--handovers", "1500", "--connections", "8", "--events", "3000"],
     "metrics_scrape": ["--iterations", "50"],
+    "files": ["--repeats", "5", "--docs", "600", "--concurrency", "64", "--latency-ms", "150"],
 }
 
 
@@ -415,6 +416,26 @@ def memory(s: Summary) -> None:
     s.add("peak RSS 10k / 1k", "≤ 1.2", m.get("rss_ratio"), "{:.2f}", at_most(1.2))
 
 
+def files(s: Summary) -> None:
+    """A document as one file: its share of the paced limit and its billed messages."""
+    f = figures("files")
+    s.add(
+        "documents as files paced at 80 msg/s, share of the limit",
+        "≥ 95 %",
+        f.get("share_80"),
+        "{:.1f} %",
+        at_least(95.0),
+        scale=100,
+    )
+    s.add(
+        "billed messages for a nine-part plan: as a file / as text",
+        "1 / 9",
+        None if not f else f["billed_file"] / f["billed_text"],
+        "{:.2f}",
+        at_most(1 / 9 + 1e-9),
+    )
+
+
 def latencies(s: Summary) -> None:
     """The reaction, ingest and ready latencies, read from their tables' rows."""
     reaction = ("reaction_latency", "200")
@@ -478,6 +499,7 @@ PARTS: tuple[Callable[[Summary], None], ...] = (
     procrastinate_rate_and_crashes,
     guard,
     memory,
+    files,
     latencies,
     record_latency,
 )

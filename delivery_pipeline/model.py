@@ -51,6 +51,7 @@ class AbandonReason(enum.StrEnum):
     SUPERSEDED = "superseded"  # a newer document of the same kind and day, before a part left
     CANCELLED = "cancelled"  # an operator's `documents cancel`
     NO_REPLY = "no_reply"  # knocked, reminded once, and never answered (026)
+    EXPIRED = "expired"  # a brief whose template message the platform dropped at its TTL (040)
 
 
 # Reasons that are the system working as intended, not a failure to look at.
@@ -65,6 +66,9 @@ EXPECTED_ABANDON_REASONS = frozenset(
         # Asked twice, no answer: the person's choice, counted by the report (not seen
         # vs not wanted), not a fault for ops.
         AbandonReason.NO_REPLY,
+        # The person's phone was off past the template's time to live: their state,
+        # counted by the report; many at once show in the knocks' delivery check.
+        AbandonReason.EXPIRED,
     }
 )
 

@@ -75,6 +75,9 @@ DEV_ACCESS_TOKEN = "sandbox-access-token"
 DEV_APP_SECRET = "sandbox-development-app-secret"
 
 QUIET_HOURS = re.compile(r"^([01][0-9]|2[0-3]):[0-5][0-9]-([01][0-9]|2[0-3]):[0-5][0-9]$")
+# A template created without message_send_ttl_seconds: the platform keeps trying
+# to deliver its message for 30 days.
+PLATFORM_TTL_SECONDS = 30 * 24 * 3600
 DEFAULT_KNOCK_TEMPLATES = "en=document_ready:en,es=document_ready:es,pt=document_ready:pt_BR"
 
 # The kinds DELIVERY_REVIEW_KINDS may name: model.Kind's values (settings does
@@ -632,6 +635,23 @@ class DeliverySettings(Section):
             "required (the fallback locale)"
         ),
     )
+    template_ttls: str = Field(
+        "",
+        description=(
+            "the time to live each template was created with (its message_send_ttl_seconds), "
+            "name=seconds or name:language=seconds, comma-separated; a template not named has "
+            "the platform's default, 30 days. A template message not delivered within it was "
+            "dropped by the platform: a brief it carried ends expired"
+        ),
+    )
+    template_ttl_grace_seconds: float = Field(
+        600,
+        gt=0,
+        description=(
+            "how long past a template message's time to live a late delivered status is still "
+            "awaited before the message is taken as dropped"
+        ),
+    )
     template_recheck_seconds: float = Field(
         900,
         gt=0,
@@ -734,6 +754,18 @@ class DeliverySettings(Section):
     def _templates(cls, value: str) -> str:
         parse_templates(value)
         return value
+
+    @field_validator("template_ttls")
+    @classmethod
+    def _ttls(cls, value: str) -> str:
+        parse_template_ttls(value)
+        return value
+
+    def template_ttl_seconds(self, name: str, language: str) -> float:
+        """The time to live the template ``name`` in ``language`` was created with: its
+        own entry, else its name's, else the platform's default."""
+        ttls = parse_template_ttls(self.template_ttls)
+        return ttls.get(f"{name}:{language}", ttls.get(name, PLATFORM_TTL_SECONDS))
 
     @field_validator("quiet_hours")
     @classmethod
@@ -1676,6 +1708,24 @@ def parse_template_choices(raw: str) -> dict[str, list[tuple[str, str]]]:
     if "en" not in templates:
         raise ValueError("needs an 'en' template (the fallback for other locales)")
     return templates
+
+
+def parse_template_ttls(raw: str) -> dict[str, float]:
+    """``document_ready=43200,brief_ready:es=3600`` → {"document_ready": 43200.0,
+    "brief_ready:es": 3600.0}: a template's time to live by name, or by name:language."""
+    ttls: dict[str, float] = {}
+    for item in filter(None, (part.strip() for part in raw.split(","))):
+        key, _, seconds = item.partition("=")
+        name, _, language = key.strip().partition(":")
+        if not name or (":" in key and not language) or not seconds.strip().isdigit():
+            raise ValueError(
+                f"item {item!r} is not name=seconds or name:language=seconds (whole seconds)"
+            )
+        ttl = int(seconds)
+        if not 1 <= ttl <= PLATFORM_TTL_SECONDS:
+            raise ValueError(f"item {item!r}: a time to live is 1 s to 30 days")
+        ttls[key.strip()] = float(ttl)
+    return ttls
 
 
 def knock_choices(locale: str, choices: dict[str, list[tuple[str, str]]]) -> list[tuple[str, str]]:

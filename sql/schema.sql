@@ -63,7 +63,7 @@ CREATE TABLE public.documents (
     reminded_at timestamp with time zone,
     phone_number_id text,
     chunk_failures integer DEFAULT 0 NOT NULL,
-    CONSTRAINT documents_abandon_reason_check CHECK ((abandon_reason = ANY (ARRAY['stale'::text, 'undeliverable'::text, 'opted_out'::text, 'max_attempts'::text, 'unknown_outcome'::text, 'unreachable'::text, 'operator'::text, 'rejected'::text, 'superseded'::text, 'cancelled'::text, 'no_reply'::text]))),
+    CONSTRAINT documents_abandon_reason_check CHECK ((abandon_reason = ANY (ARRAY['stale'::text, 'undeliverable'::text, 'opted_out'::text, 'max_attempts'::text, 'unknown_outcome'::text, 'unreachable'::text, 'operator'::text, 'rejected'::text, 'superseded'::text, 'cancelled'::text, 'no_reply'::text, 'expired'::text]))),
     CONSTRAINT documents_check CHECK (((kind <> 'daily_brief'::text) OR (for_date IS NOT NULL))),
     CONSTRAINT documents_check1 CHECK (((status <> 'succeeded'::text) OR (body IS NOT NULL))),
     CONSTRAINT documents_check2 CHECK (((abandoned_at IS NULL) = (abandon_reason IS NULL))),
@@ -650,10 +650,16 @@ CREATE TABLE public.delivery_chunks (
     failed_at timestamp with time zone,
     error_code integer,
     body text,
+    expires_at timestamp with time zone,
+    expired_at timestamp with time zone,
     CONSTRAINT delivery_chunks_chunk_index_check CHECK ((chunk_index >= 0)),
     CONSTRAINT delivery_chunks_state_check CHECK ((state = ANY (ARRAY['pending'::text, 'sending'::text, 'sent'::text, 'failed'::text, 'unknown'::text])))
 )
 WITH (fillfactor='70');
+
+-- Name: COLUMN delivery_chunks.expires_at; Type: COMMENT
+
+COMMENT ON COLUMN public.delivery_chunks.expires_at IS 'a template message (a file on a document template): when the platform drops it undelivered';
 
 -- Name: delivery_events; Type: TABLE
 
@@ -809,12 +815,17 @@ CREATE TABLE public.inbound_messages (
     received_at timestamp with time zone DEFAULT now() NOT NULL,
     unknown_sender boolean DEFAULT false NOT NULL,
     payload jsonb NOT NULL,
-    to_phone_number_id text
+    to_phone_number_id text,
+    read_marked_at timestamp with time zone
 );
 
 -- Name: COLUMN inbound_messages.to_phone_number_id; Type: COMMENT
 
 COMMENT ON COLUMN public.inbound_messages.to_phone_number_id IS 'the business number written to (the webhook''s metadata.phone_number_id); NULL: not named';
+
+-- Name: COLUMN inbound_messages.read_marked_at; Type: COMMENT
+
+COMMENT ON COLUMN public.inbound_messages.read_marked_at IS 'when a sender marked it read (with the typing indicator) before a delivery it set going';
 
 -- Name: knock_documents; Type: TABLE
 
@@ -871,8 +882,18 @@ CREATE TABLE public.knocks (
     previous_knock_at timestamp with time zone,
     reminder boolean DEFAULT false NOT NULL,
     phone_number_id text,
+    expires_at timestamp with time zone,
+    expired_at timestamp with time zone,
     CONSTRAINT knocks_state_check CHECK ((state = ANY (ARRAY['sending'::text, 'sent'::text, 'unknown'::text, 'refused'::text, 'failed'::text])))
 );
+
+-- Name: COLUMN knocks.expires_at; Type: COMMENT
+
+COMMENT ON COLUMN public.knocks.expires_at IS 'when the platform drops it if not delivered: sent + the template''s time to live';
+
+-- Name: COLUMN knocks.expired_at; Type: COMMENT
+
+COMMENT ON COLUMN public.knocks.expired_at IS 'when we took it as dropped: its deadline passed with no delivered, read or failed status';
 
 -- Name: knocks_id_seq; Type: SEQUENCE
 
@@ -1429,6 +1450,10 @@ CREATE UNIQUE INDEX api_people_key ON public.api_people USING btree (application
 
 CREATE INDEX api_people_person ON public.api_people USING btree (person_id);
 
+-- Name: delivery_chunks_deadline; Type: INDEX
+
+CREATE INDEX delivery_chunks_deadline ON public.delivery_chunks USING btree (expires_at) WHERE ((expires_at IS NOT NULL) AND (expired_at IS NULL));
+
 -- Name: delivery_events_reported; Type: INDEX
 
 CREATE INDEX delivery_events_reported ON public.delivery_events USING btree (reported_at) WHERE (reported_at IS NOT NULL);
@@ -1520,6 +1545,10 @@ CREATE INDEX knock_replies_at ON public.knock_replies USING btree (at);
 -- Name: knock_replies_knock; Type: INDEX
 
 CREATE INDEX knock_replies_knock ON public.knock_replies USING btree (knock_id) WHERE (knock_id IS NOT NULL);
+
+-- Name: knocks_awaiting_delivery; Type: INDEX
+
+CREATE INDEX knocks_awaiting_delivery ON public.knocks USING btree (expires_at) WHERE ((expires_at IS NOT NULL) AND (delivered_at IS NULL) AND (read_at IS NULL) AND (failed_at IS NULL) AND (expired_at IS NULL));
 
 -- Name: knocks_person; Type: INDEX
 

@@ -106,6 +106,12 @@ COSTS_SCHEMA = schema(
     ("billable", "int", "of which billable"),
     ("cost", "float", "their cost from DELIVERY_RATE_TABLE (empty without one)"),
 )
+WAYS_SCHEMA = schema(
+    ("way", "string", "how the documents went: text_parts, knock_parts, file, knock_file"),
+    ("delivered", "int", "documents delivered that day that went this way"),
+    ("billable", "int", "their billable messages, of any day"),
+    ("billable_per_document", "float", "billable messages per document (empty: none)"),
+)
 
 
 # ── generated_documents ─────────────────────────────────────────────────
@@ -297,8 +303,10 @@ def build_report_asset(start_date: dt.date) -> dg.AssetsDefinition:
             "that left by what came of it (never delivered, not seen, not wanted, Later, Stop, "
             "answered) and each press, abandoned by reason; messages and billable messages "
             "by pricing category, their cost "
-            "(DELIVERY_RATE_TABLE), cost per delivered document, spend on documents that "
-            "never arrived."
+            "(DELIVERY_RATE_TABLE), cost per delivered document, billable messages per "
+            "delivered document by way (text parts, knock + parts, one file, knock + file), "
+            "spend on "
+            "documents that never arrived."
         ),
     )
     def delivery_report(
@@ -324,6 +332,7 @@ def build_report_asset(start_date: dt.date) -> dg.AssetsDefinition:
                 "abandoned_by_reason": dg.MetadataValue.json(report.abandoned_by_reason),
                 # One materialization per day: each number below is plotted per partition.
                 "costs_by_category": table(records(costs.by_category), COSTS_SCHEMA),
+                "billable_by_way": table(records(costs.by_way), WAYS_SCHEMA),
                 **as_metadata(costs.numbers),
             },
         )

@@ -77,6 +77,15 @@ COMPANY_SHARE = 0.025
 COMPANY_SIBLINGS = 4
 # How fast the round trip a write's wait follows moves to a new answer's.
 ROUND_TRIP_SMOOTHING = 0.1
+# A person's message this recent, not marked read yet, is what set their delivery
+# going (a reply to the knock, a message that opened the window with a document
+# due): its first part is preceded by a read mark with the typing indicator. A
+# targeted sweep starts within a second of the message; the margin covers a
+# busy fleet's retry.
+READ_MARK_FRESH_SECONDS = 120.0
+# Only when that part follows within seconds: "typing…" shows for 25 s at most,
+# and one that lapses with nothing arriving says less than none.
+TYPING_LEAD_SECONDS = 5.0
 # What a knock's send came to, besides its message id.
 _UNKNOWN_OUTCOME = object()
 _NOT_KNOCKED = object()
@@ -193,6 +202,10 @@ class DocumentDelivery:
     numbers: Mapping[str, dict[str, list[tuple[str, str]]]] = field(default_factory=dict)
     # The process's, shared by every sweep it runs.
     first_send: FirstSend = field(default_factory=FirstSend)
+    # The sweep is one person's, as after their message: a delivery may answer them
+    # (a read mark with the typing indicator). Other sweeps never look, which
+    # keeps that look off the paced path of a large sweep.
+    answering: bool = False
     sends: SendsAwaited = field(default_factory=SendsAwaited, init=False)
 
     async def run(self, claim: Claim) -> None:
@@ -326,6 +339,8 @@ class DocumentDelivery:
                         detail=f"chunk {index} changed meanwhile",
                     )
                     return
+            if index == 0:
+                await self._show_typing(claim)
             pacer = self.pacers.of(claim.phone_number_id)
             ready = await pacer.acquire()
             self.store.writer.at_wake(1.0 / pacer.rate)
@@ -385,6 +400,27 @@ class DocumentDelivery:
                 claim.document_id,
                 detail="a chunk failed after acceptance",
             )
+
+    async def _show_typing(self, claim: Claim) -> None:
+        """The person just wrote and this delivery answers them: mark their message
+        read with the typing indicator before the first part goes, when that part
+        follows within seconds. Each message is marked once, whichever sender
+        delivers (``take_read_mark``)."""
+        if not self.answering:
+            return
+        if self.pacers.of(claim.phone_number_id).backlog() > TYPING_LEAD_SECONDS:
+            return
+        message_id = await self.store.take_read_mark(
+            claim.person_id, claim.phone_number_id, READ_MARK_FRESH_SECONDS
+        )
+        if message_id is None:
+            return
+        try:
+            await self.client.mark_read(message_id, typing=True, number=claim.phone_number_id)
+        except (CloudApiError, SendOutcomeUnknown, SendNotAttempted) as exc:
+            # A courtesy: refused or lost, the parts go all the same, and a
+            # sender-wide refusal meets the first part's send just after.
+            log.info("document %s: read mark not shown: %s", claim.document_id, exc)
 
     def _linger(self, claim: Claim) -> float:
         backlog = self.pacers.of(claim.phone_number_id).backlog()
@@ -490,6 +526,9 @@ class DocumentDelivery:
                 with_buttons=choice.name in self.settings.knock_button_template_set,
                 waiting=opened.documents,
             )
+            # Its deadline: undelivered after the template's time to live, the
+            # platform drops it without a word (expire_dropped_knocks).
+            ttl = self.settings.template_ttl_seconds(knock.template, knock.language)
             ready = await self.pacers.of(claim.phone_number_id).acquire()
             started_at = dt.datetime.now(dt.UTC)
             try:
@@ -507,7 +546,7 @@ class DocumentDelivery:
                 # It may have reached the person: count it as sent rather
                 # than risk a second knock.
                 self._send_failed(claim, exc)
-                await self.store.knock_accepted(knock_id, None)
+                await self.store.knock_accepted(knock_id, None, ttl)
                 self.sweep.note(Event.KNOCK_SENT, claim.document_id)
                 return _UNKNOWN_OUTCOME
             except SendNotAttempted as exc:
@@ -542,7 +581,7 @@ class DocumentDelivery:
                     reservation = again
                     continue
                 return _HANDLED
-            await self.store.knock_accepted(knock_id, wamid)
+            await self.store.knock_accepted(knock_id, wamid, ttl)
             self.sweep.note(Event.KNOCK_SENT, claim.document_id)
             await self._sent_ok(claim, started_at)
             return wamid

@@ -28,6 +28,7 @@ from delivery_pipeline.store.rows import (
     Advance,
     ChunkRef,
     Claim,
+    ExpireAfter,
     KnockReservation,
     LedgerEntry,
     OpenedKnock,
@@ -386,14 +387,30 @@ class DeliveryStore:
             )
 
     async def remind_and_expire(self, no_reply_seconds: float) -> None:
-        """Wake the documents due for their one reminder; abandon `no_reply` those
-        still unanswered that long after it (sql/queries/replies.sql)."""
+        """End the knocks and the files the platform dropped at their time to live (a
+        brief waiting on one, or sent as one, ends `expired`); wake the documents due
+        for their one reminder; abandon `no_reply` those still unanswered that long
+        after it (sql/queries/replies.sql)."""
         async with self.pool.connection() as conn:
+            grace: ExpireAfter = {"grace_seconds": self._settings.template_ttl_grace_seconds}
+            await QUERIES.expire_dropped_knocks.all(conn, grace)
+            await QUERIES.expire_dropped_parts.all(conn, grace)
             await QUERIES.wake_for_reminders.all(conn, {})
             await QUERIES.abandon_no_reply.all(conn, {"after_seconds": no_reply_seconds})
 
-    async def knock_accepted(self, knock_id: int, wamid: str | None) -> None:
+    async def take_read_mark(self, person_id: int, number: str, fresh_seconds: float) -> str | None:
+        """The person's newest message to ``number`` from the last ``fresh_seconds``
+        not marked read yet, taken by this sender alone (with those before it); None:
+        nothing to mark."""
         async with self.pool.connection() as conn:
+            return await QUERIES.take_read_mark.one(
+                conn, {"person_id": person_id, "number": number, "fresh_seconds": fresh_seconds}
+            )
+
+    async def knock_accepted(self, knock_id: int, wamid: str | None, ttl_seconds: float) -> None:
+        """The knock left (``wamid``; None: its outcome is unknown, counted as sent),
+        with its deadline: the platform drops it undelivered after ``ttl_seconds``."""
+        async with self.pool.connection() as conn, conn.transaction():
             await QUERIES.knock_accepted.run(
                 conn,
                 {
@@ -401,6 +418,9 @@ class DeliveryStore:
                     "state": "sent" if wamid else "unknown",
                     "wa_message_id": wamid,
                 },
+            )
+            await QUERIES.knock_deadline.run(
+                conn, {"knock_id": knock_id, "ttl_seconds": ttl_seconds}
             )
 
     async def knock_refused(self, knock_id: int, code: int | None, error: str) -> None:

@@ -32,6 +32,7 @@ from delivery_pipeline.delivery.statements import Claim, DeliveryStore
 from delivery_pipeline.settings import Settings
 from delivery_pipeline.store.db import async_pool
 from delivery_pipeline.store.queries import QUERIES
+from delivery_pipeline.store.rows import ExpireAfter
 from delivery_pipeline.whatsapp.client import CloudApiClient
 from delivery_pipeline.whatsapp.identity import check_identity
 
@@ -156,6 +157,7 @@ class Sweep:
             self.state,
             engine.numbers,
             engine.first_send,
+            answering=person_id is not None,
         )
 
     @property
@@ -169,8 +171,10 @@ class Sweep:
         if self.document_id is None and not await self._acknowledge():
             return result
         if self.document_id is None and self.person_id is None:
-            # A knock delivered and not answered: its one reminder, then no_reply
-            # (the heartbeat does it too: nothing else wakes these documents).
+            # A knock the platform dropped at its time to live: a brief on it ends
+            # expired. A knock delivered (or dropped) and not answered: its one
+            # reminder, then no_reply. The heartbeat does it too: nothing else
+            # wakes these documents.
             await self.engine.store.remind_and_expire(self.engine.settings.no_reply_seconds)
         # A document can come back due now while its own sweep runs (the
         # person wrote while we knocked; a chunk failed after acceptance): a
@@ -448,9 +452,14 @@ def sweep_sync(settings: Settings, database_url: str, **kwargs: Any) -> SweepRes
 
 def eligible_now(conn: psycopg.Connection[Any], settings: Settings) -> bool:
     """The heartbeat guard for synchronous callers: one indexed EXISTS, after
+    ending what waited on a knock, or went as a file, the platform dropped (a
+    brief `expired`),
     putting back in the queue what is due for its reminder (and abandoning
     `no_reply` what was reminded and never answered): nothing else wakes a
     document that waits on a person who does not answer."""
+    grace: ExpireAfter = {"grace_seconds": settings.delivery.template_ttl_grace_seconds}
+    QUERIES.expire_dropped_knocks.all(conn, grace)
+    QUERIES.expire_dropped_parts.all(conn, grace)
     QUERIES.wake_for_reminders.all(conn, {})
     QUERIES.abandon_no_reply.all(conn, {"after_seconds": settings.delivery.no_reply_seconds})
     if not QUERIES.anything_due.one(conn, {}):

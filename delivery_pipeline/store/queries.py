@@ -101,6 +101,7 @@ from delivery_pipeline.store.rows import (
     DayBounds,
     DecideReview,
     Delay,
+    DeliveredWay,
     DeliveryEvent,
     DeliveryEventsCheck,
     Document,
@@ -116,6 +117,7 @@ from delivery_pipeline.store.rows import (
     EnqueuedBrief,
     EpisodeState,
     EventFailed,
+    ExpireAfter,
     ExpireEvents,
     FileContent,
     FileSourceRow,
@@ -137,6 +139,7 @@ from delivery_pipeline.store.rows import (
     KeptRaw,
     KnockAccepted,
     KnockAnswered,
+    KnockDeadline,
     KnockFailed,
     KnockFailureError,
     KnockHealth,
@@ -197,6 +200,7 @@ from delivery_pipeline.store.rows import (
     OutlookQuery,
     OweAcknowledgement,
     PacerState,
+    PartDeadline,
     Paused,
     PauseSender,
     PendingCheck,
@@ -248,6 +252,7 @@ from delivery_pipeline.store.rows import (
     StateCount,
     StoredFile,
     StoredSession,
+    TakeReadMark,
     TemplateCategoryEvent,
     TemplateEvent,
     TemplateHealth,
@@ -673,6 +678,11 @@ class Queries:
     abandon_stopped_documents = Query(ByPerson, int)
     wake_for_reminders = Query(NoParams, int)
     abandon_no_reply = Query(NoReplyAfter, int)
+    knock_deadline = Statement(KnockDeadline)
+    expire_dropped_knocks = Query(ExpireAfter, int)
+    part_deadline = Statement(PartDeadline)
+    expire_dropped_parts = Query(ExpireAfter, int)
+    take_read_mark = Query(TakeReadMark, str)
     owe_acknowledgement = Statement(OweAcknowledgement)
     claim_acknowledgements = Query(ClaimAcknowledgements, AcknowledgementClaim)
     acknowledgement_sent = Statement(AcknowledgementSent)
@@ -693,6 +703,7 @@ class Queries:
     report_delivered_document_messages = Query(DayBounds, PricedMessage)
     report_lost_messages = Query(DayBounds, PricedMessage)
     documents_delivered_count = Query(DayBounds, int)
+    report_delivered_ways = Query(DayBounds, DeliveredWay)
 
     # sql/queries/api.sql: the applications' door (036)
     api_idempotency_lock = Statement(IdempotencyKey)

@@ -669,6 +669,7 @@ class KnockHealthParams(Sample):
     period: dt.timedelta
     settle: dt.timedelta
     answer_grace: dt.timedelta
+    overdue: dt.timedelta
 
 
 class KnockHealth(NamedTuple):
@@ -679,6 +680,8 @@ class KnockHealth(NamedTuple):
     answerable: int
     unanswered: int
     not_delivered_ids: list[int]
+    expired: int  # taken as dropped at their time to live (040)
+    overdue: int  # past their deadline and its grace, not ended by their owner
 
 
 class PeriodSample(Sample):
@@ -1588,6 +1591,16 @@ class PricedMessage(NamedTuple):
     country: str | None
 
 
+class DeliveredWay(NamedTuple):
+    """A document delivered in the report's day: the way it went (text_parts,
+    knock_parts, file, knock_file) and its priced and billable messages."""
+
+    document_id: int
+    way: str
+    messages: int
+    billable: int
+
+
 # ── sql/queries/replies.sql: a reply to a knock (026) ────────────────────
 
 
@@ -1616,6 +1629,25 @@ class NoReplyAfter(TypedDict):
 
 
 # ── sql/queries/replies.sql: the answer to Later and Stop (038) ─────────────
+
+
+class KnockDeadline(ByKnock):
+    ttl_seconds: float
+
+
+class ExpireAfter(TypedDict):
+    grace_seconds: float
+
+
+class PartDeadline(TypedDict):
+    document_id: int
+    chunk_index: int
+    ttl_seconds: float
+
+
+class TakeReadMark(ByPerson):
+    number: str | None
+    fresh_seconds: float
 
 
 class OweAcknowledgement(TypedDict):
@@ -1674,7 +1706,7 @@ class KnockOutcome(NamedTuple):
     id: int
     reminder: bool
     phone_number_id: str  # '' for a knock sent before sql/migrations/027
-    outcome: str  # answered, later, stop, not_wanted, not_seen, never_delivered
+    outcome: str  # answered, later, stop, not_wanted, not_seen, expired, never_delivered
 
 
 class KnockPresses(NamedTuple):
@@ -1927,6 +1959,8 @@ class DocumentOutlook(NamedTuple):
     remind_at: dt.datetime | None
     reminded_at: dt.datetime | None
     knock_held_since: dt.datetime | None
+    # Its knock not delivered yet: when the platform drops it (its time to live).
+    knock_expires_at: dt.datetime | None
     awaiting_review_since: dt.datetime | None
     delivered_at: dt.datetime | None
     abandoned_at: dt.datetime | None

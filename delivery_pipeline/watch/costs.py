@@ -9,6 +9,13 @@ included, whatever day it went), and the **spend lost** on documents
 abandoned that day (their knocks and parts: money spent on something that
 never arrived whole). Without a table: the same counts, and no money.
 
+Billed messages per delivered document are also given **by way**, as the
+ledger tells how each went: ``text_parts`` (parts in the window),
+``knock_parts`` (a knock, then parts once the person answered), ``file`` (one
+file: no text part in its ledger) and ``knock_file`` (a knock, then one file).
+Each way's documents, billable messages and billable messages per document:
+what choosing a way costs, in messages.
+
 The rate table (``watch/rates.py``) is a CSV file with a header
 ``category,country,price``. A message whose category has no row for its
 country nor ``*`` is counted as ``unpriced``. No Dagster here.
@@ -16,6 +23,7 @@ country nor ``*`` is counted as ``unpriced``. No Dagster here.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 from dataclasses import dataclass
 from typing import Any
@@ -30,12 +38,24 @@ from delivery_pipeline.watch.rates import RateTable, RateTableError, load_rate_t
 __all__ = ["CostReport", "RateTable", "RateTableError", "cost_report", "load_rate_table"]
 
 
+# The ways a document goes, as the report names them (report_delivered_ways).
+WAYS = ("text_parts", "knock_parts", "file", "knock_file")
+WAY_TITLES = {
+    "text_parts": "text parts",
+    "knock_parts": "knock + parts",
+    "file": "one file",
+    "knock_file": "knock + one file",
+}
+
+
 @dataclass(frozen=True)
 class CostReport:
     day: dt.date
     numbers: dict[str, Any]
     by_category: pd.DataFrame  # category, messages, billable, cost
     priced: bool  # a rate table was given
+    # way, delivered, billable, billable_per_document: documents delivered in the day
+    by_way: pd.DataFrame = dataclasses.field(default_factory=pd.DataFrame)
 
     def markdown(self) -> str:
         n = self.numbers
@@ -62,7 +82,15 @@ class CostReport:
             f"spent on documents that never arrived: {_money(n['lost_spend'])} "
             f"({n['lost_billable_messages']} billable messages: {n['lost_knocks']} knocks, "
             f"{n['lost_chunks']} parts)",
+            "",
+            "| delivered by way | documents | billable messages | per document |",
+            "|---|---:|---:|---:|",
         ]
+        for row in self.by_way.to_dict("records"):
+            lines.append(
+                f"| {WAY_TITLES[row['way']]} | {row['delivered']} | {row['billable']} | "
+                f"{row['billable_per_document']} |"
+            )
         return "\n".join(lines)
 
 
@@ -142,9 +170,36 @@ def cost_report(conn: psycopg.Connection[Any], day: dt.date, rates: RateTable | 
         round(delivered_billable / delivered_count, 3) if delivered_count else 0
     )
 
+    ways = pd.DataFrame(
+        QUERIES.report_delivered_ways.all(conn, params),
+        columns=["document_id", "way", "messages", "billable"],
+    )
+    by_way = pd.DataFrame(
+        [_way_row(way, ways[ways["way"] == way]) for way in WAYS],
+        columns=["way", "delivered", "billable", "billable_per_document"],
+    )
+    for way_row in by_way.to_dict("records"):
+        way = way_row["way"]
+        numbers[f"delivered_{way}"] = way_row["delivered"]
+        numbers[f"billable_per_document_{way}"] = way_row["billable_per_document"]
+
     lost_billable = _billable(lost)
     numbers["lost_billable_messages"] = int(lost_billable.sum())
     numbers["lost_knocks"] = int((lost_billable & (lost["part"] == "knock")).sum())
     numbers["lost_chunks"] = int((lost_billable & (lost["part"] == "chunk")).sum())
     numbers["lost_spend"] = _total(_costs(lost, rates), priced)
-    return CostReport(day=day, numbers=numbers, by_category=by_category, priced=priced)
+    return CostReport(
+        day=day, numbers=numbers, by_category=by_category, priced=priced, by_way=by_way
+    )
+
+
+def _way_row(way: str, documents: pd.DataFrame) -> dict[str, Any]:
+    """One way's documents delivered in the day, their billable messages, and those
+    per document (None: none went that way)."""
+    delivered, billable = len(documents), int(documents["billable"].sum())
+    return {
+        "way": way,
+        "delivered": delivered,
+        "billable": billable,
+        "billable_per_document": round(billable / delivered, 3) if delivered else None,
+    }

@@ -95,7 +95,14 @@ def outlooks(
             "default_number": settings.whatsapp.phone_number_id,
         },
     )
-    return [explain(row, no_reply_seconds=delivery.no_reply_seconds) for row in rows]
+    return [
+        explain(
+            row,
+            no_reply_seconds=delivery.no_reply_seconds,
+            ttl_grace_seconds=delivery.template_ttl_grace_seconds,
+        )
+        for row in rows
+    ]
 
 
 def outlook(conn: psycopg.Connection[Any], settings: Settings, document_id: int) -> Outlook | None:
@@ -103,7 +110,9 @@ def outlook(conn: psycopg.Connection[Any], settings: Settings, document_id: int)
     return found[0] if found else None
 
 
-def explain(d: DocumentOutlook, *, no_reply_seconds: float) -> Outlook:
+def explain(
+    d: DocumentOutlook, *, no_reply_seconds: float, ttl_grace_seconds: float = 600.0
+) -> Outlook:
     """Why ``d`` waits and until when, from its state and the facts read with it."""
     state = DocumentState(d.state)
     owner = WAITING_STATE_OWNERS.get(state, NOBODY)
@@ -129,7 +138,7 @@ def explain(d: DocumentOutlook, *, no_reply_seconds: float) -> Outlook:
         why = f"its knock waits: {d.last_delivery_error or 'no knock template can be used'}"
         return Outlook(d, owner, why + "; looked at again", d.next_attempt_at)
     if state is DocumentState.AWAITING_REPLY:
-        return _awaiting_reply(d, owner, no_reply_seconds)
+        return _awaiting_reply(d, owner, no_reply_seconds, ttl_grace_seconds)
     if state is DocumentState.DELIVERED:
         parts = f"{d.parts_sent} of {d.parts} parts" if d.parts else "every part"
         assert d.delivered_at is not None
@@ -167,9 +176,17 @@ def _undelivered(d: DocumentOutlook, owner: str) -> Outlook:
     return Outlook(d, owner, f"due now: the next sweep {how}", d.next_attempt_at)
 
 
-def _awaiting_reply(d: DocumentOutlook, owner: str, no_reply_seconds: float) -> Outlook:
+def _awaiting_reply(
+    d: DocumentOutlook, owner: str, no_reply_seconds: float, ttl_grace_seconds: float
+) -> Outlook:
     knocked = f"{d.knock_sent_at:%Y-%m-%d %H:%M %Z}" if d.knock_sent_at else "earlier"
     why = f"knocked at {knocked}; waits for the person's reply"
+    if d.knock_expires_at is not None and d.kind == "daily_brief":
+        # Not delivered yet: past its time to live the platform drops the knock.
+        expires = d.knock_expires_at + dt.timedelta(seconds=ttl_grace_seconds)
+        return Outlook(
+            d, owner, why + "; its knock is not delivered yet: expired if not by then", expires
+        )
     if d.reminded_at is None and d.remind_at is not None:
         return Outlook(d, owner, why + "; one reminder", d.remind_at)
     if d.reminded_at is not None:

@@ -8,8 +8,9 @@ person wrote after it) is what tells not-seen from not-wanted.
 
 Every knock that left in the day (``knocks``, reminders included) has one
 outcome: answered (Send it or any reply), Later, Stop, or unanswered, split
-into never delivered (the platform's doing), delivered and not read (not
-seen) and read and not answered (not wanted): the seed's "cannot tell not
+into never delivered (the platform's doing), expired (not delivered within its
+template's time to live, so dropped), delivered and not read (not seen) and
+read and not answered (not wanted): the seed's "cannot tell not
 seen from not wanted" as numbers. Every press (and its word) is counted too.
 
 Chunks and knocks are counted by the day they were sent; their delivered,
@@ -56,8 +57,8 @@ class DeliveryReport:
             f"{n['chunks_read']} |",
             f"| knocks sent / delivered / seen / answered | {n['knocks_sent']} / "
             f"{n['knocks_delivered']} / {n['knocks_seen']} / {n['knocks_answered']} |",
-            f"| unanswered knocks: never delivered / not seen / not wanted | "
-            f"{n['knocks_never_delivered']} / {n['knocks_not_seen']} / "
+            f"| unanswered knocks: never delivered / expired / not seen / not wanted | "
+            f"{n['knocks_never_delivered']} / {n['knocks_expired']} / {n['knocks_not_seen']} / "
             f"{n['knocks_not_wanted']} |",
             f"| knocks answered Later / Stop (of {n['knocks_left']} that left, "
             f"{n['reminders_sent']} reminders) | {n['knocks_later']} / {n['knocks_stop']} |",
@@ -174,13 +175,22 @@ def delivery_report(conn: psycopg.Connection[Any], day: dt.date) -> DeliveryRepo
     )
 
 
-KNOCK_OUTCOMES = ("answered", "later", "stop", "not_wanted", "not_seen", "never_delivered")
+KNOCK_OUTCOMES = (
+    "answered",
+    "later",
+    "stop",
+    "not_wanted",
+    "not_seen",
+    "expired",
+    "never_delivered",
+)
 _OUTCOME_NUMBER = {
     "answered": "knocks_answered_any",
     "later": "knocks_later",
     "stop": "knocks_stop",
     "not_wanted": "knocks_not_wanted",
     "not_seen": "knocks_not_seen",
+    "expired": "knocks_expired",
     "never_delivered": "knocks_never_delivered",
 }
 
@@ -193,6 +203,7 @@ def knock_outcome_numbers(outcomes: pd.DataFrame, presses: pd.DataFrame) -> dict
         numbers[_OUTCOME_NUMBER[outcome]] = int(counts.get(outcome, 0))
     numbers["knocks_unanswered"] = (
         numbers["knocks_never_delivered"]
+        + numbers["knocks_expired"]
         + numbers["knocks_not_seen"]
         + numbers["knocks_not_wanted"]
     )

@@ -231,4 +231,4 @@ def test_the_report_splits_every_knock_by_what_came_of_it(db, sandbox, knock_set
     assert n["reminders_sent"] == 0
     assert dropped and unseen
     text = delivery_report(db, today).markdown()
-    assert "never delivered / not seen / not wanted | 1 / 2 / 1" in text
+    assert "never delivered / expired / not seen / not wanted | 1 / 0 / 2 / 1" in text

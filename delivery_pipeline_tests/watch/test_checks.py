@@ -10,6 +10,7 @@ from pydantic import ValidationError
 from delivery_pipeline.settings import CheckSettings, Settings
 from delivery_pipeline.watch.checks import CHECK_NAMES, Severity, evaluate, evaluate_all
 from delivery_pipeline_tests.support import ops
+from delivery_pipeline_tests.support.data import add_person
 from delivery_pipeline_tests.support.ops import HOUR, STRANDINGS
 
 T = Settings().replace(delivery={"quiet_hours": ""})  # the outcome must not hang on the hour
@@ -216,6 +217,34 @@ def test_most_knocks_unanswered_warns(db):
     result = evaluate("awaiting_reply", db, T)
     assert result.severity == Severity.WARNING
     assert result.metadata["knocks_unanswered_share"] == pytest.approx(5 / 6, abs=0.001)
+
+
+def test_knocks_past_their_time_to_live_that_nothing_ended_err(db):
+    """The owner of a knock's deadline is the sweep: one past it, its grace and a settle
+    period, still open, means no sweep runs; one it ended is only counted."""
+    person = add_person(db, inbound_age_seconds=None)
+
+    def knock(expires_ago: float, expired: bool) -> None:
+        db.execute(
+            "INSERT INTO knocks (person_id, template, language, state, sent_at, expires_at, "
+            "expired_at) VALUES (%(p)s, 'documents_ready', 'en', 'sent', "
+            "now() - make_interval(secs => %(a)s::float8) - interval '12 hours', "
+            "now() - make_interval(secs => %(a)s::float8), "
+            "CASE WHEN %(e)s THEN now() END)",
+            {"p": person["id"], "a": expires_ago, "e": expired},
+        )
+
+    knock(2 * HOUR, expired=True)
+    knock(60, expired=False)  # within its grace: a late delivered may still come
+    result = evaluate("awaiting_reply", db, T)
+    assert result.passed
+    assert (result.metadata["knocks_expired"], result.metadata["knocks_overdue"]) == (1, 0)
+
+    knock(2 * HOUR, expired=False)
+    result = evaluate("awaiting_reply", db, T)
+    assert result.severity == Severity.ERROR
+    assert result.metadata["knocks_overdue"] == 1
+    assert "delivery_heartbeat" in result.summary
 
 
 def test_few_knocks_never_alert(db):

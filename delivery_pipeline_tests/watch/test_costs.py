@@ -153,6 +153,61 @@ def test_the_asset_plots_the_costs_per_day(db, seeded_day, tmp_path, database_ur
     assert "What it cost" in metadata["report"].value
 
 
+def test_billable_messages_per_delivered_document_by_the_way_each_went(db):
+    """The way is the ledger's: parts of text only, a knock that left and then parts,
+    a file (its ledger row has no text), or a knock and then a file."""
+    person = add_person(db)
+    texted, knocked, filed, other_knocked, knocked_file = (
+        seeded_doc(db, person["id"], delivered=at(0, 9)) for _ in range(5)
+    )
+    ledgers = {texted: 3, knocked: 2, other_knocked: 1, filed: 1, knocked_file: 1}
+    for document_id, parts in ledgers.items():
+        text = None if document_id in (filed, knocked_file) else "a part"
+        for index in range(parts):
+            db.execute(
+                "INSERT INTO delivery_chunks (document_id, chunk_index, state, callback_data, "
+                "body) VALUES (%s, %s, 'sent', %s, %s)",
+                (document_id, index, f"dp:{document_id}:{index}:1", text),
+            )
+    # One knock for two documents: priced once, on the first of them.
+    for documents in ((knocked, other_knocked), (knocked_file,)):
+        knock = db.execute(
+            "INSERT INTO knocks (person_id, template, language, state) "
+            "VALUES (%s, 'documents_ready', 'en', 'sent') RETURNING id",
+            (person["id"],),
+        ).fetchone()["id"]
+        for document_id in documents:
+            db.execute(
+                "INSERT INTO knock_documents (knock_id, document_id) VALUES (%s, %s)",
+                (knock, document_id),
+            )
+    records = [
+        *(priced(f"t{i}", texted, "chunk", "service", "BR", True, at(0, 9), i) for i in range(3)),
+        priced("k", knocked, "knock", "utility", "BR", True, at(0, 8)),
+        *(priced(f"p{i}", knocked, "chunk", "service", "BR", False, at(0, 9), i) for i in range(2)),
+        priced("q0", other_knocked, "chunk", "service", "BR", False, at(0, 9), 0),
+        priced("f", filed, "chunk", "utility", "BR", True, at(0, 9), 0),
+        priced("kf", knocked_file, "knock", "utility", "BR", True, at(0, 8)),
+        priced("ff", knocked_file, "chunk", "service", "BR", True, at(0, 9), 0),
+    ]
+    QUERIES.record_pricing.run(db, {"records": Jsonb(records)})
+
+    report = cost_report(db, DAY, None)
+
+    ways = {r["way"]: r for r in report.by_way.to_dict("records")}
+    assert {w: (r["delivered"], r["billable"]) for w, r in ways.items()} == {
+        "text_parts": (1, 3),
+        "knock_parts": (2, 1),
+        "file": (1, 1),
+        "knock_file": (1, 2),
+    }
+    n = report.numbers
+    assert n["billable_per_document_text_parts"] == 3.0
+    assert n["billable_per_document_knock_parts"] == 0.5
+    assert (n["delivered_file"], n["billable_per_document_file"]) == (1, 1.0)
+    assert "| knock + parts | 2 | 1 | 0.5 |" in report.markdown()
+
+
 @pytest.mark.parametrize(
     ("text", "problem"),
     [
@@ -243,3 +298,12 @@ def test_costs_summed_match_the_sandboxs_own_count(db, sandbox, settings, servic
         expected_billable["utility"] * 0.01 + expected_billable["service"] * 0.004
     )
     assert report.numbers["lost_spend"] == 0
+    # By way: the knocked document's knock was billed, its parts free; of the two
+    # in-window documents, the one sent once service messages were billed.
+    ways = {r["way"]: r for r in report.by_way.to_dict("records")}
+    assert {w: (r["delivered"], r["billable"]) for w, r in ways.items()} == {
+        "text_parts": (2, 2),
+        "knock_parts": (1, 1),
+        "file": (0, 0),
+        "knock_file": (0, 0),
+    }

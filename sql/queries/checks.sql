@@ -101,8 +101,8 @@ ORDER BY awaiting_reply_since, id
 LIMIT %(sample)s
 
 -- name: check_knock_health
--- Knocks of the last %(period)s: how many the platform reports delivered (or failed) once %(settle)s old, and how many were answered (the person wrote after) once %(answer_grace)s old.
-WITH knocks AS (
+-- Knocks of the last %(period)s: how many the platform reports delivered (or failed) once %(settle)s old, and how many were answered (the person wrote after) once %(answer_grace)s old; knocks taken as dropped at their time to live in that period (expired), and those past their deadline by %(overdue)s that nothing has ended yet (overdue: the sweep and the heartbeat, their owners, are not running).
+WITH knocked AS (
     SELECT d.id, d.knock_sent_at,
            d.knock_sent_at <= now() - %(settle)s AS settled,
            d.knock_sent_at <= now() - %(answer_grace)s AS answerable,
@@ -124,8 +124,13 @@ SELECT count(*) AS knocked,
        count(*) FILTER (WHERE answerable AND NOT answered) AS unanswered,
        coalesce((array_agg(id ORDER BY knock_sent_at, id)
                  FILTER (WHERE settled AND (failed OR NOT delivered)))[1:%(sample)s], '{}')
-           AS not_delivered_ids
-FROM knocks
+           AS not_delivered_ids,
+       (SELECT count(*) FROM knocks k WHERE k.expired_at > now() - %(period)s) AS expired,
+       (SELECT count(*) FROM knocks k
+        WHERE k.expires_at IS NOT NULL AND k.delivered_at IS NULL AND k.read_at IS NULL
+          AND k.failed_at IS NULL AND k.expired_at IS NULL
+          AND k.expires_at < now() - %(overdue)s) AS overdue
+FROM knocked
 
 -- name: check_abandoned_recent
 -- Documents abandoned, or whose generation failed, in the last %(period)s, by reason: count, oldest age, the oldest ids.

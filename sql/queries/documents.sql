@@ -4,7 +4,7 @@
 -- is made of (watch/outlook.py), read in one statement.
 
 -- name: document_outlooks
--- The documents of %(ids)s (NULL: any), in %(state)s, of person %(person_id)s, of %(kind)s, created since %(since)s (each NULL: any), newest first, at most %(limit)s: each one's state and since, its person, and why it waits: its retry, claim (live within %(lease)s), the person's window (%(service_window)s) and quiet hours (theirs, else %(quiet_default)s; a person who wrote in the last 15 minutes is not quiet, as eligible_documents says), the pause of its sender, its knock and reply, whether a newer document supersedes it, its parts.
+-- The documents of %(ids)s (NULL: any), in %(state)s, of person %(person_id)s, of %(kind)s, created since %(since)s (each NULL: any), newest first, at most %(limit)s: each one's state and since, its person, and why it waits: its retry, claim (live within %(lease)s), the person's window (%(service_window)s) and quiet hours (theirs, else %(quiet_default)s; a person who wrote in the last 15 minutes is not quiet, as eligible_documents says), the pause of its sender, its knock (and, not delivered yet, its deadline) and reply, whether a newer document supersedes it, its parts.
 SELECT d.id, d.person_id, coalesce(p.name, '') AS person_name,
        coalesce(p.phone, p.user_id) AS person_address, p.time_zone,
        coalesce(p.quiet_hours, %(quiet_default)s::text) AS quiet_hours,
@@ -20,6 +20,10 @@ SELECT d.id, d.person_id, coalesce(p.name, '') AS person_name,
                 AND p.last_inbound_at >= coalesce(p.window_refused_at, '-infinity'), false)
            AS window_open,
        d.knock_sent_at, d.remind_at, d.reminded_at, d.knock_held_since,
+       (SELECT min(k.expires_at) FROM knock_documents kd JOIN knocks k ON k.id = kd.knock_id
+        WHERE d.awaiting_reply_since IS NOT NULL AND kd.document_id = d.id
+          AND k.expires_at IS NOT NULL AND k.delivered_at IS NULL AND k.read_at IS NULL
+          AND k.failed_at IS NULL AND k.expired_at IS NULL) AS knock_expires_at,
        d.awaiting_review_since, d.delivered_at, d.abandoned_at,
        pause.phone_number_id AS paused_number, pause.pause_code, pause.pause_reason,
        pause.next_probe_at,

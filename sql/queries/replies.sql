@@ -60,7 +60,7 @@ RETURNING id
 -- ─────────────────────── the reminder, then no_reply ──────────────────────
 
 -- name: wake_for_reminders
--- Documents waiting on a knock the platform reported delivered, not reminded yet, whose person may be knocked again (the one knock per person per 24 h): back in the queue, due now, marked for their one reminder. The claim then applies the rules as to any knock (quiet hours hold it, a brief whose day is over is abandoned stale).
+-- Documents waiting on a knock the platform reported delivered (or dropped at its time to live: expire_dropped_knocks), not reminded yet, whose person may be knocked again (the one knock per person per 24 h): back in the queue, due now, marked for their one reminder. The claim then applies the rules as to any knock (quiet hours hold it, a brief whose day is over is abandoned stale).
 UPDATE documents d
 SET awaiting_reply_since = NULL, next_attempt_at = now(), remind_at = now()
 FROM people p
@@ -71,7 +71,8 @@ WHERE p.id = d.person_id
   AND (p.last_knock_at IS NULL OR p.last_knock_at < now() - interval '24 hours')
   AND EXISTS (SELECT 1 FROM knock_documents kd JOIN knocks k ON k.id = kd.knock_id
               WHERE kd.document_id = d.id AND k.failed_at IS NULL
-                AND (k.delivered_at IS NOT NULL OR k.read_at IS NOT NULL))
+                AND (k.delivered_at IS NOT NULL OR k.read_at IS NOT NULL
+                     OR k.expired_at IS NOT NULL))
 RETURNING d.id
 
 -- name: abandon_no_reply
@@ -149,3 +150,71 @@ RETURNING attempts
 UPDATE acknowledgements SET state = 'failed'
 WHERE reply_id = %(reply_id)s AND state = 'due'
 RETURNING true
+
+
+-- ─────────────────────── deadlines of template messages (040) ──────────────
+
+-- name: knock_deadline
+-- The knock %(knock_id)s left: the platform drops it if it is not delivered within its template's time to live (%(ttl_seconds)s), and says nothing: its deadline.
+UPDATE knocks
+SET expires_at = sent_at + make_interval(secs => %(ttl_seconds)s::float8)
+WHERE id = %(knock_id)s AND state IN ('sent', 'unknown')
+
+-- name: expire_dropped_knocks
+-- Knocks past their deadline by %(grace_seconds)s with no delivered, read or failed status: dropped by the platform, which promises no failed status; marked expired. The daily briefs waiting on them end `expired` (never sent again); their other documents go to their one reminder (wake_for_reminders). Returns the briefs it abandoned.
+WITH dropped AS (
+    UPDATE knocks k SET expired_at = now()
+    WHERE k.expires_at IS NOT NULL AND k.delivered_at IS NULL AND k.read_at IS NULL
+      AND k.failed_at IS NULL AND k.expired_at IS NULL
+      AND k.expires_at < now() - make_interval(secs => %(grace_seconds)s::float8)
+    RETURNING k.id
+)
+UPDATE documents d
+SET abandoned_at = now(), abandon_reason = 'expired', awaiting_reply_since = NULL,
+    last_delivery_error = 'its knock was dropped by the platform at the template''s time to live'
+FROM dropped
+JOIN knock_documents kd ON kd.knock_id = dropped.id
+WHERE d.id = kd.document_id AND d.kind = 'daily_brief'
+  AND d.awaiting_reply_since IS NOT NULL
+  AND d.claim_token IS NULL AND d.abandoned_at IS NULL AND d.delivered_at IS NULL
+RETURNING d.id
+
+-- name: part_deadline
+-- Part %(chunk_index)s of document %(document_id)s, a template message (a file on a document template), left: the platform drops it if it is not delivered within its template's time to live (%(ttl_seconds)s), and says nothing: its deadline.
+UPDATE delivery_chunks
+SET expires_at = coalesce(sent_at, now()) + make_interval(secs => %(ttl_seconds)s::float8)
+WHERE document_id = %(document_id)s AND chunk_index = %(chunk_index)s
+  AND state IN ('sent', 'unknown')
+
+-- name: expire_dropped_parts
+-- Template messages of documents (a file on a document template) past their deadline by %(grace_seconds)s, and by less than a day more, with no delivered, read or failed status: dropped by the platform; marked expired. A daily brief recorded delivered by one is not: it ends `expired` (never sent again). Returns the briefs it abandoned.
+WITH dropped AS (
+    UPDATE delivery_chunks c SET expired_at = now()
+    WHERE c.expires_at IS NOT NULL AND c.expired_at IS NULL
+      AND c.expires_at < now() - make_interval(secs => %(grace_seconds)s::float8)
+      AND c.expires_at > now() - make_interval(secs => %(grace_seconds)s::float8)
+                               - interval '1 day'
+      AND c.delivered_at IS NULL AND c.read_at IS NULL AND c.failed_at IS NULL
+    RETURNING c.document_id
+)
+UPDATE documents d
+SET delivered_at = NULL, abandoned_at = now(), abandon_reason = 'expired',
+    last_delivery_error = 'its file was dropped by the platform at the template''s time to live'
+FROM (SELECT DISTINCT document_id FROM dropped) gone
+WHERE d.id = gone.document_id AND d.kind = 'daily_brief' AND d.abandoned_at IS NULL
+  AND d.claim_token IS NULL
+RETURNING d.id
+
+-- ─────────────────────── a person who writes sees us answer (040) ──────────
+
+-- name: take_read_mark
+-- The person's own messages to %(number)s (or to a number not named) from the last %(fresh_seconds)s, not marked read yet: marked now, by this sender alone (one statement, so a fleet marks each once). The newest one's id, which the read mark names (it marks those before it too); none: nothing to mark.
+WITH marked AS (
+    UPDATE inbound_messages i SET read_marked_at = now()
+    WHERE i.person_id = %(person_id)s AND i.read_marked_at IS NULL
+      AND i.received_at > now() - make_interval(secs => %(fresh_seconds)s::float8)
+      AND (i.to_phone_number_id IS NULL OR i.to_phone_number_id = %(number)s)
+      AND i.message_type NOT IN ('system', 'ephemeral', 'unknown')
+    RETURNING i.wa_message_id, i.sent_at, i.received_at
+)
+SELECT wa_message_id FROM marked ORDER BY sent_at DESC, received_at DESC LIMIT 1

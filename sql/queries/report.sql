@@ -43,13 +43,14 @@ FROM documents
 WHERE status = 'failed' AND generation_failed_at >= %(start)s AND generation_failed_at < %(end)s
 
 -- name: report_knock_outcomes
--- Every knock that left in the day (not refused at the send), the business number it left from, and what came of it, one outcome each: 'answered' (the person wrote after it, a Send it included), 'later' / 'stop' (a press or its word answered it), else unanswered: 'not_wanted' (read, no answer), 'not_seen' (delivered, never read), 'never_delivered' (the platform never delivered it, or failed it). `reminder`: it was the one reminder.
+-- Every knock that left in the day (not refused at the send), the business number it left from, and what came of it, one outcome each: 'answered' (the person wrote after it, a Send it included), 'later' / 'stop' (a press or its word answered it), else unanswered: 'not_wanted' (read, no answer), 'not_seen' (delivered, never read), 'expired' (not delivered within its template's time to live: the platform dropped it), 'never_delivered' (the platform never delivered it, or failed it). `reminder`: it was the one reminder.
 SELECT k.id, k.reminder, coalesce(k.phone_number_id, '') AS phone_number_id,
        CASE
            WHEN r.action IN ('later', 'stop') THEN r.action
            WHEN r.action IS NOT NULL OR answered.yes THEN 'answered'
            WHEN k.read_at IS NOT NULL THEN 'not_wanted'
            WHEN k.delivered_at IS NOT NULL AND k.failed_at IS NULL THEN 'not_seen'
+           WHEN k.expired_at IS NOT NULL THEN 'expired'
            ELSE 'never_delivered'
        END AS outcome
 FROM knocks k

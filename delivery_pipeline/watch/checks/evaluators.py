@@ -262,6 +262,11 @@ def check_awaiting_reply(conn: psycopg.Connection[Any], s: Settings) -> CheckRes
             "period": _interval(PERIOD_SECONDS),
             "settle": _interval(s.checks.knock_settle_seconds),
             "answer_grace": _interval(s.checks.knock_answer_grace_seconds),
+            # A knock past its deadline is ended by the next sweep or heartbeat tick;
+            # one still open a settle period after its grace has no owner running.
+            "overdue": _interval(
+                s.delivery.template_ttl_grace_seconds + s.checks.knock_settle_seconds
+            ),
             "sample": s.checks.sample_size,
         },
     )
@@ -280,8 +285,14 @@ def check_awaiting_reply(conn: psycopg.Connection[Any], s: Settings) -> CheckRes
         answerable >= s.checks.knock_min_sample
         and unanswered_share > s.checks.knock_unanswered_share
     )
-    severity = _severity(broken, ignored)
-    if broken:
+    overdue = health.overdue > 0
+    severity = _severity(broken or overdue, ignored)
+    if overdue:
+        summary = (
+            f"{health.overdue} knocks are past their time to live with no delivered status "
+            "and nothing has ended them: is the delivery_heartbeat sensor running?"
+        )
+    elif broken:
         summary = (
             f"{not_delivered} of {settled} knocks of the last day were never reported "
             f"delivered ({undelivered_share:.0%}): has the knock template stopped "
@@ -295,7 +306,8 @@ def check_awaiting_reply(conn: psycopg.Connection[Any], s: Settings) -> CheckRes
     else:
         summary = (
             f"{total} documents wait on a knock reply, oldest {format_age(oldest, precise=True)}; "
-            f"knocks of the last day: {health.knocked}, {unanswered} unanswered."
+            f"knocks of the last day: {health.knocked}, {unanswered} unanswered, "
+            f"{health.expired} expired."
         )
     return result(
         registry.AWAITING_REPLY,
@@ -312,6 +324,8 @@ def check_awaiting_reply(conn: psycopg.Connection[Any], s: Settings) -> CheckRes
             "knocks_unanswered": unanswered,
             "knocks_unanswered_share": unanswered_share,
             "knocks_not_delivered_ids": health.not_delivered_ids,
+            "knocks_expired": health.expired,
+            "knocks_overdue": health.overdue,
             "min_sample": s.checks.knock_min_sample,
         },
     )

@@ -163,10 +163,12 @@ AWAITING_REPLY = Check(
     "awaiting_reply",
     Owner.PERSON,
     Judged.DELIVERED,
-    "Documents knocked for and waiting on the person's reply: counted; alerts "
-    "only when most knocks go undelivered (template broken) or unanswered.",
+    "Documents knocked for and waiting on the person's reply: counted, and knocks "
+    "dropped at their time to live; alerts when most knocks go undelivered (template "
+    "broken) or unanswered, or knocks past their time to live are not ended.",
     "Check the knock template's status in WhatsApp Manager and the knocks' "
-    "status events; " + RUNBOOK,
+    "status events; knocks past their time to live are ended by the "
+    "delivery_heartbeat sensor and every sweep; " + RUNBOOK,
 )
 # Named in the order of AbandonReason, from the one set the evaluator counts by.
 EXPECTED_REASONS_TEXT = ", ".join(r for r in AbandonReason if r in EXPECTED_ABANDON_REASONS)
