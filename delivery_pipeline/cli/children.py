@@ -139,10 +139,12 @@ def child_environment(
     # Unset or empty (the default): the demo's knocks carry buttons; a choice of
     # the shell's own is kept.
     env["DELIVERY_KNOCK_TEMPLATES"] = env.get("DELIVERY_KNOCK_TEMPLATES") or demo_knock_templates()
-    # Unset: the sandbox's document templates (docs/design/files.md), so a person who
-    # never writes gets their document as a file; set empty, the knock alone.
+    # Unset: the sandbox's document templates (docs/design/files.md), for the people
+    # whose own choice is a file (the demo's Noah); every kind still knocks by
+    # default, as the tour and the tutorial expect. A choice of the shell's own is kept.
     env.setdefault("DELIVERY_DOCUMENT_TEMPLATES", demo_document_templates("document_attached"))
     env.setdefault("DELIVERY_BRIEF_DOCUMENT_TEMPLATES", demo_document_templates("brief_attached"))
+    env.setdefault("DELIVERY_FILE_OUTSIDE_WINDOW", "")
     project_path = str(PROJECT_ROOT)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [project_path, base.get("PYTHONPATH")]))
     return env

@@ -10,12 +10,12 @@ their number's country disagree, and tie the demo to the hour of the first
 setting that ``people add --quiet-hours`` writes); everybody else keeps
 ``DELIVERY_QUIET_HOURS``.
 
-``up`` configures a document template per locale, so a document whose
-person's window is closed goes as one PDF (docs/design/files.md). The tour's
-first three people are knocked all the same (their own ``outside_window`` is
-``knock``): the tour answers their knocks. Noah never writes and is never
-knocked: his plan reaches him as a file, which ``sandbox inbox`` shows with
-the address that opens it.
+``up`` configures a document template per locale and no kind that goes as a
+file outside the window by itself (docs/design/files.md): the tour's first
+three people, and anyone a newcomer adds, are knocked, and the tour answers
+their knocks. Noah never writes, and his own ``outside_window`` is ``file``:
+his plan reaches him as one PDF with no reply needed, which ``sandbox inbox``
+shows with the address that opens it.
 """
 
 from __future__ import annotations
@@ -39,19 +39,10 @@ class DemoPerson:
     locale: str
     time_zone: str
     brief_local_time: str
-    # Their documents outside the window: 'knock' (the tour answers the knock), or
-    # None (the deployment's: a file, with up's document templates).
-    outside_window: str | None = "knock"
+    # Their documents outside the window: None (up's choice: the knock, which the
+    # tour answers), or 'file' (one PDF on a document template, no reply needed).
+    outside_window: str | None = None
     brief_opt_in: bool = True
-
-    def ours(self, person: Person) -> bool:
-        """Is ``person`` this demo person (not someone given their number since)?"""
-        return (person.phone, person.name, person.locale, person.time_zone) == (
-            self.phone,
-            self.name,
-            self.locale,
-            self.time_zone,
-        )
 
     def seeded(self, person: Person) -> bool:
         """Is ``person`` this demo person as ``up`` made them, quiet hours left at the
@@ -74,7 +65,7 @@ DEMO_PEOPLE = (
         "en",
         "Europe/London",
         "08:00",
-        outside_window=None,
+        outside_window="file",
         brief_opt_in=False,
     ),
 )
@@ -108,12 +99,6 @@ def seed_demo(database_url: str, whatsapp: WhatsAppSettings | None = None) -> li
             elif demo.seeded(person):
                 person = QUERIES.set_quiet_hours.one(
                     conn, {"person_id": person.id, "quiet_hours": NO_QUIET_HOURS}
-                )
-                assert person is not None  # it was just read
-            if demo.ours(person) and person.outside_window is None and demo.outside_window:
-                # Seeded by an up from before document templates: still knocked.
-                person = QUERIES.set_outside_window.one(
-                    conn, {"person_id": person.id, "outside_window": demo.outside_window}
                 )
                 assert person is not None  # it was just read
             people.append(person)
