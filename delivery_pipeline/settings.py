@@ -596,15 +596,17 @@ class DeliverySettings(Section):
     file_outside_window: str = Field(
         "plan,daily_brief",
         description=(
-            "kinds that go as a file on a document template outside the window, comma-separated; "
-            "the others knock (only with DELIVERY_DOCUMENT_TEMPLATES set)"
+            "kinds that go as a file on a document template outside the window, comma-separated, "
+            "or none (only the people whose own choice is a file); the others knock (only with "
+            "DELIVERY_DOCUMENT_TEMPLATES set)"
         ),
     )
     file_in_window: str = Field(
         "",
         description=(
             "kinds that go as one document message (the PDF with a short caption) inside the "
-            "window, comma-separated; the others go as text parts; unset: every kind as parts"
+            "window, comma-separated, or none; the others go as text parts; unset: every kind as "
+            "parts"
         ),
     )
     template_recheck_seconds: float = Field(
@@ -724,7 +726,7 @@ class DeliverySettings(Section):
     @field_validator("file_outside_window", "file_in_window")
     @classmethod
     def _file_kinds(cls, value: str) -> str:
-        parse_review_kinds(value)
+        parse_file_kinds(value)
         return value
 
     def document_template_choices(self, kind: str) -> dict[str, list[tuple[str, str]]]:
@@ -743,11 +745,11 @@ class DeliverySettings(Section):
 
     @property
     def file_outside_window_kinds(self) -> frozenset[str]:
-        return parse_review_kinds(self.file_outside_window)
+        return parse_file_kinds(self.file_outside_window)
 
     @property
     def file_in_window_kinds(self) -> frozenset[str]:
-        return parse_review_kinds(self.file_in_window)
+        return parse_file_kinds(self.file_in_window)
 
     @field_validator("quiet_hours")
     @classmethod
@@ -1640,6 +1642,11 @@ def parse_document_parameters(raw: str) -> dict[str, tuple[str, ...]]:
             )
         parameters[name.strip()] = chosen
     return parameters
+
+
+def parse_file_kinds(raw: str) -> frozenset[str]:
+    """``plan,daily_brief`` → those kinds; ``none`` (or empty) → no kind."""
+    return frozenset() if raw.strip().lower() == "none" else parse_review_kinds(raw)
 
 
 def document_template_list(settings: DeliverySettings) -> list[tuple[str, str]]:

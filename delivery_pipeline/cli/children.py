@@ -142,9 +142,12 @@ def child_environment(
     # Unset: the sandbox's document templates (docs/design/files.md), for the people
     # whose own choice is a file (the demo's Noah); every kind still knocks by
     # default, as the tour and the tutorial expect. A choice of the shell's own is kept.
-    env.setdefault("DELIVERY_DOCUMENT_TEMPLATES", demo_document_templates("document_attached"))
-    env.setdefault("DELIVERY_BRIEF_DOCUMENT_TEMPLATES", demo_document_templates("brief_attached"))
-    env.setdefault("DELIVERY_FILE_OUTSIDE_WINDOW", "")
+    for name, template in (
+        ("DELIVERY_DOCUMENT_TEMPLATES", "document_attached"),
+        ("DELIVERY_BRIEF_DOCUMENT_TEMPLATES", "brief_attached"),
+    ):
+        env[name] = env.get(name) or demo_document_templates(template)
+    env["DELIVERY_FILE_OUTSIDE_WINDOW"] = env.get("DELIVERY_FILE_OUTSIDE_WINDOW") or "none"
     project_path = str(PROJECT_ROOT)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [project_path, base.get("PYTHONPATH")]))
     return env

@@ -47,6 +47,7 @@ from delivery_pipeline.delivery.statements import Claim
 from delivery_pipeline.files.words import FILE_KINDS, locale_of, long_date, title
 from delivery_pipeline.model import ChunkState, Kind
 from delivery_pipeline.store.rows import FileWords
+from delivery_pipeline.whatsapp.client import Ready
 from delivery_pipeline.whatsapp.errors import (
     ApiUnreachable,
     CloudApiError,
@@ -309,17 +310,8 @@ class FileDelivery:
         started_at = dt.datetime.now(dt.UTC)
         try:
             if template is not None:
-                name, language = template
-                wamid = await delivery.client.send_document_template(
-                    to,
-                    name,
-                    language,
-                    self._parameters(name, words),
-                    media_id=media.media_id,
-                    filename=media.filename,
-                    callback_data=callback,
-                    number=claim.phone_number_id,
-                    ready=ready,
+                wamid = await self.send_on_template(
+                    claim, to, template, media, words, callback=callback, ready=ready
                 )
             else:
                 wamid = await delivery.client.send_document(
@@ -359,6 +351,34 @@ class FileDelivery:
             return exc
         await delivery._sent_ok(claim, started_at)
         return wamid
+
+    async def send_on_template(
+        self,
+        claim: Claim,
+        to: str,
+        template: tuple[str, str],
+        media: FileMedia,
+        words: FileWords,
+        *,
+        callback: str,
+        ready: Ready,
+    ) -> str:
+        """The file on document template ``template``: its message id. How long the
+        platform may hold it undelivered is the template's own time to live
+        (``message_send_ttl_seconds``, set when it is created), counted from this
+        send; the template it went on is ``documents.file_template``."""
+        name, language = template
+        return await self.delivery.client.send_document_template(
+            to,
+            name,
+            language,
+            self._parameters(name, words),
+            media_id=media.media_id,
+            filename=media.filename,
+            callback_data=callback,
+            number=claim.phone_number_id,
+            ready=ready,
+        )
 
     async def _finish(self, claim: Claim, callback: str | None, wamid: str | None) -> None:
         """Record the file's send accepted and the document delivered."""
