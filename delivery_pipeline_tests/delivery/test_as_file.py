@@ -21,7 +21,7 @@ from delivery_pipeline.files.stored import ensure_file
 from delivery_pipeline.settings import Settings
 from delivery_pipeline.testing.files import flat, pdf_text
 from delivery_pipeline.testing.service import APP_SECRET, start_service
-from delivery_pipeline_tests.support.cli import sweep_process
+from delivery_pipeline_tests.support.cli import run, sweep_process
 from delivery_pipeline_tests.support.data import (
     add_document,
     add_person,
@@ -81,6 +81,15 @@ def test_outside_the_window_the_document_goes_as_one_file_on_a_template(db, sand
     assert row["way"] == "file" and row["file_template"] == "document_attached"
     [ledger] = chunks(db, doc["id"])
     assert ledger["state"] == "sent" and ledger["wa_message_id"] == message["id"]
+
+    # Which way it went, where a person looks.
+    url = file_settings.database.database_url
+    shown = run(url, "documents", "show", str(doc["id"])).stdout
+    assert "way:    file (document_attached:en)" in shown, shown
+    listed = run(url, "documents", "list", "--json").stdout
+    assert '"way": "file"' in listed, listed
+    status = run(url, "status").stdout
+    assert "delivered by way: file 1 (1 in 24h)" in status, status
 
 
 def test_without_document_templates_it_knocks_as_before(db, sandbox, settings):
