@@ -21,6 +21,8 @@ from delivery_pipeline.files.stored import ensure_file
 from delivery_pipeline.settings import Settings
 from delivery_pipeline.testing.files import flat, pdf_text
 from delivery_pipeline.testing.service import APP_SECRET, start_service
+from delivery_pipeline.watch.checks import Severity
+from delivery_pipeline.watch.checks import templates as template_checks
 from delivery_pipeline_tests.support.cli import run, sweep_process
 from delivery_pipeline_tests.support.data import (
     add_document,
@@ -337,6 +339,15 @@ def test_a_template_paused_mid_morning_the_fallback_then_the_knock(
     assert result.files_sent == 1 and not result.send_errors
     [message] = sandbox.inbox(later["phone"])
     assert message["template"]["name"] == "brief_attached"
+    # Its own check says so, as a knock template's would.
+    check = template_checks.check_document_template(
+        db, file_settings, name="document_attached", language="en"
+    )
+    assert check.name == "document_template_document_attached_en"
+    assert check.severity is Severity.ERROR and "PAUSED" in check.summary
+    assert template_checks.check_document_template(
+        db, file_settings, name="brief_attached", language="en"
+    ).passed
 
     sandbox.template("brief_attached", "en", status="PAUSED", reason="LOW_QUALITY")
     wait_for(
