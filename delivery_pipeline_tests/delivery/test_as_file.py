@@ -23,12 +23,15 @@ from delivery_pipeline.testing.files import flat, pdf_text
 from delivery_pipeline.testing.service import APP_SECRET, start_service
 from delivery_pipeline.watch.checks import Severity
 from delivery_pipeline.watch.checks import templates as template_checks
+from delivery_pipeline_tests.support.api import AUTH, start_api_service
+from delivery_pipeline_tests.support.api import plan as api_plan
 from delivery_pipeline_tests.support.cli import run, sweep_process
 from delivery_pipeline_tests.support.data import (
     add_document,
     add_person,
     chunks,
     document,
+    new_phone,
     plan_body,
 )
 from delivery_pipeline_tests.support.inbox import knocks, texts
@@ -395,3 +398,22 @@ def test_a_file_failed_after_acceptance_goes_through_the_completer(
     row = document(db, doc["id"])
     assert row["way"] == "file" and row["file_template"] == "brief_attached"
     assert row["delivery_attempts"] == 0, "a template's refusal is no attempt of the document's"
+
+
+@pytest.mark.slow
+def test_the_api_says_a_handed_over_document_went_as_a_file(db, sandbox, file_settings):
+    with start_api_service(file_settings.database.database_url, sandbox.url, **ENV) as svc:
+        sandbox.faults(webhook_url=svc.webhook_url, app_secret=APP_SECRET)
+        phone = new_phone()  # a new person: their window is closed
+        created = svc.http.post("/v1/documents", json=api_plan(phone), headers=AUTH).json()
+        path = f"/v1/documents/{created['id']}"
+        if svc.http.get(path, headers=AUTH).json()["state"] != "delivered":
+            sweep(file_settings)  # the service's own sweep may have taken it already
+        seen = wait_for(
+            lambda: (d := svc.http.get(path, headers=AUTH).json())["state"] == "delivered" and d,
+            what="the handed-over document delivered",
+        )
+
+    assert seen["way"] == "file"
+    [message] = sandbox.inbox(phone)
+    assert message["template"]["name"] == "document_attached"
