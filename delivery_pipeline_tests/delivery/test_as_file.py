@@ -417,3 +417,24 @@ def test_the_api_says_a_handed_over_document_went_as_a_file(db, sandbox, file_se
     assert seen["way"] == "file"
     [message] = sandbox.inbox(phone)
     assert message["template"]["name"] == "document_attached"
+
+
+@pytest.mark.slow
+def test_a_template_flipped_to_marketing_is_passed_over(db, sandbox, file_settings, service):
+    sandbox.template("document_attached", "en", category="MARKETING")
+    wait_for(
+        lambda: db.execute(
+            "SELECT 1 FROM message_templates WHERE name = 'document_attached' "
+            "AND language = 'en' AND category = 'MARKETING'"
+        ).fetchone(),
+        what="the re-categorisation applied",
+    )
+    person = add_person(db, inbound_age_seconds=None)
+    add_document(db, person["id"], plan_body(2))
+
+    result = sweep(file_settings)
+
+    # A marketing file would be capped and priced as marketing: the next one.
+    assert result.files_sent == 1 and not result.send_errors
+    [message] = sandbox.inbox(person["phone"])
+    assert message["template"]["name"] == "brief_attached"
