@@ -652,6 +652,46 @@ class DeliverySettings(Section):
             "awaited before the message is taken as dropped"
         ),
     )
+    document_templates: str = Field(
+        "",
+        description=(
+            "each locale's approved document templates (a utility template with a DOCUMENT "
+            "header), in DELIVERY_KNOCK_TEMPLATES' format: outside the window a document goes "
+            "as one PDF on the first healthy one, no reply needed; none healthy, the knock; "
+            "unset: always the knock"
+        ),
+    )
+    brief_document_templates: str = Field(
+        "",
+        description=(
+            "a daily brief's own document templates, in the same format (one created with a "
+            "time to live that ends with the day); unset: DELIVERY_DOCUMENT_TEMPLATES"
+        ),
+    )
+    document_template_parameters: str = Field(
+        "brief_attached=name|date",
+        description=(
+            "each document template's named body parameters, name=param|param, comma-separated, "
+            "from name (the person's), kind (plan, brief…, in their language) and date (the "
+            "document's day); a template not listed takes name|kind|date"
+        ),
+    )
+    file_outside_window: str = Field(
+        "plan,daily_brief",
+        description=(
+            "kinds that go as a file on a document template outside the window, comma-separated, "
+            "or none (only the people whose own choice is a file); the others knock (only with "
+            "DELIVERY_DOCUMENT_TEMPLATES set)"
+        ),
+    )
+    file_in_window: str = Field(
+        "",
+        description=(
+            "kinds that go as one document message (the PDF with a short caption) inside the "
+            "window, comma-separated, or none; the others go as text parts; unset: every kind as "
+            "parts"
+        ),
+    )
     template_recheck_seconds: float = Field(
         900,
         gt=0,
@@ -766,6 +806,47 @@ class DeliverySettings(Section):
         own entry, else its name's, else the platform's default."""
         ttls = parse_template_ttls(self.template_ttls)
         return ttls.get(f"{name}:{language}", ttls.get(name, PLATFORM_TTL_SECONDS))
+
+    @field_validator("document_templates", "brief_document_templates")
+    @classmethod
+    def _document_templates(cls, value: str) -> str:
+        if value.strip():
+            parse_template_choices(value)
+        return value
+
+    @field_validator("document_template_parameters")
+    @classmethod
+    def _document_parameters(cls, value: str) -> str:
+        parse_document_parameters(value)
+        return value
+
+    @field_validator("file_outside_window", "file_in_window")
+    @classmethod
+    def _file_kinds(cls, value: str) -> str:
+        parse_file_kinds(value)
+        return value
+
+    def document_template_choices(self, kind: str) -> dict[str, list[tuple[str, str]]]:
+        """Each locale's document templates for ``kind``, the preferred first (empty:
+        none configured, the knock)."""
+        raw = self.document_templates
+        if kind == "daily_brief" and self.brief_document_templates.strip():
+            raw = self.brief_document_templates
+        return parse_template_choices(raw) if raw.strip() else {}
+
+    def document_template_parameter_names(self, name: str) -> tuple[str, ...]:
+        """The named body parameters document template ``name`` takes."""
+        return parse_document_parameters(self.document_template_parameters).get(
+            name, DOCUMENT_PARAMETERS
+        )
+
+    @property
+    def file_outside_window_kinds(self) -> frozenset[str]:
+        return parse_file_kinds(self.file_outside_window)
+
+    @property
+    def file_in_window_kinds(self) -> frozenset[str]:
+        return parse_file_kinds(self.file_in_window)
 
     @field_validator("quiet_hours")
     @classmethod
@@ -1726,6 +1807,43 @@ def parse_template_ttls(raw: str) -> dict[str, float]:
             raise ValueError(f"item {item!r}: a time to live is 1 s to 30 days")
         ttls[key.strip()] = float(ttl)
     return ttls
+
+
+# What a document template's body may name: the person's name, what the document
+# is, its day (delivery/as_file.py fills them in).
+DOCUMENT_PARAMETERS = ("name", "kind", "date")
+
+
+def parse_document_parameters(raw: str) -> dict[str, tuple[str, ...]]:
+    """``brief_attached=name|date`` → {"brief_attached": ("name", "date")}."""
+    parameters: dict[str, tuple[str, ...]] = {}
+    for item in filter(None, (part.strip() for part in raw.split(","))):
+        name, sep, names = item.partition("=")
+        chosen = tuple(n.strip() for n in names.split("|") if n.strip())
+        if not sep or not name.strip() or not chosen:
+            raise ValueError(f"item {item!r} is not template=param|param")
+        unknown = sorted(set(chosen) - set(DOCUMENT_PARAMETERS))
+        if unknown:
+            raise ValueError(
+                f"item {item!r} names {', '.join(map(repr, unknown))}; a document template's "
+                f"parameters are {', '.join(DOCUMENT_PARAMETERS)}"
+            )
+        parameters[name.strip()] = chosen
+    return parameters
+
+
+def parse_file_kinds(raw: str) -> frozenset[str]:
+    """``plan,daily_brief`` → those kinds; ``none`` (or empty) → no kind."""
+    return frozenset() if raw.strip().lower() == "none" else parse_review_kinds(raw)
+
+
+def document_template_list(settings: DeliverySettings) -> list[tuple[str, str]]:
+    """Every distinct (name, language) of the document templates, in order."""
+    seen: list[tuple[str, str]] = []
+    for kind in REVIEWABLE_KINDS:
+        for choices in settings.document_template_choices(kind).values():
+            seen.extend(choice for choice in choices if choice not in seen)
+    return seen
 
 
 def knock_choices(locale: str, choices: dict[str, list[tuple[str, str]]]) -> list[tuple[str, str]]:

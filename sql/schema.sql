@@ -63,6 +63,9 @@ CREATE TABLE public.documents (
     reminded_at timestamp with time zone,
     phone_number_id text,
     chunk_failures integer DEFAULT 0 NOT NULL,
+    way text,
+    file_template text,
+    file_template_language text,
     CONSTRAINT documents_abandon_reason_check CHECK ((abandon_reason = ANY (ARRAY['stale'::text, 'undeliverable'::text, 'opted_out'::text, 'max_attempts'::text, 'unknown_outcome'::text, 'unreachable'::text, 'operator'::text, 'rejected'::text, 'superseded'::text, 'cancelled'::text, 'no_reply'::text, 'expired'::text]))),
     CONSTRAINT documents_check CHECK (((kind <> 'daily_brief'::text) OR (for_date IS NOT NULL))),
     CONSTRAINT documents_check1 CHECK (((status <> 'succeeded'::text) OR (body IS NOT NULL))),
@@ -75,7 +78,8 @@ CREATE TABLE public.documents (
     CONSTRAINT documents_review_recorded_whole CHECK ((((review_decision IS NULL) = (reviewed_at IS NULL)) AND ((review_decision IS NULL) = (reviewed_by IS NULL)))),
     CONSTRAINT documents_review_rejected_is_abandoned CHECK ((COALESCE((review_decision = 'rejected'::text), false) = COALESCE((abandon_reason = 'rejected'::text), false))),
     CONSTRAINT documents_review_rejected_with_reason CHECK (((review_decision IS DISTINCT FROM 'rejected'::text) OR (COALESCE(btrim(review_reason), ''::text) <> ''::text))),
-    CONSTRAINT documents_status_check CHECK ((status = ANY (ARRAY['pending'::text, 'generating'::text, 'succeeded'::text, 'failed'::text])))
+    CONSTRAINT documents_status_check CHECK ((status = ANY (ARRAY['pending'::text, 'generating'::text, 'succeeded'::text, 'failed'::text]))),
+    CONSTRAINT documents_way_check CHECK ((way = ANY (ARRAY['parts'::text, 'knock_then_parts'::text, 'file'::text, 'file_in_window'::text, 'knock_then_file'::text])))
 )
 WITH (fillfactor='70');
 
@@ -988,7 +992,9 @@ CREATE TABLE public.people (
     username text,
     knocks_stopped_at timestamp with time zone,
     phone_number_id text,
+    outside_window text,
     CONSTRAINT people_locale_check CHECK ((locale = ANY (ARRAY['en'::text, 'es'::text, 'pt'::text]))),
+    CONSTRAINT people_outside_window_check CHECK ((outside_window = ANY (ARRAY['knock'::text, 'file'::text]))),
     CONSTRAINT people_phone_check CHECK ((phone ~ '^\+[1-9][0-9]{6,14}$'::text)),
     CONSTRAINT people_quiet_hours_check CHECK ((quiet_hours ~ '^([01][0-9]|2[0-3]):[0-5][0-9]-([01][0-9]|2[0-3]):[0-5][0-9]$'::text)),
     CONSTRAINT people_time_zone_valid CHECK (public.is_valid_time_zone(time_zone)),

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from delivery_pipeline.cli.provision import Databases
+from delivery_pipeline.sandbox.document_templates import DOCUMENT_TEMPLATE_SPECS
 from delivery_pipeline.sandbox.knock_templates import KNOCK_BUTTON_SPECS
 from delivery_pipeline.settings import (
     DEFAULT_KNOCK_TEMPLATES,
@@ -75,6 +76,16 @@ def demo_knock_templates() -> str:
     )
 
 
+def demo_document_templates(name: str) -> str:
+    """``DELIVERY_DOCUMENT_TEMPLATES``' format for the sandbox's document template
+    ``name``, one per locale (``sandbox/document_templates.py``)."""
+    return ",".join(
+        f"{language.split('_')[0]}={name}:{language}"
+        for template, language, *_ in DOCUMENT_TEMPLATE_SPECS
+        if template == name
+    )
+
+
 def send_button(locale: str) -> str:
     """The text of the demo knock's *Send it* button in ``locale``."""
     return next(spec[4][0] for spec in KNOCK_BUTTON_SPECS if spec[1].split("_")[0] == locale)
@@ -128,6 +139,15 @@ def child_environment(
     # Unset or empty (the default): the demo's knocks carry buttons; a choice of
     # the shell's own is kept.
     env["DELIVERY_KNOCK_TEMPLATES"] = env.get("DELIVERY_KNOCK_TEMPLATES") or demo_knock_templates()
+    # Unset: the sandbox's document templates (docs/design/files.md), for the people
+    # whose own choice is a file (the demo's Noah); every kind still knocks by
+    # default, as the tour and the tutorial expect. A choice of the shell's own is kept.
+    for name, template in (
+        ("DELIVERY_DOCUMENT_TEMPLATES", "document_attached"),
+        ("DELIVERY_BRIEF_DOCUMENT_TEMPLATES", "brief_attached"),
+    ):
+        env[name] = env.get(name) or demo_document_templates(template)
+    env["DELIVERY_FILE_OUTSIDE_WINDOW"] = env.get("DELIVERY_FILE_OUTSIDE_WINDOW") or "none"
     project_path = str(PROJECT_ROOT)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [project_path, base.get("PYTHONPATH")]))
     return env

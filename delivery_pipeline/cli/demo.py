@@ -9,6 +9,13 @@ their number's country disagree, and tie the demo to the hour of the first
 ``up``. So their own quiet hours are none (``00:00-00:00``, the person's own
 setting that ``people add --quiet-hours`` writes); everybody else keeps
 ``DELIVERY_QUIET_HOURS``.
+
+``up`` configures a document template per locale and no kind that goes as a
+file outside the window by itself (docs/design/files.md): the tour's first
+three people, and anyone a newcomer adds, are knocked, and the tour answers
+their knocks. Noah never writes, and his own ``outside_window`` is ``file``:
+his plan reaches him as one PDF with no reply needed, which ``sandbox inbox``
+shows with the address that opens it.
 """
 
 from __future__ import annotations
@@ -32,6 +39,10 @@ class DemoPerson:
     locale: str
     time_zone: str
     brief_local_time: str
+    # Their documents outside the window: None (up's choice: the knock, which the
+    # tour answers), or 'file' (one PDF on a document template, no reply needed).
+    outside_window: str | None = None
+    brief_opt_in: bool = True
 
     def seeded(self, person: Person) -> bool:
         """Is ``person`` this demo person as ``up`` made them, quiet hours left at the
@@ -48,11 +59,21 @@ DEMO_PEOPLE = (
     DemoPerson("+5511900000001", "Ana Souza", "pt", "America/Sao_Paulo", "07:00"),
     DemoPerson("+5215500000002", "Lucía Gómez", "es", "America/Mexico_City", "07:30"),
     DemoPerson("+447700900003", "Sam Taylor", "en", "Europe/London", "08:00"),
+    DemoPerson(
+        "+447700900004",
+        "Noah Brown",
+        "en",
+        "Europe/London",
+        "08:00",
+        outside_window="file",
+        brief_opt_in=False,
+    ),
 )
 
 
 def seed_demo(database_url: str, whatsapp: WhatsAppSettings | None = None) -> list[Person]:
-    """Demo people (one per language and zone), each with a plan requested; idempotent."""
+    """Demo people (one per language and zone, and Noah, who gets files), each with a plan
+    requested; idempotent."""
     people = []
     with connect(database_url) as conn:
         for demo in DEMO_PEOPLE:
@@ -64,11 +85,16 @@ def seed_demo(database_url: str, whatsapp: WhatsAppSettings | None = None) -> li
                     name=demo.name,
                     locale=demo.locale,
                     time_zone=demo.time_zone,
-                    brief_opt_in=True,
+                    brief_opt_in=demo.brief_opt_in,
                     brief_local_time=demo.brief_local_time,
                     quiet_hours=NO_QUIET_HOURS,
                     whatsapp=whatsapp,
                 )
+                if demo.outside_window is not None:
+                    person = QUERIES.set_outside_window.one(
+                        conn, {"person_id": person.id, "outside_window": demo.outside_window}
+                    )
+                    assert person is not None  # it was just added
                 request_document(conn, person.id, Kind.PLAN)
             elif demo.seeded(person):
                 person = QUERIES.set_quiet_hours.one(

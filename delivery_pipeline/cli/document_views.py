@@ -22,6 +22,7 @@ from delivery_pipeline.settings import Settings
 from delivery_pipeline.store.db import connect, resolve_database_url
 from delivery_pipeline.store.intake import find_person, parse_kind
 from delivery_pipeline.store.queries import QUERIES
+from delivery_pipeline.store.rows import DocumentOutlook
 from delivery_pipeline.watch.ages import format_age
 from delivery_pipeline.watch.outlook import Outlook, outlook, outlooks
 
@@ -102,6 +103,16 @@ def _print_lead(seen: Outlook) -> None:
     print(f"owner:  {seen.owner}")
     print(f"why:    {seen.why}")
     print(f"until:  {seen.when() if seen.until else '-'}")
+    print(f"way:    {way_of(row)}")
+
+
+def way_of(row: DocumentOutlook) -> str:
+    """The way it goes or went, and a file's document template (``-``: not decided)."""
+    if row.way is None:
+        return "-"
+    if row.way == "file" and row.file_template:
+        return f"file ({row.file_template}:{row.file_template_language})"
+    return row.way
 
 
 def _plain(value: Any) -> str:
@@ -134,11 +145,12 @@ def cmd_documents_list(args: argparse.Namespace, settings: Settings) -> int:
             "owner": seen.owner,
             "since": format_age((seen.row.now - seen.row.since).total_seconds()),
             "until": _until(seen),
+            "way": seen.row.way or "",
             "why": _short(seen.why),
         }
         for seen in found
     ]
-    print_rows(rows, ["id", "kind", "person", "state", "owner", "since", "until", "why"])
+    print_rows(rows, ["id", "kind", "person", "state", "owner", "since", "until", "way", "why"])
     if len(found) == args.limit:
         print(
             f"... the newest {args.limit}: narrow with --state, --person, --kind, --since, "

@@ -100,6 +100,12 @@ def cmd_people_add(args: argparse.Namespace, settings: Settings) -> int:
             whatsapp=settings.whatsapp,
             phone_number_id=args.number,
         )
+        if args.outside_window is not None:
+            changed = QUERIES.set_outside_window.one(
+                conn, {"person_id": person.id, "outside_window": args.outside_window}
+            )
+            assert changed is not None  # just added
+            person = changed
     number = person.phone_number_id or settings.whatsapp.phone_number_id
     print(
         f"person {person.id}: {person.name or '(no name)'} {person.phone or person.user_id}, "
@@ -316,7 +322,7 @@ def cmd_sandbox_inbox(args: argparse.Namespace, settings: Settings) -> int:
     path = f"people/{phone}"
     received = _sandbox_call(args.sandbox_url, "GET", f"{path}/inbox")
     written = _sandbox_call(args.sandbox_url, "GET", path)["written"]
-    print(conversation(phone, received, written))
+    print(conversation(phone, received, written, args.sandbox_url))
     return 0
 
 
@@ -386,6 +392,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--number",
         help="the business phone number id they are sent from (WHATSAPP_PHONE_NUMBER_ID or "
         "one of WHATSAPP_NUMBERS; default: by their calling code, else the default number)",
+    )
+    p.add_argument(
+        "--outside-window",
+        choices=("knock", "file"),
+        help="their documents while their window is closed: knock (ask them first) or file "
+        "(one PDF on a document template, DELIVERY_DOCUMENT_TEMPLATES); default: by kind, "
+        "DELIVERY_FILE_OUTSIDE_WINDOW",
     )
     add(people_sub, "list", cmd_people_list, "list people")
 

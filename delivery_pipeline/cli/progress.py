@@ -47,7 +47,7 @@ class SweepTally:
                 self._claimed += event.count
             elif event.kind in FINISHED:
                 self._finished[event.kind] += 1
-            elif event.kind in (Event.CHUNK_SENT, Event.KNOCK_SENT):
+            elif event.kind in (Event.CHUNK_SENT, Event.KNOCK_SENT, Event.FILE_SENT):
                 self._messages += 1
                 self._recent_sends.append(now)
             elif event.kind == Event.SEND_FAILED:

@@ -21,10 +21,16 @@ import psycopg
 from delivery_pipeline.cli.failures import ExitCode
 from delivery_pipeline.cli.table import print_rows
 from delivery_pipeline.delivery.pause import EVERY_NUMBER
-from delivery_pipeline.settings import BusinessNumber, Settings
+from delivery_pipeline.settings import BusinessNumber, Settings, document_template_list
 from delivery_pipeline.store.db import connect, resolve_database_url
 from delivery_pipeline.store.queries import QUERIES
-from delivery_pipeline.store.rows import OldestWaiting, SenderState, StateCount, TemplateState
+from delivery_pipeline.store.rows import (
+    OldestWaiting,
+    SenderState,
+    StateCount,
+    TemplateState,
+    WayCount,
+)
 from delivery_pipeline.watch import application_events
 from delivery_pipeline.watch.ages import format_age
 from delivery_pipeline.watch.checks.templates import describe, template_states
@@ -60,6 +66,10 @@ class StateLine:
         )
 
 
+# The recent share of the ways shown.
+WAY_PERIOD = dt.timedelta(hours=24)
+
+
 def run(args: argparse.Namespace, settings: Settings) -> int:
     with connect(resolve_database_url(settings.database)) as conn:
         counts = QUERIES.state_summary.all(conn, {})
@@ -70,6 +80,10 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
             pacer_state(conn, settings, number) for number in settings.whatsapp.business_numbers
         ]
         templates = template_states(conn, settings)
+        document_templates = template_states(
+            conn, settings, document_template_list(settings.delivery)
+        )
+        ways = QUERIES.way_summary.all(conn, {"period": WAY_PERIOD})
         applications = application_events.outbox(conn)
     lines = [StateLine.of(row, None if row.reason else oldest.get(row.state)) for row in counts]
     pauses = [sender for sender in senders if sender.paused_at]
@@ -87,6 +101,8 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
                     "pacer": pacers[0],
                     "pacers": pacers,
                     "knock_templates": knock_templates,
+                    "document_templates": [t._asdict() for t in document_templates],
+                    "ways": [w._asdict() for w in ways],
                     "application_events": [a._asdict() for a in applications],
                 },
                 default=str,
@@ -118,6 +134,8 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         for pacer in pacers:
             print(f"pacer: {pacer['description']}")
         _print_templates(templates)
+        _print_document_templates(document_templates)
+        _print_ways(ways)
         for line in application_events.outbox_lines(applications):
             print(line)
     return ExitCode.ATTENTION if paused else ExitCode.DONE
@@ -204,6 +222,35 @@ def _print_templates(templates: list[TemplateState]) -> None:
     for t in templates:
         if t.problem != "ok" or t.announced_category or t.pause_lapsed or t.not_delivered:
             print(f"  {describe(t)}")
+
+
+def _print_document_templates(templates: list[TemplateState]) -> None:
+    """Each document template and language: what the platform said of it."""
+    if not templates:
+        return
+    print()
+    print("document templates (DELIVERY_DOCUMENT_TEMPLATES, in order of preference):")
+    table = [
+        {
+            "template": t.name,
+            "language": t.language,
+            "health": t.problem,
+            "status": t.status or "",
+            "quality": t.quality or "",
+            "category": t.category or "",
+        }
+        for t in templates
+    ]
+    print_rows(table, list(table[0]))
+
+
+def _print_ways(ways: list[WayCount]) -> None:
+    """Delivered documents by the way they went: parts, a file, after a knock."""
+    if not ways:
+        return
+    print()
+    shown = ", ".join(f"{w.way} {w.delivered} ({w.recent} in 24h)" for w in ways)
+    print(f"delivered by way: {shown}")
 
 
 def _when(seconds: float | None) -> str:

@@ -178,8 +178,24 @@ def build_template_checks(knock_templates: str) -> list[dg.AssetChecksDefinition
     return built
 
 
+def build_document_template_checks(
+    document_templates: list[tuple[str, str]],
+) -> list[dg.AssetChecksDefinition]:
+    """One check per document template and language (``DELIVERY_DOCUMENT_TEMPLATES``,
+    ``DELIVERY_BRIEF_DOCUMENT_TEMPLATES``)."""
+    return [
+        _on_asset(
+            registry.document_template_check(name, language),
+            partial(templates.check_document_template, name=name, language=language),
+        )
+        for name, language in document_templates
+    ]
+
+
 def build_checks(
-    checks: CheckSettings, knock_templates: str = DEFAULT_KNOCK_TEMPLATES
+    checks: CheckSettings,
+    knock_templates: str = DEFAULT_KNOCK_TEMPLATES,
+    document_templates: list[tuple[str, str]] | None = None,
 ) -> list[dg.AssetChecksDefinition]:
     """Every check; the backlog's freshness bound comes from the settings.
 
@@ -195,7 +211,10 @@ def build_checks(
             lower_bound_delta=dt.timedelta(seconds=checks.backlog_stale_seconds),
             severity=dg.AssetCheckSeverity.WARN,
         )
-    templates = build_template_checks(knock_templates)
+    templates = [
+        *build_template_checks(knock_templates),
+        *build_document_template_checks(document_templates or []),
+    ]
     return [*STATE_CHECKS, webhook_service_reachable, *templates, *freshness]
 
 

@@ -24,11 +24,15 @@ from delivery_pipeline.dagster_defs.run_config import fixed_io_manager
 from delivery_pipeline.dagster_defs.schedules import build_schedules
 from delivery_pipeline.dagster_defs.sensors import build_sensors
 from delivery_pipeline.logs import quiet_http_clients, ready_for_capture
-from delivery_pipeline.settings import Settings
+from delivery_pipeline.settings import Settings, document_template_list
 
 
 def build_definitions(settings: Settings) -> dg.Definitions:
-    checks = build_checks(settings.checks, settings.delivery.knock_templates)
+    checks = build_checks(
+        settings.checks,
+        settings.delivery.knock_templates,
+        document_template_list(settings.delivery),
+    )
     return dg.Definitions(
         assets=[
             generated_documents,

@@ -1,5 +1,10 @@
 """A chunk's failed status: accepted by the platform, then failed; it never arrived.
 
+A document sent as a file has a ledger of one row, so its failed status comes
+here too, and fails as what it was (``kind_of``: a document template, whose
+template the status does not name and the document row holds, or a
+``document`` message).
+
 The chunk is marked failed once (an old attempt's status, or one for a chunk
 already delivered or read, changes nothing); its document is no longer
 delivered, and the error means what it would have meant on the send call
@@ -61,17 +66,31 @@ async def chunk_failed(
     )
     if refused is None:
         return None
+    template = None
+    if chunk.way == "file" and chunk.file_template and chunk.file_template_language:
+        template = (chunk.file_template, chunk.file_template_language)
     failure = Failure(
         error,
-        MessageKind.CHUNK,
+        kind_of(chunk.way),
         chunk.document_id,
         chunk.person_id,
         attempts=chunk.delivery_attempts + 1,
         synchronous=False,
+        template=template,
         at=at,
     )
     completed = await complete(conn, failure, FailedChunk(chunk), settings)
     return list(completed.due_now)
+
+
+def kind_of(way: str | None) -> MessageKind:
+    """What a ledger row of a document going ``way`` (sql/migrations/039) sends: its one file on a
+    document template or as a ``document`` message, else a part of its text."""
+    if way == "file":
+        return MessageKind.DOCUMENT_TEMPLATE
+    if way == "file_in_window":
+        return MessageKind.DOCUMENT
+    return MessageKind.CHUNK
 
 
 @dataclass(frozen=True)

@@ -41,7 +41,7 @@ from delivery_pipeline.whatsapp.errors import Scope
 
 # The document goes on at once under the sender's claim (the knock path, the
 # next template, waiting for the person); a status webhook's gives it back due now.
-GOES_ON = frozenset({Step.KNOCK, Step.NEXT_TEMPLATE, Step.WAIT_FOR_PERSON})
+GOES_ON = frozenset({Step.KNOCK, Step.NEXT_TEMPLATE, Step.WAIT_FOR_PERSON, Step.WITHOUT_FILE})
 
 
 class Counted(NamedTuple):
@@ -175,6 +175,9 @@ async def _beyond_the_documents(
         )
     if consequence.opts_out:
         await QUERIES.person_opted_out.run(conn, {"person_id": failure.person_id})
+    if consequence.step is Step.WITHOUT_FILE and failure.document_id is not None:
+        # The document's way from now on, whoever goes on with it: text.
+        await QUERIES.document_without_file.one(conn, {"document_id": failure.document_id})
     if consequence.step is Step.KNOCK:
         # The platform's word is the person's new state: the window closed.
         await QUERIES.refuse_window.run(conn, {"person_id": failure.person_id, "at": failure.at})

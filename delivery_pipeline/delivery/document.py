@@ -20,6 +20,7 @@ from collections.abc import AsyncIterator, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import NoReturn
 
+from delivery_pipeline.delivery.as_file import FileDelivery, Then
 from delivery_pipeline.delivery.callback import chunk_callback, knock_callback
 from delivery_pipeline.delivery.chunking import delivery_messages
 from delivery_pipeline.delivery.completer import GOES_ON, Completed
@@ -207,6 +208,10 @@ class DocumentDelivery:
     # keeps that look off the paced path of a large sweep.
     answering: bool = False
     sends: SendsAwaited = field(default_factory=SendsAwaited, init=False)
+    files: FileDelivery = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.files = FileDelivery(self)
 
     async def run(self, claim: Claim) -> None:
         """Carry out the claim's action; raises ``GlobalStop`` when nobody can be sent to."""
@@ -246,8 +251,28 @@ class DocumentDelivery:
             # Night for the person: nothing unasked-for, not even a knock.
             self._given_back(claim, await self.store.hold_quiet(claim), Event.HELD_QUIET)
         elif claim.action == Action.KNOCK:
-            await self._knock(claim)
+            await self._outside_window(claim)
         else:
+            await self._inside_window(claim)
+
+    # ── the way: parts, a file, the knock (delivery/as_file.py) ────────
+
+    async def _outside_window(self, claim: Claim) -> None:
+        then, claim = await self.files.outside_window(claim)
+        if then is Then.KNOCK:
+            await self._knock(claim)
+
+    async def _inside_window(self, claim: Claim) -> None:
+        then, claim = await self.files.inside_window(claim)
+        if then is Then.KNOCK:
+            # The window closed on its document message: the way outside it.
+            await self._outside_window(claim._replace(way=None, has_ledger=False))
+        elif then is Then.PARTS:
+            if claim.body is None and not claim.has_ledger:
+                # No ledger and no body to cut one from (the claim reads none while
+                # a ledger holds text): due again now, and the next claim reads it.
+                await self._retry(claim, delay=0.0, reason="goes as text parts now")
+                return
             await self._deliver(claim)
 
     # ── the chunks ─────────────────────────────────────────────────────

@@ -70,7 +70,8 @@ class BeginRequest:
     document_id: int
     token: uuid.UUID
     phone_number_id: str
-    chunks: Sequence[str] | None
+    # A file's ledger is one row without text (delivery/as_file.py): None.
+    chunks: Sequence[str | None] | None
     tags: Sequence[str] | None
 
 

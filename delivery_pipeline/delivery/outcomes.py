@@ -54,6 +54,10 @@ class MessageKind(enum.StrEnum):
 
     CHUNK = "chunk"  # a part of a document, as text: only inside the person's window
     KNOCK = "knock"  # the template asking the person to write
+    # The document as one PDF: on a document template (outside the window), or as
+    # a ``document`` message (inside it). Its ledger is a part's (one row).
+    DOCUMENT_TEMPLATE = "document_template"
+    DOCUMENT = "document"
     # The answer to a press of Later or Stop, as text in the window the press opened;
     # about no one document (``delivery.acknowledgement``).
     ACKNOWLEDGEMENT = "acknowledgement"
@@ -62,7 +66,13 @@ class MessageKind(enum.StrEnum):
     def templated(self) -> bool:
         """Sent on an approved template: it needs no window, and the template itself
         can be refused (the refusal holds the template, ``template_recheck_seconds``)."""
-        return self is MessageKind.KNOCK
+        return self in (MessageKind.KNOCK, MessageKind.DOCUMENT_TEMPLATE)
+
+    @property
+    def carries_file(self) -> bool:
+        """It carries the document's file: a refusal of the file (``MediaRefused``)
+        sends the document without it."""
+        return self in (MessageKind.DOCUMENT_TEMPLATE, MessageKind.DOCUMENT)
 
     def attempt_limit(self, settings: DeliverySettings) -> int:
         """The counted attempts after which it is given up: ``DELIVERY_MAX_ATTEMPTS``
@@ -80,6 +90,9 @@ class Step(enum.StrEnum):
     PAUSE = "pause"  # nobody can be sent to: sending stops for everyone
     HOLD_TEMPLATE = "hold_template"  # the send's template is refused: it waits for it
     NEXT_TEMPLATE = "next_template"  # the knock's template is refused: the next one, now
+    # The file cannot go (refused, or its template cannot reach a BSUID): the
+    # document goes as text, parts in the window or the knock outside it, now.
+    WITHOUT_FILE = "without_file"
     WAIT_FOR_PERSON = "wait_for_person"  # no knock reaches them: their next message will
     RETRY = "retry"  # try again after ``retry_after``
 
@@ -139,6 +152,9 @@ def consequence_of(failure: Failure, settings: DeliverySettings) -> Consequence:
     scope = error.scope if error is not None else Scope.MESSAGE
     if error is not None and refused_for_bsuid(error):
         return _bsuid_refused(failure, error)
+    if trouble == Trouble.FILE_REFUSED and kind.carries_file:
+        assert error is not None
+        return Consequence(Step.WITHOUT_FILE, scope, alert=_without_file_alert(failure, error))
     if trouble == Trouble.WINDOW_CLOSED:
         if kind.templated:
             # A template refused with 131047 is never a window question (a template
@@ -166,14 +182,14 @@ def consequence_of(failure: Failure, settings: DeliverySettings) -> Consequence:
         return _template_refused(failure, error, settings)
     if trouble == Trouble.PLATFORM_HOLD:
         if isinstance(error, EcosystemHold):
-            # 131049: the platform asks for a day. A withheld knock counts (the
-            # person's knock is spent); a withheld chunk does not.
+            # 131049: the platform asks for a day. A withheld knock or document
+            # template counts (a knock's is spent); a withheld chunk does not.
             knock = kind is MessageKind.KNOCK
             return Consequence(
                 Step.RETRY,
                 scope,
                 retry_after=ECOSYSTEM_RETRY_SECONDS,
-                counts_attempt=knock,
+                counts_attempt=kind.templated,
                 knock_spent=knock,
             )
         if isinstance(error, PairRateLimited):
@@ -249,6 +265,10 @@ def _bsuid_refused(failure: Failure, error: CloudApiError) -> Consequence:
     alert = bsuid_alert(failure.person_id, failure.document_id, error, knock=knock)
     if knock:
         return Consequence(Step.WAIT_FOR_PERSON, error.scope, alert=alert)
+    if failure.kind is MessageKind.DOCUMENT_TEMPLATE:
+        # Not a template for a BSUID: the document goes without its file, that is
+        # the knock, whose own 131062 then waits for the person.
+        return Consequence(Step.WITHOUT_FILE, error.scope, alert=alert)
     return Consequence(
         Step.ABANDON,
         error.scope,
@@ -281,6 +301,21 @@ def _template_refused(
     fails over to the next template of its locale at once; any other send that
     named it waits that long; in-window deliveries, which need no template, go on."""
     hold = settings.template_recheck_seconds
+    if failure.kind is MessageKind.DOCUMENT_TEMPLATE:
+        assert failure.template is not None  # a document template's send names it
+        name, language = failure.template
+        return Consequence(
+            Step.NEXT_TEMPLATE,
+            error.scope,
+            alert=Alert(
+                f"document_template:{name}:{language}:{error.code}",
+                AlertSeverity.ERROR,
+                f"WhatsApp refused the document template {name} ({language}): {error}. "
+                "Documents fall over to the next document template of the locale "
+                "(DELIVERY_DOCUMENT_TEMPLATES), then to the knock.",
+                {"template": name, "language": language, "code": error.code},
+            ),
+        )
     if failure.kind is MessageKind.KNOCK:
         assert failure.template is not None  # a knock names its template
         name, language = failure.template
@@ -311,6 +346,16 @@ def _template_refused(
             f"again every {hold / 60:.0f} min, in-window deliveries go on.",
             {"code": error.code, "document_id": failure.document_id},
         ),
+    )
+
+
+def _without_file_alert(failure: Failure, error: CloudApiError) -> Alert:
+    return Alert(
+        f"media_refused:{error.code}",
+        AlertSeverity.WARNING,
+        f"WhatsApp refused document {failure.document_id}'s file ({error}); it goes as "
+        "text instead (the knock outside the window). Check the file's type and size.",
+        {"code": error.code, "document_id": failure.document_id},
     )
 
 

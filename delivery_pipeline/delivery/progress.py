@@ -19,6 +19,7 @@ class Event(enum.StrEnum):
     CLAIMED = "claimed"  # count: documents claimed in one batch
     CHUNK_SENT = "chunk_sent"
     KNOCK_SENT = "knock_sent"
+    FILE_SENT = "file_sent"  # a document as one file (detail: its way, file or file_in_window)
     SEND_FAILED = "send_failed"  # detail: the error's class (Throttled, TransientError, …)
     # A document's outcome in this sweep: exactly one of these per claim.
     DELIVERED = "delivered"

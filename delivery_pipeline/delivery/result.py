@@ -33,6 +33,8 @@ class SweepResult:
     delivered: int = 0
     chunks_sent: int = 0
     knocks_sent: int = 0
+    # Documents sent as one file: on a document template, or as a document message.
+    files_sent: int = 0
     awaiting_reply: int = 0
     retry_scheduled: int = 0
     unknown_outcomes: int = 0
@@ -59,6 +61,8 @@ class SweepResult:
                 self.chunks_sent += event.count
             case Event.KNOCK_SENT:
                 self.knocks_sent += event.count
+            case Event.FILE_SENT:
+                self.files_sent += event.count
             case Event.SEND_FAILED:
                 self.send_errors[event.detail or "?"] += event.count
             case Event.DELIVERED:

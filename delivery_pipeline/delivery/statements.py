@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,6 +30,7 @@ from delivery_pipeline.store.rows import (
     ChunkRef,
     Claim,
     ExpireAfter,
+    FileWords,
     KnockReservation,
     LedgerEntry,
     OpenedKnock,
@@ -185,8 +187,8 @@ class DeliveryStore:
     async def begin(
         self,
         claim: Claim,
-        chunks: list[str] | None,
-        tags: list[str] | None,
+        chunks: Sequence[str | None] | None,
+        tags: Sequence[str] | None,
         *,
         linger: float = 0.0,
     ) -> Ledger | None:
@@ -249,6 +251,39 @@ class DeliveryStore:
                     "error": error[:1000],
                 },
             )
+
+    # ── the way: a file (sql/queries/files.sql) ───────────────────────
+
+    async def choose_file_way(
+        self, claim: Claim, way: str, template: tuple[str, str] | None
+    ) -> bool:
+        """Under the claim: it goes as a file (``way``), on ``template``; False: claim lost."""
+        name, language = template or (None, None)
+        async with self.pool.connection() as conn:
+            chosen = await QUERIES.choose_file_way.one(
+                conn,
+                {
+                    "document_id": claim.document_id,
+                    "token": claim.token,
+                    "way": way,
+                    "template": name,
+                    "language": language,
+                },
+            )
+        return chosen is not None
+
+    async def forget_file_ledger(self, claim: Claim, way: str | None) -> bool | None:
+        """Under the claim: its file is not sent after all; its way is ``way`` again.
+        True: its ledger is empty; False: the file's send left (sent, or its outcome
+        unknown), and nothing changed; None: the claim is lost."""
+        async with self.pool.connection() as conn:
+            return await QUERIES.forget_file_ledger.one(
+                conn, {"document_id": claim.document_id, "token": claim.token, "way": way}
+            )
+
+    async def file_words(self, document_id: int) -> FileWords | None:
+        async with self.pool.connection() as conn:
+            return await QUERIES.file_words.one(conn, {"document_id": document_id})
 
     # ── the person ─────────────────────────────────────────────────────
 

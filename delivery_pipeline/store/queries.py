@@ -87,6 +87,7 @@ from delivery_pipeline.store.rows import (
     CancelDocument,
     ChangeNumber,
     ChangeUserId,
+    ChooseFileWay,
     Chunk,
     ChunkFailed,
     ChunkOwner,
@@ -121,6 +122,8 @@ from delivery_pipeline.store.rows import (
     ExpireEvents,
     FileContent,
     FileSourceRow,
+    FileWords,
+    ForgetFileLedger,
     GateParams,
     Generated,
     GeneratingCheck,
@@ -198,6 +201,7 @@ from delivery_pipeline.store.rows import (
     OutboxRuns,
     OutboxState,
     OutlookQuery,
+    OutsideWindow,
     OweAcknowledgement,
     PacerState,
     PartDeadline,
@@ -205,6 +209,7 @@ from delivery_pipeline.store.rows import (
     PauseSender,
     PendingCheck,
     PendingDocument,
+    Period,
     PeriodSample,
     Person,
     PersonKey,
@@ -271,6 +276,7 @@ from delivery_pipeline.store.rows import (
     UnsentAlert,
     UpdatePerson,
     Waiting,
+    WayCount,
 )
 
 _NAME_HEADER = re.compile(r"^-- name: ([a-z_][a-z0-9_]*)\s*$", re.MULTILINE)
@@ -739,6 +745,13 @@ class Queries:
     document_file = Query(ByDocument, StoredFile)
     store_document_file = Query(NewFile, StoredFile)
     document_file_content = Query(FileContent, bytes)
+    # the way a document goes (039)
+    file_words = Query(ByDocument, FileWords)
+    choose_file_way = Query(ChooseFileWay, int)
+    forget_file_ledger = Query(ForgetFileLedger, bool)
+    document_without_file = Query(ByDocument, int)
+    way_summary = Query(Period, WayCount)
+    set_outside_window = Query(OutsideWindow, Person)
     # sql/queries/media.sql: a file's media id on a number (037)
     document_media = Query(MediaLookup, MediaState)
     lease_media_upload = Query(MediaLease, uuid.UUID)

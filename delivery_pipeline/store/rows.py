@@ -118,6 +118,8 @@ class Person(NamedTuple):
     knocks_stopped_at: dt.datetime | None
     # sql/migrations/027: the business number they are bound to (None: the default number)
     phone_number_id: str | None
+    # sql/migrations/039: their documents outside the window: 'knock', 'file' (None: by kind)
+    outside_window: str | None
 
 
 class Document(NamedTuple):
@@ -165,6 +167,11 @@ class Document(NamedTuple):
     phone_number_id: str | None
     # sql/migrations/028: failed statuses applied to its chunks (the finish compares it)
     chunk_failures: int
+    # sql/migrations/039: the way it goes or went (parts, a file, after a knock), and the
+    # document template of its file's latest send
+    way: str | None
+    file_template: str | None
+    file_template_language: str | None
 
 
 class StateCount(NamedTuple):
@@ -186,6 +193,9 @@ class ChunkOwner(NamedTuple):
     person_id: int
     delivery_attempts: int  # the document's attempts counted so far
     phone_number_id: str | None  # the number it was sent from (sql/migrations/027)
+    way: str | None  # its document's (sql/migrations/039): a file's failure is a file's
+    file_template: str | None  # the document template of the file's latest send
+    file_template_language: str | None
 
 
 class DeliveryEvent(NamedTuple):
@@ -334,6 +344,12 @@ class Claim(NamedTuple):
     remind: bool
     # The business number it goes out from (sql/migrations/027), written by its first claim.
     phone_number_id: str
+    # The form its ledger holds (sql/migrations/039: 'parts', 'file', 'file_in_window'; None:
+    # not decided), and whether it has a ledger: what began goes on as it began.
+    way: str | None
+    has_ledger: bool
+    # The person's own choice outside the window (sql/migrations/039): 'knock', 'file', None.
+    outside_window: str | None
 
 
 class BeginItem(TypedDict):
@@ -350,7 +366,7 @@ class ChunkItem(TypedDict):
 
     document_id: int
     chunk_index: int
-    body: str
+    body: str | None  # None: a file's one row (sql/migrations/039)
     tag: str
 
 
@@ -911,6 +927,7 @@ class ReportDocument(NamedTuple):
     generated_in_day: bool | None
     delivered_in_day: bool | None
     phone_number_id: str  # '' before its first claim (sql/migrations/027)
+    way: str  # how it went (sql/migrations/039); '' while not delivered
 
 
 class ReportChunk(NamedTuple):
@@ -1811,6 +1828,7 @@ class ApiDocument(NamedTuple):
     priority: str
     metadata: dict[str, Any]
     handed_over_at: dt.datetime
+    way: str | None  # sql/migrations/039: the way it goes or went
 
 
 class DocumentKnock(NamedTuple):
@@ -1972,6 +1990,11 @@ class DocumentOutlook(NamedTuple):
     parts: int
     parts_sent: int
     now: dt.datetime
+    # sql/migrations/039: parts, file, file_in_window, knock_then_parts, knock_then_file (None:
+    # not decided yet), and a file's document template
+    way: str | None
+    file_template: str | None
+    file_template_language: str | None
 
 
 # ── sql/queries/files.sql: a document's file (037) ──────────────────────
@@ -1985,6 +2008,42 @@ class FileSourceRow(NamedTuple):
     name: str
     day: dt.date
     body: str
+
+
+class FileWords(NamedTuple):
+    """What a document's file is called and dated in the messages that carry it."""
+
+    kind: Kind
+    locale: str
+    name: str
+    day: dt.date
+
+
+class WayCount(NamedTuple):
+    """Delivered documents that went one way (``way_summary``)."""
+
+    way: str
+    delivered: int
+    recent: int  # within the period asked about
+
+
+class Period(TypedDict):
+    period: dt.timedelta
+
+
+class OutsideWindow(TypedDict):
+    person_id: int
+    outside_window: str | None
+
+
+class ChooseFileWay(ClaimRef):
+    way: str  # 'file' or 'file_in_window'
+    template: str | None
+    language: str | None
+
+
+class ForgetFileLedger(ClaimRef):
+    way: str | None  # what it is again: None (decided afresh) or 'parts'
 
 
 class StoredFile(NamedTuple):

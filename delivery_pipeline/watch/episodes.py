@@ -199,7 +199,7 @@ def episode_of(alert: Alert) -> str | None:
     """
     details = alert.details
     name, language = details.get("template"), details.get("language")
-    if alert.key.startswith((TEMPLATE_PREFIX, "knock_template:")):
+    if alert.key.startswith((TEMPLATE_PREFIX, "knock_template:", "document_template:")):
         if isinstance(name, str) and isinstance(language, str):
             return template_episode(name, language)
     if alert.key.startswith("knock_held:"):

@@ -55,6 +55,7 @@ class Outlook:
             "since": self.row.since.isoformat(),
             "why": self.why,
             "until": self.until.isoformat() if self.until else None,
+            "way": self.row.way,
         }
 
 

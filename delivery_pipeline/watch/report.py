@@ -3,7 +3,9 @@
 One UTC day's raw rows (``sql/queries/report.sql``) into pandas: documents
 generated and delivered, time from generated to delivered (p50/p95), chunks
 delivered and read, knocks sent / delivered / seen / answered, and abandoned
-by reason. "Seen" (a ``read`` status on the knock) against "answered" (the
+by reason, and delivered documents by the way they went (text parts, one
+file on a document template, one document message, either after a knock).
+"Seen" (a ``read`` status on the knock) against "answered" (the
 person wrote after it) is what tells not-seen from not-wanted.
 
 Every knock that left in the day (``knocks``, reminders included) has one
@@ -31,6 +33,9 @@ import psycopg
 
 from delivery_pipeline.store.queries import QUERIES, Query
 from delivery_pipeline.store.rows import DayBounds
+
+# The ways a document reaches its person (documents.way, sql/migrations/039).
+WAYS = ("parts", "file", "file_in_window", "knock_then_parts", "knock_then_file")
 
 
 @dataclass(frozen=True)
@@ -64,6 +69,8 @@ class DeliveryReport:
             f"{n['reminders_sent']} reminders) | {n['knocks_later']} / {n['knocks_stop']} |",
             f"| presses Send it / Later / Stop / Start | {n['presses_send']} / "
             f"{n['presses_later']} / {n['presses_stop']} / {n['presses_start']} |",
+            f"| delivered as parts / file / file in window / knock then parts / knock then file "
+            f"| {' / '.join(str(n.get(f'delivered_{way}', 0)) for way in WAYS)} |",
             f"| abandoned or failed | {n['abandoned_total']} |",
         ]
         for reason, count in self.abandoned_by_reason.items():
@@ -166,6 +173,8 @@ def delivery_report(conn: psycopg.Connection[Any], day: dt.date) -> DeliveryRepo
     }
     for reason, count in by_reason.items():
         numbers[f"abandoned_{reason}"] = count
+    for way in WAYS:
+        numbers[f"delivered_{way}"] = int((delivered["way"] == way).sum())
     return DeliveryReport(
         day=day,
         numbers=numbers,

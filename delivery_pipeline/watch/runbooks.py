@@ -113,6 +113,17 @@ KEYS: tuple[AlertKey, ...] = (
         Runbook(KNOCKS, "knock-template-refused"),
     ),
     AlertKey(
+        "document_template:<name>:<language>:<code>",
+        "the engine and the webhook service (a document's file refused for its document "
+        "template), reported on the template's episode, template:<name>:<language>",
+        Runbook(KNOCKS, "document-template-refused"),
+    ),
+    AlertKey(
+        "media_refused:<code>",
+        "the engine and the webhook service (a document's file refused: it goes as text)",
+        Runbook(DELIVERY, "media-refused"),
+    ),
+    AlertKey(
         "template_refused:<code>",
         "the engine (a template-scoped refusal)",
         Runbook(KNOCKS, "knock-template-refused"),
@@ -152,7 +163,7 @@ def runbook_for_check(name: str) -> Runbook | None:
     """The runbook of check ``name``, a template family member included."""
     if name in CHECK_RUNBOOKS:
         return CHECK_RUNBOOKS[name]
-    if name.startswith(registry.TEMPLATE_PREFIX):
+    if name.startswith((registry.TEMPLATE_PREFIX, registry.DOCUMENT_TEMPLATE_PREFIX)):
         return TEMPLATE_FAMILY
     return None
 

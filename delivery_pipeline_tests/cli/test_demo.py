@@ -26,7 +26,7 @@ def test_the_demo_people_have_no_quiet_hours_and_get_a_plan(db, database_url):
 
 
 def test_an_older_demo_person_is_mended_and_nobody_else_is_touched(db, database_url):
-    ana, lucia, _ = DEMO_PEOPLE
+    ana, lucia, *_ = DEMO_PEOPLE
     # As an older up made Ana (the default quiet hours), and somebody else on
     # Lucía's number with their own name: theirs are not the demo's to change.
     for phone, name, locale, zone in (
@@ -50,3 +50,13 @@ def test_an_older_demo_person_is_mended_and_nobody_else_is_touched(db, database_
 
     assert _quiet_hours(db, ana.phone) == NO_QUIET_HOURS
     assert _quiet_hours(db, lucia.phone) is None
+
+
+def test_the_tour_knocks_its_three_and_noah_gets_files(db, database_url):
+    people = {p.name: p for p in seed_demo(database_url)}
+    assert {name: p.outside_window for name, p in people.items()} == {
+        "Ana Souza": None,
+        "Lucía Gómez": None,
+        "Sam Taylor": None,
+        "Noah Brown": "file",
+    }

@@ -158,7 +158,17 @@ def test_list_filters_by_state_person_kind_and_age(database_url, db):
     ]
 
     table = lines(run(database_url, "documents", "list", "--state", "undelivered"))
-    assert table[0].split() == ["id", "kind", "person", "state", "owner", "since", "until", "why"]
+    assert table[0].split() == [
+        "id",
+        "kind",
+        "person",
+        "state",
+        "owner",
+        "since",
+        "until",
+        "way",
+        "why",
+    ]
     assert len(table) == 3 and all(" delivery " in row for row in table[1:])
 
     for bad, says in (("--state", "lost"), ("--since", "yesterday"), ("--kind", "memo")):

@@ -35,6 +35,7 @@ from delivery_pipeline.cli.demo import DEMO_PEOPLE
 from delivery_pipeline.delivery.chunking import delivery_messages
 from delivery_pipeline.store.db import connect, ensure_database, with_database
 from delivery_pipeline.store.queries import QUERIES
+from delivery_pipeline.testing.files import flat, pdf_text
 from delivery_pipeline.testing.sandbox import free_port
 from delivery_pipeline_tests.support.cli import run
 from delivery_pipeline_tests.support.dagster_deployment import eventually, graphql
@@ -272,6 +273,29 @@ def test_a_demo_plan_is_delivered_after_the_person_writes(up):
         )
     assert recorded["claimed_by"] is not None
     assert "EAAG-must-not-be-used" not in up.logs()
+
+
+def test_noah_who_never_writes_gets_his_plan_as_a_file(up):
+    noah = next(p for p in DEMO_PEOPLE if p.outside_window == "file")
+    with connect(up.database_url) as conn:
+        delivered = eventually(
+            lambda: conn.execute(
+                "SELECT d.* FROM documents d JOIN people p ON p.id = d.person_id "
+                "WHERE p.phone = %(phone)s AND d.kind = 'plan' AND d.delivered_at IS NOT NULL",
+                {"phone": noah.phone},
+            ).fetchone(),
+            "Noah's plan delivered without a reply",
+        )
+    assert delivered["way"] == "file" and delivered["knock_sent_at"] is None
+    sandbox = httpx.Client(base_url=up.url("sandbox"), timeout=10)
+    [message] = sandbox.get(f"/_sandbox/people/%2B{noah.phone[1:]}/inbox").json()
+    assert message["template"]["name"] == "document_attached"
+    content = sandbox.get(f"/_sandbox/media/{message['document']['id']}").content
+    assert flat(delivered["body"]) in flat(pdf_text(content))
+    shown = run(
+        up.database_url, "sandbox", "inbox", noah.phone, "--sandbox-url", up.url("sandbox")
+    ).stdout
+    assert f"/_sandbox/media/{message['document']['id']}" in shown, shown
 
 
 def test_a_document_requested_through_graphql_runs(up):

@@ -62,13 +62,15 @@ WHERE id = %(person_id)s
 RETURNING *
 
 -- name: api_document
--- A document as the application that handed it over reads it (no row for another's): its state and since when, the person as the application knows them, what it handed over with it.
+-- A document as the application that handed it over reads it (no row for another's): its state and since when, the person as the application knows them, what it handed over with it, the way it goes or went (sql/migrations/039).
 SELECT d.id, d.person_id, k.user_key AS person_key, d.kind, d.for_date, s.state, s.since,
        d.abandon_reason, d.status, d.created_at, d.generated_at, d.review_decision, d.reviewed_at,
        d.knock_sent_at, d.awaiting_reply_since, d.quiet_until, d.delivered_at, d.abandoned_at,
        d.delivery_attempts, d.last_delivery_error, d.next_attempt_at,
        d.claim_token IS NOT NULL AND d.claimed_at >= now() - %(lease)s AS in_flight,
-       a.idempotency_key, a.replace_key, a.priority, a.metadata, a.created_at AS handed_over_at
+       a.idempotency_key, a.replace_key, a.priority, a.metadata, a.created_at AS handed_over_at,
+       coalesce(d.way, CASE WHEN d.delivered_at IS NOT NULL AND d.knock_sent_at IS NULL THEN 'parts'
+                            WHEN d.delivered_at IS NOT NULL THEN 'knock_then_parts' END) AS way
 FROM api_documents a
 JOIN documents d ON d.id = a.document_id
 JOIN document_states s ON s.id = a.document_id

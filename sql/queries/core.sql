@@ -230,7 +230,11 @@ RETURNING d.id AS document_id, locked.action, locked.quiet_until, d.chunk_limit,
           d.claim_token AS token,
           d.kind, p.knocks_stopped_at IS NOT NULL AS knocks_stopped,
           d.remind_at IS NOT NULL AND d.reminded_at IS NULL AS remind,
-          d.phone_number_id
+          d.phone_number_id,
+          -- The form its ledger holds (sql/migrations/039), and whether it has one: a
+          -- document whose delivery began goes on the way it began.
+          d.way, EXISTS (SELECT 1 FROM delivery_chunks c WHERE c.document_id = d.id) AS has_ledger,
+          p.outside_window
 
 -- name: begin_delivery
 -- Start or resume delivering claimed documents, several in one statement (the
@@ -386,7 +390,12 @@ fenced AS (
 ),
 delivered AS (
     UPDATE documents d
-    SET delivered_at = now(), claim_token = NULL, claimed_at = NULL, last_delivery_error = NULL
+    SET delivered_at = now(), claim_token = NULL, claimed_at = NULL, last_delivery_error = NULL,
+        -- The way it went, the knock included (sql/migrations/039).
+        way = CASE WHEN d.way = 'file' THEN 'file'
+                   WHEN d.knock_sent_at IS NULL THEN coalesce(d.way, 'parts')
+                   WHEN d.way = 'file_in_window' THEN 'knock_then_file'
+                   ELSE 'knock_then_parts' END
     FROM req r JOIN ours ON ours.id = r.document_id
     WHERE r.finish AND d.id = r.document_id AND d.claim_token = r.token
       -- A failed status being applied to an earlier chunk holds this row and

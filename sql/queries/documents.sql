@@ -4,7 +4,7 @@
 -- is made of (watch/outlook.py), read in one statement.
 
 -- name: document_outlooks
--- The documents of %(ids)s (NULL: any), in %(state)s, of person %(person_id)s, of %(kind)s, created since %(since)s (each NULL: any), newest first, at most %(limit)s: each one's state and since, its person, and why it waits: its retry, claim (live within %(lease)s), the person's window (%(service_window)s) and quiet hours (theirs, else %(quiet_default)s; a person who wrote in the last 15 minutes is not quiet, as eligible_documents says), the pause of its sender, its knock (and, not delivered yet, its deadline) and reply, whether a newer document supersedes it, its parts.
+-- The documents of %(ids)s (NULL: any), in %(state)s, of person %(person_id)s, of %(kind)s, created since %(since)s (each NULL: any), newest first, at most %(limit)s: each one's state and since, its person, and why it waits: its retry, claim (live within %(lease)s), the person's window (%(service_window)s) and quiet hours (theirs, else %(quiet_default)s; a person who wrote in the last 15 minutes is not quiet, as eligible_documents says), the pause of its sender, its knock and reply, whether a newer document supersedes it, its parts, the way it goes or went (a file: on which document template).
 SELECT d.id, d.person_id, coalesce(p.name, '') AS person_name,
        coalesce(p.phone, p.user_id) AS person_address, p.time_zone,
        coalesce(p.quiet_hours, %(quiet_default)s::text) AS quiet_hours,
@@ -36,7 +36,11 @@ SELECT d.id, d.person_id, coalesce(p.name, '') AS person_name,
        (SELECT count(*) FROM delivery_chunks c WHERE c.document_id = d.id)::int AS parts,
        (SELECT count(*) FROM delivery_chunks c
         WHERE c.document_id = d.id AND c.state IN ('sent', 'unknown'))::int AS parts_sent,
-       now() AS now
+       now() AS now,
+       -- The way it goes or went (sql/migrations/039); one delivered before 039, by its knock.
+       coalesce(d.way, CASE WHEN d.delivered_at IS NOT NULL AND d.knock_sent_at IS NULL THEN 'parts'
+                            WHEN d.delivered_at IS NOT NULL THEN 'knock_then_parts' END) AS way,
+       d.file_template, d.file_template_language
 FROM documents d
 JOIN document_states s ON s.id = d.id
 JOIN people p ON p.id = d.person_id

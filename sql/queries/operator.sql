@@ -54,7 +54,10 @@ UPDATE documents
 SET delivered_at = NULL, abandoned_at = NULL, abandon_reason = NULL,
     last_delivery_error = left(%(why)s, 1000), next_attempt_at = now(), delivery_attempts = 0,
     knock_sent_at = NULL, knock_message_id = NULL, awaiting_reply_since = NULL,
-    quiet_until = NULL, claim_token = NULL, claimed_at = NULL
+    quiet_until = NULL, claim_token = NULL, claimed_at = NULL,
+    -- The ledger keeps its form (sql/migrations/039): a file is sent again as a file.
+    way = CASE way WHEN 'knock_then_parts' THEN 'parts' WHEN 'knock_then_file' THEN 'file_in_window'
+                   ELSE way END
 WHERE id = %(document_id)s AND status = 'succeeded' AND awaiting_review_since IS NULL
   AND (delivered_at IS NOT NULL
        OR (abandoned_at IS NOT NULL AND abandon_reason IS DISTINCT FROM 'rejected'))

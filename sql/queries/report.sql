@@ -2,11 +2,14 @@
 -- day [%(start)s, %(end)s); pandas does the counting and the percentiles.
 
 -- name: report_documents
--- Documents generated or delivered in the day: when each was generated and delivered, and the business number it went out from (sql/migrations/027; '' before it was claimed).
+-- Documents generated or delivered in the day: when each was generated and delivered, the business number it went out from (sql/migrations/027; '' before it was claimed), and the way it went (sql/migrations/039; one delivered before 039, by its knock; '' while not delivered).
 SELECT id, kind, coalesce(generated_at, created_at) AS generated_at, delivered_at,
        generated_at >= %(start)s AND generated_at < %(end)s AS generated_in_day,
        delivered_at >= %(start)s AND delivered_at < %(end)s AS delivered_in_day,
-       coalesce(phone_number_id, '') AS phone_number_id
+       coalesce(phone_number_id, '') AS phone_number_id,
+       CASE WHEN delivered_at IS NULL THEN ''
+            ELSE coalesce(way, CASE WHEN knock_sent_at IS NULL THEN 'parts'
+                                    ELSE 'knock_then_parts' END) END AS way
 FROM documents
 WHERE (generated_at >= %(start)s AND generated_at < %(end)s)
    OR (delivered_at >= %(start)s AND delivered_at < %(end)s)

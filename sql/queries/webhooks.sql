@@ -75,14 +75,14 @@ WHERE id = ANY(%(document_ids)s) AND delivered_at IS NULL AND abandoned_at IS NU
 -- name: chunk_by_wamid
 -- The chunk a message id belongs to.
 SELECT c.document_id, c.chunk_index, c.state, c.callback_data, d.person_id, d.delivery_attempts,
-       d.phone_number_id
+       d.phone_number_id, d.way, d.file_template, d.file_template_language
 FROM delivery_chunks c JOIN documents d ON d.id = c.document_id
 WHERE c.wa_message_id = %(wa_message_id)s
 
 -- name: chunk_by_callback
 -- The chunk a callback tag names, only if the tag is its current send attempt's.
 SELECT c.document_id, c.chunk_index, c.state, c.callback_data, d.person_id, d.delivery_attempts,
-       d.phone_number_id
+       d.phone_number_id, d.way, d.file_template, d.file_template_language
 FROM delivery_chunks c JOIN documents d ON d.id = c.document_id
 WHERE c.document_id = %(document_id)s AND c.chunk_index = %(chunk_index)s
   AND c.callback_data = %(callback_data)s

@@ -219,6 +219,12 @@ class Document(Answer):
     priority: Priority
     metadata: dict[str, Any]
     times: Times
+    way: str | None = Field(
+        description="how it reaches the person: parts (text in their window), file (one PDF "
+        "on a document template, outside it), file_in_window (one document message), "
+        "knock_then_parts or knock_then_file (after a knock they answered); null while "
+        "not decided"
+    )
     history: list[Step]
     messages: list[Message]
     cost: Cost

@@ -54,6 +54,7 @@ def document(record: DocumentRecord, rates: RateTable | None) -> schemas.Documen
             abandoned_at=d.abandoned_at,
             next_attempt_at=d.next_attempt_at if d.state == "undelivered" else None,
         ),
+        way=d.way,
         history=_history(record, read_at),
         messages=_messages(record),
         cost=_cost(record, rates),

@@ -286,6 +286,29 @@ def template_check(name: str, language: str) -> Check:
     )
 
 
+DOCUMENT_TEMPLATE_PREFIX = "document_template_"
+_DOCUMENT_TEMPLATE = Check(
+    DOCUMENT_TEMPLATE_PREFIX,
+    Owner.TEMPLATE,
+    Judged.DELIVERED,
+    "Document template {name} ({language}): ERROR when paused, disabled, flagged, "
+    "refused, RED or no longer UTILITY (documents then fall over to the next "
+    "document template, then to the knock); WARN on YELLOW quality or an announced "
+    "re-categorisation.",
+    TEMPLATE_RUNBOOK,
+)
+
+
+def document_template_check(name: str, language: str) -> Check:
+    """The family's member for one document template of ``DELIVERY_DOCUMENT_TEMPLATES``."""
+    safe = re.sub(r"[^A-Za-z0-9_]", "_", f"{name}_{language}").lower()
+    return dataclasses.replace(
+        _DOCUMENT_TEMPLATE,
+        name=DOCUMENT_TEMPLATE_PREFIX + safe,
+        description=_DOCUMENT_TEMPLATE.description.format(name=name, language=language),
+    )
+
+
 # ── built by Dagster itself (dagster_defs/asset_checks.py) ──────────────
 
 BACKLOG_FRESHNESS = Check(
@@ -302,7 +325,7 @@ _BY_NAME = {
 }
 CHECK_NAMES = tuple(check.name for check in STATE_CHECKS)
 # Every check, the template family as its name rule (its name is the prefix).
-CHECKS: tuple[Check, ...] = (*_BY_NAME.values(), _TEMPLATE)
+CHECKS: tuple[Check, ...] = (*_BY_NAME.values(), _TEMPLATE, _DOCUMENT_TEMPLATE)
 
 
 def lookup(name: str) -> Check | None:
@@ -311,4 +334,8 @@ def lookup(name: str) -> Check | None:
         return _BY_NAME[name]
     if name.startswith(TEMPLATE_PREFIX):
         return dataclasses.replace(_TEMPLATE, name=name, description="A knock template.")
+    if name.startswith(DOCUMENT_TEMPLATE_PREFIX):
+        return dataclasses.replace(
+            _DOCUMENT_TEMPLATE, name=name, description="A document template."
+        )
     return None

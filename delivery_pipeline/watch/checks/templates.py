@@ -38,9 +38,12 @@ from delivery_pipeline.store.queries import QUERIES
 from delivery_pipeline.store.rows import KnockHeldLocale, TemplateState
 from delivery_pipeline.watch.ages import format_age
 from delivery_pipeline.watch.checks.registry import (
+    DOCUMENT_TEMPLATE_PREFIX,
     KNOCK_HELD,
     KNOCK_NOT_DELIVERED,
+    Check,
     CheckResult,
+    document_template_check,
     result,
     template_check,
 )
@@ -60,9 +63,15 @@ _ERRORS = {
 }
 
 
-def template_states(conn: psycopg.Connection[Any], s: Settings) -> list[TemplateState]:
-    """Every knock template of the settings, in order, with its state and recent knocks."""
-    templates = knock_template_list(s.delivery.knock_templates)
+def template_states(
+    conn: psycopg.Connection[Any],
+    s: Settings,
+    templates: list[tuple[str, str]] | None = None,
+) -> list[TemplateState]:
+    """Every knock template of the settings (or ``templates``), in order, with its state
+    and recent knocks."""
+    if templates is None:
+        templates = knock_template_list(s.delivery.knock_templates)
     return QUERIES.template_states.all(
         conn,
         {
@@ -144,7 +153,19 @@ def check_knock_template(
     return template_result(state, held)
 
 
-def template_result(t: TemplateState, held: list[HeldLocale] | None = None) -> CheckResult:
+def check_document_template(
+    conn: psycopg.Connection[Any], s: Settings, name: str, language: str
+) -> CheckResult:
+    """A document template's check: its health as a knock template's (its lifecycle,
+    its refused sends, the same episode), without knocks: documents pass an unhealthy
+    one over for the next, then knock."""
+    [state] = template_states(conn, s, [(name, language)])
+    return template_result(state, check=document_template_check(name, language))
+
+
+def template_result(
+    t: TemplateState, held: list[HeldLocale] | None = None, *, check: Check | None = None
+) -> CheckResult:
     """The template's check: its own trouble is its episode (``template:<name>:<lang>``),
     the one its lifecycle webhooks and refused sends report to as well."""
     errs = t.problem in _ERRORS
@@ -162,7 +183,9 @@ def template_result(t: TemplateState, held: list[HeldLocale] | None = None) -> C
             f" {waiting} documents of locale {locales} hold their knock for it (no other "
             "template of theirs can be used); they go out when it recovers."
         )
-    check = template_check(t.name, t.language)
+    check = check or template_check(t.name, t.language)
+    if check.name.startswith(DOCUMENT_TEMPLATE_PREFIX):
+        summary = summary.split(" Knocks of the last day")[0]
     return result(
         check,
         severity,

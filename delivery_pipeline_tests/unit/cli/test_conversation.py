@@ -50,3 +50,28 @@ def test_an_empty_inbox_says_so_and_a_written_message_reads_as_written():
     assert conversation("+447700900003", [], []).splitlines()[-1] == "nothing yet"
     said = {"id": "wamid.9", "text": "oi", "time": "2026-12-05T04:06:00+00:00"}
     assert conversation("+5511900000001", [], [said]).splitlines()[-1] == "04:06:00 → oi"
+
+
+def test_a_file_shows_its_name_type_size_and_the_address_that_opens_it():
+    sent = {
+        "id": "wamid.9",
+        "type": "template",
+        "template": {"name": "document_attached", "language": "en", "parameters": ["Noah"]},
+        "text": "Hi Noah, the plan you asked for on 5 December 2026 is attached.",
+        "document": {
+            "id": "sbx-media-7",
+            "filename": "Plan - Noah Brown - 2026-12-05.pdf",
+            "mime_type": "application/pdf",
+            "size": 48 * 1024,
+        },
+        "time": "2026-12-05T04:06:00+00:00",
+    }
+
+    lines = conversation("+447700900004", [sent], [], "http://127.0.0.1:8765/").splitlines()
+
+    assert lines[1:4] == [
+        "04:06:00 ← [template document_attached (en)]",
+        "           [file Plan - Noah Brown - 2026-12-05.pdf (application/pdf, 48 KB)]",
+        "           http://127.0.0.1:8765/_sandbox/media/sbx-media-7",
+    ]
+    assert lines[4].strip().startswith("Hi Noah, the plan you asked for")

@@ -199,9 +199,49 @@ def test_a_knock_failed_after_acceptance_waits_a_minute_and_counts() -> None:
 
 
 def test_only_a_templated_kind_is_retried_when_the_window_is_closed() -> None:
-    assert [kind for kind in MessageKind if kind.templated] == [MessageKind.KNOCK]
+    templated = [kind for kind in MessageKind if kind.templated]
+    assert templated == [MessageKind.KNOCK, MessageKind.DOCUMENT_TEMPLATE]
     assert of(131047, knock=True).step is Step.RETRY
     assert of(131047).step is Step.KNOCK
+    assert file_of(131047).step is Step.RETRY
+    assert file_of(131047, MessageKind.DOCUMENT).step is Step.KNOCK
+
+
+def file_of(
+    code: int, kind: MessageKind = MessageKind.DOCUMENT_TEMPLATE, *, synchronous: bool = True
+) -> Consequence:
+    """The consequence of a file's send (delivery/as_file.py) refused with ``code``."""
+    failure = Failure(
+        classify(code),
+        kind,
+        document_id=7,
+        person_id=3,
+        attempts=1,
+        synchronous=synchronous,
+        template=("document_attached", "en") if kind.templated else None,
+    )
+    return consequence_of(failure, SETTINGS)
+
+
+@pytest.mark.parametrize("synchronous", [True, False])
+def test_a_document_templates_refusal_falls_over_to_the_next_at_once(synchronous: bool) -> None:
+    consequence = file_of(132015, synchronous=synchronous)
+    assert (consequence.step, consequence.scope) == (Step.NEXT_TEMPLATE, Scope.TEMPLATE)
+    assert consequence.retry_after == 0 and not consequence.counts_attempt
+    assert consequence.alert is not None
+    assert consequence.alert.key == "document_template:document_attached:en:132015"
+
+
+@pytest.mark.parametrize("kind", [MessageKind.DOCUMENT_TEMPLATE, MessageKind.DOCUMENT])
+def test_a_refused_file_goes_without_it_and_a_part_retries(kind: MessageKind) -> None:
+    consequence = file_of(131053, kind)
+    assert consequence.step is Step.WITHOUT_FILE and not consequence.counts_attempt
+    assert consequence.alert is not None and consequence.alert.key == "media_refused:131053"
+    assert of(131053).step is Step.RETRY, "a text part has no file to go without"
+
+
+def test_a_document_template_a_bsuid_cannot_take_goes_as_the_knock() -> None:
+    assert file_of(131062).step is Step.WITHOUT_FILE
 
 
 @pytest.mark.parametrize("synchronous", [True, False])
