@@ -46,6 +46,7 @@ from delivery_pipeline.delivery.progress import Event
 from delivery_pipeline.delivery.statements import Claim
 from delivery_pipeline.files.words import FILE_KINDS, locale_of, long_date, title
 from delivery_pipeline.model import ChunkState, Kind
+from delivery_pipeline.store.queries import QUERIES
 from delivery_pipeline.store.rows import FileWords
 from delivery_pipeline.whatsapp.client import Ready
 from delivery_pipeline.whatsapp.errors import (
@@ -185,7 +186,7 @@ class FileDelivery:
             sent = await self._post(claim, to, kind, template, media, words, callback)
             if isinstance(sent, str):
                 delivery.sweep.note(Event.FILE_SENT, claim.document_id, detail=way)
-                await self._finish(claim, callback, sent)
+                await self._finish(claim, callback, sent, template)
                 return Then.DONE
             if sent is None:
                 return Then.DONE
@@ -380,11 +381,31 @@ class FileDelivery:
             ready=ready,
         )
 
-    async def _finish(self, claim: Claim, callback: str | None, wamid: str | None) -> None:
-        """Record the file's send accepted and the document delivered."""
+    async def _finish(
+        self,
+        claim: Claim,
+        callback: str | None,
+        wamid: str | None,
+        template: tuple[str, str] | None = None,
+    ) -> None:
+        """Record the file's send accepted and the document delivered; a file on a
+        document template also its deadline, the template's time to live from now
+        (``DELIVERY_TEMPLATE_TTLS``): past it with no status, the platform dropped it
+        (``expire_dropped_parts``; docs/design/knock.md, "Time to live: a knock the
+        platform dropped")."""
         delivery = self.delivery
         sent = (0, callback, wamid) if callback is not None and wamid is not None else None
         advanced = await self.store.advance(claim, sent=sent, finish=True)
+        if template is not None and sent is not None and advanced.ours:
+            async with self.store.pool.connection() as conn:
+                await QUERIES.part_deadline.run(
+                    conn,
+                    {
+                        "document_id": claim.document_id,
+                        "chunk_index": 0,
+                        "ttl_seconds": self.settings.template_ttl_seconds(*template),
+                    },
+                )
         if advanced.delivered:
             delivery.sweep.note(Event.DELIVERED, claim.document_id)
         elif not advanced.ours:

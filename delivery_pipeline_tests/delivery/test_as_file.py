@@ -8,6 +8,7 @@ are real processes.
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 import signal
 import time
 from collections.abc import Iterator
@@ -438,3 +439,49 @@ def test_a_template_flipped_to_marketing_is_passed_over(db, sandbox, file_settin
     assert result.files_sent == 1 and not result.send_errors
     [message] = sandbox.inbox(person["phone"])
     assert message["template"]["name"] == "brief_attached"
+
+
+# ── late is not stale, at the platform too ──────────────────────────────
+
+
+def test_a_brief_sent_as_a_file_the_platform_dropped_at_its_time_to_live_ends_expired(
+    db, sandbox, file_settings
+):
+    """The file's sender records its deadline (the template's time to live from the send);
+    the phone stays off past it, the sandbox drops the message without a word, and the
+    next sweep ends the brief that was recorded delivered at acceptance as expired. It is
+    not sent again when the phone comes back."""
+    ttl, grace = 2, 1
+    sandbox.template("brief_attached", "en", message_send_ttl_seconds=ttl)
+    briefs = file_settings.replace(
+        delivery={
+            "brief_document_templates": "en=brief_attached:en",
+            "template_ttls": f"brief_attached={ttl}",
+            "template_ttl_grace_seconds": grace,
+        }
+    )
+    person = add_person(db, inbound_age_seconds=None)
+    sandbox.set_online(person["phone"], False)
+    today = dt.datetime.now(dt.UTC).date()
+    brief = add_document(
+        db, person["id"], "Your day. Rain at noon.", kind="daily_brief", for_date=today
+    )
+
+    assert sweep(briefs).files_sent == 1
+    [deadline] = db.execute(
+        "SELECT expires_at - sent_at AS ttl FROM delivery_chunks WHERE document_id = %s",
+        (brief["id"],),
+    ).fetchall()
+    assert deadline["ttl"] == dt.timedelta(seconds=ttl)
+    assert document(db, brief["id"])["delivered_at"] is not None  # accepted: delivered, for now
+
+    time.sleep(ttl + grace + 0.5)
+    sweep(briefs)
+
+    row = document(db, brief["id"])
+    assert (row["abandon_reason"], row["delivered_at"]) == ("expired", None)
+    sandbox.set_online(person["phone"], True)
+    sandbox.wait_webhooks_idle()
+    assert files(sandbox.inbox(person["phone"])) == []
+    assert sandbox.stats()["dropped_ttl"] == 1
+    assert sweep(briefs).files_sent == 0  # never sent again
