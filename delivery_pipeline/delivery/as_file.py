@@ -29,9 +29,10 @@ from __future__ import annotations
 import datetime as dt
 import enum
 import logging
-from typing import TYPE_CHECKING
+from typing import NoReturn, Protocol
 
 from delivery_pipeline.delivery.callback import chunk_callback
+from delivery_pipeline.delivery.completer import Completed
 from delivery_pipeline.delivery.identity import address
 from delivery_pipeline.delivery.knock import (
     FALLBACK_NAME,
@@ -42,13 +43,16 @@ from delivery_pipeline.delivery.knock import (
 )
 from delivery_pipeline.delivery.media import FileMedia, drop_media, media_for
 from delivery_pipeline.delivery.outcomes import MessageKind, Step
+from delivery_pipeline.delivery.pacer import Pacers
 from delivery_pipeline.delivery.progress import Event
-from delivery_pipeline.delivery.statements import Claim
+from delivery_pipeline.delivery.result import SweepState
+from delivery_pipeline.delivery.statements import Claim, DeliveryStore, LedgerRow
 from delivery_pipeline.files.words import FILE_KINDS, locale_of, long_date, title
 from delivery_pipeline.model import ChunkState, Kind
+from delivery_pipeline.settings import DeliverySettings
 from delivery_pipeline.store.queries import QUERIES
 from delivery_pipeline.store.rows import FileWords
-from delivery_pipeline.whatsapp.client import Ready
+from delivery_pipeline.whatsapp.client import CloudApiClient, Ready
 from delivery_pipeline.whatsapp.errors import (
     ApiUnreachable,
     CloudApiError,
@@ -56,9 +60,6 @@ from delivery_pipeline.whatsapp.errors import (
     SendNotAttempted,
     SendOutcomeUnknown,
 )
-
-if TYPE_CHECKING:
-    from delivery_pipeline.delivery.document import DocumentDelivery
 
 log = logging.getLogger(__name__)
 
@@ -79,10 +80,43 @@ class Then(enum.Enum):
     PARTS = "parts"  # inside the window without a file: its text in parts
 
 
+class Sender(Protocol):
+    """What the file's way uses of the delivery whose claims it sends
+    (``document.DocumentDelivery``): its parts, and the steps every send shares
+    (retry, fail through the completer, note). Named here so the file's way does not
+    import the module that holds it."""
+
+    settings: DeliverySettings
+    store: DeliveryStore
+    client: CloudApiClient
+    pacers: Pacers
+    sweep: SweepState
+
+    def _send_failed(self, claim: Claim, exc: Exception) -> None: ...
+
+    async def _failed(
+        self,
+        claim: Claim,
+        exc: CloudApiError,
+        kind: MessageKind,
+        template: tuple[str, str] | None = None,
+    ) -> Completed: ...
+
+    async def _retry(self, claim: Claim, *, delay: float, reason: str) -> None: ...
+
+    def _backoff(self, claim: Claim) -> float: ...
+
+    async def _resend_ambiguous(self, claim: Claim, index: int, row: LedgerRow | None) -> bool: ...
+
+    async def _stop_paused(self) -> NoReturn: ...
+
+    async def _sent_ok(self, claim: Claim, started_at: dt.datetime) -> None: ...
+
+
 class FileDelivery:
     """The file's way for the documents one ``DocumentDelivery`` claimed."""
 
-    def __init__(self, delivery: DocumentDelivery) -> None:
+    def __init__(self, delivery: Sender) -> None:
         self.delivery = delivery
         self.settings = delivery.settings
         self.store = delivery.store
