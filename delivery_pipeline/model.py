@@ -139,6 +139,31 @@ class ChunkState(enum.StrEnum):
     UNKNOWN = "unknown"
 
 
+class Way(enum.StrEnum):
+    """How a document reached its person (``documents.way``, sql/migrations/039): the
+    report, its costs, ``status`` and the API name ways by these values."""
+
+    PARTS = "parts"  # its text in parts, inside the window
+    FILE = "file"  # one file on a document template, outside the window
+    FILE_IN_WINDOW = "file_in_window"  # one ``document`` message, inside the window
+    KNOCK_THEN_PARTS = "knock_then_parts"  # the knock, then the parts once they answered
+    KNOCK_THEN_FILE = "knock_then_file"  # the knock, then one ``document`` message
+
+    @property
+    def label(self) -> str:
+        """As a person reads it in a report."""
+        return _WAY_LABELS[self]
+
+
+_WAY_LABELS = {
+    Way.PARTS: "text parts",
+    Way.FILE: "one file (template)",
+    Way.FILE_IN_WINDOW: "one file (in the window)",
+    Way.KNOCK_THEN_PARTS: "knock + parts",
+    Way.KNOCK_THEN_FILE: "knock + one file",
+}
+
+
 class Priority(enum.StrEnum):
     """An application's say in its person's turn (``api_documents.priority``, sql/migrations/036):
     high goes with what the person asked for, normal keeps its kind's place, low goes

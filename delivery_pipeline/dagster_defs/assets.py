@@ -39,6 +39,7 @@ from delivery_pipeline.dagster_defs.run_config import OpConfig, parsed, plain_co
 from delivery_pipeline.delivery.result import SweepResult
 from delivery_pipeline.delivery.sweep import sweep_sync
 from delivery_pipeline.generation.worker import generate_pending, outcomes_by_kind_and_locale
+from delivery_pipeline.model import Way
 from delivery_pipeline.store.db import with_application_name
 from delivery_pipeline.watch.application_events import applications_record
 from delivery_pipeline.watch.backlog import backlog_frame, backlog_numbers, sending_pause
@@ -107,7 +108,7 @@ COSTS_SCHEMA = schema(
     ("cost", "float", "their cost from DELIVERY_RATE_TABLE (empty without one)"),
 )
 WAYS_SCHEMA = schema(
-    ("way", "string", "how the documents went: text_parts, knock_parts, file, knock_file"),
+    ("way", "string", "how the documents went (documents.way): " + ", ".join(Way)),
     ("delivered", "int", "documents delivered that day that went this way"),
     ("billable", "int", "their billable messages, of any day"),
     ("billable_per_document", "float", "billable messages per document (empty: none)"),

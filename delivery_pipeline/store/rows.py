@@ -1609,8 +1609,8 @@ class PricedMessage(NamedTuple):
 
 
 class DeliveredWay(NamedTuple):
-    """A document delivered in the report's day: the way it went (text_parts,
-    knock_parts, file, knock_file) and its priced and billable messages."""
+    """A document delivered in the report's day: the way it went (``model.Way``) and
+    its priced and billable messages."""
 
     document_id: int
     way: str

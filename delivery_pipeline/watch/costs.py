@@ -9,10 +9,8 @@ included, whatever day it went), and the **spend lost** on documents
 abandoned that day (their knocks and parts: money spent on something that
 never arrived whole). Without a table: the same counts, and no money.
 
-Billed messages per delivered document are also given **by way**, as the
-ledger tells how each went: ``text_parts`` (parts in the window),
-``knock_parts`` (a knock, then parts once the person answered), ``file`` (one
-file: no text part in its ledger) and ``knock_file`` (a knock, then one file).
+Billed messages per delivered document are also given **by way**
+(``model.Way``, ``documents.way``: the way the delivery report counts).
 Each way's documents, billable messages and billable messages per document:
 what choosing a way costs, in messages.
 
@@ -31,21 +29,12 @@ from typing import Any
 import pandas as pd
 import psycopg
 
+from delivery_pipeline.model import Way
 from delivery_pipeline.store.queries import QUERIES
 from delivery_pipeline.store.rows import DayBounds, PricedMessage
 from delivery_pipeline.watch.rates import RateTable, RateTableError, load_rate_table
 
 __all__ = ["CostReport", "RateTable", "RateTableError", "cost_report", "load_rate_table"]
-
-
-# The ways a document goes, as the report names them (report_delivered_ways).
-WAYS = ("text_parts", "knock_parts", "file", "knock_file")
-WAY_TITLES = {
-    "text_parts": "text parts",
-    "knock_parts": "knock + parts",
-    "file": "one file",
-    "knock_file": "knock + one file",
-}
 
 
 @dataclass(frozen=True)
@@ -88,7 +77,7 @@ class CostReport:
         ]
         for row in self.by_way.to_dict("records"):
             lines.append(
-                f"| {WAY_TITLES[row['way']]} | {row['delivered']} | {row['billable']} | "
+                f"| {Way(row['way']).label} | {row['delivered']} | {row['billable']} | "
                 f"{row['billable_per_document']} |"
             )
         return "\n".join(lines)
@@ -175,7 +164,7 @@ def cost_report(conn: psycopg.Connection[Any], day: dt.date, rates: RateTable | 
         columns=["document_id", "way", "messages", "billable"],
     )
     by_way = pd.DataFrame(
-        [_way_row(way, ways[ways["way"] == way]) for way in WAYS],
+        [_way_row(way, ways[ways["way"] == way]) for way in Way],
         columns=["way", "delivered", "billable", "billable_per_document"],
     )
     for way_row in by_way.to_dict("records"):

@@ -31,11 +31,12 @@ from typing import Any
 import pandas as pd
 import psycopg
 
+from delivery_pipeline.model import Way
 from delivery_pipeline.store.queries import QUERIES, Query
 from delivery_pipeline.store.rows import DayBounds
 
 # The ways a document reaches its person (documents.way, sql/migrations/039).
-WAYS = ("parts", "file", "file_in_window", "knock_then_parts", "knock_then_file")
+WAYS = tuple(Way)
 
 
 @dataclass(frozen=True)

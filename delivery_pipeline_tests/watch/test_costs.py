@@ -154,8 +154,8 @@ def test_the_asset_plots_the_costs_per_day(db, seeded_day, tmp_path, database_ur
 
 
 def test_billable_messages_per_delivered_document_by_the_way_each_went(db):
-    """The way is the ledger's: parts of text only, a knock that left and then parts,
-    a file (its ledger row has no text), or a knock and then a file."""
+    """The way is the document's (documents.way), as the delivery report counts it; one
+    delivered before the way was recorded went as parts, after its knock if it had one."""
     person = add_person(db)
     texted, knocked, filed, other_knocked, knocked_file = (
         seeded_doc(db, person["id"], delivered=at(0, 9)) for _ in range(5)
@@ -169,6 +169,11 @@ def test_billable_messages_per_delivered_document_by_the_way_each_went(db):
                 "body) VALUES (%s, %s, 'sent', %s, %s)",
                 (document_id, index, f"dp:{document_id}:{index}:1", text),
             )
+    ways_recorded = {filed: "file", knocked_file: "knock_then_file", knocked: "knock_then_parts"}
+    for document_id, way in ways_recorded.items():
+        db.execute("UPDATE documents SET way = %s WHERE id = %s", (way, document_id))
+    # other_knocked: delivered before 039 recorded ways, after its knock.
+    db.execute("UPDATE documents SET knock_sent_at = now() WHERE id = %s", (other_knocked,))
     # One knock for two documents: priced once, on the first of them.
     for documents in ((knocked, other_knocked), (knocked_file,)):
         knock = db.execute(
@@ -196,14 +201,15 @@ def test_billable_messages_per_delivered_document_by_the_way_each_went(db):
 
     ways = {r["way"]: r for r in report.by_way.to_dict("records")}
     assert {w: (r["delivered"], r["billable"]) for w, r in ways.items()} == {
-        "text_parts": (1, 3),
-        "knock_parts": (2, 1),
+        "parts": (1, 3),
+        "knock_then_parts": (2, 1),
         "file": (1, 1),
-        "knock_file": (1, 2),
+        "file_in_window": (0, 0),
+        "knock_then_file": (1, 2),
     }
     n = report.numbers
-    assert n["billable_per_document_text_parts"] == 3.0
-    assert n["billable_per_document_knock_parts"] == 0.5
+    assert n["billable_per_document_parts"] == 3.0
+    assert n["billable_per_document_knock_then_parts"] == 0.5
     assert (n["delivered_file"], n["billable_per_document_file"]) == (1, 1.0)
     assert "| knock + parts | 2 | 1 | 0.5 |" in report.markdown()
 
@@ -302,8 +308,9 @@ def test_costs_summed_match_the_sandboxs_own_count(db, sandbox, settings, servic
     # in-window documents, the one sent once service messages were billed.
     ways = {r["way"]: r for r in report.by_way.to_dict("records")}
     assert {w: (r["delivered"], r["billable"]) for w, r in ways.items()} == {
-        "text_parts": (2, 2),
-        "knock_parts": (1, 1),
+        "parts": (2, 2),
+        "knock_then_parts": (1, 1),
         "file": (0, 0),
-        "knock_file": (0, 0),
+        "file_in_window": (0, 0),
+        "knock_then_file": (0, 0),
     }

@@ -45,19 +45,12 @@ WHERE d.abandoned_at >= %(start)s AND d.abandoned_at < %(end)s
 SELECT count(*)::int FROM documents WHERE delivered_at >= %(start)s AND delivered_at < %(end)s
 
 -- name: report_delivered_ways
--- Each document delivered in the day, the way it went as its ledger tells it, and its priced and billable messages of any day: 'text_parts' (parts only, in the window), 'knock_parts' (a knock that left, then parts once the person answered), 'file' (no text part in its ledger: one file, on a document template or as a document message), 'knock_file' (a knock, then one file). A knock for several documents is priced on the first of them (record_pricing).
+-- Each document delivered in the day, the way it went (documents.way, as report_documents reads it: one delivered before 039, by its knock), and its priced and billable messages of any day. A knock for several documents is priced on the first of them (record_pricing).
 SELECT d.id AS document_id,
-       CASE WHEN EXISTS (SELECT 1 FROM delivery_chunks c
-                         WHERE c.document_id = d.id AND c.body IS NOT NULL)
-                THEN CASE WHEN knocked.yes THEN 'knock_parts' ELSE 'text_parts' END
-            ELSE CASE WHEN knocked.yes THEN 'knock_file' ELSE 'file' END
-       END AS way,
+       coalesce(d.way, CASE WHEN d.knock_sent_at IS NULL THEN 'parts'
+                            ELSE 'knock_then_parts' END) AS way,
        (SELECT count(*) FROM message_pricing p WHERE p.document_id = d.id)::int AS messages,
        (SELECT count(*) FROM message_pricing p
         WHERE p.document_id = d.id AND p.billable)::int AS billable
 FROM documents d
-CROSS JOIN LATERAL (
-    SELECT EXISTS (SELECT 1 FROM knock_documents kd JOIN knocks k ON k.id = kd.knock_id
-                   WHERE kd.document_id = d.id AND k.state IN ('sent', 'unknown')) AS yes
-) knocked
 WHERE d.delivered_at >= %(start)s AND d.delivered_at < %(end)s
