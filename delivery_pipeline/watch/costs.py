@@ -167,10 +167,9 @@ def cost_report(conn: psycopg.Connection[Any], day: dt.date, rates: RateTable | 
         [_way_row(way, ways[ways["way"] == way]) for way in Way],
         columns=["way", "delivered", "billable", "billable_per_document"],
     )
+    # How many went each way is the delivery report's (delivered_<way>); the cost is here.
     for way_row in by_way.to_dict("records"):
-        way = way_row["way"]
-        numbers[f"delivered_{way}"] = way_row["delivered"]
-        numbers[f"billable_per_document_{way}"] = way_row["billable_per_document"]
+        numbers[f"billable_per_document_{way_row['way']}"] = way_row["billable_per_document"]
 
     lost_billable = _billable(lost)
     numbers["lost_billable_messages"] = int(lost_billable.sum())
