@@ -21,13 +21,13 @@ the start until the sandbox put the last message in the phone's inbox (its clock
 this machine); bytes are what the phone receives (the parts' UTF-8 text, or the PDF);
 CPU is this process's (drawing, the upload's multipart, the sends), the sandbox's not.
 
-The paced run: ``--docs`` documents as files, each uploaded and then sent as a document
-template, ``--concurrency`` in flight, spaced by the engine's ``RateLimiter`` at 80
-msg/s, against a sandbox enforcing 80 msg/s at ``--latency-ms``: the accepted rate in
-steady state (the middle 80 %) against the limit, and the throttles. It measures the
-client calls a document sent as a file makes (upload, then the template in a send slot)
-at the engine's pacing; the sweep's claim, fence and ledger around them belong to the
-send path that chooses the way per document.
+The paced run: the engine's own sweeps over ``--docs`` people whose windows are closed,
+one ready brief each, document templates configured, so each brief goes as one file,
+``--concurrency`` in flight, against a sandbox enforcing 80 msg/s at ``--latency-ms``:
+the accepted rate in steady state (the middle 80 %) against the limit, and the
+throttles; the control is the same sweeps with the windows open (one text part each).
+With BENCH_DATABASE_URL (an admin URL) it runs on that server, else on an embedded
+Postgres.
 
     ./dev shell bench/files.py [--repeats 5] [--docs 600] [--concurrency 32]
         [--latency-ms 150]
@@ -43,16 +43,26 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from _common import figures_comment, median, rates, write_section
+from _common import (
+    figures_comment,
+    median,
+    rates,
+    scratch_database,
+    seed_ready_documents,
+    write_section,
+)
 from render import DAY, nine_parts
 
 from delivery_pipeline.delivery.chunking import delivery_messages
 from delivery_pipeline.delivery.pacer import RateLimiter
+from delivery_pipeline.delivery.sweep import run_sweep
 from delivery_pipeline.files.pdf import FileSource, render_pdf
+from delivery_pipeline.files.stored import ensure_file
 from delivery_pipeline.model import Kind
+from delivery_pipeline.settings import Settings
+from delivery_pipeline.store.db import connect
 from delivery_pipeline.testing.sandbox import SandboxProcess, start_sandbox
 from delivery_pipeline.whatsapp.client import CloudApiClient
-from delivery_pipeline.whatsapp.errors import CloudApiError
 
 LIMIT = 80.0
 WAYS = ("text parts", "knock + parts", "one file (template)", "one file (in the window)")
@@ -169,75 +179,85 @@ async def compare(sandbox: SandboxProcess, repeats: int, latency_ms: float) -> d
     }
 
 
-async def paced(
-    sandbox: SandboxProcess, docs: int, concurrency: int, latency_ms: float, *, files: bool
+DOCUMENT_TEMPLATES = "en=document_attached:en"
+_prefixes = iter(range(10, 100))
+
+
+def paced(
+    url: str,
+    sandbox: SandboxProcess,
+    docs: int,
+    concurrency: int,
+    latency_ms: float,
+    *,
+    files: bool,
 ) -> dict[str, float]:
-    """``docs`` documents paced at 80 msg/s: as files (an upload, then the document
-    template in a send slot) or, the control under the same load, as one text part
-    each to an open window."""
+    """The engine's own sweeps (``run_sweep``, as shipped) over ``docs`` people with one
+    ready brief each, at 80 msg/s against a sandbox enforcing 80 msg/s: with their
+    windows closed and a document template configured, each brief goes as one file
+    (the claim, the fence, the upload, the template in a send slot, the ledger); the
+    control, their windows open, as one text part. Files are drawn first, as the
+    generation worker draws them when it writes a body (``render_kinds``): drawing is
+    paced by generation, never by the send loop."""
     sandbox.reset()
     sandbox.faults(latency_ms=latency_ms, throughput_limit=int(LIMIT), pair_rate_enabled=True)
-    body = nine_parts()
-    content = render_pdf(FileSource(Kind.PLAN, "es", "Ana", DAY, body))
-    part = delivery_messages(body)[0]
-    phones = [new_phone() for _ in range(docs)]
-    if not files:
-        for phone in phones:
-            sandbox.set_window(phone, 60)
-    queue = list(reversed(phones))
-    limiter = RateLimiter(LIMIT)
-    throttled = refused = 0
-
-    async def send(client: CloudApiClient, phone: str) -> None:
-        if not files:
-            await limiter.acquire()
-            await client.send_text(phone, part)
-            return
-        media_id = await client.upload_media(content, "application/pdf", "Plan.pdf")
-        await limiter.acquire()
-        await client.send_document_template(
-            phone,
-            "document_attached",
-            "en",
-            {"name": "Ana", "kind": "plan", "date": "2 March"},
-            media_id=media_id,
-            filename="Plan.pdf",
-        )
-
-    async def worker(client: CloudApiClient) -> None:
-        nonlocal throttled, refused
-        while queue:
-            phone = queue.pop()
-            try:
-                await send(client, phone)
-            except CloudApiError as exc:
-                if exc.code in (130429, 131056):
-                    throttled += 1
-                else:
-                    refused += 1
-
-    async with CloudApiClient(
-        sandbox.url, sandbox.phone_number_id, sandbox.access_token, max_connections=concurrency
-    ) as client:
-        cpu, wall = time.process_time(), time.perf_counter()
-        await asyncio.gather(*(worker(client) for _ in range(concurrency)))
-        cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
-    times = sorted(
-        dt.datetime.fromisoformat(m["time"]).timestamp()
-        for inbox in sandbox.inboxes().values()
-        for m in inbox
+    prefix = f"+1{next(_prefixes)}"
+    body = "Good morning. Rain at noon, 14 degrees.\n\nYour first meeting is at 09:30."
+    seed_ready_documents(
+        url, docs, body, prefix, inbound_age_seconds=None if files else 60, sandbox_url=sandbox.url
     )
-    measured = rates(times)
+    draw = 0.0
+    if files:
+        with connect(url) as conn:
+            ids = [
+                r["id"]
+                for r in conn.execute(
+                    "SELECT d.id FROM documents d JOIN people p ON p.id = d.person_id "
+                    "WHERE p.phone LIKE %s",
+                    (prefix + "%",),
+                ).fetchall()
+            ]
+            started = time.process_time()
+            for document_id in ids:
+                ensure_file(conn, document_id)
+            draw = (time.process_time() - started) * 1000 / len(ids)
+    settings = Settings.from_env().replace(
+        whatsapp={"api_base_url": sandbox.url, "throughput_limit": LIMIT},
+        delivery={
+            "concurrency": concurrency,
+            "document_templates": DOCUMENT_TEMPLATES if files else "",
+        },
+    )
+    cpu, wall = time.process_time(), time.perf_counter()
+    deadline = time.monotonic() + 300
+    while delivered(url, prefix) < docs and time.monotonic() < deadline:
+        asyncio.run(run_sweep(settings, url))
+    cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
+    inbox = [m for messages in sandbox.inboxes().values() for m in messages]
+    measured = rates(sorted(dt.datetime.fromisoformat(m["time"]).timestamp() for m in inbox))
+    stats = sandbox.stats()
     return {
-        "received": len(times),
+        "received": len(inbox),
+        "as_files": sum(1 for m in inbox if m.get("document")),
+        "delivered": delivered(url, prefix),
         "steady": measured["steady"],
         "overall": measured["overall"],
         "peak_1s": measured["peak_1s"],
-        "throttled": throttled,
-        "refused": refused,
+        "throttled": stats["throttled"],
+        "refused": stats["rejected"],
         "cpu_ms": cpu * 1000 / docs,
+        "draw_ms": draw,
         "wall": wall,
     }
+
+
+def delivered(url: str, prefix: str) -> int:
+    with connect(url) as conn:
+        return conn.execute(
+            "SELECT count(*) AS n FROM documents d JOIN people p ON p.id = d.person_id "
+            "WHERE p.phone LIKE %s AND d.delivered_at IS NOT NULL",
+            (prefix + "%",),
+        ).fetchone()["n"]
 
 
 def main() -> None:
@@ -252,10 +272,9 @@ def main() -> None:
 
     with start_sandbox() as sandbox:
         compared = asyncio.run(compare(sandbox, args.repeats, args.latency_ms))
-        run = asyncio.run(paced(sandbox, args.docs, args.concurrency, args.latency_ms, files=True))
-        control = asyncio.run(
-            paced(sandbox, args.docs, args.concurrency, args.latency_ms, files=False)
-        )
+    with scratch_database() as url, start_sandbox() as sandbox:
+        run = paced(url, sandbox, args.docs, args.concurrency, args.latency_ms, files=True)
+        control = paced(url, sandbox, args.docs, args.concurrency, args.latency_ms, files=False)
     load = os.getloadavg()[0]
 
     rows = "\n".join(
@@ -282,18 +301,20 @@ As one file the plan costs one billed message either side of the window instead 
 (ten with the knock), and is on the phone after one upload and one send instead of nine
 sends in turn; the phone receives the PDF instead of the text, {ratio:.1f} times its bytes.
 
-Paced run: {run["received"]:.0f} of {args.docs} documents as files (upload, then the
-`document_attached` template in a send slot), {args.concurrency} in flight, the engine's
-`RateLimiter` at {LIMIT:.0f} msg/s against a sandbox enforcing {LIMIT:.0f} msg/s at
+Paced run: the engine's sweeps (`run_sweep`, as shipped) over {args.docs} people with
+one ready brief each and their windows closed, `DELIVERY_DOCUMENT_TEMPLATES` set: each
+brief went as one file ({run["as_files"]:.0f} of {run["received"]:.0f} messages; the claim,
+the fence, the upload, the `document_attached` template in a send slot, the ledger),
+{args.concurrency} in flight, against a sandbox enforcing {LIMIT:.0f} msg/s at
 {args.latency_ms:.0f} ms: **{run["steady"]:.1f} msg/s in steady state ({share:.1%} of the
 limit)**, {run["overall"]:.1f} overall, busiest second {run["peak_1s"]:.0f}; throttled
-{run["throttled"]:.0f}, other refusals {run["refused"]:.0f}; this process's CPU
-{run["cpu_ms"]:.2f} ms a document (upload and send). The control, the same run with one
-text part per document and no upload, under the same load: {control["steady"]:.1f} msg/s
-({control["steady"] / LIMIT:.1%}), throttled {control["throttled"]:.0f}. Load average
-{load:.1f} on {os.cpu_count()} cores when it ended. These are the client's calls at the
-engine's pacing, not a sweep: the engine's way per document (claim, fence, ledger around
-the same two calls) is the send path's own.
+{run["throttled"]:.0f}, other refusals {run["refused"]:.0f}; {run["delivered"]:.0f} delivered;
+the sweep's CPU {run["cpu_ms"]:.2f} ms a document. The files were drawn first, as the
+generation worker draws them ({run["draw_ms"]:.0f} ms each, a brief). The control, the
+same sweeps with their windows open (one text part each): {control["steady"]:.1f} msg/s
+({control["steady"] / LIMIT:.1%}), throttled {control["throttled"]:.0f}, the sweep's CPU
+{control["cpu_ms"]:.2f} ms a document. Load average {load:.1f} on {os.cpu_count()} cores
+when it ended.
 """ + figures_comment(
         {
             "share_80": round(share, 4),
