@@ -40,10 +40,11 @@ from delivery_pipeline.delivery.result import SweepResult
 from delivery_pipeline.delivery.sweep import sweep_sync
 from delivery_pipeline.generation.worker import generate_pending, outcomes_by_kind_and_locale
 from delivery_pipeline.model import Way
+from delivery_pipeline.reports.costs import cost_report, load_rate_table
+from delivery_pipeline.reports.report import delivery_report as build_report
 from delivery_pipeline.store.db import with_application_name
 from delivery_pipeline.watch.application_events import applications_record
 from delivery_pipeline.watch.backlog import backlog_frame, backlog_numbers, sending_pause
-from delivery_pipeline.watch.costs import cost_report, load_rate_table
 from delivery_pipeline.watch.delivery_events import (
     DELIVERED_DOCUMENTS,
     RUN_CLAIMANT_PREFIX,
@@ -52,7 +53,6 @@ from delivery_pipeline.watch.delivery_events import (
     record_for,
     run_source,
 )
-from delivery_pipeline.watch.report import delivery_report as build_report
 
 GROUP = "delivery"
 

@@ -34,9 +34,9 @@ from delivery_pipeline.dagster_defs.run_config import OpConfig, parsed, plain_co
 from delivery_pipeline.generation.briefs import run_briefs
 from delivery_pipeline.model import ReviewDecision
 from delivery_pipeline.store.intake import InputError, request_document
+from delivery_pipeline.store.retention import prune_history
 from delivery_pipeline.store.review import Decided, Decision, decide
 from delivery_pipeline.watch.delivery_events import run_source
-from delivery_pipeline.watch.retention import prune_history
 
 if TYPE_CHECKING:
     # What define_asset_job returns; Dagster exports no public name for it.

@@ -46,6 +46,7 @@ from starlette.routing import Route
 
 from delivery_pipeline import __version__, logs
 from delivery_pipeline.delivery.sweep import DeliveryEngine, pool_size
+from delivery_pipeline.reports.rates import RateTable, RateTableError, load_rate_table
 from delivery_pipeline.service.api.auth import Tokens
 from delivery_pipeline.service.api.events import EventDeliverer
 from delivery_pipeline.service.api.openapi import rendered as api_description
@@ -76,7 +77,6 @@ from delivery_pipeline.store.db import (
 )
 from delivery_pipeline.store.queries import QUERIES
 from delivery_pipeline.watch.delivery_events import SERVICE_SOURCE
-from delivery_pipeline.watch.rates import RateTable, RateTableError, load_rate_table
 from delivery_pipeline.whatsapp.client import CloudApiClient
 from delivery_pipeline.whatsapp.identity import check_identity
 from delivery_pipeline.whatsapp.payloads import UnusableBody, read_body

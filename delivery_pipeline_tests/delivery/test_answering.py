@@ -23,11 +23,11 @@ import pytest
 
 from delivery_pipeline.delivery.chunking import delivery_messages
 from delivery_pipeline.delivery.sweep import eligible_now, run_sweep
+from delivery_pipeline.reports.report import delivery_report
 from delivery_pipeline.settings import Settings
 from delivery_pipeline.store.queries import QUERIES
 from delivery_pipeline.testing.service import APP_SECRET, start_service
 from delivery_pipeline.watch.outlook import outlook
-from delivery_pipeline.watch.report import delivery_report
 from delivery_pipeline_tests.support.data import (
     add_document,
     add_person,

@@ -19,9 +19,9 @@ import psycopg
 import pytest
 
 from delivery_pipeline.delivery.sweep import eligible_now, run_sweep
+from delivery_pipeline.reports.report import delivery_report
 from delivery_pipeline.settings import Settings
 from delivery_pipeline.testing.service import APP_SECRET, start_service
-from delivery_pipeline.watch.report import delivery_report
 from delivery_pipeline_tests.support.data import (
     add_document,
     add_person,

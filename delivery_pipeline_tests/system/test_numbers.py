@@ -19,12 +19,12 @@ import pytest
 
 from delivery_pipeline.delivery.chunking import delivery_messages
 from delivery_pipeline.delivery.sweep import SweepNotStarted, run_sweep
+from delivery_pipeline.reports.report import delivery_report
 from delivery_pipeline.settings import DEV_PHONE_NUMBER_ID
 from delivery_pipeline.store.intake import InputError, add_person
 from delivery_pipeline.store.queries import QUERIES
 from delivery_pipeline.testing.plans import plan_body
 from delivery_pipeline.testing.service import APP_SECRET, start_service
-from delivery_pipeline.watch.report import delivery_report
 from delivery_pipeline_tests.support import data
 from delivery_pipeline_tests.support.cli import sweep_process
 from delivery_pipeline_tests.support.inbox import texts

@@ -1,4 +1,4 @@
--- 017: history is kept for a while, not forever (watch/retention.py, the
+-- 017: history is kept for a while, not forever (store/retention.py, the
 -- prune_history job). raw_webhooks, status_events, inbound_messages and
 -- ops_alerts lose their rows older than RETENTION_*_DAYS, oldest first, a
 -- bounded batch per statement, except the rows something still reads. This

@@ -6,7 +6,7 @@
 -- body approved with edits, or a renamed person, is drawn again; sha256 hashes its
 -- bytes, what an upload carries. It lives no longer than its body (ON DELETE
 -- CASCADE) and, being derived, less: the prune_history job deletes the files of
--- finished documents (watch/retention.py); a resend draws it again.
+-- finished documents (store/retention.py); a resend draws it again.
 CREATE TABLE document_files (
     document_id   bigint PRIMARY KEY REFERENCES documents (id) ON DELETE CASCADE,
     source_sha256 text NOT NULL,

@@ -1,5 +1,5 @@
 -- What messages cost (sql/migrations/023): each status's `pricing`, kept once per
--- message, and the delivery report's reading of it (watch/costs.py).
+-- message, and the delivery report's reading of it (reports/costs.py).
 
 -- name: record_pricing
 -- Keep the pricing of each message in %(records)s the first time a status

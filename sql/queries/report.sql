@@ -1,4 +1,4 @@
--- The daily delivery report (delivery_pipeline/report.py): raw rows for one
+-- The daily delivery report (reports/report.py): raw rows for one
 -- day [%(start)s, %(end)s); pandas does the counting and the percentiles.
 
 -- name: report_documents

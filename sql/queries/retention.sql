@@ -1,4 +1,4 @@
--- History kept for a while, not forever (watch/retention.py; the indexes are
+-- History kept for a while, not forever (store/retention.py; the indexes are
 -- sql/migrations/017's). Each prune looks at the %(limit)s oldest rows older than
 -- %(keep)s that come after the key the previous batch ended on
 -- (%(after_at)s, %(after_key)s, %(after_sub)s; NULL: from the oldest), deletes

@@ -35,6 +35,7 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
 from delivery_pipeline.model import OperatorAction
+from delivery_pipeline.reports.rates import RateTable
 from delivery_pipeline.service.api import schemas, views
 from delivery_pipeline.service.api.auth import Caller, Tokens, retry_after, wait_seconds
 from delivery_pipeline.service.api.problems import ApiProblem, from_validation, invalid
@@ -48,7 +49,6 @@ from delivery_pipeline.store.handover import HandOver, IdempotencyConflict, hand
 from delivery_pipeline.store.intake import InputError
 from delivery_pipeline.store.operator import NotApplicable, ResendLimitReached, UnknownDocument
 from delivery_pipeline.text import unstorable
-from delivery_pipeline.watch.rates import RateTable
 
 log = logging.getLogger(__name__)
 

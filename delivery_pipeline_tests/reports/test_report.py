@@ -10,8 +10,8 @@ from dagster import DagsterInstance, build_schedule_context, materialize
 from delivery_pipeline.dagster_defs.assets import build_report_asset
 from delivery_pipeline.dagster_defs.resources import AppDatabase, DeliveryResource
 from delivery_pipeline.dagster_defs.schedules import build_schedules
+from delivery_pipeline.reports.report import delivery_report as build_report
 from delivery_pipeline.settings import DatabaseSettings, Settings
-from delivery_pipeline.watch.report import delivery_report as build_report
 from delivery_pipeline_tests.support.data import add_person
 from delivery_pipeline_tests.support.ops import add_status
 

@@ -15,14 +15,14 @@ from psycopg.types.json import Jsonb
 from delivery_pipeline.dagster_defs.assets import build_report_asset
 from delivery_pipeline.dagster_defs.resources import AppDatabase, DeliveryResource
 from delivery_pipeline.delivery.sweep import run_sweep
-from delivery_pipeline.settings import DatabaseSettings, DeliverySettings, Settings
-from delivery_pipeline.store.queries import QUERIES
-from delivery_pipeline.testing.service import APP_SECRET, start_service
-from delivery_pipeline.watch.costs import (
+from delivery_pipeline.reports.costs import (
     RateTableError,
     cost_report,
     load_rate_table,
 )
+from delivery_pipeline.settings import DatabaseSettings, DeliverySettings, Settings
+from delivery_pipeline.store.queries import QUERIES
+from delivery_pipeline.testing.service import APP_SECRET, start_service
 from delivery_pipeline_tests.support.data import add_document, add_person, document, plan_body
 from delivery_pipeline_tests.support.waiting import wait_for
 

@@ -1,6 +1,6 @@
 """Retention on real Postgres: each table loses its old rows in bounded batches, the
 oldest first, and keeps every row something still reads (sql/migrations/017,
-sql/queries/retention.sql, watch/retention.py); the Dagster job shows the counts."""
+sql/queries/retention.sql, store/retention.py); the Dagster job shows the counts."""
 
 from __future__ import annotations
 
@@ -15,9 +15,9 @@ from dagster import DagsterInstance
 from delivery_pipeline.dagster_defs.jobs import prune_history_job
 from delivery_pipeline.settings import RetentionSettings
 from delivery_pipeline.store.migrations import upgrade
+from delivery_pipeline.store.retention import TABLES, prune_history, prune_table
 from delivery_pipeline.testing.postgres import upgrade_before
 from delivery_pipeline.watch.alerts import Alert, AlertKind, AlertSeverity, note_check
-from delivery_pipeline.watch.retention import TABLES, prune_history, prune_table
 from delivery_pipeline_tests.support.dagster_support import execute, resources_for
 from delivery_pipeline_tests.support.data import add_document, add_person
 

@@ -14,7 +14,7 @@ Billed messages per delivered document are also given **by way**
 Each way's documents, billable messages and billable messages per document:
 what choosing a way costs, in messages.
 
-The rate table (``watch/rates.py``) is a CSV file with a header
+The rate table (``reports/rates.py``) is a CSV file with a header
 ``category,country,price``. A message whose category has no row for its
 country nor ``*`` is counted as ``unpriced``. No Dagster here.
 """
@@ -30,9 +30,9 @@ import pandas as pd
 import psycopg
 
 from delivery_pipeline.model import Way
+from delivery_pipeline.reports.rates import RateTable, RateTableError, load_rate_table
 from delivery_pipeline.store.queries import QUERIES
 from delivery_pipeline.store.rows import DayBounds, PricedMessage
-from delivery_pipeline.watch.rates import RateTable, RateTableError, load_rate_table
 
 __all__ = ["CostReport", "RateTable", "RateTableError", "cost_report", "load_rate_table"]
 

@@ -4,7 +4,7 @@
 lose their rows older than ``RETENTION_*_DAYS`` (``document_files``: older
 than ``settings.DOCUMENT_FILES_DAYS``), the oldest first, a bounded
 batch per statement (``sql/queries/retention.sql``, its indexes ``sql/migrations/017``),
-the outbox's pattern (``delivery_events.forget_reported``). A row something
+the outbox's pattern (``watch.delivery_events.forget_reported``). A row something
 still reads stays however old it is:
 
 * the statuses of a knock whose document still waits on its person;
