@@ -238,7 +238,7 @@ def cmd_documents_awaiting_review(args: argparse.Namespace, settings: Settings) 
 
 
 def cmd_sweep(args: argparse.Namespace, settings: Settings) -> int:
-    from delivery_pipeline.cli.sweep import run
+    from delivery_pipeline.cli.sweep_command import run
 
     return run(args, settings)
 

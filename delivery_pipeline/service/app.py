@@ -50,6 +50,7 @@ from delivery_pipeline.service.api.auth import Tokens
 from delivery_pipeline.service.api.events import EventDeliverer
 from delivery_pipeline.service.api.openapi import rendered as api_description
 from delivery_pipeline.service.api.routes import API_ROUTES, ApiState, http_exception
+from delivery_pipeline.service.app_state import Service, one_line, service_of
 from delivery_pipeline.service.bodies import TooLarge, TooSlow, read_limited
 from delivery_pipeline.service.daemon_watch import watch_forever
 from delivery_pipeline.service.ingest import OurNumbers, WebhookOutcome, apply_payload
@@ -58,7 +59,6 @@ from delivery_pipeline.service.metrics import Counters, CountResponses, scrape
 from delivery_pipeline.service.protocol import guarded_http
 from delivery_pipeline.service.review_page import REVIEW_ROUTES
 from delivery_pipeline.service.sessions import Sessions
-from delivery_pipeline.service.state import Service, one_line, service_of
 from delivery_pipeline.service.timeline_push import TimelinePush
 from delivery_pipeline.settings import (
     SERVICE_DEFAULT_PORT,
@@ -78,9 +78,9 @@ from delivery_pipeline.store.queries import QUERIES
 from delivery_pipeline.watch.delivery_events import SERVICE_SOURCE
 from delivery_pipeline.watch.rates import RateTable, RateTableError, load_rate_table
 from delivery_pipeline.whatsapp.client import CloudApiClient
-from delivery_pipeline.whatsapp.identity import check_identity
-from delivery_pipeline.whatsapp.payloads import UnusableBody, read_body
+from delivery_pipeline.whatsapp.credential_check import check_identity
 from delivery_pipeline.whatsapp.signature import signature_shaped, signature_valid, tokens_match
+from delivery_pipeline.whatsapp.webhook_bodies import UnusableBody, read_body
 
 log = logging.getLogger(__name__)
 

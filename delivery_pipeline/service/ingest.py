@@ -25,21 +25,21 @@ from delivery_pipeline.delivery.chunk_status import chunk_failed, find_chunk
 from delivery_pipeline.delivery.inbound import answer_inbound
 from delivery_pipeline.delivery.knock_status import find_knock, knock_failed, knock_status
 from delivery_pipeline.delivery.template_events import apply_template_change
-from delivery_pipeline.service.identity import (
+from delivery_pipeline.service.log_limit import RateLimitedLog
+from delivery_pipeline.service.pricing import pricing_records
+from delivery_pipeline.service.sender_identity import (
     apply_system,
     apply_user_id_update,
     find_sender,
     learn,
     sender_of,
 )
-from delivery_pipeline.service.log_limit import RateLimitedLog
-from delivery_pipeline.service.pricing import pricing_records
 from delivery_pipeline.settings import DeliverySettings, WhatsAppSettings
 from delivery_pipeline.store.db import database_unavailable
 from delivery_pipeline.store.queries import QUERIES
 from delivery_pipeline.store.rows import StatusEvent
 from delivery_pipeline.whatsapp.errors import from_error_object
-from delivery_pipeline.whatsapp.payloads import (
+from delivery_pipeline.whatsapp.webhook_bodies import (
     dicts,
     iter_changes,
     message_body,
@@ -125,7 +125,7 @@ async def apply_payload(
 ) -> WebhookOutcome:
     """Store and apply every message and status in a parsed webhook body.
 
-    ``payload`` is what ``payloads.storable`` returned. Each inbound message
+    ``payload`` is what ``webhook_bodies.storable`` returned. Each inbound message
     is one transaction, and all the statuses of a change are one (one
     statement and one commit for a batch of up to 1000). A part that cannot
     be applied is rolled back alone and reported in ``unhandled``; the rest of

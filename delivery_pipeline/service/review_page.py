@@ -44,6 +44,7 @@ from starlette.routing import Route
 
 from delivery_pipeline.delivery.chunking import delivery_messages
 from delivery_pipeline.model import OperatorAction, ReviewDecision
+from delivery_pipeline.service.app_state import service_of
 from delivery_pipeline.service.bodies import TooLarge, read_form
 from delivery_pipeline.service.sessions import (
     COOKIE_NAME,
@@ -52,7 +53,6 @@ from delivery_pipeline.service.sessions import (
     Sessions,
     client_key,
 )
-from delivery_pipeline.service.state import service_of
 from delivery_pipeline.settings import REVIEW_PAGE_PATH
 from delivery_pipeline.store.db import database_unavailable
 from delivery_pipeline.store.intake import InputError

@@ -38,8 +38,8 @@ from delivery_pipeline.model import OperatorAction
 from delivery_pipeline.service.api import schemas, views
 from delivery_pipeline.service.api.auth import Caller, Tokens, retry_after, wait_seconds
 from delivery_pipeline.service.api.problems import ApiProblem, from_validation, invalid
+from delivery_pipeline.service.app_state import Service, one_line, service_of
 from delivery_pipeline.service.bodies import TooLarge, TooSlow, read_limited
-from delivery_pipeline.service.state import Service, one_line, service_of
 from delivery_pipeline.settings import Settings
 from delivery_pipeline.store import application_documents, application_people
 from delivery_pipeline.store.application_people import PersonConflict, PersonRef

@@ -17,7 +17,7 @@ import json
 import sys
 
 from delivery_pipeline.cli.failures import CommandFailed, ExitCode, UsageError
-from delivery_pipeline.cli.progress import Mode, shown
+from delivery_pipeline.cli.progress_display import Mode, shown
 from delivery_pipeline.delivery.result import SweepResult
 from delivery_pipeline.delivery.sweep import SweepNotStarted, sweep_sync
 from delivery_pipeline.settings import Settings
