@@ -29,6 +29,7 @@ from delivery_pipeline.delivery.pause import EVERY_NUMBER
 from delivery_pipeline.delivery.progress import Event, SweepObserver
 from delivery_pipeline.delivery.result import SweepResult, SweepState
 from delivery_pipeline.delivery.statements import Claim, DeliveryStore
+from delivery_pipeline.delivery.sweep_target import EVERYTHING, SweepTarget
 from delivery_pipeline.settings import Settings
 from delivery_pipeline.store.db import async_pool
 from delivery_pipeline.store.queries import QUERIES
@@ -101,19 +102,17 @@ class DeliveryEngine:
     async def sweep(
         self,
         *,
-        document_id: int | None = None,
-        person_id: int | None = None,
+        target: SweepTarget = EVERYTHING,
         number: str | None = None,
         limit: int | None = None,
         concurrency: int | None = None,
         observer: SweepObserver | None = None,
     ) -> SweepResult:
-        """One delivery pass over what is eligible now (optionally one document/person,
-        or one business number's documents); ``observer`` hears every event as it happens."""
+        """One delivery pass over what is eligible now of ``target`` (optionally of one
+        business number's documents); ``observer`` hears every event as it happens."""
         sweep = Sweep(
             self,
-            document_id=document_id,
-            person_id=person_id,
+            target=target,
             number=number,
             limit=limit,
             concurrency=concurrency or self.settings.concurrency,
@@ -129,16 +128,14 @@ class Sweep:
         self,
         engine: DeliveryEngine,
         *,
-        document_id: int | None,
-        person_id: int | None,
+        target: SweepTarget,
         limit: int | None,
         concurrency: int,
         observer: SweepObserver | None = None,
         number: str | None = None,
     ) -> None:
         self.engine = engine
-        self.document_id = document_id
-        self.person_id = person_id
+        self.target = target
         # Only this business number's documents (a sender per number); None: all.
         self.number = number
         self.limit = limit
@@ -160,15 +157,15 @@ class Sweep:
 
     @property
     def targeted(self) -> bool:
-        return self.document_id is not None or self.person_id is not None
+        return not self.target.whole_queue
 
     async def run(self) -> SweepResult:
         result = self.state.result
         if not await self._may_send():
             return result
-        if self.document_id is None and not await self._acknowledge():
+        if self.target.document_id is None and not await self._acknowledge():
             return result
-        if self.document_id is None and self.person_id is None:
+        if self.target.whole_queue:
             # A knock delivered and not answered: its one reminder, then no_reply
             # (the heartbeat does it too: nothing else wakes these documents).
             await self.engine.store.remind_and_expire(self.engine.settings.no_reply_seconds)
@@ -225,7 +222,7 @@ class Sweep:
         the person just made); False: the sweep stopped."""
         try:
             await self.engine.acknowledgements.send_due(
-                self.state, person_id=self.person_id, number=self.number
+                self.state, person_id=self.target.person_id, number=self.number
             )
         except psycopg.OperationalError as exc:
             self._database_lost(exc)
@@ -238,8 +235,7 @@ class Sweep:
         store = self.engine.store
         claims = await store.claim(
             1,
-            document_id=self.document_id,
-            person_id=self.person_id,
+            target=self.target,
             probe=scope,
             number=self.number,
         )
@@ -286,8 +282,7 @@ class Sweep:
                     break
                 claims = await self.engine.store.claim(
                     batch,
-                    document_id=self.document_id,
-                    person_id=self.person_id,
+                    target=self.target,
                     number=self.number,
                 )
                 if not claims:
@@ -393,8 +388,7 @@ async def run_sweep(
     settings: Settings,
     database_url: str,
     *,
-    document_id: int | None = None,
-    person_id: int | None = None,
+    target: SweepTarget = EVERYTHING,
     number: str | None = None,
     limit: int | None = None,
     concurrency: int | None = None,
@@ -425,8 +419,7 @@ async def run_sweep(
         engine = DeliveryEngine(settings, pool, client)
         try:
             return await engine.sweep(
-                document_id=document_id,
-                person_id=person_id,
+                target=target,
                 number=number,
                 limit=limit,
                 concurrency=concurrency,

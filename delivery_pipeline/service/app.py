@@ -46,6 +46,7 @@ from starlette.routing import Route
 
 from delivery_pipeline import __version__, logs
 from delivery_pipeline.delivery.sweep import DeliveryEngine, pool_size
+from delivery_pipeline.delivery.sweep_target import SweepTarget
 from delivery_pipeline.service.api.auth import Tokens
 from delivery_pipeline.service.api.events import EventDeliverer
 from delivery_pipeline.service.api.openapi import rendered as api_description
@@ -88,7 +89,6 @@ log = logging.getLogger(__name__)
 # deployment may not): ask a few times before saying it does not answer.
 IDENTITY_CHECK_ATTEMPTS = 5
 POKE_MAX_BODY_BYTES = 64 * 1024
-BIGINT_MAX = 2**63 - 1  # ids are Postgres bigints
 HEALTH_DATABASE_DOWN = "unreachable, or not migrated: see the service's log"
 
 
@@ -167,9 +167,7 @@ async def receive(request: Request) -> Response:
         service.recorded()  # a failed status abandoned or un-delivered a document
     return JSONResponse(
         {"inbound": outcome.inbound_stored, "statuses": outcome.statuses_stored},
-        background=service.sweep_later(
-            sorted(outcome.persons_to_sweep), sorted(outcome.documents_to_sweep)
-        ),
+        background=service.sweep_later(outcome.to_sweep),
     )
 
 
@@ -221,28 +219,24 @@ async def poke(request: Request) -> Response:
         return JSONResponse(
             {"error": 'body must be JSON like {"document_id": 42}'}, status_code=400
         )
-    target = (
+    fields = (
         {k: payload.get(k) for k in ("document_id", "person_id")}
         if isinstance(payload, dict)
         else {}
     )
-    ids = {k: v for k, v in target.items() if v is not None}
+    ids = {k: v for k, v in fields.items() if v is not None}
     if len(ids) != 1 or not all(
         isinstance(v, int) and not isinstance(v, bool) for v in ids.values()
     ):
         return JSONResponse(
             {"error": "give exactly one integer: document_id or person_id"}, status_code=400
         )
-    for name, value in ids.items():
-        if not 0 < value <= BIGINT_MAX:
-            return JSONResponse(
-                {"error": f"{name} must be a positive id of at most {BIGINT_MAX}"},
-                status_code=400,
-            )
-    persons = [ids["person_id"]] if "person_id" in ids else []
-    documents = [ids["document_id"]] if "document_id" in ids else []
+    try:
+        target = SweepTarget(**ids)
+    except ValueError as exc:  # not an id a row can have: the field named
+        return JSONResponse({"error": str(exc)}, status_code=400)
     return JSONResponse(
-        {"accepted": ids}, status_code=202, background=service.sweep_later(persons, documents)
+        {"accepted": target.named}, status_code=202, background=service.sweep_later([target])
     )
 
 

@@ -34,6 +34,7 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
+from delivery_pipeline.delivery.sweep_target import SweepTarget
 from delivery_pipeline.model import OperatorAction
 from delivery_pipeline.service.api import schemas, views
 from delivery_pipeline.service.api.auth import Caller, Tokens, retry_after, wait_seconds
@@ -350,7 +351,9 @@ async def post_document(
         accepted.answer,
         status_code=201,
         headers=headers,
-        background=service.sweep_later([], [accepted.document_id]) if due else None,
+        background=service.sweep_later([SweepTarget.document(accepted.document_id)])
+        if due
+        else None,
     )
 
 
@@ -424,7 +427,11 @@ def _action(action: OperatorAction) -> Handler:
             detail=str(taken),
             document=views.document(record, api.rates),
         )
-        sweep = service.sweep_later([], [document_id]) if action == OperatorAction.RESEND else None
+        sweep = (
+            service.sweep_later([SweepTarget.document(document_id)])
+            if action == OperatorAction.RESEND
+            else None
+        )
         return JsonAnswer(_dump(answer), background=sweep)
 
     return act
