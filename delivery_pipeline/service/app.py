@@ -318,36 +318,15 @@ def create_app(settings: Settings, database_url: str) -> Starlette:
             counters=counters,
         )
         app.state.service = service
-        if settings.whatsapp.app_secret is None:
-            log.error("WHATSAPP_APP_SECRET is not set: every webhook POST will be refused")
-        for warning in transport_warnings(settings):
-            log.warning(warning)
-        listening: asyncio.Task[None] | None = None
-        if settings.service.listen and listen_url is not None:
-            service.listener = ReadyListener(listen_url, pool, service.sweep_and_record)
-            listening = asyncio.create_task(service.listener.run())
-        elif settings.service.listen:
-            log.info(
-                "not listening for ready documents: DATABASE_POOL_MODE is transaction and no "
-                "DATABASE_LISTEN_URL is set; sweeps follow the pokes and the heartbeat"
-            )
-        if service.review_sessions is None:
-            log.info("no review or operator token is set: the review page answers 404")
+        _say_what_is_off(settings, service)
+        listening = _listen(service, listen_url)
         # In the background: webhooks are received whatever the answer, and
         # the API (a sandbox started alongside) may come up a moment later.
         identity = asyncio.create_task(_say_whether_identity_works(client, settings))
         app.state.api = ApiState(
             settings, Tokens.from_settings(settings.api), _rate_table(settings), api_description()
         )
-        deliverer = EventDeliverer(pool, listen_url, settings)
-        companions = [
-            asyncio.create_task(watch_forever(database_url, settings)),
-            asyncio.create_task(
-                deliverer.run() if settings.api.endpoints else deliverer.register_only()
-            ),
-        ]
-        if service.timeline_push is not None:
-            companions.append(asyncio.create_task(service.timeline_push.run()))
+        companions = _start_companions(service, database_url, listen_url)
         try:
             yield
         finally:
@@ -379,6 +358,49 @@ def create_app(settings: Settings, database_url: str) -> Starlette:
     # forged Host would send the browser elsewhere. Routes name their own addresses.
     app.router.redirect_slashes = False
     return app
+
+
+def _say_what_is_off(settings: Settings, service: Service) -> None:
+    """At start, in the log: what this configuration refuses or leaves out."""
+    if settings.whatsapp.app_secret is None:
+        log.error("WHATSAPP_APP_SECRET is not set: every webhook POST will be refused")
+    for warning in transport_warnings(settings):
+        log.warning(warning)
+    if service.review_sessions is None:
+        log.info("no review or operator token is set: the review page answers 404")
+
+
+def _listen(service: Service, listen_url: str | None) -> asyncio.Task[None] | None:
+    """The ready notifications' listener, when ``DELIVERY_LISTEN`` and a connection
+    that can LISTEN allow it."""
+    settings = service.settings
+    if settings.service.listen and listen_url is not None:
+        service.listener = ReadyListener(listen_url, service.pool, service.sweep_and_record)
+        return asyncio.create_task(service.listener.run())
+    if settings.service.listen:
+        log.info(
+            "not listening for ready documents: DATABASE_POOL_MODE is transaction and no "
+            "DATABASE_LISTEN_URL is set; sweeps follow the pokes and the heartbeat"
+        )
+    return None
+
+
+def _start_companions(
+    service: Service, database_url: str, listen_url: str | None
+) -> list[asyncio.Task[None]]:
+    """What runs beside the routes for the app's lifetime: the daemon watch, the
+    applications' events, the timeline push."""
+    settings = service.settings
+    deliverer = EventDeliverer(service.pool, listen_url, settings)
+    companions = [
+        asyncio.create_task(watch_forever(database_url, settings)),
+        asyncio.create_task(
+            deliverer.run() if settings.api.endpoints else deliverer.register_only()
+        ),
+    ]
+    if service.timeline_push is not None:
+        companions.append(asyncio.create_task(service.timeline_push.run()))
+    return companions
 
 
 def listen_url_for(settings: Settings, database_url: str) -> str | None:
