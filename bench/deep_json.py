@@ -18,7 +18,7 @@ from collections.abc import Callable
 
 from _common import figures_comment, write_section
 
-from delivery_pipeline.whatsapp.payloads import (
+from delivery_pipeline.whatsapp.webhook_bodies import (
     CUT_MAX_BYTES,
     CUT_MAX_TOKENS,
     MAX_DEPTH,

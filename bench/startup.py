@@ -46,7 +46,7 @@ import time
 import aiohttp, psycopg, psycopg_pool, pydantic, pydantic.fields, pydantic.main, regex, uvloop
 from psycopg.types.json import Jsonb
 started = time.process_time()
-import delivery_pipeline.cli.main, delivery_pipeline.cli.sweep
+import delivery_pipeline.cli.main, delivery_pipeline.cli.sweep_command
 print(time.process_time() - started)
 """
 
@@ -107,7 +107,7 @@ def main() -> None:
     body = (
         f"CPU of one process (user + system, from its rusage), {args.pairs} pairs in "
         f"alternating order, this checkout against {against}: importing "
-        "`delivery_pipeline.cli.main` and `delivery_pipeline.cli.sweep` in a process "
+        "`delivery_pipeline.cli.main` and `delivery_pipeline.cli.sweep_command` in a process "
         "that has imported the libraries they use (the project's own share), and "
         "`delivery-pipeline sweep --json` on a migrated, empty database (the whole "
         "start: interpreter, every import, settings, pools, one claim, exit).\n\n"

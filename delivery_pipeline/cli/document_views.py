@@ -12,10 +12,10 @@ import argparse
 import datetime as dt
 import json
 import re
-from collections.abc import Callable
 from typing import Any
 
 from delivery_pipeline.cli.failures import UsageError
+from delivery_pipeline.cli.parsing import Commands, add_command
 from delivery_pipeline.cli.table import print_rows
 from delivery_pipeline.model import DocumentState
 from delivery_pipeline.settings import Settings
@@ -26,7 +26,6 @@ from delivery_pipeline.store.rows import DocumentOutlook
 from delivery_pipeline.watch.ages import format_age
 from delivery_pipeline.watch.outlook import Outlook, outlook, outlooks
 
-AddCommand = Callable[..., argparse.ArgumentParser]
 WHY_SHOWN = 90
 _AGO = re.compile(r"^(\d+)\s*([mhd])$")
 _UNITS = {"m": 60, "h": 3600, "d": 86400}
@@ -210,10 +209,10 @@ def _since(value: str | None) -> dt.datetime | None:
     return at if at.tzinfo else at.replace(tzinfo=dt.UTC)
 
 
-def add_reading_commands(docs_sub: Any, add: AddCommand) -> None:
-    """``documents show`` and ``documents list``, on ``main``'s ``documents`` group."""
-    p = add(
-        docs_sub,
+def add_reading_commands(documents: Commands) -> None:
+    """``documents show`` and ``documents list``."""
+    p = add_command(
+        documents,
         "show",
         cmd_documents_show,
         "a document: its state, who owns it, why it waits and until when; then its row, "
@@ -221,8 +220,8 @@ def add_reading_commands(docs_sub: Any, add: AddCommand) -> None:
     )
     p.add_argument("id", type=int)
     p.add_argument("--json", action="store_true", help="one JSON object (state first)")
-    p = add(
-        docs_sub,
+    p = add_command(
+        documents,
         "list",
         cmd_documents_list,
         "documents, newest first: state, owner, since, until when, why",

@@ -36,6 +36,7 @@ from delivery_pipeline.cli.children import (
 )
 from delivery_pipeline.cli.demo import seed_demo
 from delivery_pipeline.cli.failures import require_free_port
+from delivery_pipeline.cli.parsing import Commands, add_command
 from delivery_pipeline.cli.provision import (
     Databases,
     dev_secrets,
@@ -161,18 +162,16 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     return status
 
 
-def add_up_parser(
-    sub: argparse._SubParsersAction[argparse.ArgumentParser],
-) -> argparse.ArgumentParser:
-    """``delivery-pipeline up``: wire into ``cli.build_parser`` with ``func=cmd_up``."""
-    help_ = (
+def register(commands: Commands) -> None:
+    """``delivery-pipeline up``."""
+    p = add_command(
+        commands,
+        "up",
+        run,
         "start everything on embedded defaults: Postgres, the sandbox, the webhook "
-        "service and Dagster (UI + daemon); Ctrl-C stops it"
+        "service and Dagster (UI + daemon); Ctrl-C stops it",
     )
-    p = sub.add_parser("up", help=help_, description=help_)
-    p.set_defaults(func=cmd_up)
     add_up_arguments(p)
-    return p
 
 
 def add_up_arguments(p: argparse.ArgumentParser) -> None:
@@ -207,7 +206,3 @@ def add_up_arguments(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="stream every child's output here (always written to .data/logs/)",
     )
-
-
-def cmd_up(args: argparse.Namespace, settings: Settings) -> int:
-    return run(args, settings)

@@ -257,6 +257,12 @@ def build_alert_sensors(
         kinds = ", ".join(f"{r.kind} {r.dedup_key}" for r in written) or "nothing new"
         return dg.SkipReason(f"Recorded: {kinds}. Ops channel: {report.summary()}.")
 
+    return [ops_check_alerts, *_run_sensors()]
+
+
+def _run_sensors() -> list[dg.SensorDefinition]:
+    """A job's failing runs: alerted until a run of it succeeds again."""
+
     @dg.run_failure_sensor(
         name="ops_run_failures",
         default_status=dg.DefaultSensorStatus.RUNNING,
@@ -302,4 +308,4 @@ def build_alert_sensors(
         with app_db.connect() as conn:
             note(conn, Report(alert, failing=False))
 
-    return [ops_check_alerts, ops_run_failures, ops_run_successes]
+    return [ops_run_failures, ops_run_successes]

@@ -28,10 +28,10 @@ from typing import Any
 from psycopg import AsyncConnection
 from psycopg_pool import AsyncConnectionPool
 
+from delivery_pipeline.delivery.addressing import address
 from delivery_pipeline.delivery.callback import acknowledgement_callback
 from delivery_pipeline.delivery.completer import Counted, Held, complete
 from delivery_pipeline.delivery.document import FirstSend
-from delivery_pipeline.delivery.identity import address
 from delivery_pipeline.delivery.outcomes import (
     ACKNOWLEDGEMENT_RETRY_SECONDS,
     THROUGHPUT_PAUSE_SECONDS,

@@ -31,9 +31,9 @@ import enum
 import logging
 from typing import NoReturn, Protocol
 
+from delivery_pipeline.delivery.addressing import address
 from delivery_pipeline.delivery.callback import chunk_callback
 from delivery_pipeline.delivery.completer import Completed
-from delivery_pipeline.delivery.identity import address
 from delivery_pipeline.delivery.knock import (
     FALLBACK_NAME,
     TemplateChoice,

@@ -20,11 +20,11 @@ from collections.abc import AsyncIterator, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import NoReturn
 
+from delivery_pipeline.delivery.addressing import address
 from delivery_pipeline.delivery.as_file import FileDelivery, Then
 from delivery_pipeline.delivery.callback import chunk_callback, knock_callback
 from delivery_pipeline.delivery.chunking import delivery_messages
 from delivery_pipeline.delivery.completer import GOES_ON, Completed
-from delivery_pipeline.delivery.identity import address
 from delivery_pipeline.delivery.knock import (
     TemplateChoice,
     knock_choices,
@@ -590,7 +590,7 @@ class DocumentDelivery:
                 step = completed.consequence.step
                 if step is Step.WAIT_FOR_PERSON:
                     # Not knockable at their BSUID: the document waits for them
-                    # to write (delivery/identity.py), no knock counted.
+                    # to write (delivery/addressing.py), no knock counted.
                     return _NOT_KNOCKED
                 if step is Step.NEXT_TEMPLATE:
                     log.warning(

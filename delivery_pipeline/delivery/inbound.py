@@ -9,6 +9,7 @@ from typing import Any
 from psycopg import AsyncConnection
 
 from delivery_pipeline.delivery.reply import ANSWER_FRESH_SECONDS, ANSWERED, Ask, read_reply
+from delivery_pipeline.delivery.sweep_target import SweepTarget
 from delivery_pipeline.store.queries import QUERIES
 from delivery_pipeline.whatsapp.webhook_values import InboundMessage
 
@@ -35,15 +36,15 @@ async def answer_inbound(
     later_seconds: float | None,
     quiet_hours: str | None,
     to_their_number: bool = True,
-) -> bool:
+) -> SweepTarget | None:
     """Apply what the person's message asks (delivery/reply.py), inside its transaction.
 
     Every message to their own business number opens the window (the platform
     opens it for a button press too). Send it, Start and an ordinary reply then
     put the documents that waited for it back in the queue; Later snoozes them;
     Stop abandons them and stops knocks and briefs. Later and Stop owe the person
-    an answer (``reply.acknowledgement``), once per reply. Returns whether to
-    sweep the person now: their documents are due, or an answer is owed.
+    an answer (``reply.acknowledgement``), once per reply. Returns the person as
+    the target to sweep now when their documents are due or an answer is owed.
 
     ``to_their_number`` false: they wrote to another of our numbers, whose window
     with them is not the one their documents go out in; only what they say of
@@ -51,10 +52,10 @@ async def answer_inbound(
     """
     reply = read_reply(message)
     if not to_their_number and reply.ask not in (Ask.STOP, Ask.START):
-        return False
+        return None
     if reply.ask is None:
         await note_inbound(conn, person_id, sent_at)
-        return True
+        return SweepTarget.person(person_id)
     knock_id = await QUERIES.knock_answered.one(
         conn, {"person_id": person_id, "context_id": reply.context_id}
     )
@@ -99,5 +100,7 @@ async def answer_inbound(
                 "fresh_seconds": ANSWER_FRESH_SECONDS,
             },
         )
-        return True
-    return to_their_number and reply.ask in (Ask.SEND, Ask.START)
+        return SweepTarget.person(person_id)
+    if to_their_number and reply.ask in (Ask.SEND, Ask.START):
+        return SweepTarget.person(person_id)
+    return None

@@ -17,7 +17,7 @@ import random
 from dataclasses import dataclass
 
 from delivery_pipeline.backoff import backoff_seconds
-from delivery_pipeline.delivery.identity import bsuid_alert, refused_for_bsuid
+from delivery_pipeline.delivery.addressing import bsuid_alert, refused_for_bsuid
 from delivery_pipeline.model import AbandonReason
 from delivery_pipeline.settings import DeliverySettings
 from delivery_pipeline.watch.alerts import Alert, AlertSeverity
@@ -259,7 +259,7 @@ def _backoff(failure: Failure, settings: DeliverySettings) -> float:
 
 
 def _bsuid_refused(failure: Failure, error: CloudApiError) -> Consequence:
-    """131062 (delivery/identity.py): a knock waits for the person to write, no knock
+    """131062 (delivery/addressing.py): a knock waits for the person to write, no knock
     counted; a text that a BSUID cannot take means they cannot take our documents."""
     knock = failure.kind is MessageKind.KNOCK
     alert = bsuid_alert(failure.person_id, failure.document_id, error, knock=knock)

@@ -22,6 +22,7 @@ from delivery_pipeline.delivery.knock_status import failed_before_waiting
 from delivery_pipeline.delivery.ledger_writer import AdvanceRequest, BeginRequest, LedgerWriter
 from delivery_pipeline.delivery.outcomes import Consequence, Failure, Step
 from delivery_pipeline.delivery.pause import DEFAULT_REMINDER_SECONDS, resume_sender
+from delivery_pipeline.delivery.sweep_target import SweepTarget
 from delivery_pipeline.model import AbandonReason, ChunkState
 from delivery_pipeline.settings import DEV_PHONE_NUMBER_ID, DeliverySettings, Guard
 from delivery_pipeline.store.queries import QUERIES
@@ -121,21 +122,20 @@ class DeliveryStore:
         self,
         limit: int,
         *,
-        document_id: int | None,
-        person_id: int | None,
+        target: SweepTarget,
         probe: str | None = None,
         number: str | None = None,
     ) -> list[Claim]:
-        """Claim up to ``limit`` documents of numbers not paused; with ``probe`` (a
-        pause this sweep probes: '*' or a number) one of that pause's; with
-        ``number`` only that number's."""
+        """Claim up to ``limit`` documents of ``target``, of numbers not paused; with
+        ``probe`` (a pause this sweep probes: '*' or a number) one of that pause's;
+        with ``number`` only that number's."""
         async with self.pool.connection() as conn:
             return await QUERIES.claim_batch.all(
                 conn,
                 {
                     **self._guard,
-                    "document_id": document_id,
-                    "person_id": person_id,
+                    "document_id": target.document_id,
+                    "person_id": target.person_id,
                     "limit": limit,
                     "token": uuid.uuid4(),
                     "chunk_limit": self._chunk_limit,

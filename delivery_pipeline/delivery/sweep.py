@@ -29,12 +29,13 @@ from delivery_pipeline.delivery.pause import EVERY_NUMBER
 from delivery_pipeline.delivery.progress import Event, SweepObserver
 from delivery_pipeline.delivery.result import SweepResult, SweepState
 from delivery_pipeline.delivery.statements import Claim, DeliveryStore
+from delivery_pipeline.delivery.sweep_target import EVERYTHING, SweepTarget
 from delivery_pipeline.settings import Settings
 from delivery_pipeline.store.db import async_pool
 from delivery_pipeline.store.queries import QUERIES
 from delivery_pipeline.store.rows import ExpireAfter
 from delivery_pipeline.whatsapp.client import CloudApiClient
-from delivery_pipeline.whatsapp.identity import check_identity
+from delivery_pipeline.whatsapp.credential_check import check_identity
 
 log = logging.getLogger(__name__)
 
@@ -102,19 +103,17 @@ class DeliveryEngine:
     async def sweep(
         self,
         *,
-        document_id: int | None = None,
-        person_id: int | None = None,
+        target: SweepTarget = EVERYTHING,
         number: str | None = None,
         limit: int | None = None,
         concurrency: int | None = None,
         observer: SweepObserver | None = None,
     ) -> SweepResult:
-        """One delivery pass over what is eligible now (optionally one document/person,
-        or one business number's documents); ``observer`` hears every event as it happens."""
+        """One delivery pass over what is eligible now of ``target`` (optionally of one
+        business number's documents); ``observer`` hears every event as it happens."""
         sweep = Sweep(
             self,
-            document_id=document_id,
-            person_id=person_id,
+            target=target,
             number=number,
             limit=limit,
             concurrency=concurrency or self.settings.concurrency,
@@ -130,16 +129,14 @@ class Sweep:
         self,
         engine: DeliveryEngine,
         *,
-        document_id: int | None,
-        person_id: int | None,
+        target: SweepTarget,
         limit: int | None,
         concurrency: int,
         observer: SweepObserver | None = None,
         number: str | None = None,
     ) -> None:
         self.engine = engine
-        self.document_id = document_id
-        self.person_id = person_id
+        self.target = target
         # Only this business number's documents (a sender per number); None: all.
         self.number = number
         self.limit = limit
@@ -157,20 +154,20 @@ class Sweep:
             self.state,
             engine.numbers,
             engine.first_send,
-            answering=person_id is not None,
+            answering=target.person_id is not None,
         )
 
     @property
     def targeted(self) -> bool:
-        return self.document_id is not None or self.person_id is not None
+        return not self.target.whole_queue
 
     async def run(self) -> SweepResult:
         result = self.state.result
         if not await self._may_send():
             return result
-        if self.document_id is None and not await self._acknowledge():
+        if self.target.document_id is None and not await self._acknowledge():
             return result
-        if self.document_id is None and self.person_id is None:
+        if self.target.whole_queue:
             # A knock the platform dropped at its time to live: a brief on it ends
             # expired. A knock delivered (or dropped) and not answered: its one
             # reminder, then no_reply. The heartbeat does it too: nothing else
@@ -229,7 +226,7 @@ class Sweep:
         the person just made); False: the sweep stopped."""
         try:
             await self.engine.acknowledgements.send_due(
-                self.state, person_id=self.person_id, number=self.number
+                self.state, person_id=self.target.person_id, number=self.number
             )
         except psycopg.OperationalError as exc:
             self._database_lost(exc)
@@ -242,8 +239,7 @@ class Sweep:
         store = self.engine.store
         claims = await store.claim(
             1,
-            document_id=self.document_id,
-            person_id=self.person_id,
+            target=self.target,
             probe=scope,
             number=self.number,
         )
@@ -290,8 +286,7 @@ class Sweep:
                     break
                 claims = await self.engine.store.claim(
                     batch,
-                    document_id=self.document_id,
-                    person_id=self.person_id,
+                    target=self.target,
                     number=self.number,
                 )
                 if not claims:
@@ -397,8 +392,7 @@ async def run_sweep(
     settings: Settings,
     database_url: str,
     *,
-    document_id: int | None = None,
-    person_id: int | None = None,
+    target: SweepTarget = EVERYTHING,
     number: str | None = None,
     limit: int | None = None,
     concurrency: int | None = None,
@@ -429,8 +423,7 @@ async def run_sweep(
         engine = DeliveryEngine(settings, pool, client)
         try:
             return await engine.sweep(
-                document_id=document_id,
-                person_id=person_id,
+                target=target,
                 number=number,
                 limit=limit,
                 concurrency=concurrency,

@@ -24,6 +24,7 @@ from typing import Any
 from psycopg import AsyncConnection
 from psycopg.types.json import Jsonb
 
+from delivery_pipeline.delivery.sweep_target import SweepTarget
 from delivery_pipeline.store.queries import QUERIES
 from delivery_pipeline.watch.alerts import Alert, AlertSeverity, record_alert
 from delivery_pipeline.whatsapp.webhook_values import (
@@ -43,7 +44,7 @@ class Applied:
     """What one change did; ``applied`` False: a duplicate."""
 
     applied: bool
-    woken: list[int]
+    woken: frozenset[SweepTarget]  # documents whose knock waited on a template: due now
 
 
 async def apply_template_change(
@@ -59,7 +60,7 @@ async def apply_template_change(
             assert change.category is not None  # read so (webhook_values.template_change)
             event = ("ANNOUNCED:" if change.announced else "CHANGED:") + change.category
     if not await _first_time(conn, change, event, occurred_at):
-        return Applied(False, [])
+        return Applied(False, frozenset())
     match change:
         case TemplateStatusUpdate():
             alert = await _status(conn, change, occurred_at)
@@ -70,7 +71,7 @@ async def apply_template_change(
     if alert is not None:
         await record_alert(conn, alert)
     woken = await QUERIES.wake_held_knocks.all(conn, {})
-    return Applied(True, woken)
+    return Applied(True, SweepTarget.documents(woken))
 
 
 async def _status(

@@ -9,7 +9,7 @@ phone so tests can see exactly what a person received.
 * ``config``     — ``SandboxConfig``: startup config and runtime fault changes
 * ``validation`` — the send payload rules and the Meta error body
 * ``limits``     — throughput window and pair-rate token buckets
-* ``state``      — people (inbox, window), counters, failures, ops alerts
+* ``memory``     — people (inbox, window), counters, failures, ops alerts
 * ``webhooks``   — payloads, signing, the background outbox
 * ``app``        — the HTTP endpoints; ``cli`` — ``python -m delivery_pipeline.sandbox``
 """

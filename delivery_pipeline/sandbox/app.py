@@ -36,13 +36,13 @@ from delivery_pipeline.sandbox.config import RUNTIME_KEYS, SandboxConfig
 from delivery_pipeline.sandbox.documents import listing
 from delivery_pipeline.sandbox.guard import ControlGuard
 from delivery_pipeline.sandbox.media import Media, MediaStore, read_upload
+from delivery_pipeline.sandbox.memory import ForcedRefusal, Person, SandboxState, iso, new_wamid
 from delivery_pipeline.sandbox.presence import DEFAULT_TTL_SECONDS, Held, release, settle
 from delivery_pipeline.sandbox.reads import is_read_mark, mark_read
 from delivery_pipeline.sandbox.refusals import Refusal
-from delivery_pipeline.sandbox.state import ForcedRefusal, Person, SandboxState, iso, new_wamid
-from delivery_pipeline.sandbox.templates import DETAILS as template_details
-from delivery_pipeline.sandbox.templates import TITLES as template_titles
-from delivery_pipeline.sandbox.templates import (
+from delivery_pipeline.sandbox.template_lifecycle import DETAILS as template_details
+from delivery_pipeline.sandbox.template_lifecycle import TITLES as template_titles
+from delivery_pipeline.sandbox.template_lifecycle import (
     TemplateBook,
     TemplateLife,
     lifecycle_envelope,

@@ -24,7 +24,7 @@ from typing import Any
 
 from delivery_pipeline.sandbox.config import Template
 from delivery_pipeline.sandbox.refusals import Refusal
-from delivery_pipeline.sandbox.templates import TemplateBook
+from delivery_pipeline.sandbox.template_lifecycle import TemplateBook
 
 CAPTION_MAX = 1024
 HEADER_PATH = "template['components'][0]['parameters'][0]['document']"

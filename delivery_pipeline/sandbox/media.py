@@ -28,8 +28,8 @@ from typing import Any
 
 from starlette.requests import Request
 
+from delivery_pipeline.sandbox.memory import iso
 from delivery_pipeline.sandbox.refusals import Refusal
-from delivery_pipeline.sandbox.state import iso
 
 _DOCUMENT_TYPES = (
     "text/plain",

@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from delivery_pipeline.sandbox.state import Person, iso
+from delivery_pipeline.sandbox.memory import Person, iso
 from delivery_pipeline.sandbox.validation import Outgoing
 
 DEFAULT_TTL_SECONDS = 30 * 24 * 3600

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from delivery_pipeline.sandbox.memory import SandboxState, iso
 from delivery_pipeline.sandbox.refusals import Refusal
-from delivery_pipeline.sandbox.state import SandboxState, iso
 
 
 def is_read_mark(payload: Any) -> bool:

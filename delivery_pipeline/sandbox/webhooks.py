@@ -23,11 +23,11 @@ from typing import Any
 import aiohttp
 
 from delivery_pipeline.sandbox.config import SandboxConfig
+from delivery_pipeline.sandbox.memory import Person, Stats
 from delivery_pipeline.sandbox.refusals import title
-from delivery_pipeline.sandbox.state import Person, Stats
-from delivery_pipeline.sandbox.templates import DETAILS as TEMPLATE_DETAILS
-from delivery_pipeline.sandbox.templates import FIELDS as LIFECYCLE_FIELDS
-from delivery_pipeline.sandbox.templates import TITLES as TEMPLATE_TITLES
+from delivery_pipeline.sandbox.template_lifecycle import DETAILS as TEMPLATE_DETAILS
+from delivery_pipeline.sandbox.template_lifecycle import FIELDS as LIFECYCLE_FIELDS
+from delivery_pipeline.sandbox.template_lifecycle import TITLES as TEMPLATE_TITLES
 from delivery_pipeline.sandbox.validation import Outgoing, details
 from delivery_pipeline.whatsapp.signature import sign
 

@@ -46,11 +46,13 @@ from starlette.routing import Route
 
 from delivery_pipeline import __version__, logs
 from delivery_pipeline.delivery.sweep import DeliveryEngine, pool_size
+from delivery_pipeline.delivery.sweep_target import SweepTarget
 from delivery_pipeline.reports.rates import RateTable, RateTableError, load_rate_table
 from delivery_pipeline.service.api.auth import Tokens
 from delivery_pipeline.service.api.events import EventDeliverer
 from delivery_pipeline.service.api.openapi import rendered as api_description
 from delivery_pipeline.service.api.routes import API_ROUTES, ApiState, http_exception
+from delivery_pipeline.service.app_state import Service, one_line, service_of
 from delivery_pipeline.service.bodies import TooLarge, TooSlow, read_limited
 from delivery_pipeline.service.daemon_watch import watch_forever
 from delivery_pipeline.service.ingest import OurNumbers, WebhookOutcome, apply_payload
@@ -59,7 +61,6 @@ from delivery_pipeline.service.metrics import Counters, CountResponses, scrape
 from delivery_pipeline.service.protocol import guarded_http
 from delivery_pipeline.service.review_page import REVIEW_ROUTES
 from delivery_pipeline.service.sessions import Sessions
-from delivery_pipeline.service.state import Service, one_line, service_of
 from delivery_pipeline.service.timeline_push import TimelinePush
 from delivery_pipeline.settings import (
     SERVICE_DEFAULT_PORT,
@@ -78,9 +79,9 @@ from delivery_pipeline.store.db import (
 from delivery_pipeline.store.queries import QUERIES
 from delivery_pipeline.watch.delivery_events import SERVICE_SOURCE
 from delivery_pipeline.whatsapp.client import CloudApiClient
-from delivery_pipeline.whatsapp.identity import check_identity
-from delivery_pipeline.whatsapp.payloads import UnusableBody, read_body
+from delivery_pipeline.whatsapp.credential_check import check_identity
 from delivery_pipeline.whatsapp.signature import signature_shaped, signature_valid, tokens_match
+from delivery_pipeline.whatsapp.webhook_bodies import UnusableBody, read_body
 
 log = logging.getLogger(__name__)
 
@@ -88,7 +89,6 @@ log = logging.getLogger(__name__)
 # deployment may not): ask a few times before saying it does not answer.
 IDENTITY_CHECK_ATTEMPTS = 5
 POKE_MAX_BODY_BYTES = 64 * 1024
-BIGINT_MAX = 2**63 - 1  # ids are Postgres bigints
 HEALTH_DATABASE_DOWN = "unreachable, or not migrated: see the service's log"
 
 
@@ -173,9 +173,7 @@ async def receive(request: Request) -> Response:
         service.recorded()  # a failed status abandoned or un-delivered a document
     return JSONResponse(
         {"inbound": outcome.inbound_stored, "statuses": outcome.statuses_stored},
-        background=service.sweep_later(
-            sorted(outcome.persons_to_sweep), sorted(outcome.documents_to_sweep)
-        ),
+        background=service.sweep_later(outcome.to_sweep),
     )
 
 
@@ -227,28 +225,24 @@ async def poke(request: Request) -> Response:
         return JSONResponse(
             {"error": 'body must be JSON like {"document_id": 42}'}, status_code=400
         )
-    target = (
+    fields = (
         {k: payload.get(k) for k in ("document_id", "person_id")}
         if isinstance(payload, dict)
         else {}
     )
-    ids = {k: v for k, v in target.items() if v is not None}
+    ids = {k: v for k, v in fields.items() if v is not None}
     if len(ids) != 1 or not all(
         isinstance(v, int) and not isinstance(v, bool) for v in ids.values()
     ):
         return JSONResponse(
             {"error": "give exactly one integer: document_id or person_id"}, status_code=400
         )
-    for name, value in ids.items():
-        if not 0 < value <= BIGINT_MAX:
-            return JSONResponse(
-                {"error": f"{name} must be a positive id of at most {BIGINT_MAX}"},
-                status_code=400,
-            )
-    persons = [ids["person_id"]] if "person_id" in ids else []
-    documents = [ids["document_id"]] if "document_id" in ids else []
+    try:
+        target = SweepTarget(**ids)
+    except ValueError as exc:  # not an id a row can have: the field named
+        return JSONResponse({"error": str(exc)}, status_code=400)
     return JSONResponse(
-        {"accepted": ids}, status_code=202, background=service.sweep_later(persons, documents)
+        {"accepted": target.named}, status_code=202, background=service.sweep_later([target])
     )
 
 
@@ -330,36 +324,15 @@ def create_app(settings: Settings, database_url: str) -> Starlette:
             counters=counters,
         )
         app.state.service = service
-        if settings.whatsapp.app_secret is None:
-            log.error("WHATSAPP_APP_SECRET is not set: every webhook POST will be refused")
-        for warning in transport_warnings(settings):
-            log.warning(warning)
-        listening: asyncio.Task[None] | None = None
-        if settings.service.listen and listen_url is not None:
-            service.listener = ReadyListener(listen_url, pool, service.sweep_and_record)
-            listening = asyncio.create_task(service.listener.run())
-        elif settings.service.listen:
-            log.info(
-                "not listening for ready documents: DATABASE_POOL_MODE is transaction and no "
-                "DATABASE_LISTEN_URL is set; sweeps follow the pokes and the heartbeat"
-            )
-        if service.review_sessions is None:
-            log.info("no review or operator token is set: the review page answers 404")
+        _say_what_is_off(settings, service)
+        listening = _listen(service, listen_url)
         # In the background: webhooks are received whatever the answer, and
         # the API (a sandbox started alongside) may come up a moment later.
         identity = asyncio.create_task(_say_whether_identity_works(client, settings))
         app.state.api = ApiState(
             settings, Tokens.from_settings(settings.api), _rate_table(settings), api_description()
         )
-        deliverer = EventDeliverer(pool, listen_url, settings)
-        companions = [
-            asyncio.create_task(watch_forever(database_url, settings)),
-            asyncio.create_task(
-                deliverer.run() if settings.api.endpoints else deliverer.register_only()
-            ),
-        ]
-        if service.timeline_push is not None:
-            companions.append(asyncio.create_task(service.timeline_push.run()))
+        companions = _start_companions(service, database_url, listen_url)
         try:
             yield
         finally:
@@ -391,6 +364,49 @@ def create_app(settings: Settings, database_url: str) -> Starlette:
     # forged Host would send the browser elsewhere. Routes name their own addresses.
     app.router.redirect_slashes = False
     return app
+
+
+def _say_what_is_off(settings: Settings, service: Service) -> None:
+    """At start, in the log: what this configuration refuses or leaves out."""
+    if settings.whatsapp.app_secret is None:
+        log.error("WHATSAPP_APP_SECRET is not set: every webhook POST will be refused")
+    for warning in transport_warnings(settings):
+        log.warning(warning)
+    if service.review_sessions is None:
+        log.info("no review or operator token is set: the review page answers 404")
+
+
+def _listen(service: Service, listen_url: str | None) -> asyncio.Task[None] | None:
+    """The ready notifications' listener, when ``DELIVERY_LISTEN`` and a connection
+    that can LISTEN allow it."""
+    settings = service.settings
+    if settings.service.listen and listen_url is not None:
+        service.listener = ReadyListener(listen_url, service.pool, service.sweep_and_record)
+        return asyncio.create_task(service.listener.run())
+    if settings.service.listen:
+        log.info(
+            "not listening for ready documents: DATABASE_POOL_MODE is transaction and no "
+            "DATABASE_LISTEN_URL is set; sweeps follow the pokes and the heartbeat"
+        )
+    return None
+
+
+def _start_companions(
+    service: Service, database_url: str, listen_url: str | None
+) -> list[asyncio.Task[None]]:
+    """What runs beside the routes for the app's lifetime: the daemon watch, the
+    applications' events, the timeline push."""
+    settings = service.settings
+    deliverer = EventDeliverer(service.pool, listen_url, settings)
+    companions = [
+        asyncio.create_task(watch_forever(database_url, settings)),
+        asyncio.create_task(
+            deliverer.run() if settings.api.endpoints else deliverer.register_only()
+        ),
+    ]
+    if service.timeline_push is not None:
+        companions.append(asyncio.create_task(service.timeline_push.run()))
+    return companions
 
 
 def listen_url_for(settings: Settings, database_url: str) -> str | None:

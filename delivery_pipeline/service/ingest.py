@@ -24,22 +24,23 @@ from delivery_pipeline.delivery.callback import parse_chunk, parse_knock, parse_
 from delivery_pipeline.delivery.chunk_status import chunk_failed, find_chunk
 from delivery_pipeline.delivery.inbound import answer_inbound
 from delivery_pipeline.delivery.knock_status import find_knock, knock_failed, knock_status
+from delivery_pipeline.delivery.sweep_target import SweepTarget
 from delivery_pipeline.delivery.template_events import apply_template_change
-from delivery_pipeline.service.identity import (
+from delivery_pipeline.service.log_limit import RateLimitedLog
+from delivery_pipeline.service.pricing import pricing_records
+from delivery_pipeline.service.sender_identity import (
     apply_system,
     apply_user_id_update,
     find_sender,
     learn,
     sender_of,
 )
-from delivery_pipeline.service.log_limit import RateLimitedLog
-from delivery_pipeline.service.pricing import pricing_records
 from delivery_pipeline.settings import DeliverySettings, WhatsAppSettings
 from delivery_pipeline.store.db import database_unavailable
 from delivery_pipeline.store.queries import QUERIES
 from delivery_pipeline.store.rows import StatusEvent
 from delivery_pipeline.whatsapp.errors import from_error_object
-from delivery_pipeline.whatsapp.payloads import (
+from delivery_pipeline.whatsapp.webhook_bodies import (
     dicts,
     iter_changes,
     message_body,
@@ -70,8 +71,8 @@ class WebhookOutcome:
     inbound_duplicates: int = 0
     statuses_stored: int = 0
     status_duplicates: int = 0
-    persons_to_sweep: set[int] = field(default_factory=set)
-    documents_to_sweep: set[int] = field(default_factory=set)
+    # What to sweep once the body is committed: people who wrote, documents due again.
+    to_sweep: set[SweepTarget] = field(default_factory=set)
     # A failed status abandoned or un-delivered a document: an outbox row to record.
     documents_changed: bool = False
     unhandled: list[str] = field(default_factory=list)
@@ -82,8 +83,7 @@ class WebhookOutcome:
         self.inbound_duplicates += part.inbound_duplicates
         self.statuses_stored += part.statuses_stored
         self.status_duplicates += part.status_duplicates
-        self.persons_to_sweep |= part.persons_to_sweep
-        self.documents_to_sweep |= part.documents_to_sweep
+        self.to_sweep |= part.to_sweep
         self.documents_changed |= part.documents_changed
         self.unhandled.extend(part.unhandled)
 
@@ -125,7 +125,7 @@ async def apply_payload(
 ) -> WebhookOutcome:
     """Store and apply every message and status in a parsed webhook body.
 
-    ``payload`` is what ``payloads.storable`` returned. Each inbound message
+    ``payload`` is what ``webhook_bodies.storable`` returned. Each inbound message
     is one transaction, and all the statuses of a change are one (one
     statement and one commit for a batch of up to 1000). A part that cannot
     be applied is rolled back alone and reported in ``unhandled``; the rest of
@@ -271,7 +271,7 @@ async def _apply_inbound(
                 inbound.to,
             )
         # A reply to a knock may ask for something (reply.py): Later, Stop, Start.
-        sweep_now = await answer_inbound(
+        target = await answer_inbound(
             conn,
             person.id,
             wamid,
@@ -281,8 +281,8 @@ async def _apply_inbound(
             quiet_hours=settings.quiet_hours or None,
             to_their_number=to_theirs,
         )
-    if sweep_now:
-        outcome.persons_to_sweep.add(person.id)
+    if target is not None:
+        outcome.to_sweep.add(target)
 
 
 async def _apply_user_id_update(
@@ -357,7 +357,7 @@ async def _apply_statuses(
         outcome.status_duplicates += len(events) - len(stored)
         if settled:
             await QUERIES.resume_documents.run(conn, {"document_ids": settled})
-            outcome.documents_to_sweep.update(settled)
+            outcome.to_sweep |= SweepTarget.documents(settled)
         fresh = [e for e in events if (e["wa_message_id"], e["status"]) in stored]
         if priced := pricing_records(fresh):
             await QUERIES.record_pricing.run(conn, {"records": Jsonb(priced)})
@@ -376,7 +376,7 @@ async def _apply_statuses(
                     due = await knock_failed(conn, knock, wamid, at, error, settings)
                 if due is not None:
                     outcome.documents_changed = True
-                    outcome.documents_to_sweep.update(due)
+                    outcome.to_sweep |= SweepTarget.documents(due)
             elif knock_id is not None:
                 knock = await find_knock(conn, knock_id, wamid)
                 if knock is not None:
@@ -407,4 +407,4 @@ async def _apply_template_change(
         return
     async with conn.transaction():
         applied = await apply_template_change(conn, change, occurred.at)
-    outcome.documents_to_sweep.update(applied.woken)
+    outcome.to_sweep |= applied.woken

@@ -36,7 +36,7 @@ from starlette.responses import PlainTextResponse, Response
 
 from delivery_pipeline.store.db import database_unavailable
 from delivery_pipeline.store.queries import QUERIES
-from delivery_pipeline.whatsapp.payloads import UnusableBody, iter_changes
+from delivery_pipeline.whatsapp.webhook_bodies import UnusableBody, iter_changes
 from delivery_pipeline.whatsapp.webhook_values import TEMPLATE_FIELDS
 
 log = logging.getLogger(__name__)

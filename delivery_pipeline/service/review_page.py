@@ -43,7 +43,9 @@ from starlette.responses import HTMLResponse, PlainTextResponse, RedirectRespons
 from starlette.routing import Route
 
 from delivery_pipeline.delivery.chunking import delivery_messages
+from delivery_pipeline.delivery.sweep_target import SweepTarget
 from delivery_pipeline.model import OperatorAction, ReviewDecision
+from delivery_pipeline.service.app_state import service_of
 from delivery_pipeline.service.bodies import TooLarge, read_form
 from delivery_pipeline.service.sessions import (
     COOKIE_NAME,
@@ -52,7 +54,6 @@ from delivery_pipeline.service.sessions import (
     Sessions,
     client_key,
 )
-from delivery_pipeline.service.state import service_of
 from delivery_pipeline.settings import REVIEW_PAGE_PATH
 from delivery_pipeline.store.db import database_unavailable
 from delivery_pipeline.store.intake import InputError
@@ -456,7 +457,7 @@ async def decide(request: Request) -> Response:
         f"{PAGE}?document={document_id}&result={result}",
         status_code=303,
         headers=_HEADERS,
-        background=service.sweep_later([], [document_id]) if approved else None,
+        background=service.sweep_later([SweepTarget.document(document_id)]) if approved else None,
     )
 
 
@@ -511,7 +512,7 @@ async def operate(request: Request) -> Response:
         request, session, notice=Notice("done", f"{_sentence(str(taken))}.")
     )
     if taken.action == OperatorAction.RESEND:
-        response.background = service.sweep_later([], [document_id])
+        response.background = service.sweep_later([SweepTarget.document(document_id)])
     return response
 
 

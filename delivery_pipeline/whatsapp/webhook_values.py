@@ -1,7 +1,7 @@
 """Meta's webhook dictionaries read into the typed values the core reads.
 
 The webhook service (``service.ingest``) walks a body's changes
-(``payloads.iter_changes``); what the delivery engine acts on is parsed here,
+(``webhook_bodies.iter_changes``); what the delivery engine acts on is parsed here,
 at the edge, into frozen values: an inbound message as far as a reply to a
 knock is concerned (``InboundMessage``), and a template's lifecycle change
 (``template_change``). Anything of an unexpected type reads as absent, never
@@ -16,7 +16,7 @@ import datetime as dt
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from delivery_pipeline.whatsapp.payloads import text_or_none
+from delivery_pipeline.whatsapp.webhook_bodies import text_or_none
 
 # The fields of the WhatsApp Business Account that announce a template's life.
 TEMPLATE_STATUS = "message_template_status_update"

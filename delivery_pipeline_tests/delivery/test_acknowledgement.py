@@ -23,7 +23,7 @@ from delivery_pipeline.store.db import connect
 from delivery_pipeline.store.queries import QUERIES
 from delivery_pipeline.testing.sandbox import WebhookReceiver
 from delivery_pipeline.testing.service import APP_SECRET
-from delivery_pipeline_tests.delivery.test_knock_replies import (
+from delivery_pipeline_tests.delivery.test_inbound import (
     BUTTONS,
     STOP_ANSWER,
     TEMPLATES,

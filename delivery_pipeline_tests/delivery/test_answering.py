@@ -23,6 +23,7 @@ import pytest
 
 from delivery_pipeline.delivery.chunking import delivery_messages
 from delivery_pipeline.delivery.sweep import eligible_now, run_sweep
+from delivery_pipeline.delivery.sweep_target import SweepTarget
 from delivery_pipeline.reports.report import delivery_report
 from delivery_pipeline.settings import Settings
 from delivery_pipeline.store.queries import QUERIES
@@ -119,7 +120,11 @@ def test_each_message_is_marked_once_and_a_delivery_nobody_just_asked_for_marks_
     # sweep of theirs alone, finds their message marked already.
     second = add_document(db, person["id"], plan_body(2, tag="U-"))
     asyncio.run(
-        run_sweep(knock_settings, knock_settings.database.database_url, person_id=person["id"])
+        run_sweep(
+            knock_settings,
+            knock_settings.database.database_url,
+            target=SweepTarget.person(person["id"]),
+        )
     )
     assert document(db, second["id"])["delivered_at"] is not None
     assert len(sandbox.person(person["phone"])["read_marks"]) == 1
@@ -141,7 +146,7 @@ def _person_sweep(database_url: str, sandbox_url: str, person_id: int, barrier: 
         delivery={"quiet_hours": "", "concurrency": 4},
     )
     barrier.wait(timeout=60)
-    asyncio.run(run_sweep(settings, database_url, person_id=person_id))
+    asyncio.run(run_sweep(settings, database_url, target=SweepTarget.person(person_id)))
 
 
 def test_eight_sweeps_answering_one_message_mark_it_once_before_the_first_part(

@@ -114,7 +114,7 @@ def test_the_same_error_ends_the_same_on_a_chunk_or_a_knock_at_once_or_later(
 def test_a_knock_failed_later_for_a_bsuid_waits_for_the_person_as_when_refused_at_once(
     db, sandbox, engine, service
 ):
-    # 131062 (delivery/identity.py) in the knock's failed status: the person
+    # 131062 (delivery/addressing.py) in the knock's failed status: the person
     # cannot be knocked there; the document waits for them to write.
     person = add_person(db, inbound_age_seconds=None)
     sandbox.refuse(131062, "async", to=person["phone"], message_type="template")

@@ -159,7 +159,7 @@ def test_each_malformed_body_gets_one_warning_line_with_its_raw_id(client, db, c
 
 
 def test_a_4_mib_body_deeper_than_the_parser_goes_is_kept_raw_and_not_cut(client, db):
-    """Cutting it would cost a Python step per bracket (unit/whatsapp/test_payloads.py
+    """Cutting it would cost a Python step per bracket (unit/whatsapp/test_webhook_bodies.py
     counts them): a body this large and this deep is refused instead, kept raw, in
     bounded work."""
     half = 2 * 1024 * 1024

@@ -1,7 +1,7 @@
 """What docs/how-to/deploy.md promises and can be checked on one machine: two webhook
 services and two sweep runs at once deliver every chunk exactly once; the
 container file refers to files that exist. (The example ``dagster.yaml``
-loads: ``dagster_defs/test_dagster_defs.py``.)"""
+loads: ``dagster_defs/test_definitions.py``.)"""
 
 from __future__ import annotations
 

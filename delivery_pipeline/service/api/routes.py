@@ -34,13 +34,14 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
+from delivery_pipeline.delivery.sweep_target import SweepTarget
 from delivery_pipeline.model import OperatorAction
 from delivery_pipeline.reports.rates import RateTable
 from delivery_pipeline.service.api import schemas, views
 from delivery_pipeline.service.api.auth import Caller, Tokens, retry_after, wait_seconds
 from delivery_pipeline.service.api.problems import ApiProblem, from_validation, invalid
+from delivery_pipeline.service.app_state import Service, one_line, service_of
 from delivery_pipeline.service.bodies import TooLarge, TooSlow, read_limited
-from delivery_pipeline.service.state import Service, one_line, service_of
 from delivery_pipeline.settings import Settings
 from delivery_pipeline.store import application_documents, application_people
 from delivery_pipeline.store.application_people import PersonConflict, PersonRef
@@ -350,7 +351,9 @@ async def post_document(
         accepted.answer,
         status_code=201,
         headers=headers,
-        background=service.sweep_later([], [accepted.document_id]) if due else None,
+        background=service.sweep_later([SweepTarget.document(accepted.document_id)])
+        if due
+        else None,
     )
 
 
@@ -424,7 +427,11 @@ def _action(action: OperatorAction) -> Handler:
             detail=str(taken),
             document=views.document(record, api.rates),
         )
-        sweep = service.sweep_later([], [document_id]) if action == OperatorAction.RESEND else None
+        sweep = (
+            service.sweep_later([SweepTarget.document(document_id)])
+            if action == OperatorAction.RESEND
+            else None
+        )
         return JsonAnswer(_dump(answer), background=sweep)
 
     return act

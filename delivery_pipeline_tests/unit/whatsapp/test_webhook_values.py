@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from delivery_pipeline.delivery.reply import Ask, read_reply
-from delivery_pipeline.whatsapp.payloads import dicts, iter_changes
+from delivery_pipeline.whatsapp.webhook_bodies import dicts, iter_changes
 from delivery_pipeline.whatsapp.webhook_values import (
     TEMPLATE_CATEGORY,
     TEMPLATE_FIELDS,

@@ -17,9 +17,10 @@ import json
 import sys
 
 from delivery_pipeline.cli.failures import CommandFailed, ExitCode, UsageError
-from delivery_pipeline.cli.progress import Mode, shown
+from delivery_pipeline.cli.progress_display import Mode, shown
 from delivery_pipeline.delivery.result import SweepResult
 from delivery_pipeline.delivery.sweep import SweepNotStarted, sweep_sync
+from delivery_pipeline.delivery.sweep_target import SweepTarget
 from delivery_pipeline.settings import Settings
 from delivery_pipeline.store.db import connect, resolve_database_url, with_application_name
 from delivery_pipeline.store.queries import QUERIES
@@ -41,8 +42,13 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
             f"--number {args.number} is not one of our business numbers ({configured}: "
             "WHATSAPP_PHONE_NUMBER_ID and WHATSAPP_NUMBERS)"
         )
+    try:
+        target = SweepTarget(person_id=args.person, document_id=args.document)
+    except ValueError as exc:
+        flag = "--person" if str(exc).startswith("person_id") else "--document"
+        raise UsageError(f"{flag}: {exc}") from exc
     database_url = resolve_database_url(settings.database)
-    _check_target(database_url, args)
+    _check_target(database_url, target)
     mode: Mode = "json" if args.json else "live" if sys.stderr.isatty() else "lines"
     try:
         with shown(mode, sys.stderr) as tally:
@@ -50,8 +56,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
                 settings,
                 # named, so Dagster's timeline shows these deliveries as the command line's
                 with_application_name(database_url, CLI_SOURCE),
-                document_id=args.document,
-                person_id=args.person,
+                target=target,
                 number=args.number,
                 limit=args.limit,
                 concurrency=args.concurrency,
@@ -63,27 +68,24 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     if args.json:
         print(json.dumps(result.as_dict()))
     else:
-        _print_result(result, args)
+        _print_result(result, target)
     if result.stopped_by:
         print(f"error: the sweep stopped: {result.stopped_by}", file=sys.stderr)
         return ExitCode.ATTENTION
     return ExitCode.DONE
 
 
-def _check_target(database_url: str, args: argparse.Namespace) -> None:
+def _check_target(database_url: str, target: SweepTarget) -> None:
     with connect(database_url) as conn:
         QUERIES.health.one(conn, {})  # reachable, and migrated
-        if args.person is not None and not QUERIES.person_by_id.one(conn, {"id": args.person}):
-            raise UsageError(
-                f"no person {args.person} (`delivery-pipeline people list` shows them)"
-            )
-        if args.document is not None and not QUERIES.document_by_id.one(
-            conn, {"id": args.document}
-        ):
-            raise UsageError(f"no document {args.document}")
+        person, document = target.person_id, target.document_id
+        if person is not None and not QUERIES.person_by_id.one(conn, {"id": person}):
+            raise UsageError(f"no person {person} (`delivery-pipeline people list` shows them)")
+        if document is not None and not QUERIES.document_by_id.one(conn, {"id": document}):
+            raise UsageError(f"no document {document}")
 
 
-def _print_result(result: SweepResult, args: argparse.Namespace) -> None:
+def _print_result(result: SweepResult, target: SweepTarget) -> None:
     summary = result.as_dict()
     for key, value in summary.items():
         if not isinstance(value, dict | list) and value is not None:
@@ -102,10 +104,13 @@ def _print_result(result: SweepResult, args: argparse.Namespace) -> None:
                 f"  … and {len(result.retries) - RETRIES_LISTED} more "
                 "(`delivery-pipeline documents show ID` shows each one's last error)"
             )
-    target = args.document if args.document is not None else args.person
-    if target is not None and result.claimed == 0:
-        what = "document" if args.document is not None else "person"
+    if not target.whole_queue and result.claimed == 0:
+        what, which = (
+            ("document", target.document_id)
+            if target.document_id is not None
+            else ("person", target.person_id)
+        )
         print(
-            f"\nnothing of {what} {target} is due now (in backoff, awaiting a reply, "
+            f"\nnothing of {what} {which} is due now (in backoff, awaiting a reply, "
             "delivered, or held by another sweep): `delivery-pipeline documents show ID` says which"
         )

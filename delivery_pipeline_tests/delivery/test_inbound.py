@@ -26,7 +26,7 @@ from delivery_pipeline.settings import Settings
 from delivery_pipeline.store.queries import QUERIES
 from delivery_pipeline.testing.service import APP_SECRET, start_service
 from delivery_pipeline.whatsapp.errors import CloudApiError
-from delivery_pipeline_tests.sandbox.test_sandbox import send_template
+from delivery_pipeline_tests.sandbox.test_app import send_template
 from delivery_pipeline_tests.support.cli import run
 from delivery_pipeline_tests.support.data import (
     add_document,

@@ -132,7 +132,7 @@ def test_a_sweep_process_starts_without_the_heavy_libraries():
     import sys
 
     probe = (
-        "import sys; import delivery_pipeline.cli.main, delivery_pipeline.cli.sweep; "
+        "import sys; import delivery_pipeline.cli.main, delivery_pipeline.cli.sweep_command; "
         "main = sys.modules['delivery_pipeline.cli.main']; main.build_parser(); "
         "print(sorted(m for m in ('pandas', 'dagster', 'httpx', 'jinja2') if m in sys.modules))"
     )

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,6 +19,7 @@ from starlette.background import BackgroundTask
 from starlette.requests import Request
 
 from delivery_pipeline.delivery.sweep import DeliveryEngine
+from delivery_pipeline.delivery.sweep_target import SweepTarget
 from delivery_pipeline.service.listener import ReadyListener
 from delivery_pipeline.service.log_limit import RateLimitedLog
 from delivery_pipeline.service.metrics import Counters
@@ -63,32 +64,26 @@ class Service:
         finally:
             self.recorded()
 
-    def sweep_later(
-        self, person_ids: Sequence[int], document_ids: Sequence[int]
-    ) -> BackgroundTask | None:
-        """A targeted sweep detached from the response, so a slow one never holds the
-        connection; tracked so shutdown can cancel it."""
-        if not person_ids and not document_ids:
+    def sweep_later(self, targets: Collection[SweepTarget]) -> BackgroundTask | None:
+        """A sweep of each target detached from the response, so a slow one never holds
+        the connection; tracked so shutdown can cancel it."""
+        if not targets:
             return None
+        in_order = sorted(targets, key=SweepTarget.order)
 
         async def start() -> None:
-            task = asyncio.create_task(self._sweep(person_ids, document_ids))
+            task = asyncio.create_task(self._sweep(in_order))
             self.sweeps.add(task)
             task.add_done_callback(self.sweeps.discard)
 
         return BackgroundTask(start)
 
-    async def _sweep(self, person_ids: Sequence[int], document_ids: Sequence[int]) -> None:
-        targets: list[dict[str, int | None]] = [
-            {"person_id": p, "document_id": None} for p in person_ids
-        ] + [{"person_id": None, "document_id": d} for d in document_ids]
+    async def _sweep(self, targets: Sequence[SweepTarget]) -> None:
         for target in targets:
-            named = {k: v for k, v in target.items() if v is not None}
+            named = target.named
             try:
                 result = await self.engine.sweep(
-                    concurrency=TARGETED_SWEEP_CONCURRENCY,
-                    person_id=target["person_id"],
-                    document_id=target["document_id"],
+                    concurrency=TARGETED_SWEEP_CONCURRENCY, target=target
                 )
                 if result.claimed:
                     log.info("targeted sweep %s: %s", named, result.as_dict())

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from delivery_pipeline.testing import payloads
-from delivery_pipeline.whatsapp.payloads import (
+from delivery_pipeline.whatsapp.webhook_bodies import (
     CUT_MAX_BYTES,
     CUT_MAX_TOKENS,
     MAX_DEPTH,
