@@ -28,7 +28,7 @@ from delivery_pipeline.model import (
     ReviewDecision,
     e164,
 )
-from delivery_pipeline.settings import REVIEWABLE_KINDS
+from delivery_pipeline.settings.parsing import REVIEWABLE_KINDS
 from delivery_pipeline.watch.alerts import AlertChannel, AlertKind, AlertSeverity
 
 _LITERAL = re.compile(r"'([a-z_.]+)'::text")

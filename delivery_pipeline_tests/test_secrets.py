@@ -18,7 +18,8 @@ from delivery_pipeline.dagster_defs.resources import (
     ReviewResource,
     build_resources,
 )
-from delivery_pipeline.settings import Settings, SettingsError, without_password
+from delivery_pipeline.settings import Settings, SettingsError
+from delivery_pipeline.settings.urls import without_password
 from delivery_pipeline.store.db import public_url
 
 DATABASE_URL = "postgresql://ops:a-db-password@db.internal:5432/delivery"

@@ -28,8 +28,8 @@ from delivery_pipeline.settings import (
     PROJECT_ROOT,
     SANDBOX_DEFAULT_PORT,
     SERVICE_DEFAULT_PORT,
-    parse_templates,
 )
+from delivery_pipeline.settings.parsing import parse_templates
 from delivery_pipeline.store.db import sqlalchemy_url
 from delivery_pipeline.supervisor import Child
 

@@ -21,7 +21,8 @@ import psycopg
 from delivery_pipeline.cli.failures import ExitCode
 from delivery_pipeline.cli.table import print_rows
 from delivery_pipeline.delivery.pause import EVERY_NUMBER
-from delivery_pipeline.settings import BusinessNumber, Settings, document_template_list
+from delivery_pipeline.settings import Settings, document_template_list
+from delivery_pipeline.settings.numbers import BusinessNumber
 from delivery_pipeline.store.db import connect, resolve_database_url
 from delivery_pipeline.store.queries import QUERIES
 from delivery_pipeline.store.rows import (

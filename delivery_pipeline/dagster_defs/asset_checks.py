@@ -55,12 +55,8 @@ from delivery_pipeline.dagster_defs.resources import (
     check_settings,
 )
 from delivery_pipeline.model import Severity
-from delivery_pipeline.settings import (
-    DEFAULT_KNOCK_TEMPLATES,
-    CheckSettings,
-    Settings,
-    knock_template_list,
-)
+from delivery_pipeline.settings import DEFAULT_KNOCK_TEMPLATES, CheckSettings, Settings
+from delivery_pipeline.settings.parsing import knock_template_list
 from delivery_pipeline.watch.checks import registry, templates
 from delivery_pipeline.watch.checks.evaluators import EVALUATORS, Evaluate
 from delivery_pipeline.watch.checks.probe import check_service_reachable

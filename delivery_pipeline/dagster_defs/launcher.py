@@ -29,7 +29,8 @@ from collections.abc import Iterable, Mapping, Sequence
 
 from dagster_docker import DockerRunLauncher
 
-from delivery_pipeline.settings import Settings, carries_credentials
+from delivery_pipeline.settings import Settings
+from delivery_pipeline.settings.urls import carries_credentials
 
 # Dagster's storage (deploy/dagster.yaml) and libpq's connection defaults: a run loads
 # the instance, and a DATABASE_URL may leave its host, port or TLS to these.

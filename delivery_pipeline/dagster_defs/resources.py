@@ -51,8 +51,8 @@ from delivery_pipeline.settings import (
     ServiceSettings,
     Settings,
     WhatsAppSettings,
-    secret,
 )
+from delivery_pipeline.settings.urls import secret
 from delivery_pipeline.store.db import (
     connect,
     resolve_database_url,

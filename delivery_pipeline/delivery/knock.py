@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from delivery_pipeline.delivery.reply import BUTTON_PAYLOADS
 
 # The locale's choices are the settings' rule, read by the checks too; the engine's name.
-from delivery_pipeline.settings import knock_choices as knock_choices
+from delivery_pipeline.settings.parsing import knock_choices as knock_choices
 
 _LINE_BREAKS_AND_TABS = re.compile(r"[\r\n\t\v\f\u2028\u2029]+")
 _LONG_SPACE_RUNS = re.compile(r" {5,}")

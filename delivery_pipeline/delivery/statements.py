@@ -24,7 +24,8 @@ from delivery_pipeline.delivery.outcomes import Consequence, Failure, Step
 from delivery_pipeline.delivery.pause import DEFAULT_REMINDER_SECONDS, resume_sender
 from delivery_pipeline.delivery.sweep_target import SweepTarget
 from delivery_pipeline.model import AbandonReason, ChunkState
-from delivery_pipeline.settings import DEV_PHONE_NUMBER_ID, DeliverySettings, Guard
+from delivery_pipeline.settings import DEV_PHONE_NUMBER_ID, DeliverySettings
+from delivery_pipeline.settings.eligibility import Guard
 from delivery_pipeline.store.queries import QUERIES
 from delivery_pipeline.store.rows import (
     Advance,

@@ -9,7 +9,8 @@ from __future__ import annotations
 from delivery_pipeline.generation.generator import Generator
 from delivery_pipeline.generation.offline import OfflineGenerator
 from delivery_pipeline.generation.openai import OpenAIGenerator
-from delivery_pipeline.settings import GenerationSettings, secret
+from delivery_pipeline.settings import GenerationSettings
+from delivery_pipeline.settings.urls import secret
 
 
 def build_generator(settings: GenerationSettings) -> Generator:

@@ -20,7 +20,7 @@ from delivery_pipeline.generation.generator import (
     GeneratorUnavailable,
 )
 from delivery_pipeline.model import Kind
-from delivery_pipeline.settings import without_password
+from delivery_pipeline.settings.urls import without_password
 
 LANGUAGE_NAMES = {"en": "English", "es": "Spanish", "pt": "Brazilian Portuguese"}
 RETRY_AFTER_CAP_SECONDS = 30.0

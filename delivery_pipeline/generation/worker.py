@@ -34,7 +34,8 @@ from delivery_pipeline.generation.generator import (
     GeneratorMisconfigured,
     GeneratorRejected,
 )
-from delivery_pipeline.settings import GenerationSettings, ServiceSettings, secret, without_password
+from delivery_pipeline.settings import GenerationSettings, ServiceSettings
+from delivery_pipeline.settings.urls import secret, without_password
 from delivery_pipeline.store.db import connect
 from delivery_pipeline.store.queries import QUERIES
 from delivery_pipeline.store.rows import GenerationClaim

@@ -16,8 +16,8 @@ from delivery_pipeline.settings import (
     DEV_APP_SECRET,
     SANDBOX_DEFAULT_PORT,
     Settings,
-    without_password,
 )
+from delivery_pipeline.settings.urls import without_password
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -24,8 +24,8 @@ from delivery_pipeline.settings import (
     DEV_PHONE_NUMBER_ID,
     SandboxSettings,
     Settings,
-    secret,
 )
+from delivery_pipeline.settings.urls import secret
 
 MESSAGE_TYPES = ("text", "template")
 Rate = Annotated[float, Field(ge=0, le=1)]

@@ -66,10 +66,9 @@ from delivery_pipeline.settings import (
     SERVICE_DEFAULT_PORT,
     Settings,
     SettingsError,
-    secret,
     transport_warnings,
-    without_password,
 )
+from delivery_pipeline.settings.urls import secret, without_password
 from delivery_pipeline.store.db import (
     async_pool,
     database_unavailable,

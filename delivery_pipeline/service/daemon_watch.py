@@ -16,7 +16,8 @@ import asyncio
 import datetime as dt
 import logging
 
-from delivery_pipeline.settings import Settings, secret
+from delivery_pipeline.settings import Settings
+from delivery_pipeline.settings.urls import secret
 from delivery_pipeline.store.db import connect
 from delivery_pipeline.watch.daemon_heartbeats import interval_seconds, watch_daemon
 from delivery_pipeline.watch.ops_channel import OpsNotifier, send_pending

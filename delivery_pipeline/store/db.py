@@ -16,7 +16,8 @@ from psycopg.abc import ConnDict
 from psycopg.rows import DictRow, dict_row
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
-from delivery_pipeline.settings import DatabaseSettings, without_password
+from delivery_pipeline.settings import DatabaseSettings
+from delivery_pipeline.settings.urls import without_password
 from delivery_pipeline.store import embedded
 from delivery_pipeline.store.queries import QUERIES
 

@@ -17,7 +17,8 @@ from typing import Any
 import psycopg
 
 from delivery_pipeline.model import Kind, Locale, bsuid, e164
-from delivery_pipeline.settings import QUIET_HOURS, WhatsAppSettings
+from delivery_pipeline.settings import WhatsAppSettings
+from delivery_pipeline.settings.parsing import QUIET_HOURS
 from delivery_pipeline.store.queries import QUERIES
 from delivery_pipeline.store.rows import Document, NewPerson, Person
 

@@ -35,7 +35,8 @@ from typing import Any, Generic, TypeVar, cast, overload
 import psycopg
 from psycopg.rows import BaseRowFactory, class_row, kwargs_row, scalar_row
 
-from delivery_pipeline.settings import PROJECT_ROOT, Eligibility, Guard
+from delivery_pipeline.settings import PROJECT_ROOT
+from delivery_pipeline.settings.eligibility import Eligibility, Guard
 from delivery_pipeline.store.rows import (
     AbandonClaimed,
     AbandonDocument,

@@ -26,7 +26,7 @@ from typing import Any, NamedTuple, NotRequired, TypedDict
 from psycopg.types.json import Jsonb
 
 from delivery_pipeline.model import Action, ChunkState, Kind, ReviewDecision
-from delivery_pipeline.settings import Eligibility, Guard
+from delivery_pipeline.settings.eligibility import Eligibility, Guard
 
 # ── parameters shared by several queries ────────────────────────────────
 

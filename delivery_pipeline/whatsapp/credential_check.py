@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from delivery_pipeline.settings import WhatsAppSettings, without_password
+from delivery_pipeline.settings import WhatsAppSettings
+from delivery_pipeline.settings.urls import without_password
 from delivery_pipeline.whatsapp.client import CloudApiClient
 from delivery_pipeline.whatsapp.errors import ApiUnreachable, CloudApiError, GlobalSendError, remedy
 

@@ -12,7 +12,7 @@ from typing import Any
 import httpx
 
 from delivery_pipeline.model import Severity
-from delivery_pipeline.settings import without_password
+from delivery_pipeline.settings.urls import without_password
 from delivery_pipeline.watch.checks.registry import SERVICE, CheckResult, result
 
 

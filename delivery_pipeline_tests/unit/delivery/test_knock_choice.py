@@ -5,9 +5,8 @@ from __future__ import annotations
 import pytest
 
 from delivery_pipeline.delivery.knock import TemplateChoice, knock_choices, pick_template
-from delivery_pipeline.settings import (
-    DEFAULT_KNOCK_TEMPLATES,
-    DeliverySettings,
+from delivery_pipeline.settings import DEFAULT_KNOCK_TEMPLATES, DeliverySettings
+from delivery_pipeline.settings.parsing import (
     knock_template_list,
     parse_template_choices,
     parse_templates,

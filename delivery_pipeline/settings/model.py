@@ -24,17 +24,14 @@ string again when it builds the models, at every process's start-up
 
 import datetime as dt
 import os
-import re
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any, ClassVar, Literal, Self, TypedDict
-from urllib.parse import parse_qsl, unquote, urlencode, urlsplit, urlunsplit
+from typing import Any, ClassVar, Literal, Self
 
 from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
-    PrivateAttr,
     SecretStr,
     ValidationError,
     ValidationInfo,
@@ -42,25 +39,31 @@ from pydantic import (
     model_validator,
 )
 
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
+from delivery_pipeline.settings.eligibility import Eligibility, Guard
+from delivery_pipeline.settings.numbers import BusinessNumber, bind_number, parse_numbers
+from delivery_pipeline.settings.parsing import (
+    DOCUMENT_PARAMETERS,
+    PLATFORM_TTL_SECONDS,
+    QUIET_HOURS,
+    REVIEW_TOKEN_MIN_LENGTH,
+    REVIEWABLE_KINDS,
+    parse_api_tokens,
+    parse_api_webhooks,
+    parse_document_parameters,
+    parse_file_kinds,
+    parse_person_tokens,
+    parse_review_kinds,
+    parse_template_choices,
+    parse_template_ttls,
+    parse_templates,
+    parse_trusted_proxies,
+    parse_webhook_secrets,
+)
+from delivery_pipeline.settings.section import Section, SettingsError, describe, env, formerly
+from delivery_pipeline.settings.urls import plain_http_elsewhere, secret
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent.parent
 DEFAULT_DATA_DIR = PROJECT_ROOT / ".data"
-
-
-class Eligibility(TypedDict):
-    """The parameters of ``eligible_documents()`` (sql/migrations/013), as every query calling it
-    takes them: the claim lease, the service window, the default quiet hours."""
-
-    lease: dt.timedelta
-    service_window: dt.timedelta
-    quiet_hours: str | None
-
-
-class Guard(Eligibility):
-    """The guard's and the claim's: ``eligible_documents()``'s, and the number of a
-    person bound to none (sql/migrations/027)."""
-
-    default_number: str
-
 
 SANDBOX_DEFAULT_PORT = 8765
 SERVICE_DEFAULT_PORT = 8766
@@ -74,193 +77,15 @@ DEV_ACCESS_TOKEN = "sandbox-access-token"
 # never WHATSAPP_APP_SECRET, so a sandbox cannot sign what a real service accepts.
 DEV_APP_SECRET = "sandbox-development-app-secret"
 
-QUIET_HOURS = re.compile(r"^([01][0-9]|2[0-3]):[0-5][0-9]-([01][0-9]|2[0-3]):[0-5][0-9]$")
-# A template created without message_send_ttl_seconds: the platform keeps trying
-# to deliver its message for 30 days.
-PLATFORM_TTL_SECONDS = 30 * 24 * 3600
 DEFAULT_KNOCK_TEMPLATES = "en=document_ready:en,es=document_ready:es,pt=document_ready:pt_BR"
 
-# The kinds DELIVERY_REVIEW_KINDS may name: model.Kind's values (settings does
-# not import the model; test_model.py holds the two lists together).
-REVIEWABLE_KINDS = ("plan", "daily_brief")
-REVIEW_TOKEN_MIN_LENGTH = 16
 # DELIVERY_INTERNAL_TOKEN and WHATSAPP_VERIFY_TOKEN at least: shorter is guessable, and
 # too short to be told apart from ordinary text when logs are scrubbed of secrets.
 SHARED_TOKEN_MIN_LENGTH = 16
-LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
+
 # DELIVERY_SWEEPERS at most (each sweeper is a process with its own connections).
 MAX_SWEEPERS = 64
 REVIEW_PAGE_PATH = "/review"
-
-
-class SettingsError(ValueError):
-    """One or more settings have bad values; the message names each variable."""
-
-
-def env(name: str) -> Any:
-    """Field metadata: this field is read from ``name`` instead of prefix + field name."""
-    return {"env": name}
-
-
-def formerly(*names: str) -> Any:
-    """Field metadata: the field's older variable names, still read when its own is unset
-    (a rename must not break a deployment's environment)."""
-    return {"formerly": list(names)}
-
-
-class Section(BaseModel):
-    """A group of settings sharing a variable prefix."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-    env_prefix: ClassVar[str] = ""
-    # Secrets kept as text, not SecretStr (declare them ``Field(repr=False)``):
-    # treated as every other secret, in errors, in ``effective`` and in Dagster.
-    text_secrets: ClassVar[frozenset[str]] = frozenset()
-    # The fields whose value came from an environment variable.
-    _from_environment: frozenset[str] = PrivateAttr(default=frozenset())
-
-    @classmethod
-    def env_names(cls) -> dict[str, str]:
-        """Field name → environment variable."""
-        names = {}
-        for name, info in cls.model_fields.items():
-            extra = info.json_schema_extra
-            explicit = extra.get("env") if isinstance(extra, dict) else None
-            names[name] = str(explicit) if explicit else cls.env_prefix + name.upper()
-        return names
-
-    @classmethod
-    def env_aliases(cls) -> dict[str, tuple[str, ...]]:
-        """Field name → its older variable names (``formerly``), for the renamed fields."""
-        aliases = {}
-        for name, info in cls.model_fields.items():
-            extra = info.json_schema_extra
-            older = extra.get("formerly") if isinstance(extra, dict) else None
-            if isinstance(older, list):
-                aliases[name] = tuple(str(variable) for variable in older)
-        return aliases
-
-    @classmethod
-    def secret_fields(cls) -> frozenset[str]:
-        """The fields that always hold a secret."""
-        return cls.text_secrets | frozenset(
-            name for name, info in cls.model_fields.items() if "SecretStr" in str(info.annotation)
-        )
-
-    def hidden_fields(self) -> frozenset[str]:
-        """The fields whose values are never shown: the secrets, and any URL with a password."""
-        return self.secret_fields() | frozenset(
-            name for name, value in self if carries_credentials(value)
-        )
-
-    @model_validator(mode="before")
-    @classmethod
-    def _strip(cls, values: Any) -> Any:
-        """Surrounding whitespace is never part of a value (``echo token > file`` adds a
-        newline); the one place every section and every resource built on one passes."""
-        if not isinstance(values, dict):
-            return values
-        return {name: _stripped(value) for name, value in values.items()}
-
-    @classmethod
-    def from_environ(cls, environ: Mapping[str, str]) -> Self:
-        """The section from ``environ``; an unset or empty variable keeps its default. A
-        renamed field reads its own variable first, then its older names."""
-        aliases = cls.env_aliases()
-        values = {}
-        for field, variable in cls.env_names().items():
-            for name in (variable, *aliases.get(field, ())):
-                if environ.get(name, "").strip():
-                    values[field] = environ[name]
-                    break
-        section = cls.model_validate(values)
-        section._from_environment = frozenset(values)
-        return section
-
-    @property
-    def from_environment(self) -> frozenset[str]:
-        """The fields set from an environment variable (not defaults, not code)."""
-        return self._from_environment
-
-    def secret_texts(self) -> dict[str, str]:
-        """Each secret text this section holds → the variable it came from: the hidden
-        values whole, and a URL's or connection string's password alone."""
-        names = self.env_names()
-        texts: dict[str, str] = {}
-        for name in self.hidden_fields():
-            value = getattr(self, name)
-            text = value.get_secret_value() if isinstance(value, SecretStr) else value
-            if not text:
-                continue
-            texts[text] = names[name]
-            for password in _passwords(text):
-                texts[password] = f"{names[name]} password"
-        return texts
-
-    def effective(self) -> dict[str, Any]:
-        """Every value, secrets shown only as whether they are set."""
-        hidden = self.hidden_fields()
-        return {
-            name: ("(set)" if value is not None else None) if name in hidden else value
-            for name, value in self.model_dump().items()
-        }
-
-
-def secret(value: SecretStr | None) -> str | None:
-    return value.get_secret_value() if value is not None else None
-
-
-def carries_credentials(value: Any) -> bool:
-    """Is ``value`` a URL with a password in its userinfo (``https://user:key@host/``)?"""
-    if not isinstance(value, str) or "://" not in value:
-        return False
-    try:
-        return urlsplit(value).password is not None
-    except ValueError:
-        return False
-
-
-def without_password(url: str) -> str:
-    """``url`` as it may be shown: without the password of its userinfo or a ``password``
-    query parameter (the rest as it was)."""
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return "(unreadable URL)"
-    if parts.password is not None:
-        host = parts.netloc.rpartition("@")[2]
-        parts = parts._replace(netloc=f"{parts.username}@{host}" if parts.username else host)
-    query = parse_qsl(parts.query, keep_blank_values=True)
-    if any(key == "password" for key, _ in query):
-        kept = [(key, value) for key, value in query if key != "password"]
-        parts = parts._replace(query=urlencode(kept, safe="/"))
-    return urlunsplit(parts)
-
-
-def _passwords(text: str) -> set[str]:
-    """The password in a URL (as written and decoded) or a libpq connection string."""
-    if "://" in text:
-        try:
-            parts = urlsplit(text)
-        except ValueError:
-            return set()
-        found = {parts.password, *(v for k, v in parse_qsl(parts.query) if k == "password")}
-        return {form for p in found if p for form in (p, unquote(p))}
-    import psycopg  # a connection string: only the database URL is one
-
-    try:
-        value = psycopg.conninfo.conninfo_to_dict(text).get("password")
-    except psycopg.ProgrammingError:
-        return set()
-    return {str(value)} if value else set()
-
-
-def _stripped(value: Any) -> Any:
-    if isinstance(value, str):
-        return value.strip()
-    if isinstance(value, SecretStr):
-        return SecretStr(value.get_secret_value().strip())
-    return value
 
 
 # ── the sections ────────────────────────────────────────────────────────
@@ -365,87 +190,6 @@ class DatabaseSettings(Section):
     def transaction_pooled(self) -> bool:
         """Does DATABASE_URL reach a pooler that hands each transaction any server session?"""
         return self.pool_mode == "transaction"
-
-
-class BusinessNumber(BaseModel):
-    """One business phone number: its id, its throughput limit, the calling codes whose
-    people it serves, its own knock templates (unset: ``DELIVERY_KNOCK_TEMPLATES``)."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    id: str = Field(min_length=1, pattern=r"^[0-9]+$")
-    limit: float = Field(80.0, gt=0)
-    countries: tuple[str, ...] = ()
-    knock_templates: str | None = None
-
-    @field_validator("countries")
-    @classmethod
-    def _countries(cls, value: tuple[str, ...]) -> tuple[str, ...]:
-        for prefix in value:
-            if not re.fullmatch(r"\+[1-9][0-9]{0,5}", prefix):
-                raise ValueError(f"country {prefix!r} is not a calling code like +55 or +1787")
-        return value
-
-    @field_validator("knock_templates")
-    @classmethod
-    def _templates(cls, value: str | None) -> str | None:
-        if value is not None:
-            parse_templates(value)
-        return value
-
-    def knock_template_choices(self, default: str) -> dict[str, list[tuple[str, str]]]:
-        """Each locale's knock templates on this number, the preferred first."""
-        return parse_template_choices(self.knock_templates or default)
-
-
-def parse_numbers(raw: str, default_id: str) -> tuple[BusinessNumber, ...]:
-    """``WHATSAPP_NUMBERS``: a JSON list of numbers besides the default one."""
-    import json
-
-    if not raw.strip():
-        return ()
-    try:
-        items = json.loads(raw)
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"not JSON ({exc.msg} at {exc.pos})") from None
-    if not isinstance(items, list):
-        raise ValueError('must be a JSON list of {"id": …, "limit": …, "countries": […]}')
-    numbers: list[BusinessNumber] = []
-    for item in items:
-        if not isinstance(item, dict):
-            raise ValueError(f"item {item!r} is not an object")
-        try:
-            number = BusinessNumber.model_validate(item)
-        except ValidationError as exc:
-            error = exc.errors()[0]
-            where = ".".join(str(part) for part in error["loc"])
-            raise ValueError(
-                f"number {item.get('id')!r}: {where}: {error['msg'].removeprefix('Value error, ')}"
-            ) from None
-        if number.id == default_id:
-            raise ValueError(
-                f"number {number.id} is WHATSAPP_PHONE_NUMBER_ID, the default: its limit is "
-                "WHATSAPP_THROUGHPUT_LIMIT and it serves everybody no other number does"
-            )
-        if any(n.id == number.id for n in numbers):
-            raise ValueError(f"number {number.id} is listed twice")
-        numbers.append(number)
-    prefixes = [p for n in numbers for p in n.countries]
-    twice = sorted({p for p in prefixes if prefixes.count(p) > 1})
-    if twice:
-        raise ValueError(f"calling code {', '.join(twice)} is bound to two numbers")
-    return tuple(numbers)
-
-
-def bind_number(numbers: tuple[BusinessNumber, ...], phone: str | None) -> str:
-    """The calling-code rule: the number whose prefix is the longest match of ``phone``;
-    no match (or no phone: a BSUID-only person) is the first number, the default."""
-    best, length = numbers[0].id, 0
-    for number in numbers:
-        for prefix in number.countries:
-            if phone is not None and phone.startswith(prefix) and len(prefix) > length:
-                best, length = number.id, len(prefix)
-    return best
 
 
 class WhatsAppSettings(Section):
@@ -1332,34 +1076,6 @@ class OpsSettings(Section):
         return value.rstrip("/")
 
 
-PERSON_NAME_MAX = 100
-
-
-def parse_person_tokens(raw: str) -> dict[str, str]:
-    """``REVIEW_TOKENS`` and ``OPERATOR_TOKENS`` (``name=token,…``) → {token: name}: a
-    person may have several tokens (one replacing another), a token one person. Errors
-    name the item's position and its name, never a token."""
-    people: dict[str, str] = {}
-    for position, item in enumerate(filter(None, (p.strip() for p in raw.split(","))), 1):
-        name, sep, token = item.partition("=")
-        name, token = " ".join(name.split()), token.strip()
-        if not sep or not name or not token:
-            raise ValueError(f"item {position} is not name=token")
-        if len(name) > PERSON_NAME_MAX or not name.isprintable():
-            raise ValueError(
-                f"item {position}: a name is printable text of at most {PERSON_NAME_MAX} characters"
-            )
-        if len(token) < REVIEW_TOKEN_MIN_LENGTH or any(c.isspace() for c in token):
-            raise ValueError(
-                f"item {position} ({name}): a token is at least {REVIEW_TOKEN_MIN_LENGTH} "
-                "characters without spaces (use a long random string)"
-            )
-        if people.get(token, name) != name:
-            raise ValueError(f"item {position} ({name}): that token is another person's")
-        people[token] = name
-    return people
-
-
 class ReviewSettings(Section):
     """The review page's sign-in (reviewers, and operators who may also cancel and
     resend), the reviewers' channel, how long a document may wait."""
@@ -1696,7 +1412,7 @@ class Settings(BaseModel):
             try:
                 values[name] = section.from_environ(environ)
             except ValidationError as exc:
-                problems.extend(_describe(section, exc))
+                problems.extend(describe(section, exc))
         if problems:
             raise SettingsError("bad settings: " + "; ".join(problems))
         return cls(**values)
@@ -1743,100 +1459,6 @@ class Settings(BaseModel):
         return self.model_copy(update=changed)
 
 
-def _describe(section: type[Section], exc: ValidationError) -> Iterator[str]:
-    names = section.env_names()
-    aliases = section.env_aliases()
-    hidden = section.secret_fields()
-    for error in exc.errors():
-        field = str(error["loc"][0]) if error["loc"] else "?"
-        variable = names.get(field, field)
-        if field in aliases:
-            variable += f" (or {' / '.join(aliases[field])})"
-        given = error.get("input")
-        whole = not error["loc"]  # the model's own check: its input is every field
-        message = error["msg"].removeprefix("Value error, ")
-        if whole:
-            yield message  # it names its variables itself
-            continue
-        shown = "" if field in hidden or carries_credentials(given) else f" (got {given!r})"
-        yield f"{variable}: {message}{shown}"
-
-
-def parse_templates(raw: str) -> dict[str, tuple[str, str]]:
-    """``en=document_ready:en,es=document_ready:es`` → {locale: (name, language)}: each
-    locale's first template."""
-    return {locale: choices[0] for locale, choices in parse_template_choices(raw).items()}
-
-
-def parse_template_choices(raw: str) -> dict[str, list[tuple[str, str]]]:
-    """``en=document_ready:en|document_waiting:en,es=document_ready:es`` →
-    {locale: [(name, language), …]}, in order of preference."""
-    templates: dict[str, list[tuple[str, str]]] = {}
-    for item in filter(None, (part.strip() for part in raw.split(","))):
-        locale, _, specs = item.partition("=")
-        choices: list[tuple[str, str]] = []
-        for spec in specs.split("|"):
-            name, _, language = spec.partition(":")
-            if not (locale.strip() and name.strip() and language.strip()):
-                raise ValueError(
-                    f"item {item!r} is not locale=name:language (fallbacks: |name:language)"
-                )
-            choice = (name.strip(), language.strip())
-            if choice in choices:
-                raise ValueError(f"item {item!r} lists {name.strip()}:{language.strip()} twice")
-            choices.append(choice)
-        templates[locale.strip()] = choices
-    if "en" not in templates:
-        raise ValueError("needs an 'en' template (the fallback for other locales)")
-    return templates
-
-
-def parse_template_ttls(raw: str) -> dict[str, float]:
-    """``document_ready=43200,brief_ready:es=3600`` → {"document_ready": 43200.0,
-    "brief_ready:es": 3600.0}: a template's time to live by name, or by name:language."""
-    ttls: dict[str, float] = {}
-    for item in filter(None, (part.strip() for part in raw.split(","))):
-        key, _, seconds = item.partition("=")
-        name, _, language = key.strip().partition(":")
-        if not name or (":" in key and not language) or not seconds.strip().isdigit():
-            raise ValueError(
-                f"item {item!r} is not name=seconds or name:language=seconds (whole seconds)"
-            )
-        ttl = int(seconds)
-        if not 1 <= ttl <= PLATFORM_TTL_SECONDS:
-            raise ValueError(f"item {item!r}: a time to live is 1 s to 30 days")
-        ttls[key.strip()] = float(ttl)
-    return ttls
-
-
-# What a document template's body may name: the person's name, what the document
-# is, its day (delivery/as_file.py fills them in).
-DOCUMENT_PARAMETERS = ("name", "kind", "date")
-
-
-def parse_document_parameters(raw: str) -> dict[str, tuple[str, ...]]:
-    """``brief_attached=name|date`` → {"brief_attached": ("name", "date")}."""
-    parameters: dict[str, tuple[str, ...]] = {}
-    for item in filter(None, (part.strip() for part in raw.split(","))):
-        name, sep, names = item.partition("=")
-        chosen = tuple(n.strip() for n in names.split("|") if n.strip())
-        if not sep or not name.strip() or not chosen:
-            raise ValueError(f"item {item!r} is not template=param|param")
-        unknown = sorted(set(chosen) - set(DOCUMENT_PARAMETERS))
-        if unknown:
-            raise ValueError(
-                f"item {item!r} names {', '.join(map(repr, unknown))}; a document template's "
-                f"parameters are {', '.join(DOCUMENT_PARAMETERS)}"
-            )
-        parameters[name.strip()] = chosen
-    return parameters
-
-
-def parse_file_kinds(raw: str) -> frozenset[str]:
-    """``plan,daily_brief`` → those kinds; ``none`` (or empty) → no kind."""
-    return frozenset() if raw.strip().lower() == "none" else parse_review_kinds(raw)
-
-
 def document_template_list(settings: DeliverySettings) -> list[tuple[str, str]]:
     """Every distinct (name, language) of the document templates, in order."""
     seen: list[tuple[str, str]] = []
@@ -1844,46 +1466,6 @@ def document_template_list(settings: DeliverySettings) -> list[tuple[str, str]]:
         for choices in settings.document_template_choices(kind).values():
             seen.extend(choice for choice in choices if choice not in seen)
     return seen
-
-
-def knock_choices(locale: str, choices: dict[str, list[tuple[str, str]]]) -> list[tuple[str, str]]:
-    """The locale's knock templates in order of preference (English's when it has none)."""
-    return choices.get(locale) or choices["en"]
-
-
-def knock_template_list(raw: str) -> list[tuple[str, str]]:
-    """Every distinct (name, language) of ``DELIVERY_KNOCK_TEMPLATES``, in order."""
-    seen: list[tuple[str, str]] = []
-    for choices in parse_template_choices(raw).values():
-        seen.extend(choice for choice in choices if choice not in seen)
-    return seen
-
-
-def parse_trusted_proxies(raw: str) -> list[str]:
-    """``10.0.0.5, 10.1.0.0/16`` → each address or network, checked. Not ``*`` nor a
-    network of every address: trusting any peer lets any client say which address it is
-    counted as (the review page's sign-in limits count addresses)."""
-    import ipaddress
-
-    items = [item.strip() for item in raw.split(",") if item.strip()]
-    for item in items:
-        try:
-            network = ipaddress.ip_network(item, strict=False)
-        except ValueError:
-            if item == "*":
-                raise ValueError(
-                    "* trusts every peer, and lets any client choose the address it is counted "
-                    "as: name the load balancer's addresses or network (like 10.0.0.0/8)"
-                ) from None
-            raise ValueError(
-                f"{item!r} is not an IP address or network (like 10.0.0.0/8); comma-separated"
-            ) from None
-        if network.prefixlen == 0:
-            raise ValueError(
-                f"{item} is every address, and lets any client choose the address it is "
-                "counted as: name the load balancer's addresses or network (like 10.0.0.0/8)"
-            )
-    return items
 
 
 def transport_warnings(settings: Settings) -> list[str]:
@@ -1919,103 +1501,3 @@ def long_enough(value: SecretStr | None) -> SecretStr | None:
             "e.g. python -c 'import secrets; print(secrets.token_urlsafe(32))')"
         )
     return value
-
-
-def plain_http_elsewhere(url: str) -> bool:
-    """``url`` is ``http://`` to another machine: what is sent there (a token) travels in
-    clear text."""
-    try:
-        parts = urlsplit(url)
-        host = parts.hostname
-    except ValueError:
-        return False
-    return parts.scheme == "http" and host not in LOOPBACK_HOSTS
-
-
-def parse_review_kinds(raw: str) -> frozenset[str]:
-    """``plan,daily_brief`` → {"plan", "daily_brief"}; empty: no kind is reviewed."""
-    kinds = frozenset(filter(None, (part.strip() for part in raw.split(","))))
-    unknown = sorted(kinds - set(REVIEWABLE_KINDS))
-    if unknown:
-        raise ValueError(
-            f"unknown kind {', '.join(map(repr, unknown))}; kinds are {', '.join(REVIEWABLE_KINDS)}"
-        )
-    return kinds
-
-
-# ── the applications' door: DELIVERY_API_* ──────────────────────────────
-
-APPLICATION_NAME = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,62}$")
-API_TOKEN_MIN_LENGTH = 16
-WEBHOOK_SECRET_PREFIX = "whsec_"
-
-
-def _named_items(raw: str, what: str) -> list[tuple[str, str]]:
-    """``a=x,b=y`` → [(a, x), (b, y)]; each name an application name. The values are
-    secrets: an error names the item's position and its application, never the value."""
-    items: list[tuple[str, str]] = []
-    for position, item in enumerate(filter(None, (p.strip() for p in raw.split(","))), 1):
-        name, sep, value = item.partition("=")
-        name, value = name.strip(), value.strip()
-        if not sep or not value:
-            raise ValueError(f"item {position} is not application={what}")
-        if not APPLICATION_NAME.match(name):
-            raise ValueError(
-                f"item {position}: {name!r} is not an application name (lower-case letters, "
-                "digits, '.', '_' or '-', at most 63)"
-            )
-        items.append((name, value))
-    return items
-
-
-def parse_api_tokens(raw: str) -> dict[str, str]:
-    """``DELIVERY_API_TOKENS`` (``app=token,…``) → {token: application}; an application
-    may have several tokens (one replacing another), a token one application."""
-    tokens: dict[str, str] = {}
-    for position, (name, token) in enumerate(_named_items(raw, "token"), 1):
-        if len(token) < API_TOKEN_MIN_LENGTH or any(c.isspace() for c in token):
-            raise ValueError(
-                f"item {position} ({name}): a token is at least {API_TOKEN_MIN_LENGTH} "
-                "characters without spaces (use a long random string)"
-            )
-        if tokens.get(token, name) != name:
-            raise ValueError(f"item {position} ({name}): that token is another application's")
-        tokens[token] = name
-    return tokens
-
-
-def parse_api_webhooks(raw: str) -> dict[str, str]:
-    """``DELIVERY_API_WEBHOOKS`` (``app=url,…``) → {application: url}, one each."""
-    hooks: dict[str, str] = {}
-    for position, (name, url) in enumerate(_named_items(raw, "url"), 1):
-        try:
-            parts = urlsplit(url)
-        except ValueError:
-            parts = urlsplit("")
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ValueError(f"item {position} ({name}): not an http(s) URL")
-        if name in hooks:
-            raise ValueError(f"item {position} ({name}): one endpoint per application")
-        hooks[name] = url
-    return hooks
-
-
-def parse_webhook_secrets(raw: str) -> dict[str, list[bytes]]:
-    """``DELIVERY_API_WEBHOOK_SECRETS`` (``app=whsec_<base64>,…``) → {application: keys}:
-    Standard Webhooks secrets, 24 to 64 bytes each; several sign with each."""
-    import base64
-    import binascii
-
-    secrets: dict[str, list[bytes]] = {}
-    for position, (name, text) in enumerate(_named_items(raw, "whsec_<base64>"), 1):
-        try:
-            key = base64.b64decode(text.removeprefix(WEBHOOK_SECRET_PREFIX), validate=True)
-        except (binascii.Error, ValueError):
-            key = b""
-        if not text.startswith(WEBHOOK_SECRET_PREFIX) or not 24 <= len(key) <= 64:
-            raise ValueError(
-                f"item {position} ({name}): not whsec_ followed by the base64 of 24 to 64 "
-                "random bytes"
-            )
-        secrets.setdefault(name, []).append(key)
-    return secrets

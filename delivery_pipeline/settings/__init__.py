@@ -1,0 +1,165 @@
+"""The one settings model, and what reads its values: a package of one concern a module.
+
+* ``model``: the sections (one pydantic model each, a variable prefix each) and
+  ``Settings``, the one reader of the process environment (``Settings.from_env()``);
+  the defaults and limits they name.
+* ``section``: what every section shares: reading its variables (and their older
+  names), stripping whitespace, hiding secrets, ``SettingsError``.
+* ``parsing``: the string lists a variable may hold (templates, times to live,
+  document parameters, kinds, tokens, webhooks, trusted proxies).
+* ``numbers``: business-number routing (``WHATSAPP_NUMBERS``, the calling-code rule).
+* ``urls``: secret text and URLs carrying a password (``secret``, ``without_password``).
+* ``eligibility``: the parameters of the database's eligibility functions.
+
+Modules import one way: ``urls`` and ``parsing`` import no sibling, ``section``
+imports ``urls``, ``numbers`` imports ``parsing``, ``model`` any of them. Every name is
+re-exported here: ``from delivery_pipeline.settings import Settings``.
+"""
+
+from delivery_pipeline.settings.eligibility import (
+    Eligibility,
+    Guard,
+)
+from delivery_pipeline.settings.model import (
+    DEFAULT_DATA_DIR,
+    DEFAULT_KNOCK_TEMPLATES,
+    DEV_ACCESS_TOKEN,
+    DEV_APP_SECRET,
+    DEV_PHONE_NUMBER_ID,
+    DOCS_DEFAULT_PORT,
+    DOCUMENT_FILES_DAYS,
+    MAX_SWEEPERS,
+    PROJECT_ROOT,
+    REVIEW_PAGE_PATH,
+    SANDBOX_DEFAULT_PORT,
+    SERVICE_DEFAULT_PORT,
+    SHARED_TOKEN_MIN_LENGTH,
+    ApiSettings,
+    CheckSettings,
+    DatabaseSettings,
+    DeliverySettings,
+    GenerationSettings,
+    LogSettings,
+    OpsSettings,
+    RetentionSettings,
+    ReviewSettings,
+    SandboxSettings,
+    ScheduleSettings,
+    ServiceSettings,
+    Settings,
+    WhatsAppSettings,
+    document_template_list,
+    long_enough,
+    transport_warnings,
+)
+from delivery_pipeline.settings.numbers import (
+    BusinessNumber,
+    bind_number,
+    parse_numbers,
+)
+from delivery_pipeline.settings.parsing import (
+    API_TOKEN_MIN_LENGTH,
+    APPLICATION_NAME,
+    DOCUMENT_PARAMETERS,
+    PERSON_NAME_MAX,
+    PLATFORM_TTL_SECONDS,
+    QUIET_HOURS,
+    REVIEW_TOKEN_MIN_LENGTH,
+    REVIEWABLE_KINDS,
+    WEBHOOK_SECRET_PREFIX,
+    knock_choices,
+    knock_template_list,
+    parse_api_tokens,
+    parse_api_webhooks,
+    parse_document_parameters,
+    parse_file_kinds,
+    parse_person_tokens,
+    parse_review_kinds,
+    parse_template_choices,
+    parse_template_ttls,
+    parse_templates,
+    parse_trusted_proxies,
+    parse_webhook_secrets,
+)
+from delivery_pipeline.settings.section import (
+    Section,
+    SettingsError,
+    env,
+    formerly,
+)
+from delivery_pipeline.settings.urls import (
+    LOOPBACK_HOSTS,
+    carries_credentials,
+    plain_http_elsewhere,
+    secret,
+    without_password,
+)
+
+__all__ = [
+    "API_TOKEN_MIN_LENGTH",
+    "APPLICATION_NAME",
+    "ApiSettings",
+    "BusinessNumber",
+    "CheckSettings",
+    "DEFAULT_DATA_DIR",
+    "DEFAULT_KNOCK_TEMPLATES",
+    "DEV_ACCESS_TOKEN",
+    "DEV_APP_SECRET",
+    "DEV_PHONE_NUMBER_ID",
+    "DOCS_DEFAULT_PORT",
+    "DOCUMENT_FILES_DAYS",
+    "DOCUMENT_PARAMETERS",
+    "DatabaseSettings",
+    "DeliverySettings",
+    "Eligibility",
+    "GenerationSettings",
+    "Guard",
+    "LOOPBACK_HOSTS",
+    "LogSettings",
+    "MAX_SWEEPERS",
+    "OpsSettings",
+    "PERSON_NAME_MAX",
+    "PLATFORM_TTL_SECONDS",
+    "PROJECT_ROOT",
+    "QUIET_HOURS",
+    "REVIEWABLE_KINDS",
+    "REVIEW_PAGE_PATH",
+    "REVIEW_TOKEN_MIN_LENGTH",
+    "RetentionSettings",
+    "ReviewSettings",
+    "SANDBOX_DEFAULT_PORT",
+    "SERVICE_DEFAULT_PORT",
+    "SHARED_TOKEN_MIN_LENGTH",
+    "SandboxSettings",
+    "ScheduleSettings",
+    "Section",
+    "ServiceSettings",
+    "Settings",
+    "SettingsError",
+    "WEBHOOK_SECRET_PREFIX",
+    "WhatsAppSettings",
+    "bind_number",
+    "carries_credentials",
+    "document_template_list",
+    "env",
+    "formerly",
+    "knock_choices",
+    "knock_template_list",
+    "long_enough",
+    "parse_api_tokens",
+    "parse_api_webhooks",
+    "parse_document_parameters",
+    "parse_file_kinds",
+    "parse_numbers",
+    "parse_person_tokens",
+    "parse_review_kinds",
+    "parse_template_choices",
+    "parse_template_ttls",
+    "parse_templates",
+    "parse_trusted_proxies",
+    "parse_webhook_secrets",
+    "plain_http_elsewhere",
+    "secret",
+    "transport_warnings",
+    "without_password",
+]
