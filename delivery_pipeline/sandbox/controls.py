@@ -15,6 +15,15 @@ from starlette.routing import Route
 
 from delivery_pipeline.model import bsuid, e164
 from delivery_pipeline.sandbox.config import RUNTIME_KEYS, SandboxConfig
+from delivery_pipeline.sandbox.control_bodies import (
+    NewNumber,
+    Presence,
+    RefusalOrder,
+    Unreachable,
+    Written,
+    first_wrong,
+    parse,
+)
 from delivery_pipeline.sandbox.documents import listing
 from delivery_pipeline.sandbox.memory import ForcedRefusal, Person
 from delivery_pipeline.sandbox.simulated import described, sandbox_of
@@ -49,23 +58,23 @@ async def person_writes(request: Request) -> Response:
     data = await _json_object(request)
     if number is None:
         return _control_error("the number must be E.164, e.g. +15551234567")
-    text = data.get("text") if data else None
-    name = data.get("name") if data else None
-    username = data.get("username") if data else None
-    to = data.get("to") if data else None
-    if not isinstance(text, str) or not text:
+    sandbox = sandbox_of(request)
+    wrong = first_wrong(Written, data)
+    if wrong == "text":
         return _control_error(
             'body must be {"text": "<non-empty string>", "name"?: "<string>", '
             '"username"?: "<string>", "to"?: "<business phone number id>"}'
         )
-    if name is not None and not isinstance(name, str):
-        return _control_error("name must be a string")
-    if username is not None and not isinstance(username, str):
-        return _control_error("username must be a string")
-    sandbox = sandbox_of(request)
-    if to is not None and (not isinstance(to, str) or not sandbox.config.serves(to)):
-        return _control_error(_not_played(sandbox.config, to))
-    return JSONResponse({"id": sandbox.person_writes(number, text, name, username, to)})
+    if wrong in ("name", "username"):
+        return _control_error(f"{wrong} must be a string")
+    if wrong == "to":
+        return _control_error(_not_played(sandbox.config, (data or {}).get("to")))
+    body = Written.model_validate(data)
+    if body.to is not None and not sandbox.config.serves(body.to):
+        return _control_error(_not_played(sandbox.config, body.to))
+    return JSONResponse(
+        {"id": sandbox.person_writes(number, body.text, body.name, body.username, body.to)}
+    )
 
 
 def _not_played(config: SandboxConfig, number: object) -> str:
@@ -104,8 +113,8 @@ async def person_number(request: Request) -> Response:
     changes their phone number (a ``user_changed_number`` system message follows)."""
     number = _number(request)
     data = await _json_object(request)
-    raw = data.get("new_number") if data else None
-    new_number = e164(raw) if isinstance(raw, str) else None
+    body = parse(NewNumber, data)
+    new_number = e164(body.new_number) if body is not None else None
     if number is None or not number.startswith("+"):
         return _control_error("the number must be E.164, e.g. +15551234567")
     if new_number is None:
@@ -168,13 +177,12 @@ async def person_unreachable(request: Request) -> Response:
     data = await _json_object(request)
     if number is None:
         return _control_error("the number must be E.164, e.g. +15551234567")
-    unreachable = data.get("unreachable", True) if data is not None else None
-    mode = data.get("mode", "sync") if data is not None else None
-    if not isinstance(unreachable, bool) or mode not in ("sync", "async"):
+    body = parse(Unreachable, data)
+    if body is None:
         return _control_error('body must be {"unreachable": true|false, "mode"?: "sync"|"async"}')
     sandbox = sandbox_of(request)
     person = sandbox.state.person(number)
-    person.unreachable = mode if unreachable else None
+    person.unreachable = body.mode if body.unreachable else None
     return JSONResponse(described(sandbox, person, time.time()))
 
 
@@ -204,14 +212,14 @@ async def person_presence(request: Request) -> Response:
     what is sent to it is held; ``true``: it is back (sandbox/presence.py)."""
     number = _number(request)
     data = await _json_object(request)
-    online = data.get("online") if data else None
+    body = parse(Presence, data)
     if number is None:
         return _control_error("the number must be E.164, e.g. +15551234567")
-    if not isinstance(online, bool):
+    if body is None:
         return _control_error('body must be {"online": true|false}')
     sandbox = sandbox_of(request)
     person = sandbox.state.person(number)
-    sandbox.set_presence(person, online)
+    sandbox.set_presence(person, body.online)
     return JSONResponse(described(sandbox, person, time.time()))
 
 
@@ -244,23 +252,19 @@ async def refusals(request: Request) -> Response:
     if request.method == "DELETE":
         state.refusals.clear()
     elif request.method == "POST":
-        data = await _json_object(request)
-        if data is None or set(data) - {"code", "mode", "to", "type", "count", "phone_number_id"}:
+        order = parse(RefusalOrder, await _json_object(request))
+        if order is None:
             return _control_error(_REFUSAL_BODY)
-        code, mode, to = data.get("code"), data.get("mode", "sync"), data.get("to")
-        kind, count = data.get("type"), data.get("count")
-        sender = data.get("phone_number_id")
-        if (
-            not isinstance(code, int)
-            or isinstance(code, bool)
-            or mode not in ("sync", "async")
-            or (to is not None and (not isinstance(to, str) or e164(to) != to))
-            or kind not in (None, "text", "template", "document", "media")
-            or (count is not None and (not isinstance(count, int) or count < 1))
-            or (sender is not None and not isinstance(sender, str))
-        ):
-            return _control_error(_REFUSAL_BODY)
-        state.refusals.append(ForcedRefusal(code, mode, to, kind, count, sender=sender))
+        state.refusals.append(
+            ForcedRefusal(
+                order.code,
+                order.mode,
+                order.to,
+                order.type,
+                order.count,
+                sender=order.phone_number_id,
+            )
+        )
     return JSONResponse([r.describe() for r in state.refusals])
 
 
