@@ -11,7 +11,9 @@ phone so tests can see exactly what a person received.
 * ``limits``     — throughput window and pair-rate token buckets
 * ``memory``     — people (inbox, window), counters, failures, ops alerts
 * ``webhooks``   — payloads, signing, the background outbox
-* ``app``        — the HTTP endpoints; ``cli`` — ``python -m delivery_pipeline.sandbox``
+* ``simulated``  — the platform: a send's limits, window, delivery or hold
+* ``cloud_api``  — the Cloud API routes; ``controls`` — the ``/_sandbox`` routes
+* ``app``        — wires both; ``cli`` — ``python -m delivery_pipeline.sandbox``
 """
 
 from delivery_pipeline.sandbox.app import create_app

@@ -9,6 +9,12 @@ from __future__ import annotations
 from bisect import bisect_right, insort
 from dataclasses import dataclass
 
+THROUGHPUT_DETAILS = "Cloud API message throughput has been reached."
+PAIR_RATE_DETAILS = (
+    "Message failed to send because there were too many messages sent from this phone "
+    "number to the same phone number in a short period of time."
+)
+
 
 class SlidingWindowCounter:
     """Events in the ``span`` seconds up to a moment, each at the moment it happened.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 import secrets
 from typing import Any
 
@@ -62,3 +63,19 @@ class Refusal(Exception):
         if self.subcode is not None:
             error["error_subcode"] = self.subcode
         return {"error": error}
+
+
+def http_status_of(code: int) -> int:
+    """The HTTP status the Graph API answers a code with (auth errors 401, limits 429)."""
+    if code == 190:
+        return 401
+    if code in (4, 80007, 130429, 131056):
+        return 429
+    return 400
+
+
+def injected_5xx(rng: random.Random) -> Refusal:
+    """A 5xx the sandbox injects (``error_5xx_rate``): half 500, half 503."""
+    if rng.random() < 0.5:
+        return Refusal(131000, "Something went wrong (injected by the sandbox).", http_status=500)
+    return Refusal(2, "Service temporarily unavailable (injected by the sandbox).", http_status=503)

@@ -116,29 +116,9 @@ class TemplateBook:
         ValueError names what is wrong with ``data`` (nothing is changed then).
         """
         life = self.life(name, language)
-        unknown = sorted(set(data) - _KEYS)
-        if unknown:
-            raise ValueError(f"unknown keys: {', '.join(unknown)}; known: {', '.join(_KEYS)}")
-        for key, allowed in (
-            ("status", STATUSES),
-            ("quality", QUALITIES),
-            ("category", CATEGORIES),
-            ("announce_category", CATEGORIES),
-            ("mode", MODES),
-            ("pacing", PACING),
-        ):
-            if key in data and data[key] not in allowed:
-                raise ValueError(f"{key} must be one of {', '.join(allowed)}")
-        for key in ("pacing_code", "fail_code"):
-            code = data.get(key)
-            if code is not None and (not isinstance(code, int) or isinstance(code, bool)):
-                raise ValueError(f"{key} must be an integer error code or null")
-        ttl = data.get("message_send_ttl_seconds")
-        if ttl is not None and (not isinstance(ttl, int) or isinstance(ttl, bool) or ttl < 1):
-            # The platform takes 30-43,200 s for utility; shorter here, so a test waits less.
-            raise ValueError("message_send_ttl_seconds must be a whole number of seconds >= 1")
+        _check(data)
         if "message_send_ttl_seconds" in data:
-            life.ttl_seconds = ttl
+            life.ttl_seconds = data["message_send_ttl_seconds"]
         base = {
             "message_template_id": life.template_id,
             "message_template_name": name,
@@ -191,6 +171,31 @@ class TemplateBook:
                 )
             )
         return posts
+
+
+def _check(data: dict[str, Any]) -> None:
+    """ValueError naming what is wrong with a control request for a template's life."""
+    unknown = sorted(set(data) - _KEYS)
+    if unknown:
+        raise ValueError(f"unknown keys: {', '.join(unknown)}; known: {', '.join(_KEYS)}")
+    for key, allowed in (
+        ("status", STATUSES),
+        ("quality", QUALITIES),
+        ("category", CATEGORIES),
+        ("announce_category", CATEGORIES),
+        ("mode", MODES),
+        ("pacing", PACING),
+    ):
+        if key in data and data[key] not in allowed:
+            raise ValueError(f"{key} must be one of {', '.join(allowed)}")
+    for key in ("pacing_code", "fail_code"):
+        code = data.get(key)
+        if code is not None and (not isinstance(code, int) or isinstance(code, bool)):
+            raise ValueError(f"{key} must be an integer error code or null")
+    ttl = data.get("message_send_ttl_seconds")
+    if ttl is not None and (not isinstance(ttl, int) or isinstance(ttl, bool) or ttl < 1):
+        # The platform takes 30-43,200 s for utility; shorter here, so a test waits less.
+        raise ValueError("message_send_ttl_seconds must be a whole number of seconds >= 1")
 
 
 _KEYS = frozenset(

@@ -24,6 +24,10 @@ REENGAGEMENT_DETAILS = (
 )
 
 UNREACHABLE_DETAILS = "Message Undeliverable."
+BSUID_UNSUPPORTED_DETAILS = (
+    "This message type cannot be sent to a business-scoped user ID; send it to the "
+    "user's phone number."
+)
 
 DETAILS: dict[int, str] = {
     131047: REENGAGEMENT_DETAILS,

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import time
 
-from delivery_pipeline.sandbox.app import Sandbox
 from delivery_pipeline.sandbox.config import SandboxConfig
 from delivery_pipeline.sandbox.limits import SlidingWindowCounter
 from delivery_pipeline.sandbox.refusals import Refusal
+from delivery_pipeline.sandbox.simulated import Sandbox
 from delivery_pipeline.sandbox.validation import validate_send
 
 
