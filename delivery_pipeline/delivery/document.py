@@ -7,6 +7,8 @@ it is sent (recorded as ``sending`` only if our claim still holds), so a
 sender that lost its claim sends nothing more. Recording chunk i and fencing
 chunk i+1 are one round trip, and recording the last one marks the document
 delivered. A failed send is the completer's to carry out (``completer``).
+A document as one file goes by ``as_file``; the knock, outside the window, by
+``knock_send``.
 """
 
 from __future__ import annotations
@@ -14,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime as dt
-import enum
 import logging
 import time
 from collections.abc import AsyncIterator, Iterator, Mapping
@@ -23,15 +24,10 @@ from typing import NoReturn
 
 from delivery_pipeline.delivery.addressing import address
 from delivery_pipeline.delivery.as_file import FileDelivery, Then
-from delivery_pipeline.delivery.callback import chunk_callback, knock_callback
+from delivery_pipeline.delivery.callback import chunk_callback
 from delivery_pipeline.delivery.chunking import delivery_messages
 from delivery_pipeline.delivery.completer import GOES_ON, Completed
-from delivery_pipeline.delivery.knock import (
-    TemplateChoice,
-    knock_choices,
-    knock_with,
-    pick_template,
-)
+from delivery_pipeline.delivery.knock_send import KnockDelivery
 from delivery_pipeline.delivery.outcomes import (
     THROUGHPUT_PAUSE_SECONDS,
     Failure,
@@ -43,17 +39,9 @@ from delivery_pipeline.delivery.pacer import Pacers
 from delivery_pipeline.delivery.pause import EVERY_NUMBER, pause_scope
 from delivery_pipeline.delivery.progress import Event
 from delivery_pipeline.delivery.result import SweepState
-from delivery_pipeline.delivery.statements import (
-    Claim,
-    DeliveryStore,
-    KnockReservation,
-    Ledger,
-    LedgerRow,
-)
+from delivery_pipeline.delivery.statements import Claim, DeliveryStore, Ledger, LedgerRow
 from delivery_pipeline.model import AbandonReason, Action, ChunkState, Kind
 from delivery_pipeline.settings import DeliverySettings
-from delivery_pipeline.store.rows import OpenedKnock, TemplateHealth
-from delivery_pipeline.watch.alerts import Alert, AlertSeverity
 from delivery_pipeline.whatsapp.client import CloudApiClient
 from delivery_pipeline.whatsapp.errors import (
     CloudApiError,
@@ -94,30 +82,6 @@ READ_MARK_FRESH_SECONDS = 120.0
 # Only when that part follows within seconds: "typing…" shows for 25 s at most,
 # and one that lapses with nothing arriving says less than none.
 TYPING_LEAD_SECONDS = 5.0
-
-
-@dataclass(frozen=True)
-class Knocked:
-    """The knock left: its message id, or None when its outcome is unknown (counted
-    as sent rather than risk a second knock)."""
-
-    message_id: str | None
-
-
-class NotKnocked(enum.Enum):
-    """What a knock's send came to when no knock left."""
-
-    # Someone else took the person's knock meanwhile, or the person cannot be
-    # knocked at their BSUID: the document waits for their reply all the same.
-    WAITS = "waits"
-    # Held, retried, abandoned or lost: the claim is given back already.
-    HANDLED = "handled"
-
-
-@dataclass(frozen=True)
-class TemplateRefused:
-    """The platform refused the knock's template (avoided fleet-wide now): the next
-    one of the locale is tried, under a new reservation."""
 
 
 class GlobalStop(Exception):
@@ -236,9 +200,11 @@ class DocumentDelivery:
     answering: bool = False
     sends: SendsAwaited = field(default_factory=SendsAwaited, init=False)
     files: FileDelivery = field(init=False)
+    knocks: KnockDelivery = field(init=False)
 
     def __post_init__(self) -> None:
         self.files = FileDelivery(self)
+        self.knocks = KnockDelivery(self)
 
     async def run(self, claim: Claim) -> None:
         """Carry out the claim's action; raises ``GlobalStop`` when nobody can be sent to."""
@@ -282,12 +248,12 @@ class DocumentDelivery:
         else:
             await self._inside_window(claim)
 
-    # ── the way: parts, a file, the knock (delivery/as_file.py) ────────
+    # ── the way: parts, a file (delivery/as_file.py), the knock (delivery/knock_send.py)
 
     async def _outside_window(self, claim: Claim) -> None:
         then, claim = await self.files.outside_window(claim)
         if then is Then.KNOCK:
-            await self._knock(claim)
+            await self.knocks.knock(claim)
 
     async def _inside_window(self, claim: Claim) -> None:
         then, claim = await self.files.inside_window(claim)
@@ -463,7 +429,7 @@ class DocumentDelivery:
             await self.store.chunk_failed(claim, index, callback, exc.code)
             completed = await self._failed(claim, exc, MessageKind.CHUNK)
             if completed.consequence.step is Step.KNOCK:
-                await self._knock(claim)
+                await self.knocks.knock(claim)
             return None
         self.sweep.note(Event.CHUNK_SENT, claim.document_id)
         await self._sent_ok(claim, started_at)
@@ -537,188 +503,6 @@ class DocumentDelivery:
             grace,
         )
         return True
-
-    # ── the knock ──────────────────────────────────────────────────────
-
-    async def _knock(self, claim: Claim) -> None:
-        """Window closed: knock once per document, at most once per person per 24 h."""
-        to = address(claim.phone, claim.user_id)
-        assert to is not None  # a person with neither number nor BSUID is abandon_unreachable
-        reservation = None
-        # Knocked once per document, and reminded once when that knock was
-        # delivered and not answered (woken by ``wake_for_reminders``).
-        if claim.knock_sent_at is None or claim.remind:
-            reservation = await self.store.reserve_knock(claim.person_id)
-        wamid: str | None = None
-        if reservation is not None:
-            allowed = await self.store.may_send(claim)
-            if not allowed.allowed:
-                # A knock has no fence: the pause is read before it instead.
-                await self.store.unreserve_knock(claim.person_id, reservation)
-                await self.store.release(claim)
-                self.sweep.note(Event.RELEASED, claim.document_id)
-                self.sweep.maybe_paused = True
-                if allowed.every:
-                    await self._stop_paused()
-                return
-        knocked = False
-        if reservation is not None:
-            sent = await self._send_knock(claim, to, reservation)
-            if sent is NotKnocked.HANDLED:
-                return
-            if isinstance(sent, Knocked):
-                knocked, wamid = True, sent.message_id
-        waiting = await self.store.await_reply(claim, knocked=knocked, knock_message_id=wamid)
-        self._given_back(claim, waiting, Event.AWAITING_REPLY)
-
-    async def _send_knock(
-        self, claim: Claim, to: str, reservation: KnockReservation
-    ) -> Knocked | NotKnocked:
-        """Send the knock on the locale's first healthy template, failing over to the
-        next when the platform refuses a template."""
-        choices = knock_choices(
-            claim.locale,
-            self.numbers.get(claim.phone_number_id) or self.settings.knock_template_choices,
-        )
-        tried: set[tuple[str, str]] = set()
-        while True:
-            health = await self.store.template_health(choices)
-            choice = pick_template(
-                [TemplateChoice(h.name, h.language, h.problem, h.sendable) for h in health],
-                tried,
-            )
-            if choice is None:
-                await self.store.unreserve_knock(claim.person_id, reservation)
-                await self._hold_knock(claim, health)
-                return NotKnocked.HANDLED
-            tried.add((choice.name, choice.language))
-            opened = await self.store.open_knock(
-                claim, choice.name, choice.language, reservation, reminder=claim.remind
-            )
-            if opened is None:
-                await self.store.unreserve_knock(claim.person_id, reservation)
-                self.sweep.note(Event.LOST_CLAIM, claim.document_id)
-                return NotKnocked.HANDLED
-            sent = await self._knock_on(claim, to, choice, opened)
-            if not isinstance(sent, TemplateRefused):
-                return sent
-            again = await self.store.reserve_knock(claim.person_id)
-            if again is None:
-                return NotKnocked.WAITS
-            reservation = again
-
-    async def _knock_on(
-        self, claim: Claim, to: str, choice: TemplateChoice, opened: OpenedKnock
-    ) -> Knocked | NotKnocked | TemplateRefused:
-        """Send the knock recorded as ``opened`` on one template, and record what came
-        of it."""
-        # One knock for everything of theirs that waits: a template with
-        # buttons says how many (the reply delivers them all, in turn).
-        knock = knock_with(
-            choice.name,
-            choice.language,
-            claim.locale,
-            claim.name,
-            self.settings.knock_param_max,
-            with_buttons=choice.name in self.settings.knock_button_template_set,
-            waiting=opened.documents,
-        )
-        # Its deadline: undelivered after the template's time to live, the
-        # platform drops it without a word (expire_dropped_knocks).
-        ttl = self.settings.template_ttl_seconds(knock.template, knock.language)
-        ready = await self.pacers.of(claim.phone_number_id).acquire()
-        started_at = dt.datetime.now(dt.UTC)
-        try:
-            wamid = await self.client.send_template(
-                to,
-                knock.template,
-                knock.language,
-                knock.parameters,
-                callback_data=knock_callback(opened.id),
-                button_payloads=knock.buttons,
-                number=claim.phone_number_id,
-                ready=ready,
-            )
-        except SendOutcomeUnknown as exc:
-            # It may have reached the person: count it as sent rather
-            # than risk a second knock.
-            self._send_failed(claim, exc)
-            await self.store.knock_accepted(opened.id, None, ttl)
-            self.sweep.note(Event.KNOCK_SENT, claim.document_id)
-            return Knocked(None)
-        except SendNotAttempted as exc:
-            self._send_failed(claim, exc)
-            await self.store.knock_refused(opened.id, None, f"not sent: {exc}")
-            await self._retry(claim, delay=self._backoff(claim), reason=f"knock not sent: {exc}")
-            return NotKnocked.HANDLED
-        except CloudApiError as exc:
-            self._send_failed(claim, exc)
-            # Gives the person's knock reservation back: this knock never left.
-            await self.store.knock_refused(opened.id, exc.code, str(exc))
-            return await self._knock_refused(claim, exc, (knock.template, knock.language))
-        await self.store.knock_accepted(opened.id, wamid, ttl)
-        self.sweep.note(Event.KNOCK_SENT, claim.document_id)
-        await self._sent_ok(claim, started_at)
-        return Knocked(wamid)
-
-    async def _knock_refused(
-        self, claim: Claim, exc: CloudApiError, template: tuple[str, str]
-    ) -> NotKnocked | TemplateRefused:
-        """The platform refused the knock: the completer carries out what that means;
-        the next template is tried, or the document waits for the person."""
-        completed = await self._failed(claim, exc, MessageKind.KNOCK, template)
-        step = completed.consequence.step
-        if step is Step.WAIT_FOR_PERSON:
-            # Not knockable at their BSUID: the document waits for them
-            # to write (delivery/addressing.py), no knock counted.
-            return NotKnocked.WAITS
-        if step is Step.NEXT_TEMPLATE:
-            log.warning(
-                "document %s: knock template %s:%s refused (%s); trying the next",
-                claim.document_id,
-                *template,
-                exc.code,
-            )
-            return TemplateRefused()
-        return NotKnocked.HANDLED
-
-    async def _hold_knock(self, claim: Claim, health: list[TemplateHealth]) -> None:
-        """No template of the locale can knock: the document waits for one (owner: the
-        template), due again at the recheck or when a pause ends, whichever is first;
-        a lifecycle webhook that makes a template healthy wakes it at once."""
-        now = dt.datetime.now(dt.UTC)
-        delay = self.settings.template_recheck_seconds
-        for h in health:
-            for until in (h.paused_until, h.refused_until):
-                if until is not None and until > now:
-                    delay = min(delay, (until - now).total_seconds())
-        delay = max(delay, 1.0)
-        problems = ", ".join(
-            f"{h.name}:{h.language} {h.problem}"
-            + (f" ({h.refused_code})" if h.problem == "refused" and h.refused_code else "")
-            for h in health
-        )
-        reason = f"no knock template can be used ({problems})"
-        if not await self.store.hold_knock(claim, delay, reason):
-            self.sweep.note(Event.LOST_CLAIM, claim.document_id)
-            return
-        await self.store.record_alert(
-            Alert(
-                f"knock_held:{claim.locale}",
-                AlertSeverity.ERROR,
-                f"Knocks for locale {claim.locale!r} wait: {reason}. They go out when a "
-                "template recovers (a lifecycle webhook, or the pause ending); add a "
-                "fallback to DELIVERY_KNOCK_TEMPLATES (name:language|fallback:language).",
-                {
-                    "locale": claim.locale,
-                    "document_id": claim.document_id,
-                    "templates": [f"{h.name}:{h.language}" for h in health],
-                },
-            )
-        )
-        self.sweep.note(
-            Event.RETRY_SCHEDULED, claim.document_id, detail=reason, after_seconds=delay
-        )
 
     # ── outcomes ───────────────────────────────────────────────────────
 
