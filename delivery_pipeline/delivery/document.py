@@ -7,6 +7,8 @@ it is sent (recorded as ``sending`` only if our claim still holds), so a
 sender that lost its claim sends nothing more. Recording chunk i and fencing
 chunk i+1 are one round trip, and recording the last one marks the document
 delivered. A failed send is the completer's to carry out (``completer``).
+A document as one file goes by ``as_file``; the knock, outside the window, by
+``knock_send``.
 """
 
 from __future__ import annotations
@@ -22,15 +24,10 @@ from typing import NoReturn
 
 from delivery_pipeline.delivery.addressing import address
 from delivery_pipeline.delivery.as_file import FileDelivery, Then
-from delivery_pipeline.delivery.callback import chunk_callback, knock_callback
+from delivery_pipeline.delivery.callback import chunk_callback
 from delivery_pipeline.delivery.chunking import delivery_messages
 from delivery_pipeline.delivery.completer import GOES_ON, Completed
-from delivery_pipeline.delivery.knock import (
-    TemplateChoice,
-    knock_choices,
-    knock_with,
-    pick_template,
-)
+from delivery_pipeline.delivery.knock_send import KnockDelivery
 from delivery_pipeline.delivery.outcomes import (
     THROUGHPUT_PAUSE_SECONDS,
     Failure,
@@ -42,11 +39,9 @@ from delivery_pipeline.delivery.pacer import Pacers
 from delivery_pipeline.delivery.pause import EVERY_NUMBER, pause_scope
 from delivery_pipeline.delivery.progress import Event
 from delivery_pipeline.delivery.result import SweepState
-from delivery_pipeline.delivery.statements import Claim, DeliveryStore, KnockReservation, LedgerRow
+from delivery_pipeline.delivery.statements import Claim, DeliveryStore, Ledger, LedgerRow
 from delivery_pipeline.model import AbandonReason, Action, ChunkState, Kind
 from delivery_pipeline.settings import DeliverySettings
-from delivery_pipeline.store.rows import TemplateHealth
-from delivery_pipeline.watch.alerts import Alert, AlertSeverity
 from delivery_pipeline.whatsapp.client import CloudApiClient
 from delivery_pipeline.whatsapp.errors import (
     CloudApiError,
@@ -87,10 +82,6 @@ READ_MARK_FRESH_SECONDS = 120.0
 # Only when that part follows within seconds: "typing…" shows for 25 s at most,
 # and one that lapses with nothing arriving says less than none.
 TYPING_LEAD_SECONDS = 5.0
-# What a knock's send came to, besides its message id.
-_UNKNOWN_OUTCOME = object()
-_NOT_KNOCKED = object()
-_HANDLED = object()
 
 
 class GlobalStop(Exception):
@@ -209,9 +200,11 @@ class DocumentDelivery:
     answering: bool = False
     sends: SendsAwaited = field(default_factory=SendsAwaited, init=False)
     files: FileDelivery = field(init=False)
+    knocks: KnockDelivery = field(init=False)
 
     def __post_init__(self) -> None:
         self.files = FileDelivery(self)
+        self.knocks = KnockDelivery(self)
 
     async def run(self, claim: Claim) -> None:
         """Carry out the claim's action; raises ``GlobalStop`` when nobody can be sent to."""
@@ -255,12 +248,12 @@ class DocumentDelivery:
         else:
             await self._inside_window(claim)
 
-    # ── the way: parts, a file, the knock (delivery/as_file.py) ────────
+    # ── the way: parts, a file (delivery/as_file.py), the knock (delivery/knock_send.py)
 
     async def _outside_window(self, claim: Claim) -> None:
         then, claim = await self.files.outside_window(claim)
         if then is Then.KNOCK:
-            await self._knock(claim)
+            await self.knocks.knock(claim)
 
     async def _inside_window(self, claim: Claim) -> None:
         then, claim = await self.files.inside_window(claim)
@@ -278,29 +271,20 @@ class DocumentDelivery:
     # ── the chunks ─────────────────────────────────────────────────────
 
     async def _deliver(self, claim: Claim) -> None:
+        """The document's parts, each fenced before it is sent; an accepted part is
+        recorded with the next one's fence, the last with the finish."""
         to = address(claim.phone, claim.user_id)
         assert to is not None  # a person with neither number nor BSUID is abandon_unreachable
-        chunks = tags = None
-        if claim.body is not None:
-            chunks = delivery_messages(claim.body, claim.chunk_limit or self.settings.chunk_limit)
-            tags = [chunk_callback(claim.document_id, i, 1) for i in range(len(chunks))]
-        ledger = await self.store.begin(claim, chunks, tags, linger=self._linger(claim))
-        if ledger is None:
-            self.sweep.note(Event.LOST_CLAIM, claim.document_id)
+        found = await self._begin(claim)
+        if found is None:
             return
-        if ledger.person_busy:
-            # Another of the person's documents is being sent: this one waits
-            # its turn (still due; the claim offers it once the other is done).
-            await self.store.release(claim)
-            self.sweep.note(Event.WAITED_TURN, claim.document_id)
-            return
+        ledger, chunks = found
         # A fresh ledger's chunk 0 was fenced by begin itself (unless sending is paused).
         begun = (
             bool(ledger.rows)
             and ledger.rows[0].written_now
             and ledger.rows[0].state == ChunkState.SENDING
         )
-        interval = self.settings.chunk_interval_seconds
         # An accepted chunk not yet recorded: recorded with the next fence.
         accepted: tuple[int, str, str] | None = None
         for row in ledger.rows:
@@ -313,101 +297,146 @@ class DocumentDelivery:
             if begun and index == 0:
                 callback = row.callback_data or callback
             else:
-                ambiguous = row.state in _AMBIGUOUS
-                if accepted is not None and (ambiguous or interval or self.sweep.stop.is_set()):
-                    # The pause or the unknown-outcome policy comes between the
-                    # record and the next fence: record alone.
-                    await self.store.advance(claim, sent=accepted)
-                    accepted = None
-                    if interval and not ambiguous:
-                        await asyncio.sleep(interval)
-                if ambiguous and not await self._resend_ambiguous(claim, index, row):
-                    return
-                if self.sweep.stop.is_set():
-                    await self.store.release(claim)
-                    self.sweep.note(Event.RELEASED, claim.document_id)
-                    return
-                advanced = await self.store.advance(
-                    claim,
-                    sent=accepted,
-                    fence=(index, callback),
-                    resend_ambiguous=ambiguous,
-                    linger=self._linger(claim),
-                )
+                # The fence records ``accepted`` whatever it finds.
+                fenced = await self._fence(claim, row, callback, accepted)
                 accepted = None
-                if advanced.paused and not advanced.fenced:
-                    # Another sender hit a sender-wide error: nothing more goes out
-                    # (from this number; from any, when every number is paused).
-                    await self.store.release(claim)
-                    self.sweep.note(Event.RELEASED, claim.document_id)
-                    self.sweep.maybe_paused = True
-                    if advanced.every:
-                        await self._stop_paused()
-                    return
-                if not advanced.ours:
-                    self.sweep.note(Event.LOST_CLAIM, claim.document_id)
-                    log.info(
-                        "document %s: claim lost before chunk %s; stopping",
-                        claim.document_id,
-                        index,
-                    )
-                    return
-                if not advanced.fenced:
-                    # Settled or failed by a status webhook since we read the
-                    # ledger: give it back as the status left it (a failure's
-                    # consequence has set when it is due; a settled chunk is
-                    # due now).
-                    await self.store.release(claim)
-                    self.sweep.note(
-                        Event.RETRY_SCHEDULED,
-                        claim.document_id,
-                        detail=f"chunk {index} changed meanwhile",
-                    )
+                if not fenced:
                     return
             if index == 0:
                 await self._show_typing(claim)
-            pacer = self.pacers.of(claim.phone_number_id)
-            ready = await pacer.acquire()
-            self.store.writer.at_wake(1.0 / pacer.rate)
-            started_at = dt.datetime.now(dt.UTC)
-            try:
-                with self.sends.one():
-                    wamid = await self.client.send_text(
-                        to, text, callback_data=callback, number=claim.phone_number_id, ready=ready
-                    )
-            except SendOutcomeUnknown as exc:
-                self._send_failed(claim, exc)
-                self.sweep.note(Event.UNKNOWN_OUTCOME, claim.document_id)
-                delay = self.settings.unknown_grace_seconds
-                reason = f"chunk {index}: outcome unknown ({exc.reason})"
-                unknown = await self.store.release_unknown(
-                    claim, index, callback, delay=delay, error=reason
-                )
-                if unknown is None:
-                    self.sweep.note(Event.LOST_CLAIM, claim.document_id)
-                    return
-                if not unknown:
-                    # A status came first: the document is due as it left it.
-                    delay, reason = 0, f"chunk {index}: changed by a status meanwhile"
-                self.sweep.note(
-                    Event.RETRY_SCHEDULED, claim.document_id, detail=reason, after_seconds=delay
-                )
-                return
-            except SendNotAttempted as exc:
-                self._send_failed(claim, exc)
-                await self.store.chunk_failed(claim, index, callback, None)
-                await self._retry(claim, delay=self._backoff(claim), reason=f"not sent: {exc}")
-                return
-            except CloudApiError as exc:
-                self._send_failed(claim, exc)
-                await self.store.chunk_failed(claim, index, callback, exc.code)
-                completed = await self._failed(claim, exc, MessageKind.CHUNK)
-                if completed.consequence.step is Step.KNOCK:
-                    await self._knock(claim)
+            wamid = await self._send_part(claim, to, index, text, callback)
+            if wamid is None:
                 return
             accepted = (index, callback, wamid)
-            self.sweep.note(Event.CHUNK_SENT, claim.document_id)
-            await self._sent_ok(claim, started_at)
+        await self._finish(claim, accepted)
+
+    async def _begin(self, claim: Claim) -> tuple[Ledger, list[str] | None] | None:
+        """The document's ledger (cut and stored at the first claim) and its chunks
+        when the claim read the body; None: lost, or the person's turn is another's."""
+        chunks = tags = None
+        if claim.body is not None:
+            chunks = delivery_messages(claim.body, claim.chunk_limit or self.settings.chunk_limit)
+            tags = [chunk_callback(claim.document_id, i, 1) for i in range(len(chunks))]
+        ledger = await self.store.begin(claim, chunks, tags, linger=self._linger(claim))
+        if ledger is None:
+            self.sweep.note(Event.LOST_CLAIM, claim.document_id)
+            return None
+        if ledger.person_busy:
+            # Another of the person's documents is being sent: this one waits
+            # its turn (still due; the claim offers it once the other is done).
+            await self.store.release(claim)
+            self.sweep.note(Event.WAITED_TURN, claim.document_id)
+            return None
+        return ledger, chunks
+
+    async def _fence(
+        self,
+        claim: Claim,
+        row: LedgerRow,
+        callback: str,
+        accepted: tuple[int, str, str] | None,
+    ) -> bool:
+        """Record the part ``accepted`` before and fence ``row``'s (``sending`` only
+        while our claim holds). False: nothing more goes under this claim, and
+        what became of it is noted."""
+        index = row.chunk_index
+        interval = self.settings.chunk_interval_seconds
+        ambiguous = row.state in _AMBIGUOUS
+        if accepted is not None and (ambiguous or interval or self.sweep.stop.is_set()):
+            # The pause or the unknown-outcome policy comes between the
+            # record and the next fence: record alone.
+            await self.store.advance(claim, sent=accepted)
+            accepted = None
+            if interval and not ambiguous:
+                await asyncio.sleep(interval)
+        if ambiguous and not await self._resend_ambiguous(claim, index, row):
+            return False
+        if self.sweep.stop.is_set():
+            await self.store.release(claim)
+            self.sweep.note(Event.RELEASED, claim.document_id)
+            return False
+        advanced = await self.store.advance(
+            claim,
+            sent=accepted,
+            fence=(index, callback),
+            resend_ambiguous=ambiguous,
+            linger=self._linger(claim),
+        )
+        if advanced.paused and not advanced.fenced:
+            # Another sender hit a sender-wide error: nothing more goes out
+            # (from this number; from any, when every number is paused).
+            await self.store.release(claim)
+            self.sweep.note(Event.RELEASED, claim.document_id)
+            self.sweep.maybe_paused = True
+            if advanced.every:
+                await self._stop_paused()
+            return False
+        if not advanced.ours:
+            self.sweep.note(Event.LOST_CLAIM, claim.document_id)
+            log.info("document %s: claim lost before chunk %s; stopping", claim.document_id, index)
+            return False
+        if not advanced.fenced:
+            # Settled or failed by a status webhook since we read the
+            # ledger: give it back as the status left it (a failure's
+            # consequence has set when it is due; a settled chunk is
+            # due now).
+            await self.store.release(claim)
+            self.sweep.note(
+                Event.RETRY_SCHEDULED, claim.document_id, detail=f"chunk {index} changed meanwhile"
+            )
+            return False
+        return True
+
+    async def _send_part(
+        self, claim: Claim, to: str, index: int, text: str, callback: str
+    ) -> str | None:
+        """Send one fenced part: its message id, or None when it was not accepted
+        (what becomes of the document is carried out and noted)."""
+        pacer = self.pacers.of(claim.phone_number_id)
+        ready = await pacer.acquire()
+        self.store.writer.at_wake(1.0 / pacer.rate)
+        started_at = dt.datetime.now(dt.UTC)
+        try:
+            with self.sends.one():
+                wamid = await self.client.send_text(
+                    to, text, callback_data=callback, number=claim.phone_number_id, ready=ready
+                )
+        except SendOutcomeUnknown as exc:
+            self._send_failed(claim, exc)
+            self.sweep.note(Event.UNKNOWN_OUTCOME, claim.document_id)
+            delay = self.settings.unknown_grace_seconds
+            reason = f"chunk {index}: outcome unknown ({exc.reason})"
+            unknown = await self.store.release_unknown(
+                claim, index, callback, delay=delay, error=reason
+            )
+            if unknown is None:
+                self.sweep.note(Event.LOST_CLAIM, claim.document_id)
+                return None
+            if not unknown:
+                # A status came first: the document is due as it left it.
+                delay, reason = 0, f"chunk {index}: changed by a status meanwhile"
+            self.sweep.note(
+                Event.RETRY_SCHEDULED, claim.document_id, detail=reason, after_seconds=delay
+            )
+            return None
+        except SendNotAttempted as exc:
+            self._send_failed(claim, exc)
+            await self.store.chunk_failed(claim, index, callback, None)
+            await self._retry(claim, delay=self._backoff(claim), reason=f"not sent: {exc}")
+            return None
+        except CloudApiError as exc:
+            self._send_failed(claim, exc)
+            await self.store.chunk_failed(claim, index, callback, exc.code)
+            completed = await self._failed(claim, exc, MessageKind.CHUNK)
+            if completed.consequence.step is Step.KNOCK:
+                await self.knocks.knock(claim)
+            return None
+        self.sweep.note(Event.CHUNK_SENT, claim.document_id)
+        await self._sent_ok(claim, started_at)
+        return wamid
+
+    async def _finish(self, claim: Claim, accepted: tuple[int, str, str] | None) -> None:
+        """Every part accepted: record the last and mark the document delivered."""
         advanced = await self.store.advance(
             claim, sent=accepted, finish=True, linger=self._linger(claim)
         )
@@ -474,180 +503,6 @@ class DocumentDelivery:
             grace,
         )
         return True
-
-    # ── the knock ──────────────────────────────────────────────────────
-
-    async def _knock(self, claim: Claim) -> None:
-        """Window closed: knock once per document, at most once per person per 24 h."""
-        to = address(claim.phone, claim.user_id)
-        assert to is not None  # a person with neither number nor BSUID is abandon_unreachable
-        reservation = None
-        # Knocked once per document, and reminded once when that knock was
-        # delivered and not answered (woken by ``wake_for_reminders``).
-        if claim.knock_sent_at is None or claim.remind:
-            reservation = await self.store.reserve_knock(claim.person_id)
-        wamid: str | None = None
-        if reservation is not None:
-            allowed = await self.store.may_send(claim)
-            if not allowed.allowed:
-                # A knock has no fence: the pause is read before it instead.
-                await self.store.unreserve_knock(claim.person_id, reservation)
-                await self.store.release(claim)
-                self.sweep.note(Event.RELEASED, claim.document_id)
-                self.sweep.maybe_paused = True
-                if allowed.every:
-                    await self._stop_paused()
-                return
-        knocked = False
-        if reservation is not None:
-            sent = await self._send_knock(claim, to, reservation)
-            if sent is _HANDLED:
-                return
-            knocked = sent is not _NOT_KNOCKED
-            wamid = sent if isinstance(sent, str) else None
-        waiting = await self.store.await_reply(claim, knocked=knocked, knock_message_id=wamid)
-        self._given_back(claim, waiting, Event.AWAITING_REPLY)
-
-    async def _send_knock(
-        self, claim: Claim, to: str, reservation: KnockReservation
-    ) -> str | object:
-        """Send the knock on the locale's first healthy template, failing over to the
-        next when the platform refuses a template. Returns the knock's message id,
-        ``_UNKNOWN_OUTCOME`` (counted as sent), ``_NOT_KNOCKED`` (someone else took
-        the person's knock meanwhile), or ``_HANDLED`` (held, retried or abandoned:
-        the claim is released)."""
-        choices = knock_choices(
-            claim.locale,
-            self.numbers.get(claim.phone_number_id) or self.settings.knock_template_choices,
-        )
-        tried: set[tuple[str, str]] = set()
-        while True:
-            health = await self.store.template_health(choices)
-            choice = pick_template(
-                [TemplateChoice(h.name, h.language, h.problem, h.sendable) for h in health],
-                tried,
-            )
-            if choice is None:
-                await self.store.unreserve_knock(claim.person_id, reservation)
-                await self._hold_knock(claim, health)
-                return _HANDLED
-            tried.add((choice.name, choice.language))
-            opened = await self.store.open_knock(
-                claim, choice.name, choice.language, reservation, reminder=claim.remind
-            )
-            if opened is None:
-                await self.store.unreserve_knock(claim.person_id, reservation)
-                self.sweep.note(Event.LOST_CLAIM, claim.document_id)
-                return _HANDLED
-            knock_id = opened.id
-            # One knock for everything of theirs that waits: a template with
-            # buttons says how many (the reply delivers them all, in turn).
-            knock = knock_with(
-                choice.name,
-                choice.language,
-                claim.locale,
-                claim.name,
-                self.settings.knock_param_max,
-                with_buttons=choice.name in self.settings.knock_button_template_set,
-                waiting=opened.documents,
-            )
-            # Its deadline: undelivered after the template's time to live, the
-            # platform drops it without a word (expire_dropped_knocks).
-            ttl = self.settings.template_ttl_seconds(knock.template, knock.language)
-            ready = await self.pacers.of(claim.phone_number_id).acquire()
-            started_at = dt.datetime.now(dt.UTC)
-            try:
-                wamid = await self.client.send_template(
-                    to,
-                    knock.template,
-                    knock.language,
-                    knock.parameters,
-                    callback_data=knock_callback(knock_id),
-                    button_payloads=knock.buttons,
-                    number=claim.phone_number_id,
-                    ready=ready,
-                )
-            except SendOutcomeUnknown as exc:
-                # It may have reached the person: count it as sent rather
-                # than risk a second knock.
-                self._send_failed(claim, exc)
-                await self.store.knock_accepted(knock_id, None, ttl)
-                self.sweep.note(Event.KNOCK_SENT, claim.document_id)
-                return _UNKNOWN_OUTCOME
-            except SendNotAttempted as exc:
-                self._send_failed(claim, exc)
-                await self.store.knock_refused(knock_id, None, f"not sent: {exc}")
-                await self._retry(
-                    claim, delay=self._backoff(claim), reason=f"knock not sent: {exc}"
-                )
-                return _HANDLED
-            except CloudApiError as exc:
-                self._send_failed(claim, exc)
-                # Gives the person's knock reservation back: this knock never left.
-                await self.store.knock_refused(knock_id, exc.code, str(exc))
-                template = (knock.template, knock.language)
-                completed = await self._failed(claim, exc, MessageKind.KNOCK, template)
-                step = completed.consequence.step
-                if step is Step.WAIT_FOR_PERSON:
-                    # Not knockable at their BSUID: the document waits for them
-                    # to write (delivery/addressing.py), no knock counted.
-                    return _NOT_KNOCKED
-                if step is Step.NEXT_TEMPLATE:
-                    log.warning(
-                        "document %s: knock template %s:%s refused (%s); trying the next",
-                        claim.document_id,
-                        knock.template,
-                        knock.language,
-                        exc.code,
-                    )
-                    again = await self.store.reserve_knock(claim.person_id)
-                    if again is None:
-                        return _NOT_KNOCKED
-                    reservation = again
-                    continue
-                return _HANDLED
-            await self.store.knock_accepted(knock_id, wamid, ttl)
-            self.sweep.note(Event.KNOCK_SENT, claim.document_id)
-            await self._sent_ok(claim, started_at)
-            return wamid
-
-    async def _hold_knock(self, claim: Claim, health: list[TemplateHealth]) -> None:
-        """No template of the locale can knock: the document waits for one (owner: the
-        template), due again at the recheck or when a pause ends, whichever is first;
-        a lifecycle webhook that makes a template healthy wakes it at once."""
-        now = dt.datetime.now(dt.UTC)
-        delay = self.settings.template_recheck_seconds
-        for h in health:
-            for until in (h.paused_until, h.refused_until):
-                if until is not None and until > now:
-                    delay = min(delay, (until - now).total_seconds())
-        delay = max(delay, 1.0)
-        problems = ", ".join(
-            f"{h.name}:{h.language} {h.problem}"
-            + (f" ({h.refused_code})" if h.problem == "refused" and h.refused_code else "")
-            for h in health
-        )
-        reason = f"no knock template can be used ({problems})"
-        if not await self.store.hold_knock(claim, delay, reason):
-            self.sweep.note(Event.LOST_CLAIM, claim.document_id)
-            return
-        await self.store.record_alert(
-            Alert(
-                f"knock_held:{claim.locale}",
-                AlertSeverity.ERROR,
-                f"Knocks for locale {claim.locale!r} wait: {reason}. They go out when a "
-                "template recovers (a lifecycle webhook, or the pause ending); add a "
-                "fallback to DELIVERY_KNOCK_TEMPLATES (name:language|fallback:language).",
-                {
-                    "locale": claim.locale,
-                    "document_id": claim.document_id,
-                    "templates": [f"{h.name}:{h.language}" for h in health],
-                },
-            )
-        )
-        self.sweep.note(
-            Event.RETRY_SCHEDULED, claim.document_id, detail=reason, after_seconds=delay
-        )
 
     # ── outcomes ───────────────────────────────────────────────────────
 
