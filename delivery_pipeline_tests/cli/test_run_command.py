@@ -382,7 +382,8 @@ def test_the_tour_at_night_knocks_with_buttons_readable_in_each_language(up):
         "es": "Hola Lucía Gómez, tu documento está listo.",
         "en": "Hi Sam Taylor, your document is ready.",
     }
-    for demo in DEMO_PEOPLE:
+    # Noah's own choice is a file: he is never knocked (his own test above).
+    for demo in (d for d in DEMO_PEOPLE if d.outside_window != "file"):
         _knocked(up, demo.phone)
         shown = _sandbox(up, "inbox", demo.phone).stdout
         assert greeting[demo.locale] in shown, shown

@@ -42,6 +42,8 @@ SECRET_VARIABLES = (
     "DELIVERY_API_WEBHOOK_SECRETS",
     "DELIVERY_METRICS_TOKEN",
     "DATABASE_LISTEN_URL",
+    "DELIVERY_MIGRATION_DATABASE_URL",
+    "SANDBOX_APP_SECRET",
 )
 
 
@@ -108,7 +110,10 @@ def secret_environment(
         "DATABASE_URL": database_url,
         # the service listens where it queries: the same role and password
         "DATABASE_LISTEN_URL": database_url,
+        # the schema's owner: here the same role (its password is the role's)
+        "DELIVERY_MIGRATION_DATABASE_URL": database_url,
         "DELIVERY_METRICS_TOKEN": marker("metrics"),
+        "SANDBOX_APP_SECRET": marker("sandboxsecret"),
         "DAGSTER_PG_URL": dagster_pg_url,
         "OPENAI_BASE_URL": f"http://proxy:{marker('openaiproxy')}@{generator}/v1",
         "DAGSTER_WEBSERVER_URL": f"http://ops:{marker('webserverauth')}@127.0.0.1:9",
