@@ -191,28 +191,9 @@ class FileDelivery:
                     return await self._without_template(claim, without)
             if not await self.store.choose_file_way(claim, way, template):
                 return self._lost(claim)[0]
-            try:
-                media = await media_for(
-                    self.store.pool, delivery.client, claim.document_id, claim.phone_number_id
-                )
-            except MediaRefused as exc:
-                delivery._send_failed(claim, exc)
-                completed = await delivery._failed(claim, exc, kind, template)
-                return without if completed.consequence.step is Step.WITHOUT_FILE else Then.DONE
-            except CloudApiError as exc:
-                delivery._send_failed(claim, exc)
-                await delivery._failed(claim, exc, kind, template)
-                return Then.DONE
-            except (SendOutcomeUnknown, SendNotAttempted, ApiUnreachable) as exc:
-                # An upload that may have happened is only an id nobody records.
-                delivery._send_failed(claim, exc)
-                await delivery._retry(
-                    claim, delay=delivery._backoff(claim), reason=f"file not uploaded: {exc}"
-                )
-                return Then.DONE
-            if media is None:  # no body: cannot happen to a claimed document
-                await delivery._retry(claim, delay=60.0, reason="the document has no body")
-                return Then.DONE
+            media = await self._media(claim, kind, template, without)
+            if isinstance(media, Then):
+                return media
             callback = await self._fence(claim, has_ledger)
             if callback is None:
                 return Then.DONE
@@ -256,6 +237,36 @@ class FileDelivery:
                 forgotten = await self.store.forget_file_ledger(claim, None)
                 return Then.KNOCK if forgotten else Then.DONE
             return Then.DONE
+
+    async def _media(
+        self, claim: Claim, kind: MessageKind, template: tuple[str, str] | None, without: Then
+    ) -> FileMedia | Then:
+        """The file's media id on the claim's number, uploaded if need be; else what becomes
+        of the document (a refused file goes ``without`` it; a failed upload retries)."""
+        delivery = self.delivery
+        try:
+            media = await media_for(
+                self.store.pool, delivery.client, claim.document_id, claim.phone_number_id
+            )
+        except MediaRefused as exc:
+            delivery._send_failed(claim, exc)
+            completed = await delivery._failed(claim, exc, kind, template)
+            return without if completed.consequence.step is Step.WITHOUT_FILE else Then.DONE
+        except CloudApiError as exc:
+            delivery._send_failed(claim, exc)
+            await delivery._failed(claim, exc, kind, template)
+            return Then.DONE
+        except (SendOutcomeUnknown, SendNotAttempted, ApiUnreachable) as exc:
+            # An upload that may have happened is only an id nobody records.
+            delivery._send_failed(claim, exc)
+            await delivery._retry(
+                claim, delay=delivery._backoff(claim), reason=f"file not uploaded: {exc}"
+            )
+            return Then.DONE
+        if media is None:  # no body: cannot happen to a claimed document
+            await delivery._retry(claim, delay=60.0, reason="the document has no body")
+            return Then.DONE
+        return media
 
     async def _pick(self, claim: Claim, tried: set[tuple[str, str]]) -> tuple[str, str] | None:
         """The locale's first healthy document template not tried yet. Only a healthy

@@ -197,28 +197,9 @@ def check_undelivered(conn: psycopg.Connection[Any], s: Settings) -> CheckResult
     ]
     severity = _severity(over_error > 0, over_warn > 0 or slow > 0)
     ids = ", ".join(str(r.id) for r in rows)
-    if over_warn:
-        limit = (
-            s.checks.undelivered_error_seconds if over_error else s.checks.undelivered_warn_seconds
-        )
-        summary = (
-            f"{over_error or over_warn} documents eligible for delivery and not taken by "
-            f"any sweep for over {format_age(limit, precise=True)} (stranded; longest "
-            f"{format_age(stranded[0] if stranded else None, precise=True)}): "
-            f"ids {ids}."
-        )
-    elif slow:
-        summary = (
-            f"{slow} documents undelivered for over "
-            f"{format_age(s.checks.undelivered_slow_seconds, precise=True)} since generation "
-            f"(retrying or claimed, not stranded); oldest {format_age(oldest, precise=True)}: "
-            f"ids {ids}."
-        )
-    else:
-        summary = (
-            f"{total} documents undelivered ({eligible} eligible now), oldest "
-            f"{format_age(oldest, precise=True)}: none stranded."
-        )
+    summary = _undelivered_summary(
+        s, total, eligible, over_warn, over_error, slow, oldest, stranded, ids
+    )
     return result(
         registry.UNDELIVERED,
         severity,
@@ -246,6 +227,41 @@ def check_undelivered(conn: psycopg.Connection[Any], s: Settings) -> CheckResult
             "warn_after_seconds": s.checks.undelivered_warn_seconds,
             "error_after_seconds": s.checks.undelivered_error_seconds,
         },
+    )
+
+
+def _undelivered_summary(
+    s: Settings,
+    total: int,
+    eligible: int,
+    over_warn: int,
+    over_error: int,
+    slow: int,
+    oldest: float,
+    stranded: list[float],
+    ids: str,
+) -> str:
+    """What ``check_undelivered`` says: the stranded first, then the slow, else the count."""
+    if over_warn:
+        limit = (
+            s.checks.undelivered_error_seconds if over_error else s.checks.undelivered_warn_seconds
+        )
+        return (
+            f"{over_error or over_warn} documents eligible for delivery and not taken by "
+            f"any sweep for over {format_age(limit, precise=True)} (stranded; longest "
+            f"{format_age(stranded[0] if stranded else None, precise=True)}): "
+            f"ids {ids}."
+        )
+    if slow:
+        return (
+            f"{slow} documents undelivered for over "
+            f"{format_age(s.checks.undelivered_slow_seconds, precise=True)} since generation "
+            f"(retrying or claimed, not stranded); oldest {format_age(oldest, precise=True)}: "
+            f"ids {ids}."
+        )
+    return (
+        f"{total} documents undelivered ({eligible} eligible now), oldest "
+        f"{format_age(oldest, precise=True)}: none stranded."
     )
 
 
