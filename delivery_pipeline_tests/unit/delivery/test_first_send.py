@@ -58,12 +58,14 @@ def test_after_a_quiet_spell_the_next_documents_go_one_at_a_time_again() -> None
     had a send accepted lately proves it again with one document first."""
 
     async def main() -> list[str]:
-        first_send = FirstSend(fresh_for=0.05)
+        # Long enough that a loaded machine's scheduling cannot outlast it while b and c
+        # start, short enough to wait out.
+        first_send = FirstSend(fresh_for=0.5)
         events: list[str] = []
         await _document(first_send, events, "a", sends=True)
         # still fresh: together
         await asyncio.gather(*(_document(first_send, events, n) for n in "bc"))
-        await asyncio.sleep(0.1)  # quiet
+        await asyncio.sleep(0.8)  # quiet
         # alone again
         await asyncio.gather(*(_document(first_send, events, n) for n in "de"))
         return events
