@@ -134,7 +134,7 @@ def test_http_clients_log_no_url_at_any_level(root_logging) -> None:
 
 
 def test_every_secret_in_force_is_redacted_from_messages_and_tracebacks(root_logging) -> None:
-    hook = "https://hooks.slack.com/services/T0/B0/a-secret-webhook-path"
+    hook = "https://chat.example/hooks/T0/B0/a-secret-webhook-path"
     settings = Settings.from_env(
         {
             "OPS_WEBHOOK_URL": hook,
@@ -167,7 +167,7 @@ def test_every_secret_in_force_is_redacted_from_messages_and_tracebacks(root_log
 
 
 def test_json_lines_redact_every_secret_in_messages_and_tracebacks(root_logging) -> None:
-    hook = "https://hooks.slack.com/services/T0/B0/a-secret-webhook-path"
+    hook = "https://chat.example/hooks/T0/B0/a-secret-webhook-path"
     settings = Settings.from_env(
         {
             "OPS_WEBHOOK_URL": hook,
@@ -208,7 +208,7 @@ def test_a_log_format_set_before_the_settings_are_read_is_the_environments(
 def test_dagster_processes_write_our_lines_as_json_scrubbed(capsys) -> None:
     """In Dagster's processes (``ready_for_capture``): our loggers' own JSON handler on
     stderr, after the scrubbing one; nothing through the root's handlers besides."""
-    hook = "https://hooks.slack.com/services/T0/B0/a-secret-webhook-path"
+    hook = "https://chat.example/hooks/T0/B0/a-secret-webhook-path"
     settings = Settings.from_env({"OPS_WEBHOOK_URL": hook, "DELIVERY_LOG_FORMAT": "json"})
     package = logging.getLogger(logs.CAPTURED_LOGGER)
     handlers, propagate, level = list(package.handlers), package.propagate, package.level
