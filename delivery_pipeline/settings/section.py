@@ -1,5 +1,6 @@
 """What every settings section shares: reading its variables (with their older names),
-stripping whitespace, hiding secrets, and the one error format naming the variable.
+stripping whitespace, hiding secrets, the one error format naming the variable, and the
+length a shared token needs.
 """
 
 from collections.abc import Iterator, Mapping
@@ -15,6 +16,10 @@ from pydantic import (
 )
 
 from delivery_pipeline.settings.urls import carries_credentials, passwords_in
+
+# DELIVERY_INTERNAL_TOKEN and WHATSAPP_VERIFY_TOKEN at least: shorter is guessable, and
+# too short to be told apart from ordinary text when logs are scrubbed of secrets.
+SHARED_TOKEN_MIN_LENGTH = 16
 
 
 class SettingsError(ValueError):
@@ -155,3 +160,13 @@ def describe(section: type[Section], exc: ValidationError) -> Iterator[str]:
             continue
         shown = "" if field in hidden or carries_credentials(given) else f" (got {given!r})"
         yield f"{variable}: {message}{shown}"
+
+
+def long_enough(value: SecretStr | None) -> SecretStr | None:
+    """A shared token of at least ``SHARED_TOKEN_MIN_LENGTH`` characters (a validator)."""
+    if isinstance(value, SecretStr) and len(value.get_secret_value()) < SHARED_TOKEN_MIN_LENGTH:
+        raise ValueError(
+            f"must be at least {SHARED_TOKEN_MIN_LENGTH} characters (use a long random string, "
+            "e.g. python -c 'import secrets; print(secrets.token_urlsafe(32))')"
+        )
+    return value
