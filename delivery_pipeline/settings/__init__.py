@@ -15,8 +15,8 @@
 * ``eligibility``: the parameters of the database's eligibility functions.
 
 Modules import one way: ``urls`` and ``parsing`` import no sibling, ``section``
-imports ``urls``, ``numbers`` imports ``parsing``, ``sections`` any of those (a
-section no other section), ``model`` any of them. Every name is re-exported here:
+imports ``urls``, ``numbers`` imports ``parsing`` and ``section``, ``sections`` any
+of those (a section no other section), ``model`` any of them. Every name is re-exported here:
 ``from delivery_pipeline.settings import Settings``.
 """
 

@@ -9,7 +9,7 @@ from delivery_pipeline.settings.parsing import (
     parse_api_webhooks,
     parse_webhook_secrets,
 )
-from delivery_pipeline.settings.section import Section
+from delivery_pipeline.settings.section import Section, parsed_by
 from delivery_pipeline.settings.urls import secret
 
 
@@ -53,19 +53,9 @@ class ApiSettings(Section):
         16, ge=1, description="events in flight per application and service process"
     )
 
-    @field_validator("tokens")
-    @classmethod
-    def _tokens(cls, value: SecretStr | None) -> SecretStr | None:
-        if isinstance(value, SecretStr):
-            parse_api_tokens(value.get_secret_value())
-        return value
+    _tokens = field_validator("tokens")(parsed_by(parse_api_tokens))
 
-    @field_validator("webhooks")
-    @classmethod
-    def _webhooks(cls, value: SecretStr | None) -> SecretStr | None:
-        if isinstance(value, SecretStr):
-            parse_api_webhooks(value.get_secret_value())
-        return value
+    _webhooks = field_validator("webhooks")(parsed_by(parse_api_webhooks))
 
     @field_validator("webhook_secrets")
     @classmethod

@@ -19,7 +19,7 @@ from delivery_pipeline.settings.parsing import (
     parse_template_ttls,
     parse_templates,
 )
-from delivery_pipeline.settings.section import Section
+from delivery_pipeline.settings.section import Section, parsed_by
 
 DEFAULT_KNOCK_TEMPLATES = "en=document_ready:en,es=document_ready:es,pt=document_ready:pt_BR"
 
@@ -249,28 +249,16 @@ class DeliverySettings(Section):
         ),
     )
 
-    @field_validator("review_kinds")
-    @classmethod
-    def _review_kinds(cls, value: str) -> str:
-        parse_review_kinds(value)
-        return value
+    _review_kinds = field_validator("review_kinds")(parsed_by(parse_review_kinds))
 
     @property
     def review_kind_set(self) -> frozenset[str]:
         """The kinds whose documents wait for a reviewer before delivery."""
         return parse_review_kinds(self.review_kinds)
 
-    @field_validator("knock_templates")
-    @classmethod
-    def _templates(cls, value: str) -> str:
-        parse_templates(value)
-        return value
+    _templates = field_validator("knock_templates")(parsed_by(parse_templates))
 
-    @field_validator("template_ttls")
-    @classmethod
-    def _ttls(cls, value: str) -> str:
-        parse_template_ttls(value)
-        return value
+    _ttls = field_validator("template_ttls")(parsed_by(parse_template_ttls))
 
     def template_ttl_seconds(self, name: str, language: str) -> float:
         """The time to live the template ``name`` in ``language`` was created with: its
@@ -285,17 +273,13 @@ class DeliverySettings(Section):
             parse_template_choices(value)
         return value
 
-    @field_validator("document_template_parameters")
-    @classmethod
-    def _document_parameters(cls, value: str) -> str:
-        parse_document_parameters(value)
-        return value
+    _document_parameters = field_validator("document_template_parameters")(
+        parsed_by(parse_document_parameters)
+    )
 
-    @field_validator("file_outside_window", "file_in_window")
-    @classmethod
-    def _file_kinds(cls, value: str) -> str:
-        parse_file_kinds(value)
-        return value
+    _file_kinds = field_validator("file_outside_window", "file_in_window")(
+        parsed_by(parse_file_kinds)
+    )
 
     def document_template_choices(self, kind: str) -> dict[str, list[tuple[str, str]]]:
         """Each locale's document templates for ``kind``, the preferred first (empty:

@@ -2,11 +2,11 @@
 retries."""
 
 import datetime as dt
-from typing import Any, ClassVar, Literal
+from typing import ClassVar, Literal
 
 from pydantic import Field, SecretStr, field_validator
 
-from delivery_pipeline.settings.section import Section, env, formerly
+from delivery_pipeline.settings.section import Section, env, formerly, lower_case
 
 
 class GenerationSettings(Section):
@@ -58,10 +58,7 @@ class GenerationSettings(Section):
     )
     sensor_seconds: int = Field(30, ge=1, description="pending_generation sensor interval")
 
-    @field_validator("backend", mode="before")
-    @classmethod
-    def _lower(cls, value: Any) -> Any:
-        return value.strip().lower() if isinstance(value, str) else value
+    _lower = field_validator("backend", mode="before")(lower_case)
 
     @property
     def lease(self) -> dt.timedelta:

@@ -5,7 +5,7 @@ from typing import ClassVar
 
 from pydantic import Field, SecretStr, field_validator
 
-from delivery_pipeline.settings.section import Section, env
+from delivery_pipeline.settings.section import Section, env, without_trailing_slash
 
 DOCS_DEFAULT_PORT = 8000  # ./dev docs serves the site here
 
@@ -47,7 +47,4 @@ class OpsSettings(Section):
         ),
     )
 
-    @field_validator("docs_url")
-    @classmethod
-    def _no_trailing_slash(cls, value: str) -> str:
-        return value.rstrip("/")
+    _no_trailing_slash = field_validator("docs_url")(without_trailing_slash)

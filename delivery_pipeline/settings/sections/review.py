@@ -1,12 +1,12 @@
 """``Settings.review`` (``REVIEW_*``): the review page's sign-in, the reviewers'
 channel and how long a document may await review."""
 
-from typing import Any, ClassVar, Literal
+from typing import ClassVar, Literal
 
 from pydantic import Field, SecretStr, ValidationInfo, field_validator
 
 from delivery_pipeline.settings.parsing import REVIEW_TOKEN_MIN_LENGTH, parse_person_tokens
-from delivery_pipeline.settings.section import Section, env
+from delivery_pipeline.settings.section import Section, env, lower_case
 from delivery_pipeline.settings.urls import secret
 
 
@@ -90,10 +90,7 @@ class ReviewSettings(Section):
         ),
     )
 
-    @field_validator("cookie_secure", mode="before")
-    @classmethod
-    def _lower(cls, value: Any) -> Any:
-        return value.lower() if isinstance(value, str) else value
+    _lower = field_validator("cookie_secure", mode="before")(lower_case)
 
     @field_validator("tokens", "operator_tokens")
     @classmethod

@@ -1,10 +1,10 @@
 """``Settings.sandbox`` (``SANDBOX_*``): the sandbox's start values."""
 
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from pydantic import Field, SecretStr, field_validator
 
-from delivery_pipeline.settings.section import Section, env
+from delivery_pipeline.settings.section import Section, env, lower_case
 
 # What the sandbox signs its webhooks with unless SANDBOX_APP_SECRET says otherwise:
 # never WHATSAPP_APP_SECRET, so a sandbox cannot sign what a real service accepts.
@@ -63,7 +63,4 @@ class SandboxSettings(Section):
         ),
     )
 
-    @field_validator("refusal_mode", mode="before")
-    @classmethod
-    def _lower(cls, value: Any) -> Any:
-        return value.strip().lower() if isinstance(value, str) else value
+    _lower = field_validator("refusal_mode", mode="before")(lower_case)

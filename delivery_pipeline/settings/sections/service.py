@@ -4,7 +4,13 @@ requests and connections, the proxies it believes."""
 from pydantic import Field, SecretStr, field_validator
 
 from delivery_pipeline.settings.parsing import parse_trusted_proxies
-from delivery_pipeline.settings.section import Section, env, long_enough
+from delivery_pipeline.settings.section import (
+    Section,
+    env,
+    long_enough,
+    parsed_by,
+    without_trailing_slash,
+)
 
 SERVICE_DEFAULT_PORT = 8766
 REVIEW_PAGE_PATH = "/review"
@@ -97,26 +103,18 @@ class ServiceSettings(Section):
         ),
     )
 
-    @field_validator("trusted_proxies")
-    @classmethod
-    def _proxies(cls, value: str) -> str:
-        parse_trusted_proxies(value)
-        return value
+    _proxies = field_validator("trusted_proxies")(parsed_by(parse_trusted_proxies))
 
-    @field_validator("internal_token")
-    @classmethod
-    def _long_internal_token(cls, value: SecretStr | None) -> SecretStr | None:
-        return long_enough(value)
+    _long_internal_token = field_validator("internal_token")(long_enough)
 
     @property
     def trusted_proxy_list(self) -> list[str]:
         """``DELIVERY_TRUSTED_PROXIES`` as uvicorn's ``forwarded_allow_ips`` takes it."""
         return parse_trusted_proxies(self.trusted_proxies)
 
-    @field_validator("service_url", "dagster_webserver_url")
-    @classmethod
-    def _no_trailing_slash(cls, value: str | None) -> str | None:
-        return value.rstrip("/") if value else None
+    _no_trailing_slash = field_validator("service_url", "dagster_webserver_url")(
+        without_trailing_slash
+    )
 
     @property
     def review_page_url(self) -> str:

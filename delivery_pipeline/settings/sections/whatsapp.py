@@ -6,7 +6,7 @@ from typing import ClassVar, Self
 from pydantic import Field, SecretStr, ValidationInfo, field_validator, model_validator
 
 from delivery_pipeline.settings.numbers import BusinessNumber, bind_number, parse_numbers
-from delivery_pipeline.settings.section import Section, long_enough
+from delivery_pipeline.settings.section import Section, long_enough, without_trailing_slash
 from delivery_pipeline.settings.urls import plain_http_elsewhere
 
 SANDBOX_DEFAULT_PORT = 8765
@@ -78,15 +78,9 @@ class WhatsAppSettings(Section):
         ),
     )
 
-    @field_validator("api_base_url")
-    @classmethod
-    def _no_trailing_slash(cls, value: str) -> str:
-        return value.rstrip("/")
+    _no_trailing_slash = field_validator("api_base_url")(without_trailing_slash)
 
-    @field_validator("verify_token")
-    @classmethod
-    def _long_verify_token(cls, value: SecretStr | None) -> SecretStr | None:
-        return long_enough(value)
+    _long_verify_token = field_validator("verify_token")(long_enough)
 
     @model_validator(mode="after")
     def _no_real_token_in_clear(self) -> Self:
