@@ -13,6 +13,7 @@ from pydantic import (
 )
 
 from delivery_pipeline.settings.parsing import parse_template_choices, parse_templates
+from delivery_pipeline.settings.section import parsed_by
 
 
 class BusinessNumber(BaseModel):
@@ -34,12 +35,7 @@ class BusinessNumber(BaseModel):
                 raise ValueError(f"country {prefix!r} is not a calling code like +55 or +1787")
         return value
 
-    @field_validator("knock_templates")
-    @classmethod
-    def _templates(cls, value: str | None) -> str | None:
-        if value is not None:
-            parse_templates(value)
-        return value
+    _templates = field_validator("knock_templates")(parsed_by(parse_templates))
 
     def knock_template_choices(self, default: str) -> dict[str, list[tuple[str, str]]]:
         """Each locale's knock templates on this number, the preferred first."""

@@ -36,15 +36,24 @@ def parse_person_tokens(raw: str) -> dict[str, str]:
             raise ValueError(
                 f"item {position}: a name is printable text of at most {PERSON_NAME_MAX} characters"
             )
-        if len(token) < REVIEW_TOKEN_MIN_LENGTH or any(c.isspace() for c in token):
-            raise ValueError(
-                f"item {position} ({name}): a token is at least {REVIEW_TOKEN_MIN_LENGTH} "
-                "characters without spaces (use a long random string)"
-            )
-        if people.get(token, name) != name:
-            raise ValueError(f"item {position} ({name}): that token is another person's")
-        people[token] = name
+        _claim_token(people, position, name, token, REVIEW_TOKEN_MIN_LENGTH, "person")
     return people
+
+
+def _claim_token(
+    owners: dict[str, str], position: int, name: str, token: str, least: int, who: str
+) -> None:
+    """Record ``token`` as ``name``'s in ``owners`` (token → name): a token is long, has
+    no spaces, and is one owner's (one may have several: one replacing another). Errors
+    name the item's position and its owner, never the token."""
+    if len(token) < least or any(c.isspace() for c in token):
+        raise ValueError(
+            f"item {position} ({name}): a token is at least {least} "
+            "characters without spaces (use a long random string)"
+        )
+    if owners.get(token, name) != name:
+        raise ValueError(f"item {position} ({name}): that token is another {who}'s")
+    owners[token] = name
 
 
 def parse_templates(raw: str) -> dict[str, tuple[str, str]]:
@@ -203,14 +212,7 @@ def parse_api_tokens(raw: str) -> dict[str, str]:
     may have several tokens (one replacing another), a token one application."""
     tokens: dict[str, str] = {}
     for position, (name, token) in enumerate(_named_items(raw, "token"), 1):
-        if len(token) < API_TOKEN_MIN_LENGTH or any(c.isspace() for c in token):
-            raise ValueError(
-                f"item {position} ({name}): a token is at least {API_TOKEN_MIN_LENGTH} "
-                "characters without spaces (use a long random string)"
-            )
-        if tokens.get(token, name) != name:
-            raise ValueError(f"item {position} ({name}): that token is another application's")
-        tokens[token] = name
+        _claim_token(tokens, position, name, token, API_TOKEN_MIN_LENGTH, "application")
     return tokens
 
 

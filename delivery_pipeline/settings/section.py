@@ -1,8 +1,10 @@
 """What every settings section shares: reading its variables (with their older names),
-stripping whitespace, hiding secrets, and the one error format naming the variable.
+stripping whitespace, hiding secrets, the one error format naming the variable, and the
+field validators several sections use (a list read by its parser, a base URL without its
+trailing slash, a choice in any case, the length a shared token needs).
 """
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any, ClassVar, Self
 
 from pydantic import (
@@ -15,6 +17,10 @@ from pydantic import (
 )
 
 from delivery_pipeline.settings.urls import carries_credentials, passwords_in
+
+# DELIVERY_INTERNAL_TOKEN and WHATSAPP_VERIFY_TOKEN at least: shorter is guessable, and
+# too short to be told apart from ordinary text when logs are scrubbed of secrets.
+SHARED_TOKEN_MIN_LENGTH = 16
 
 
 class SettingsError(ValueError):
@@ -155,3 +161,39 @@ def describe(section: type[Section], exc: ValidationError) -> Iterator[str]:
             continue
         shown = "" if field in hidden or carries_credentials(given) else f" (got {given!r})"
         yield f"{variable}: {message}{shown}"
+
+
+# ── field validators several sections use: field_validator("name")(validator) ──
+
+
+def parsed_by(parse: Callable[[str], object]) -> Callable[[Any], Any]:
+    """A setting holding a list in text (``parsing.py``) is valid when ``parse`` reads it,
+    whose ``ValueError`` is the message (never a secret's value); the field keeps the
+    text, parsed again where it is used. Unset (``None``) is valid."""
+
+    def valid(value: Any) -> Any:
+        if value is not None:
+            parse(value.get_secret_value() if isinstance(value, SecretStr) else value)
+        return value
+
+    return valid
+
+
+def without_trailing_slash(value: str | None) -> str | None:
+    """A base URL as paths are joined onto it (each path brings its own slash)."""
+    return value.rstrip("/") if value else value
+
+
+def lower_case(value: Any) -> Any:
+    """A choice in any case (``mode="before"``: before it is checked against the choices)."""
+    return value.strip().lower() if isinstance(value, str) else value
+
+
+def long_enough(value: SecretStr | None) -> SecretStr | None:
+    """A shared token of at least ``SHARED_TOKEN_MIN_LENGTH`` characters (a validator)."""
+    if isinstance(value, SecretStr) and len(value.get_secret_value()) < SHARED_TOKEN_MIN_LENGTH:
+        raise ValueError(
+            f"must be at least {SHARED_TOKEN_MIN_LENGTH} characters (use a long random string, "
+            "e.g. python -c 'import secrets; print(secrets.token_urlsafe(32))')"
+        )
+    return value
