@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from delivery_pipeline.cli.failures import CommandFailed
-from delivery_pipeline.cli.parsing import Commands, add_command, add_group, database_url
+from delivery_pipeline.cli.registration import Commands, add_command, add_group, database_url
 from delivery_pipeline.settings import Settings
 from delivery_pipeline.store.db import public_url, resolve_migration_url
 

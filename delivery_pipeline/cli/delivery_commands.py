@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import argparse
 
-from delivery_pipeline.cli.parsing import Commands, add_command
+from delivery_pipeline.cli.registration import Commands, add_command
 from delivery_pipeline.settings import Settings
 
 

@@ -15,7 +15,7 @@ import re
 from typing import Any
 
 from delivery_pipeline.cli.failures import UsageError
-from delivery_pipeline.cli.parsing import Commands, add_command
+from delivery_pipeline.cli.registration import Commands, add_command
 from delivery_pipeline.cli.table import print_rows
 from delivery_pipeline.model import DocumentState
 from delivery_pipeline.settings import Settings

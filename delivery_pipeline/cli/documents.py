@@ -17,7 +17,7 @@ import datetime as dt
 
 from delivery_pipeline.cli.document_views import add_reading_commands
 from delivery_pipeline.cli.failures import CommandFailed, UsageError
-from delivery_pipeline.cli.parsing import (
+from delivery_pipeline.cli.registration import (
     Commands,
     add_command,
     add_group,

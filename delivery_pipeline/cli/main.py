@@ -28,7 +28,7 @@ from delivery_pipeline.cli import (
     up,
 )
 from delivery_pipeline.cli.failures import explain
-from delivery_pipeline.cli.parsing import Command, Commands
+from delivery_pipeline.cli.registration import Command, Commands
 from delivery_pipeline.settings import Settings
 
 COMMAND_GROUPS: tuple[Callable[[Commands], None], ...] = (

@@ -7,7 +7,7 @@ import argparse
 import sys
 
 from delivery_pipeline.cli.failures import UsageError
-from delivery_pipeline.cli.parsing import Commands, add_command, database_url, login_name
+from delivery_pipeline.cli.registration import Commands, add_command, database_url, login_name
 from delivery_pipeline.cli.table import print_rows
 from delivery_pipeline.model import ReviewDecision
 from delivery_pipeline.settings import Settings

@@ -7,7 +7,7 @@ import argparse
 from typing import Any
 
 from delivery_pipeline.cli.failures import CommandFailed, UsageError, require_free_port
-from delivery_pipeline.cli.parsing import Commands, add_command
+from delivery_pipeline.cli.registration import Commands, add_command
 from delivery_pipeline.model import bsuid
 from delivery_pipeline.settings import SANDBOX_DEFAULT_PORT, Settings
 from delivery_pipeline.store.intake import parse_phone, parse_user_id

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from delivery_pipeline.cli.failures import require_free_port
-from delivery_pipeline.cli.parsing import Commands, add_command
+from delivery_pipeline.cli.registration import Commands, add_command
 from delivery_pipeline.settings import SERVICE_DEFAULT_PORT, Settings
 
 

@@ -36,13 +36,13 @@ from delivery_pipeline.cli.children import (
 )
 from delivery_pipeline.cli.demo import seed_demo
 from delivery_pipeline.cli.failures import require_free_port
-from delivery_pipeline.cli.parsing import Commands, add_command
 from delivery_pipeline.cli.provision import (
     Databases,
     dev_secrets,
     prepare_databases,
     stop_embedded,
 )
+from delivery_pipeline.cli.registration import Commands, add_command
 from delivery_pipeline.settings import (
     PROJECT_ROOT,
     REVIEW_PAGE_PATH,
