@@ -135,7 +135,9 @@ def row_factory(row: type[R]) -> BaseRowFactory[R]:
     fields = row_fields(row)
     if fields is None:
         return cast(BaseRowFactory[R], scalar_row)
-    hints = typing.get_type_hints(row)
+    # store.rows evaluates its annotations, so a row's own are its fields' types:
+    # typing.get_type_hints would only resolve them again, in every process's start-up.
+    hints = row.__annotations__
     enums = {name: e for name in fields if (e := _enum_of(hints[name]))}
     if not enums:
         return class_row(row)
