@@ -14,7 +14,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from delivery_pipeline.store.rows import UnsentAlert
+from delivery_pipeline.store.rows.checks import UnsentAlert
 from delivery_pipeline.watch.checks.registry import CHECKS, template_check_name
 from delivery_pipeline.watch.ops_channel import payload_for
 from delivery_pipeline.watch.runbooks import KEYS, Runbook, runbook_for_check

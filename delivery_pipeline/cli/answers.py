@@ -19,7 +19,7 @@ from delivery_pipeline.model import DocumentState
 from delivery_pipeline.settings import Settings
 from delivery_pipeline.store.db import connect, resolve_database_url
 from delivery_pipeline.store.queries import QUERIES
-from delivery_pipeline.store.rows import Document
+from delivery_pipeline.store.rows.core import Document
 from delivery_pipeline.watch.outlook import Outlook, outlook
 
 # How long a resend or an approval watches its document before answering: a

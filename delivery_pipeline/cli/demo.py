@@ -27,7 +27,7 @@ from delivery_pipeline.settings import WhatsAppSettings
 from delivery_pipeline.store.db import connect
 from delivery_pipeline.store.intake import add_person, request_document
 from delivery_pipeline.store.queries import QUERIES
-from delivery_pipeline.store.rows import Person
+from delivery_pipeline.store.rows.shared import Person
 
 NO_QUIET_HOURS = "00:00-00:00"
 

@@ -22,7 +22,7 @@ from delivery_pipeline.settings import Settings
 from delivery_pipeline.store.db import connect, resolve_database_url
 from delivery_pipeline.store.intake import find_person, parse_kind
 from delivery_pipeline.store.queries import QUERIES
-from delivery_pipeline.store.rows import DocumentOutlook
+from delivery_pipeline.store.rows.documents import DocumentOutlook
 from delivery_pipeline.watch.ages import format_age
 from delivery_pipeline.watch.outlook import Outlook, outlook, outlooks
 

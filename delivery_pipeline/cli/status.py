@@ -25,13 +25,10 @@ from delivery_pipeline.settings import Settings, document_template_list
 from delivery_pipeline.settings.numbers import BusinessNumber
 from delivery_pipeline.store.db import connect, resolve_database_url
 from delivery_pipeline.store.queries import QUERIES
-from delivery_pipeline.store.rows import (
-    OldestWaiting,
-    SenderState,
-    StateCount,
-    TemplateState,
-    WayCount,
-)
+from delivery_pipeline.store.rows.core import OldestWaiting, SenderState
+from delivery_pipeline.store.rows.files import WayCount
+from delivery_pipeline.store.rows.shared import StateCount
+from delivery_pipeline.store.rows.templates import TemplateState
 from delivery_pipeline.watch import application_events
 from delivery_pipeline.watch.ages import format_age
 from delivery_pipeline.watch.checks.templates import describe, template_states

@@ -38,7 +38,7 @@ from delivery_pipeline.dagster_defs.resources import (
 )
 from delivery_pipeline.model import Severity
 from delivery_pipeline.settings import OpsSettings
-from delivery_pipeline.store.rows import OpsAlert
+from delivery_pipeline.store.rows.core import OpsAlert
 from delivery_pipeline.watch.alerts import Alert, AlertChannel
 from delivery_pipeline.watch.checks.registry import lookup
 from delivery_pipeline.watch.episodes import Report, Said, check_episode, note

@@ -48,7 +48,7 @@ from delivery_pipeline.delivery.result import SweepState
 from delivery_pipeline.model import AbandonReason
 from delivery_pipeline.settings import DeliverySettings
 from delivery_pipeline.store.queries import QUERIES
-from delivery_pipeline.store.rows import AcknowledgementClaim
+from delivery_pipeline.store.rows.replies import AcknowledgementClaim
 from delivery_pipeline.whatsapp.client import CloudApiClient
 from delivery_pipeline.whatsapp.errors import (
     CloudApiError,

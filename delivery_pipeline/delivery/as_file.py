@@ -51,7 +51,7 @@ from delivery_pipeline.files.words import FILE_KINDS, locale_of, long_date, titl
 from delivery_pipeline.model import ChunkState, Kind
 from delivery_pipeline.settings import DeliverySettings
 from delivery_pipeline.store.queries import QUERIES
-from delivery_pipeline.store.rows import FileWords
+from delivery_pipeline.store.rows.files import FileWords
 from delivery_pipeline.whatsapp.client import CloudApiClient, Ready
 from delivery_pipeline.whatsapp.errors import (
     ApiUnreachable,

@@ -31,7 +31,7 @@ from delivery_pipeline.delivery.knock import (
 from delivery_pipeline.delivery.outcomes import MessageKind, Step
 from delivery_pipeline.delivery.progress import Event
 from delivery_pipeline.delivery.statements import Claim, KnockReservation
-from delivery_pipeline.store.rows import OpenedKnock, TemplateHealth
+from delivery_pipeline.store.rows.templates import OpenedKnock, TemplateHealth
 from delivery_pipeline.watch.alerts import Alert, AlertSeverity
 from delivery_pipeline.whatsapp.errors import (
     CloudApiError,

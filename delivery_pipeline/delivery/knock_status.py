@@ -27,7 +27,7 @@ from delivery_pipeline.delivery.outcomes import Consequence, Failure, MessageKin
 from delivery_pipeline.model import AbandonReason
 from delivery_pipeline.settings import DeliverySettings
 from delivery_pipeline.store.queries import QUERIES
-from delivery_pipeline.store.rows import KnockRow
+from delivery_pipeline.store.rows.templates import KnockRow
 from delivery_pipeline.whatsapp.errors import CloudApiError, from_error_object
 
 

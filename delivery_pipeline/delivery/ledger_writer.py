@@ -46,7 +46,7 @@ from psycopg.types.json import Jsonb
 
 from delivery_pipeline.store.db import by_key_connection, by_key_transaction, transaction_pooled
 from delivery_pipeline.store.queries import QUERIES
-from delivery_pipeline.store.rows import (
+from delivery_pipeline.store.rows.core import (
     Advance,
     AdvanceDelivery,
     AdvanceItem,

@@ -35,7 +35,8 @@ from psycopg_pool import AsyncConnectionPool
 
 from delivery_pipeline.files.stored import ensure_file_async, file_content
 from delivery_pipeline.store.queries import QUERIES
-from delivery_pipeline.store.rows import MediaKey, StoredFile
+from delivery_pipeline.store.rows.files import StoredFile
+from delivery_pipeline.store.rows.media import MediaKey
 from delivery_pipeline.whatsapp.client import CloudApiClient
 from delivery_pipeline.whatsapp.errors import MediaRefused
 

@@ -28,7 +28,7 @@ from psycopg import AsyncConnection
 
 from delivery_pipeline.settings import DeliverySettings
 from delivery_pipeline.store.queries import QUERIES
-from delivery_pipeline.store.rows import Paused
+from delivery_pipeline.store.rows.core import Paused
 from delivery_pipeline.watch.alerts import Alert, AlertSeverity, note_episode
 from delivery_pipeline.whatsapp.errors import CloudApiError, Scope, remedy
 

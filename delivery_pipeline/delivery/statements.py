@@ -2,7 +2,7 @@
 
 Each method is one named query of ``sql/queries/core.sql``; the claim, the fence
 and the knock reservation are read there, not here. Rows come back typed
-(``store.rows``: a ``Claim`` is the claim's row); the ledger is reshaped here,
+(``store.rows.core``: a ``Claim`` is the claim's row); the ledger is reshaped here,
 since one busy row and one row per chunk come back from the same statement.
 """
 
@@ -27,19 +27,12 @@ from delivery_pipeline.model import AbandonReason, ChunkState
 from delivery_pipeline.settings import DEV_PHONE_NUMBER_ID, DeliverySettings
 from delivery_pipeline.settings.eligibility import Guard
 from delivery_pipeline.store.queries import QUERIES
-from delivery_pipeline.store.rows import (
-    Advance,
-    ChunkRef,
-    Claim,
-    ExpireAfter,
-    FileWords,
-    KnockReservation,
-    LedgerEntry,
-    OpenedKnock,
-    SendAllowed,
-    SenderGate,
-    TemplateHealth,
-)
+from delivery_pipeline.store.rows.core import Advance, Claim, KnockReservation, LedgerEntry
+from delivery_pipeline.store.rows.files import FileWords
+from delivery_pipeline.store.rows.pause import SendAllowed, SenderGate
+from delivery_pipeline.store.rows.replies import ExpireAfter
+from delivery_pipeline.store.rows.shared import ChunkRef
+from delivery_pipeline.store.rows.templates import OpenedKnock, TemplateHealth
 from delivery_pipeline.watch.alerts import Alert, record_alert
 
 __all__ = ["Advance", "Claim", "DeliveryStore", "KnockReservation", "Ledger", "LedgerRow"]

@@ -33,7 +33,7 @@ from delivery_pipeline.delivery.sweep_target import EVERYTHING, SweepTarget
 from delivery_pipeline.settings import Settings
 from delivery_pipeline.store.db import async_pool
 from delivery_pipeline.store.queries import QUERIES
-from delivery_pipeline.store.rows import ExpireAfter
+from delivery_pipeline.store.rows.replies import ExpireAfter
 from delivery_pipeline.whatsapp.client import CloudApiClient
 from delivery_pipeline.whatsapp.credential_check import check_identity
 

@@ -22,7 +22,7 @@ import psycopg
 
 from delivery_pipeline.files.pdf import MIME_TYPE, FileSource, render_pdf
 from delivery_pipeline.store.queries import QUERIES
-from delivery_pipeline.store.rows import FileSourceRow, NewFile, StoredFile
+from delivery_pipeline.store.rows.files import FileSourceRow, NewFile, StoredFile
 
 
 def ensure_file(conn: psycopg.Connection[Any], document_id: int) -> StoredFile | None:

@@ -18,7 +18,7 @@ from typing import Any
 import psycopg
 
 from delivery_pipeline.store.queries import QUERIES
-from delivery_pipeline.store.rows import AbandonedBrief, EnqueuedBrief
+from delivery_pipeline.store.rows.generation import AbandonedBrief, EnqueuedBrief
 
 log = logging.getLogger(__name__)
 

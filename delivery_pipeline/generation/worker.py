@@ -38,7 +38,7 @@ from delivery_pipeline.settings import GenerationSettings, ServiceSettings
 from delivery_pipeline.settings.urls import secret, without_password
 from delivery_pipeline.store.db import connect
 from delivery_pipeline.store.queries import QUERIES
-from delivery_pipeline.store.rows import GenerationClaim
+from delivery_pipeline.store.rows.generation import GenerationClaim
 from delivery_pipeline.text import storable, unstorable
 
 log = logging.getLogger(__name__)

@@ -38,7 +38,7 @@ from delivery_pipeline.service.sender_identity import (
 from delivery_pipeline.settings import DeliverySettings, WhatsAppSettings
 from delivery_pipeline.store.db import database_unavailable
 from delivery_pipeline.store.queries import QUERIES
-from delivery_pipeline.store.rows import StatusEvent
+from delivery_pipeline.store.rows.webhooks import StatusEvent
 from delivery_pipeline.whatsapp.errors import from_error_object
 from delivery_pipeline.whatsapp.webhook_bodies import (
     dicts,

@@ -13,7 +13,8 @@ from typing import Any
 
 from delivery_pipeline.delivery.callback import parse_chunk, parse_knock, parse_knock_id
 from delivery_pipeline.model import bsuid, country_of, e164
-from delivery_pipeline.store.rows import PricingRecord, StatusEvent
+from delivery_pipeline.store.rows.cost import PricingRecord
+from delivery_pipeline.store.rows.webhooks import StatusEvent
 from delivery_pipeline.whatsapp.webhook_bodies import text_or_none
 
 _PRICED_STATUSES = {"sent", "delivered"}

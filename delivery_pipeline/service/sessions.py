@@ -59,7 +59,7 @@ from delivery_pipeline.store.review import (
     end_session,
     live_session,
 )
-from delivery_pipeline.store.rows import NewSession, StoredSession
+from delivery_pipeline.store.rows.review import NewSession, StoredSession
 from delivery_pipeline.whatsapp.signature import tokens_match
 
 COOKIE_NAME = "dp_review_session"

@@ -19,15 +19,15 @@ from delivery_pipeline.model import OperatorAction
 from delivery_pipeline.settings import DeliverySettings
 from delivery_pipeline.store.operator import ActionTaken, UnknownDocument, act_async
 from delivery_pipeline.store.queries import QUERIES
-from delivery_pipeline.store.rows import (
+from delivery_pipeline.store.rows.api import (
     ApiDocument,
     ApplicationDocument,
-    ByDocument,
-    Chunk,
-    DocumentAction,
     DocumentKnock,
     MessagePrice,
 )
+from delivery_pipeline.store.rows.core import Chunk
+from delivery_pipeline.store.rows.operator import DocumentAction
+from delivery_pipeline.store.rows.shared import ByDocument
 
 AsyncConn = psycopg.AsyncConnection[Any]
 

@@ -31,7 +31,7 @@ from delivery_pipeline.settings import WhatsAppSettings
 from delivery_pipeline.store.application_people import PersonRef, resolve
 from delivery_pipeline.store.intake import add_document_async
 from delivery_pipeline.store.queries import QUERIES
-from delivery_pipeline.store.rows import IdempotencyKey
+from delivery_pipeline.store.rows.api import IdempotencyKey
 
 AsyncConn = psycopg.AsyncConnection[Any]
 # The answer to a hand-over, made inside its transaction (the document as it reads now).

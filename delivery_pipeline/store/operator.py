@@ -35,7 +35,7 @@ from delivery_pipeline.model import OperatorAction
 from delivery_pipeline.settings import DeliverySettings
 from delivery_pipeline.store.intake import InputError
 from delivery_pipeline.store.queries import QUERIES
-from delivery_pipeline.store.rows import (
+from delivery_pipeline.store.rows.operator import (
     CancelDocument,
     NewDocumentAction,
     OperatorDocument,

@@ -1,11 +1,12 @@
-"""Every query the project runs, by name, from ``sql/queries*.sql``, typed.
+"""Every query the project runs, by name, from ``sql/queries/*.sql``, typed.
 
 Each query lives in SQL under a ``-- name: <name>`` header with a line of
 purpose; Python runs it as ``QUERIES.<name>`` and never builds SQL from
 strings. ``Queries`` declares every name once with its parameter type and
-its row type (``store.rows``): a ``Query`` returns rows (``one``, ``all``),
-a ``Statement`` returns none (``run``). Both run on a sync or an async
-connection alike::
+its row type, each from the module of ``store.rows`` named like the query's
+file (``core.Claim`` for ``sql/queries/core.sql``) or from ``rows.shared``: a
+``Query`` returns rows (``one``, ``all``), a ``Statement`` returns none
+(``run``). Both run on a sync or an async connection alike::
 
     person = QUERIES.person_by_id.one(conn, {"id": 7})         # Person | None
     rows = await QUERIES.claim_batch.all(aconn, {...})          # list[Claim]
@@ -38,246 +39,26 @@ from psycopg.rows import BaseRowFactory, class_row, kwargs_row, scalar_row
 from delivery_pipeline.settings import PROJECT_ROOT
 from delivery_pipeline.settings.eligibility import Eligibility, Guard
 from delivery_pipeline.store.rows import (
-    AbandonClaimed,
-    AbandonDocument,
-    AbandonedBrief,
-    AbandonedCheck,
-    AcknowledgementClaim,
-    AcknowledgementGivenUp,
-    AcknowledgementRefused,
-    AcknowledgementSent,
-    ActionRecorded,
-    Advance,
-    AdvanceDelivery,
-    AgedCheck,
-    AlertPosterLease,
-    AlertSendFailed,
-    AlertsToSend,
-    ApiDocument,
-    ApiEvent,
-    ApplicationDocument,
-    ApplicationPerson,
-    Applications,
-    AppliedStatus,
-    ApplyStatuses,
-    At,
-    AwaitingReply,
-    AwaitingReplyCheck,
-    AwaitingReviewCheck,
-    AwaitReply,
-    BatchPruned,
-    Beat,
-    BeginDelivery,
-    BriefDueDate,
-    ByApplication,
-    ByDedupKey,
-    ByDocument,
-    ById,
-    ByIdentity,
-    ByIds,
-    ByKeyHash,
-    ByKnock,
-    ByName,
-    ByPerson,
-    ByPhone,
-    ByPhoneNumber,
-    BySource,
-    ByTimeZone,
-    ByUserId,
-    ByWaMessageId,
-    CancelDocument,
-    ChangeNumber,
-    ChangeUserId,
-    ChooseFileWay,
-    Chunk,
-    ChunkFailed,
-    ChunkOwner,
-    ChunkRef,
-    ChunkRefused,
-    Claim,
-    ClaimAcknowledgements,
-    ClaimBatch,
-    ClaimEvents,
-    ClaimGenerationBatch,
-    ClaimRef,
-    DayBounds,
-    DecideReview,
-    Delay,
-    DeliveredWay,
-    DeliveryEvent,
-    DeliveryEventsCheck,
-    Document,
-    DocumentAction,
-    DocumentIds,
-    DocumentKnock,
-    DocumentOutlook,
-    DocumentReview,
-    Eligible,
-    EndpointFailed,
-    EndpointGate,
-    EndProbe,
-    EnqueuedBrief,
-    EpisodeState,
-    EventFailed,
-    ExpireAfter,
-    ExpireEvents,
-    FileContent,
-    FileSourceRow,
-    FileWords,
-    ForgetFileLedger,
-    GateParams,
-    Generated,
-    GeneratingCheck,
-    GenerationClaim,
-    GenerationFailed,
-    GenerationSucceeded,
-    HandedOver,
-    HandOvers,
-    Heartbeat,
-    HeartbeatIdle,
-    HoldKnock,
-    HoldQuiet,
-    IdempotencyKey,
-    IdentityChange,
-    KeepAnswer,
-    KeptRaw,
-    KnockAccepted,
-    KnockAnswered,
-    KnockDeadline,
-    KnockFailed,
-    KnockFailureError,
-    KnockHealth,
-    KnockHealthParams,
-    KnockHeldLocale,
-    KnockLookup,
-    KnockNotDelivered,
-    KnockOutcome,
-    KnockPresses,
-    KnockRefused,
-    KnockReply,
-    KnockReservation,
-    KnockRow,
-    KnocksNotDeliveredParams,
-    KnockStatus,
-    KnockUnwait,
-    KnockUnwaited,
-    KnockWaiting,
-    LastAlert,
-    LearnIdentity,
-    LedgerEntry,
-    Limit,
-    LinkPerson,
-    MaxAttempts,
-    MaySend,
-    MediaDrop,
-    MediaLease,
-    MediaLookup,
-    MediaRecord,
-    MediaRefusal,
-    MediaState,
-    MediaToken,
-    MessagePrice,
-    MetricRow,
-    MigrationRecord,
-    NewAlert,
-    NewApiDocument,
-    NewDocumentAction,
-    NewFile,
-    NewInbound,
-    NewPerson,
-    NoParams,
-    NoReplyAfter,
-    OldestKept,
-    OldestWaiting,
-    OpenedKnock,
-    OpenKnock,
-    OperatorDocument,
-    OperatorTarget,
-    OpsAlert,
-    OutboxClaimSeen,
-    OutboxClaimSource,
-    OutboxForget,
-    OutboxPending,
-    OutboxRelease,
-    OutboxRuns,
-    OutboxState,
-    OutlookQuery,
-    OutsideWindow,
-    OweAcknowledgement,
-    PacerState,
-    PartDeadline,
-    Paused,
-    PauseSender,
-    PendingCheck,
-    PendingDocument,
-    Period,
-    PeriodSample,
-    Person,
-    PersonKey,
-    PersonKeyRow,
-    PersonUserId,
-    PosterToken,
-    PricedMessage,
-    ProbeRef,
-    PruneBatch,
-    QuietHours,
-    RaiseLastInbound,
-    RateTake,
-    RawWebhook,
-    ReadyDocument,
-    RecentResends,
-    RecordPricing,
-    RefuseWindow,
-    ReleaseForRetry,
-    ReleaseUnknown,
-    ReopenForResend,
-    ReportAbandoned,
-    ReportChunk,
-    ReportDocument,
-    ReportKnock,
-    ResendWindow,
-    ReserveSendSlots,
-    Resumed,
-    ResumeSender,
-    ResumeSending,
-    ReviewDecided,
-    Sample,
-    SendAllowed,
-    SenderGate,
-    SenderPausedCheck,
-    SenderRow,
-    SenderState,
-    SendSlots,
-    SettleKnock,
-    SignInAttempt,
-    SignInFailure,
-    SignInState,
-    SnoozeDocuments,
-    StaleBriefs,
-    StartSession,
-    StateCount,
-    StoredFile,
-    StoredSession,
-    TakeReadMark,
-    TemplateCategoryEvent,
-    TemplateEvent,
-    TemplateHealth,
-    TemplateKeys,
-    TemplateQualityEvent,
-    TemplateRefused,
-    TemplateState,
-    TemplateStatesParams,
-    TemplateStatusEvent,
-    ThrottlePacer,
-    TierCheck,
-    UndeliverDocument,
-    UndeliveredCheck,
-    UndeliveredCheckParams,
-    UnreserveKnock,
-    UnsentAlert,
-    UpdatePerson,
-    Waiting,
-    WayCount,
+    api,
+    checks,
+    core,
+    cost,
+    documents,
+    files,
+    generation,
+    identity,
+    media,
+    metrics,
+    operator,
+    pause,
+    record,
+    replies,
+    report,
+    retention,
+    review,
+    shared,
+    templates,
+    webhooks,
 )
 
 _NAME_HEADER = re.compile(r"^-- name: ([a-z_][a-z0-9_]*)\s*$", re.MULTILINE)
@@ -354,7 +135,9 @@ def row_factory(row: type[R]) -> BaseRowFactory[R]:
     fields = row_fields(row)
     if fields is None:
         return cast(BaseRowFactory[R], scalar_row)
-    hints = typing.get_type_hints(row)
+    # store.rows evaluates its annotations, so a row's own are its fields' types:
+    # typing.get_type_hints would only resolve them again, in every process's start-up.
+    hints = row.__annotations__
     enums = {name: e for name in fields if (e := _enum_of(hints[name]))}
     if not enums:
         return class_row(row)
@@ -487,281 +270,293 @@ Named = Query[Any, Any] | Statement[Any]
 
 
 class Queries:
-    """Every named query with its parameter type and its row type (``store.rows``)."""
+    """Every named query with its parameter type and its row type (``store.rows``), by
+    the file that holds it."""
 
     # sql/queries/core.sql: server and migrations
-    database_exists = Query(ByName, int)
-    migrations_lock = Statement(NoParams)
-    migrations_table = Statement(NoParams)
-    migrations_applied = Query(NoParams, int)
-    migrations_record = Statement(MigrationRecord)
+    database_exists = Query(core.ByName, int)
+    migrations_lock = Statement(shared.NoParams)
+    migrations_table = Statement(shared.NoParams)
+    migrations_applied = Query(shared.NoParams, int)
+    migrations_record = Statement(core.MigrationRecord)
     # people
-    insert_person = Query(NewPerson, Person)
-    set_quiet_hours = Query(QuietHours, Person)
-    person_by_id = Query(ById, Person)
-    person_by_phone = Query(ByPhone, Person)
-    list_people = Query(NoParams, Person)
-    time_zone_is_valid = Query(ByTimeZone, bool)
+    insert_person = Query(core.NewPerson, shared.Person)
+    set_quiet_hours = Query(core.QuietHours, shared.Person)
+    person_by_id = Query(shared.ById, shared.Person)
+    person_by_phone = Query(core.ByPhone, shared.Person)
+    list_people = Query(shared.NoParams, shared.Person)
+    time_zone_is_valid = Query(core.ByTimeZone, bool)
     # documents
-    insert_ready_document = Query(ReadyDocument, Document)
-    insert_pending_document = Query(PendingDocument, Document)
-    document_by_id = Query(ById, Document)
-    document_outlooks = Query(OutlookQuery, DocumentOutlook)
-    superseded_by = Query(ById, int)
-    document_chunks = Query(ByDocument, Chunk)
-    state_summary = Query(NoParams, StateCount)
-    oldest_waiting = Query(NoParams, OldestWaiting)
+    insert_ready_document = Query(core.ReadyDocument, core.Document)
+    insert_pending_document = Query(core.PendingDocument, core.Document)
+    document_by_id = Query(shared.ById, core.Document)
+    document_chunks = Query(shared.ByDocument, core.Chunk)
+    state_summary = Query(shared.NoParams, shared.StateCount)
+    oldest_waiting = Query(shared.NoParams, core.OldestWaiting)
     # eligibility and claim
-    anything_due = Query(NoParams, bool)
+    anything_due = Query(shared.NoParams, bool)
     guard_exists = Query(Guard, bool)
-    eligible_ids = Query(Eligibility, Eligible)
-    claim_batch = Query(ClaimBatch, Claim)
-    begin_delivery = Query(BeginDelivery, LedgerEntry)
-    advance_delivery = Query(AdvanceDelivery, Advance)
-    chunk_failed = Statement(ChunkFailed)
-    release_unknown = Query(ReleaseUnknown, bool)
-    release_for_retry = Query(ReleaseForRetry, int)
-    hold_quiet = Query(HoldQuiet, bool)
-    release_claim = Statement(ClaimRef)
-    abandon_document = Query(AbandonClaimed, int)
+    eligible_ids = Query(Eligibility, core.Eligible)
+    claim_batch = Query(core.ClaimBatch, core.Claim)
+    begin_delivery = Query(core.BeginDelivery, core.LedgerEntry)
+    advance_delivery = Query(core.AdvanceDelivery, core.Advance)
+    chunk_failed = Statement(core.ChunkFailed)
+    release_unknown = Query(core.ReleaseUnknown, bool)
+    release_for_retry = Query(core.ReleaseForRetry, int)
+    hold_quiet = Query(core.HoldQuiet, bool)
+    release_claim = Statement(shared.ClaimRef)
+    abandon_document = Query(core.AbandonClaimed, int)
     # knock
-    reserve_knock = Query(ByPerson, KnockReservation)
-    unreserve_knock = Statement(UnreserveKnock)
-    await_reply = Query(AwaitReply, AwaitingReply)
-    refuse_window = Statement(RefuseWindow)
-    person_opted_out = Statement(ByPerson)
-    raise_last_inbound = Query(RaiseLastInbound, dt.datetime)
-    wake_awaiting_documents = Query(ByPerson, int)
+    reserve_knock = Query(shared.ByPerson, core.KnockReservation)
+    unreserve_knock = Statement(core.UnreserveKnock)
+    await_reply = Query(core.AwaitReply, core.AwaitingReply)
+    refuse_window = Statement(core.RefuseWindow)
+    person_opted_out = Statement(shared.ByPerson)
+    raise_last_inbound = Query(core.RaiseLastInbound, dt.datetime)
+    wake_awaiting_documents = Query(shared.ByPerson, int)
     # sender state
-    pause_sender = Query(PauseSender, Paused)
-    sender_row = Statement(SenderRow)
-    resume_sender = Query(ResumeSender, str)
-    sender_state = Query(NoParams, SenderState)
+    pause_sender = Query(core.PauseSender, core.Paused)
+    sender_row = Statement(core.SenderRow)
+    resume_sender = Query(core.ResumeSender, str)
+    sender_state = Query(shared.NoParams, core.SenderState)
     # the number's shared pacer
-    pacer_row = Statement(ByPhoneNumber)
-    reserve_send_slots = Query(ReserveSendSlots, SendSlots)
-    pacer_state = Query(ByPhoneNumber, PacerState)
-    throttle_pacer = Statement(ThrottlePacer)
+    pacer_row = Statement(core.ByPhoneNumber)
+    reserve_send_slots = Query(core.ReserveSendSlots, core.SendSlots)
+    pacer_state = Query(core.ByPhoneNumber, core.PacerState)
+    throttle_pacer = Statement(core.ThrottlePacer)
     # alerts
-    alert_lock = Statement(ByDedupKey)
-    last_alert = Query(ByDedupKey, LastAlert)
-    episode_state = Query(ByDedupKey, EpisodeState)
-    insert_alert = Query(NewAlert, OpsAlert)
-    alert_sent = Statement(ById)
-    alert_send_failed = Statement(AlertSendFailed)
+    alert_lock = Statement(core.ByDedupKey)
+    last_alert = Query(core.ByDedupKey, core.LastAlert)
+    episode_state = Query(core.ByDedupKey, core.EpisodeState)
+    insert_alert = Query(core.NewAlert, core.OpsAlert)
+    alert_sent = Statement(shared.ById)
+    alert_send_failed = Statement(core.AlertSendFailed)
     # ready notifications
-    listen_ready = Statement(NoParams)
-    next_due = Query(NoParams, dt.datetime)
+    listen_ready = Statement(shared.NoParams)
+    next_due = Query(shared.NoParams, dt.datetime)
+
+    # sql/queries/documents.sql: documents as an operator reads them
+    document_outlooks = Query(documents.OutlookQuery, documents.DocumentOutlook)
+    superseded_by = Query(shared.ById, int)
 
     # sql/queries/backlog.sql
-    backlog_by_state = Query(NoParams, StateCount)
-    heartbeat_idle = Query(NoParams, HeartbeatIdle)
+    backlog_by_state = Query(shared.NoParams, shared.StateCount)
 
     # sql/queries/checks.sql
-    check_pending = Query(AgedCheck, PendingCheck)
-    check_generating = Query(AgedCheck, GeneratingCheck)
-    check_undelivered = Query(UndeliveredCheckParams, UndeliveredCheck)
-    check_awaiting_review = Query(AgedCheck, AwaitingReviewCheck)
-    check_awaiting_reply = Query(Sample, AwaitingReplyCheck)
-    check_knock_health = Query(KnockHealthParams, KnockHealth)
-    check_abandoned_recent = Query(PeriodSample, AbandonedCheck)
-    check_tier_usage = Query(Sample, TierCheck)
-    check_sender_paused = Query(Sample, SenderPausedCheck)
-    alerts_to_send = Query(AlertsToSend, UnsentAlert)
-    alert_poster_lease = Query(AlertPosterLease, bool)
-    alert_poster_release = Statement(PosterToken)
-    check_delivery_events = Query(AgedCheck, DeliveryEventsCheck)
+    check_pending = Query(checks.AgedCheck, checks.PendingCheck)
+    check_generating = Query(checks.AgedCheck, checks.GeneratingCheck)
+    check_undelivered = Query(checks.UndeliveredCheckParams, checks.UndeliveredCheck)
+    check_awaiting_review = Query(checks.AgedCheck, checks.AwaitingReviewCheck)
+    check_awaiting_reply = Query(shared.Sample, checks.AwaitingReplyCheck)
+    check_knock_health = Query(checks.KnockHealthParams, checks.KnockHealth)
+    check_abandoned_recent = Query(checks.PeriodSample, checks.AbandonedCheck)
+    check_tier_usage = Query(shared.Sample, checks.TierCheck)
+    check_sender_paused = Query(shared.Sample, checks.SenderPausedCheck)
+    alerts_to_send = Query(checks.AlertsToSend, checks.UnsentAlert)
+    alert_poster_lease = Query(checks.AlertPosterLease, bool)
+    alert_poster_release = Statement(checks.PosterToken)
+    check_delivery_events = Query(checks.AgedCheck, checks.DeliveryEventsCheck)
 
     # sql/queries/generation.sql
-    generation_due = Query(NoParams, bool)
-    fail_exhausted_generation = Query(MaxAttempts, int)
-    claim_generation_batch = Query(ClaimGenerationBatch, GenerationClaim)
-    generation_succeeded = Query(GenerationSucceeded, Generated)
-    generation_failed = Query(GenerationFailed, str)
-    pause_generation = Query(Delay, int)
-    person_local_today = Query(ByPerson, dt.date)
-    brief_due_date = Query(BriefDueDate, dt.date)
-    enqueue_daily_briefs = Query(At, EnqueuedBrief)
-    abandon_stale_briefs = Query(StaleBriefs, AbandonedBrief)
+    generation_due = Query(shared.NoParams, bool)
+    fail_exhausted_generation = Query(generation.MaxAttempts, int)
+    claim_generation_batch = Query(generation.ClaimGenerationBatch, generation.GenerationClaim)
+    generation_succeeded = Query(generation.GenerationSucceeded, generation.Generated)
+    generation_failed = Query(generation.GenerationFailed, str)
+    pause_generation = Query(generation.Delay, int)
+    person_local_today = Query(shared.ByPerson, dt.date)
+    brief_due_date = Query(generation.BriefDueDate, dt.date)
+    enqueue_daily_briefs = Query(generation.At, generation.EnqueuedBrief)
+    abandon_stale_briefs = Query(generation.StaleBriefs, generation.AbandonedBrief)
 
     # sql/queries/record.sql
-    outbox_runs = Query(OutboxRuns, str)
-    outbox_pending = Query(OutboxPending, DeliveryEvent)
-    outbox_claim_source = Query(OutboxClaimSource, DeliveryEvent)
-    outbox_claim_seen = Query(OutboxClaimSeen, DeliveryEvent)
-    outbox_release = Statement(OutboxRelease)
-    outbox_reported = Statement(ByIds)
-    outbox_forget = Statement(OutboxForget)
-    beat = Query(BySource, Beat)
-    heartbeats = Query(NoParams, Heartbeat)
+    outbox_runs = Query(record.OutboxRuns, str)
+    outbox_pending = Query(record.OutboxPending, record.DeliveryEvent)
+    outbox_claim_source = Query(record.OutboxClaimSource, record.DeliveryEvent)
+    outbox_claim_seen = Query(record.OutboxClaimSeen, record.DeliveryEvent)
+    outbox_release = Statement(record.OutboxRelease)
+    outbox_reported = Statement(shared.ByIds)
+    outbox_forget = Statement(shared.OutboxForget)
+    beat = Query(record.BySource, record.Beat)
+    heartbeats = Query(shared.NoParams, record.Heartbeat)
 
     # sql/queries/report.sql
-    report_documents = Query(DayBounds, ReportDocument)
-    report_chunks = Query(DayBounds, ReportChunk)
-    report_knocks = Query(DayBounds, ReportKnock)
-    report_abandoned = Query(DayBounds, ReportAbandoned)
-    report_knock_outcomes = Query(DayBounds, KnockOutcome)
-    report_knock_presses = Query(DayBounds, KnockPresses)
+    report_documents = Query(shared.DayBounds, report.ReportDocument)
+    report_chunks = Query(shared.DayBounds, report.ReportChunk)
+    report_knocks = Query(shared.DayBounds, report.ReportKnock)
+    report_abandoned = Query(shared.DayBounds, report.ReportAbandoned)
+    report_knock_outcomes = Query(shared.DayBounds, report.KnockOutcome)
+    report_knock_presses = Query(shared.DayBounds, report.KnockPresses)
 
     # sql/queries/retention.sql
-    prune_raw_webhooks = Query(PruneBatch, BatchPruned)
-    prune_status_events = Query(PruneBatch, BatchPruned)
-    prune_inbound_messages = Query(PruneBatch, BatchPruned)
-    prune_ops_alerts = Query(PruneBatch, BatchPruned)
-    prune_document_files = Query(PruneBatch, BatchPruned)
-    retention_oldest = Query(NoParams, OldestKept)
+    prune_raw_webhooks = Query(retention.PruneBatch, retention.BatchPruned)
+    prune_status_events = Query(retention.PruneBatch, retention.BatchPruned)
+    prune_inbound_messages = Query(retention.PruneBatch, retention.BatchPruned)
+    prune_ops_alerts = Query(retention.PruneBatch, retention.BatchPruned)
+    prune_document_files = Query(retention.PruneBatch, retention.BatchPruned)
+    retention_oldest = Query(shared.NoParams, retention.OldestKept)
 
     # sql/queries/review.sql
-    decide_review = Query(DecideReview, ReviewDecided)
-    document_review = Query(ByDocument, DocumentReview)
-    awaiting_review = Query(Limit, Waiting)
-    review_sign_in_lock = Statement(NoParams)
-    review_sign_in_state = Query(SignInAttempt, SignInState)
-    record_sign_in_failure = Statement(SignInFailure)
-    start_review_session = Query(StartSession, StoredSession)
-    review_session = Query(ByKeyHash, StoredSession)
-    end_review_session = Statement(ByKeyHash)
+    decide_review = Query(review.DecideReview, review.ReviewDecided)
+    document_review = Query(shared.ByDocument, review.DocumentReview)
+    awaiting_review = Query(review.Limit, review.Waiting)
+    review_sign_in_lock = Statement(shared.NoParams)
+    review_sign_in_state = Query(review.SignInAttempt, review.SignInState)
+    record_sign_in_failure = Statement(review.SignInFailure)
+    start_review_session = Query(review.StartSession, review.StoredSession)
+    review_session = Query(review.ByKeyHash, review.StoredSession)
+    end_review_session = Statement(review.ByKeyHash)
 
     # sql/queries/schema.sql
-    schema_catalog = Query(NoParams, str)
-    defer_function_checks = Statement(NoParams)
+    schema_catalog = Query(shared.NoParams, str)
+    defer_function_checks = Statement(shared.NoParams)
 
     # sql/queries/webhooks.sql
-    insert_inbound = Query(NewInbound, str)
-    apply_statuses = Query(ApplyStatuses, AppliedStatus)
-    resume_documents = Statement(DocumentIds)
-    chunk_by_wamid = Query(ByWaMessageId, ChunkOwner)
-    chunk_by_callback = Query(ChunkRef, ChunkOwner)
-    chunk_refused = Query(ChunkRefused, int)
-    undeliver_document = Query(UndeliverDocument, int)
-    abandon_document_async = Query(AbandonDocument, int)
-    settle_knock = Statement(SettleKnock)
-    insert_raw_webhook = Query(RawWebhook, KeptRaw)
-    health = Query(NoParams, int)
+    insert_inbound = Query(webhooks.NewInbound, str)
+    apply_statuses = Query(webhooks.ApplyStatuses, webhooks.AppliedStatus)
+    resume_documents = Statement(shared.DocumentIds)
+    chunk_by_wamid = Query(webhooks.ByWaMessageId, webhooks.ChunkOwner)
+    chunk_by_callback = Query(shared.ChunkRef, webhooks.ChunkOwner)
+    chunk_refused = Query(webhooks.ChunkRefused, int)
+    undeliver_document = Query(webhooks.UndeliverDocument, int)
+    abandon_document_async = Query(webhooks.AbandonDocument, int)
+    settle_knock = Statement(webhooks.SettleKnock)
+    insert_raw_webhook = Query(webhooks.RawWebhook, webhooks.KeptRaw)
+    health = Query(shared.NoParams, int)
 
     # sql/queries/pause.sql: the fleet-wide pause
-    sender_gate = Query(GateParams, SenderGate)
-    probe_document = Query(ProbeRef, int)
-    end_probe = Query(EndProbe, dt.datetime)
-    may_send = Query(MaySend, SendAllowed)
-    resume_sending = Query(ResumeSending, Resumed)
-    # knocks and templates: sql/queries/templates.sql
-    template_health = Query(TemplateKeys, TemplateHealth)
-    note_template_refused = Statement(TemplateRefused)
-    insert_template_event = Query(TemplateEvent, str)
-    template_status_event = Statement(TemplateStatusEvent)
-    template_quality_event = Statement(TemplateQualityEvent)
-    template_category_event = Statement(TemplateCategoryEvent)
-    wake_held_knocks = Query(NoParams, int)
-    template_states = Query(TemplateStatesParams, TemplateState)
-    knock_held_by_locale = Query(Sample, KnockHeldLocale)
-    open_knock = Query(OpenKnock, OpenedKnock)
-    knock_accepted = Statement(KnockAccepted)
-    knock_refused = Statement(KnockRefused)
-    knock_by_status = Query(KnockLookup, KnockRow)
-    knock_status = Statement(KnockStatus)
-    knock_failed = Query(KnockFailed, int)
-    knock_waiting_documents = Query(ByKnock, KnockWaiting)
-    knock_failure_error = Query(ByKnock, KnockFailureError)
-    give_back_knock = Statement(ByKnock)
-    knock_unwait = Query(KnockUnwait, KnockUnwaited)
-    hold_knock = Query(HoldKnock, int)
-    check_knocks_not_delivered = Query(KnocksNotDeliveredParams, KnockNotDelivered)
+    sender_gate = Query(pause.GateParams, pause.SenderGate)
+    probe_document = Query(pause.ProbeRef, int)
+    end_probe = Query(pause.EndProbe, dt.datetime)
+    may_send = Query(pause.MaySend, pause.SendAllowed)
+    resume_sending = Query(pause.ResumeSending, pause.Resumed)
+    heartbeat_idle = Query(shared.NoParams, pause.HeartbeatIdle)
+
+    # sql/queries/templates.sql: knocks and templates
+    template_health = Query(templates.TemplateKeys, templates.TemplateHealth)
+    note_template_refused = Statement(templates.TemplateRefused)
+    insert_template_event = Query(templates.TemplateEvent, str)
+    template_status_event = Statement(templates.TemplateStatusEvent)
+    template_quality_event = Statement(templates.TemplateQualityEvent)
+    template_category_event = Statement(templates.TemplateCategoryEvent)
+    wake_held_knocks = Query(shared.NoParams, int)
+    template_states = Query(templates.TemplateStatesParams, templates.TemplateState)
+    knock_held_by_locale = Query(shared.Sample, templates.KnockHeldLocale)
+    open_knock = Query(templates.OpenKnock, templates.OpenedKnock)
+    knock_accepted = Statement(templates.KnockAccepted)
+    knock_refused = Statement(templates.KnockRefused)
+    knock_by_status = Query(templates.KnockLookup, templates.KnockRow)
+    knock_status = Statement(templates.KnockStatus)
+    knock_failed = Query(templates.KnockFailed, int)
+    knock_waiting_documents = Query(shared.ByKnock, templates.KnockWaiting)
+    knock_failure_error = Query(shared.ByKnock, templates.KnockFailureError)
+    give_back_knock = Statement(shared.ByKnock)
+    knock_unwait = Query(templates.KnockUnwait, templates.KnockUnwaited)
+    hold_knock = Query(templates.HoldKnock, int)
+    check_knocks_not_delivered = Query(
+        templates.KnocksNotDeliveredParams, templates.KnockNotDelivered
+    )
+
     # sql/queries/operator.sql: an operator's cancel and resend (025)
-    lock_document = Query(ByDocument, int)
-    operator_document = Query(OperatorTarget, OperatorDocument)
-    recent_resends = Query(ResendWindow, RecentResends)
-    record_document_action = Query(NewDocumentAction, ActionRecorded)
-    cancel_document = Query(CancelDocument, int)
-    reopen_for_resend = Query(ReopenForResend, int)
-    reset_ledger_for_resend = Statement(ByDocument)
-    document_actions = Query(ByDocument, DocumentAction)
+    lock_document = Query(shared.ByDocument, int)
+    operator_document = Query(operator.OperatorTarget, operator.OperatorDocument)
+    recent_resends = Query(operator.ResendWindow, operator.RecentResends)
+    record_document_action = Query(operator.NewDocumentAction, operator.ActionRecorded)
+    cancel_document = Query(operator.CancelDocument, int)
+    reopen_for_resend = Query(operator.ReopenForResend, int)
+    reset_ledger_for_resend = Statement(shared.ByDocument)
+    document_actions = Query(shared.ByDocument, operator.DocumentAction)
+
     # sql/queries/replies.sql: a reply to a knock (026)
-    knock_answered = Query(KnockAnswered, int)
-    record_knock_reply = Statement(KnockReply)
-    snooze_documents = Query(SnoozeDocuments, dt.datetime)
-    stop_knocks = Statement(ByPerson)
-    start_knocks = Statement(ByPerson)
-    abandon_stopped_documents = Query(ByPerson, int)
-    wake_for_reminders = Query(NoParams, int)
-    abandon_no_reply = Query(NoReplyAfter, int)
-    knock_deadline = Statement(KnockDeadline)
-    expire_dropped_knocks = Query(ExpireAfter, int)
-    part_deadline = Statement(PartDeadline)
-    expire_dropped_parts = Query(ExpireAfter, int)
-    take_read_mark = Query(TakeReadMark, str)
-    owe_acknowledgement = Statement(OweAcknowledgement)
-    claim_acknowledgements = Query(ClaimAcknowledgements, AcknowledgementClaim)
-    acknowledgement_sent = Statement(AcknowledgementSent)
-    acknowledgement_refused = Query(AcknowledgementRefused, int)
-    acknowledgement_given_up = Query(AcknowledgementGivenUp, bool)
+    knock_answered = Query(replies.KnockAnswered, int)
+    record_knock_reply = Statement(replies.KnockReply)
+    snooze_documents = Query(replies.SnoozeDocuments, dt.datetime)
+    stop_knocks = Statement(shared.ByPerson)
+    start_knocks = Statement(shared.ByPerson)
+    abandon_stopped_documents = Query(shared.ByPerson, int)
+    wake_for_reminders = Query(shared.NoParams, int)
+    abandon_no_reply = Query(replies.NoReplyAfter, int)
+    knock_deadline = Statement(replies.KnockDeadline)
+    expire_dropped_knocks = Query(replies.ExpireAfter, int)
+    part_deadline = Statement(replies.PartDeadline)
+    expire_dropped_parts = Query(replies.ExpireAfter, int)
+    take_read_mark = Query(replies.TakeReadMark, str)
+    owe_acknowledgement = Statement(replies.OweAcknowledgement)
+    claim_acknowledgements = Query(replies.ClaimAcknowledgements, replies.AcknowledgementClaim)
+    acknowledgement_sent = Statement(replies.AcknowledgementSent)
+    acknowledgement_refused = Query(replies.AcknowledgementRefused, int)
+    acknowledgement_given_up = Query(replies.AcknowledgementGivenUp, bool)
+
     # sql/queries/identity.sql: identity without a phone number
-    person_by_identity = Query(ByIdentity, Person)
-    person_by_user_id = Query(ByUserId, Person)
-    set_person_user_id = Query(PersonUserId, Person)
-    learn_identity = Query(LearnIdentity, int)
-    change_number = Query(ChangeNumber, int)
-    change_user_id = Query(ChangeUserId, int)
-    identity_changes = Query(ByPerson, IdentityChange)
+    person_by_identity = Query(identity.ByIdentity, shared.Person)
+    person_by_user_id = Query(identity.ByUserId, shared.Person)
+    set_person_user_id = Query(identity.PersonUserId, shared.Person)
+    learn_identity = Query(identity.LearnIdentity, int)
+    change_number = Query(identity.ChangeNumber, int)
+    change_user_id = Query(identity.ChangeUserId, int)
+    identity_changes = Query(shared.ByPerson, identity.IdentityChange)
 
     # sql/queries/cost.sql: what it costs
-    record_pricing = Statement(RecordPricing)
-    report_priced_messages = Query(DayBounds, PricedMessage)
-    report_delivered_document_messages = Query(DayBounds, PricedMessage)
-    report_lost_messages = Query(DayBounds, PricedMessage)
-    documents_delivered_count = Query(DayBounds, int)
-    report_delivered_ways = Query(DayBounds, DeliveredWay)
+    record_pricing = Statement(cost.RecordPricing)
+    report_priced_messages = Query(shared.DayBounds, cost.PricedMessage)
+    report_delivered_document_messages = Query(shared.DayBounds, cost.PricedMessage)
+    report_lost_messages = Query(shared.DayBounds, cost.PricedMessage)
+    documents_delivered_count = Query(shared.DayBounds, int)
+    report_delivered_ways = Query(shared.DayBounds, cost.DeliveredWay)
 
     # sql/queries/api.sql: the applications' door (036)
-    api_idempotency_lock = Statement(IdempotencyKey)
-    api_handed_over = Query(IdempotencyKey, HandedOver)
-    api_insert_document = Statement(NewApiDocument)
-    api_keep_answer = Statement(KeepAnswer)
-    api_person_lock = Statement(PersonKey)
-    api_person_by_key = Query(PersonKey, Person)
-    api_link_person = Query(LinkPerson, PersonKeyRow)
-    api_person_key = Query(ApplicationPerson, PersonKeyRow)
-    api_update_person = Query(UpdatePerson, Person)
-    api_document = Query(ApplicationDocument, ApiDocument)
-    api_document_knocks = Query(ByDocument, DocumentKnock)
-    api_document_pricing = Query(ByDocument, MessagePrice)
-    api_rate_take = Query(RateTake, dt.datetime)
-    api_rate_wait = Query(RateTake, float)
-    api_register_endpoint = Statement(ByApplication)
-    api_unregister_endpoints = Statement(Applications)
-    api_endpoint_gate = Query(EndpointGate, bool)
-    api_endpoint_probe_unused = Statement(ByApplication)
-    api_listen_events = Statement(NoParams)
-    api_claim_events = Query(ClaimEvents, ApiEvent)
-    api_events_delivered = Statement(ByIds)
-    api_event_failed = Statement(EventFailed)
-    api_endpoint_ok = Query(ByApplication, int)
-    api_endpoint_failed = Query(EndpointFailed, int)
-    api_expire_events = Query(ExpireEvents, str)
-    api_forget_events = Statement(OutboxForget)
-    api_outbox_state = Query(NoParams, OutboxState)
-    api_handovers = Query(NoParams, HandOvers)
+    api_idempotency_lock = Statement(api.IdempotencyKey)
+    api_handed_over = Query(api.IdempotencyKey, api.HandedOver)
+    api_insert_document = Statement(api.NewApiDocument)
+    api_keep_answer = Statement(api.KeepAnswer)
+    api_person_lock = Statement(api.PersonKey)
+    api_person_by_key = Query(api.PersonKey, shared.Person)
+    api_link_person = Query(api.LinkPerson, api.PersonKeyRow)
+    api_person_key = Query(api.ApplicationPerson, api.PersonKeyRow)
+    api_update_person = Query(api.UpdatePerson, shared.Person)
+    api_document = Query(api.ApplicationDocument, api.ApiDocument)
+    api_document_knocks = Query(shared.ByDocument, api.DocumentKnock)
+    api_document_pricing = Query(shared.ByDocument, api.MessagePrice)
+    api_rate_take = Query(api.RateTake, dt.datetime)
+    api_rate_wait = Query(api.RateTake, float)
+    api_register_endpoint = Statement(api.ByApplication)
+    api_unregister_endpoints = Statement(api.Applications)
+    api_endpoint_gate = Query(api.EndpointGate, bool)
+    api_endpoint_probe_unused = Statement(api.ByApplication)
+    api_listen_events = Statement(shared.NoParams)
+    api_claim_events = Query(api.ClaimEvents, api.ApiEvent)
+    api_events_delivered = Statement(shared.ByIds)
+    api_event_failed = Statement(api.EventFailed)
+    api_endpoint_ok = Query(api.ByApplication, int)
+    api_endpoint_failed = Query(api.EndpointFailed, int)
+    api_expire_events = Query(api.ExpireEvents, str)
+    api_forget_events = Statement(shared.OutboxForget)
+    api_outbox_state = Query(shared.NoParams, api.OutboxState)
+    api_handovers = Query(shared.NoParams, api.HandOvers)
+
     # sql/queries/files.sql: a document's file (037)
-    document_file_source = Query(ByDocument, FileSourceRow)
-    document_file = Query(ByDocument, StoredFile)
-    store_document_file = Query(NewFile, StoredFile)
-    document_file_content = Query(FileContent, bytes)
+    document_file_source = Query(shared.ByDocument, files.FileSourceRow)
+    document_file = Query(shared.ByDocument, files.StoredFile)
+    store_document_file = Query(files.NewFile, files.StoredFile)
+    document_file_content = Query(files.FileContent, bytes)
     # the way a document goes (039)
-    file_words = Query(ByDocument, FileWords)
-    choose_file_way = Query(ChooseFileWay, int)
-    forget_file_ledger = Query(ForgetFileLedger, bool)
-    document_without_file = Query(ByDocument, int)
-    way_summary = Query(Period, WayCount)
-    set_outside_window = Query(OutsideWindow, Person)
+    file_words = Query(shared.ByDocument, files.FileWords)
+    choose_file_way = Query(files.ChooseFileWay, int)
+    forget_file_ledger = Query(files.ForgetFileLedger, bool)
+    document_without_file = Query(shared.ByDocument, int)
+    way_summary = Query(files.Period, files.WayCount)
+    set_outside_window = Query(files.OutsideWindow, shared.Person)
+
     # sql/queries/media.sql: a file's media id on a number (037)
-    document_media = Query(MediaLookup, MediaState)
-    lease_media_upload = Query(MediaLease, uuid.UUID)
-    record_media_upload = Query(MediaRecord, str)
-    refuse_media_upload = Query(MediaRefusal, int)
-    release_media_upload = Query(MediaToken, int)
-    drop_media = Query(MediaDrop, str)
+    document_media = Query(media.MediaLookup, media.MediaState)
+    lease_media_upload = Query(media.MediaLease, uuid.UUID)
+    record_media_upload = Query(media.MediaRecord, str)
+    refuse_media_upload = Query(media.MediaRefusal, int)
+    release_media_upload = Query(media.MediaToken, int)
+    drop_media = Query(media.MediaDrop, str)
+
     # sql/queries/metrics.sql: the webhook service's /metrics
-    metrics_snapshot = Query(NoParams, MetricRow)
+    metrics_snapshot = Query(shared.NoParams, metrics.MetricRow)
 
     @classmethod
     def declared(cls) -> dict[str, Named]:
@@ -774,7 +569,7 @@ class Queries:
         missing, undeclared = sorted(set(declared) - set(found)), sorted(set(found) - set(declared))
         if missing or undeclared:
             raise ImportError(
-                f"sql/queries*.sql and Queries disagree: missing in SQL {missing}, "
+                f"sql/queries/*.sql and Queries disagree: missing in SQL {missing}, "
                 f"not declared in Queries {undeclared}"
             )
         queries = cls()

@@ -31,7 +31,7 @@ import psycopg
 
 from delivery_pipeline.settings import RetentionSettings
 from delivery_pipeline.store.queries import QUERIES, Query
-from delivery_pipeline.store.rows import BatchPruned, PruneBatch
+from delivery_pipeline.store.rows.retention import BatchPruned, PruneBatch
 
 
 @dataclass(frozen=True)

@@ -33,7 +33,7 @@ import psycopg
 from delivery_pipeline.model import ReviewDecision
 from delivery_pipeline.store.intake import InputError, check_body
 from delivery_pipeline.store.queries import QUERIES
-from delivery_pipeline.store.rows import (
+from delivery_pipeline.store.rows.review import (
     DecideReview,
     DocumentReview,
     NewSession,

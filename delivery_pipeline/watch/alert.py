@@ -11,7 +11,7 @@ from typing import Any
 from psycopg.types.json import Jsonb
 
 from delivery_pipeline.model import Severity
-from delivery_pipeline.store.rows import NewAlert
+from delivery_pipeline.store.rows.core import NewAlert
 
 # The one severity (``model.Severity``), under the name the engine's modules import.
 AlertSeverity = Severity

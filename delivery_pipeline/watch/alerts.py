@@ -24,7 +24,7 @@ from typing import Any
 import psycopg
 
 from delivery_pipeline.store.queries import QUERIES
-from delivery_pipeline.store.rows import OpsAlert
+from delivery_pipeline.store.rows.core import OpsAlert
 from delivery_pipeline.watch.alert import (
     Alert,
     AlertChannel,

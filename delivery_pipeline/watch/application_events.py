@@ -42,7 +42,7 @@ import psycopg
 
 from delivery_pipeline.model import Severity
 from delivery_pipeline.store.queries import QUERIES
-from delivery_pipeline.store.rows import HandOvers, OutboxState
+from delivery_pipeline.store.rows.api import HandOvers, OutboxState
 from delivery_pipeline.watch.alerts import Alert, note_episode, record_alert
 
 # Standard Webhooks' retry schedule: the delay after the n-th failure in a row.

@@ -25,7 +25,7 @@ import psycopg
 
 from delivery_pipeline.model import Severity
 from delivery_pipeline.store.queries import QUERIES
-from delivery_pipeline.store.rows import OpsAlert
+from delivery_pipeline.store.rows.core import OpsAlert
 from delivery_pipeline.watch.ages import format_age
 from delivery_pipeline.watch.alerts import Alert, note_check
 

@@ -44,7 +44,7 @@ import psycopg
 from psycopg.types.json import Jsonb
 
 from delivery_pipeline.store.queries import QUERIES
-from delivery_pipeline.store.rows import DeliveryEvent
+from delivery_pipeline.store.rows.record import DeliveryEvent
 
 # The asset the events go to (the Dagster layer names its asset with this).
 DELIVERED_DOCUMENTS = "delivered_documents"

@@ -48,7 +48,7 @@ import psycopg
 
 from delivery_pipeline.model import Severity
 from delivery_pipeline.store.queries import QUERIES
-from delivery_pipeline.store.rows import EpisodeState, OpsAlert
+from delivery_pipeline.store.rows.core import EpisodeState, OpsAlert
 from delivery_pipeline.watch.alert import Alert, AlertKind, insert_params
 
 log = logging.getLogger(__name__)

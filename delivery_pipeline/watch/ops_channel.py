@@ -26,7 +26,7 @@ import httpx
 import psycopg
 
 from delivery_pipeline.store.queries import QUERIES
-from delivery_pipeline.store.rows import UnsentAlert
+from delivery_pipeline.store.rows.checks import UnsentAlert
 from delivery_pipeline.watch.alerts import AlertChannel
 from delivery_pipeline.watch.runbooks import runbook_for
 

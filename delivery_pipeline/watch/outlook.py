@@ -21,7 +21,7 @@ import psycopg
 from delivery_pipeline.model import WAITING_STATE_OWNERS, DocumentState
 from delivery_pipeline.settings import Settings
 from delivery_pipeline.store.queries import QUERIES
-from delivery_pipeline.store.rows import DocumentOutlook
+from delivery_pipeline.store.rows.documents import DocumentOutlook
 from delivery_pipeline.watch.ages import format_age
 
 NOBODY = "nobody (done)"

@@ -9,7 +9,7 @@ import datetime as dt
 from delivery_pipeline.service.sessions import Sessions, SignedIn, client_key
 from delivery_pipeline.store.db import connect_async
 from delivery_pipeline.store.review import Held, HoldScope, SignInLimits, WrongToken, held
-from delivery_pipeline.store.rows import SignInState
+from delivery_pipeline.store.rows.review import SignInState
 
 TOKEN = "a-long-reviewer-token-for-tests"
 NOW = dt.datetime(2026, 3, 1, 12, 0, tzinfo=dt.UTC)

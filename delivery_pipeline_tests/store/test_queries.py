@@ -32,7 +32,7 @@ from delivery_pipeline.store.queries import (
     row_factory,
     row_fields,
 )
-from delivery_pipeline.store.rows import Claim, LedgerEntry
+from delivery_pipeline.store.rows.core import Claim, LedgerEntry
 
 pytestmark = pytest.mark.engine
 

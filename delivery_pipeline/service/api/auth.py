@@ -26,7 +26,7 @@ import psycopg
 
 from delivery_pipeline.settings import ApiSettings
 from delivery_pipeline.store.queries import QUERIES
-from delivery_pipeline.store.rows import RateTake
+from delivery_pipeline.store.rows.api import RateTake
 
 
 @dataclass(frozen=True)

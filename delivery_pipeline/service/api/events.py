@@ -35,7 +35,7 @@ from delivery_pipeline.client.webhooks import signed_headers
 from delivery_pipeline.service.log_limit import RateLimitedLog
 from delivery_pipeline.settings import Settings
 from delivery_pipeline.store.queries import QUERIES
-from delivery_pipeline.store.rows import ApiEvent
+from delivery_pipeline.store.rows.api import ApiEvent
 from delivery_pipeline.watch import application_events as outbox
 from delivery_pipeline.watch.application_events import BATCH, CLAIM_LEASE, Schedule
 

@@ -21,7 +21,7 @@ import psycopg
 from delivery_pipeline.model import EXPECTED_ABANDON_REASONS, Severity
 from delivery_pipeline.settings import Settings
 from delivery_pipeline.store.queries import QUERIES, Query
-from delivery_pipeline.store.rows import AgedCheck
+from delivery_pipeline.store.rows.checks import AgedCheck
 from delivery_pipeline.watch.ages import format_age
 from delivery_pipeline.watch.checks import registry
 from delivery_pipeline.watch.checks.registry import Check, CheckResult, result

@@ -36,7 +36,7 @@ from delivery_pipeline.model import Severity
 from delivery_pipeline.settings import Settings
 from delivery_pipeline.settings.parsing import knock_choices, knock_template_list
 from delivery_pipeline.store.queries import QUERIES
-from delivery_pipeline.store.rows import KnockHeldLocale, TemplateState
+from delivery_pipeline.store.rows.templates import KnockHeldLocale, TemplateState
 from delivery_pipeline.watch.ages import format_age
 from delivery_pipeline.watch.checks.registry import (
     DOCUMENT_TEMPLATE_PREFIX,

@@ -7,7 +7,7 @@ import datetime as dt
 import pytest
 
 from delivery_pipeline.model import Severity
-from delivery_pipeline.store.rows import EpisodeState
+from delivery_pipeline.store.rows.core import EpisodeState
 from delivery_pipeline.watch.alert import Alert, AlertKind
 from delivery_pipeline.watch.episodes import Report, Said, decide, episode_of
 
