@@ -24,13 +24,10 @@ from delivery_pipeline_tests.support.data import (
     person_writes,
     plan_body,
 )
+from delivery_pipeline_tests.support.engine import sweep
 from delivery_pipeline_tests.support.inbox import knocks, texts
 
 pytestmark = pytest.mark.engine
-
-
-def sweep(settings, **kwargs):
-    return asyncio.run(run_sweep(settings, settings.database.database_url, **kwargs))
 
 
 def test_delivers_every_chunk_once_in_order(db, sandbox, settings):

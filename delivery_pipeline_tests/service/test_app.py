@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 import time
@@ -15,7 +14,6 @@ from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 from starlette.testclient import TestClient
 
-from delivery_pipeline.delivery.sweep import run_sweep
 from delivery_pipeline.service.app import create_app
 from delivery_pipeline.testing import payloads
 from delivery_pipeline.testing.service import APP_SECRET, INTERNAL_TOKEN, VERIFY_TOKEN
@@ -28,6 +26,7 @@ from delivery_pipeline_tests.support.data import (
     document,
     plan_body,
 )
+from delivery_pipeline_tests.support.engine import sweep
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "meta-webhooks"
 
@@ -177,7 +176,7 @@ def _delivered_chunk(db, sandbox, settings, person_body="Hello."):
     person = add_person(db)
     sandbox.say(person["phone"], "hi")
     doc = add_document(db, person["id"], person_body)
-    asyncio.run(run_sweep(settings, settings.database.database_url))
+    sweep(settings)
     return person, doc, chunks(db, doc["id"])[0]
 
 
@@ -204,7 +203,7 @@ def test_status_with_callback_settles_an_unknown_chunk(client, db, sandbox, sett
     sandbox.say(person["phone"], "hi")
     doc = add_document(db, person["id"], plan_body(2))
     sandbox.faults(drop_after_accept_rate=1.0)
-    asyncio.run(run_sweep(settings, settings.database.database_url))
+    sweep(settings)
     sandbox.faults(drop_after_accept_rate=0.0)
     unknown, pending = chunks(db, doc["id"])
     assert (unknown["state"], pending["state"]) == ("unknown", "pending")
@@ -216,7 +215,7 @@ def test_status_with_callback_settles_an_unknown_chunk(client, db, sandbox, sett
     assert settled["state"] == "sent" and settled["wa_message_id"] == wamid
     # The settled document is due now: the service's own sweep (started by the
     # status) or this one delivers the rest, whichever claims it.
-    asyncio.run(run_sweep(settings, settings.database.database_url))
+    sweep(settings)
     deadline = time.monotonic() + 20
     while document(db, doc["id"])["delivered_at"] is None:
         assert time.monotonic() < deadline, "the rest was never delivered"

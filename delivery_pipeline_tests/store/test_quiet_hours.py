@@ -8,7 +8,6 @@ saving time and instants around their transitions.
 
 from __future__ import annotations
 
-import asyncio
 import datetime as dt
 from typing import Any
 from zoneinfo import ZoneInfo
@@ -18,10 +17,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from delivery_pipeline.delivery.sweep import run_sweep
 from delivery_pipeline.settings import Settings
 from delivery_pipeline.store.queries import QUERIES
 from delivery_pipeline_tests.support.data import add_document, add_person, person_writes, plan_body
+from delivery_pipeline_tests.support.engine import sweep
 from delivery_pipeline_tests.support.inbox import texts
 
 UTC = dt.UTC
@@ -182,10 +181,6 @@ def zone_where_it_is(hour: int) -> str:
 
 def night_settings(settings: Settings) -> Settings:
     return settings.replace(delivery={"quiet_hours": "21:00-08:00"})
-
-
-def sweep(settings: Settings) -> Any:
-    return asyncio.run(run_sweep(settings, settings.database.database_url))
 
 
 @pytest.mark.engine

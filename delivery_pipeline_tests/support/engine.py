@@ -1,0 +1,42 @@
+"""The engine and the webhook service as the end-to-end tests drive them: a sweep in
+this process at the moment the test chooses, and the service (a real process) that
+the sandbox posts its signed webhooks to."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from delivery_pipeline.delivery.result import SweepResult
+from delivery_pipeline.delivery.sweep import run_sweep
+from delivery_pipeline.settings import Settings
+from delivery_pipeline.testing.sandbox import SandboxProcess
+from delivery_pipeline.testing.service import APP_SECRET, ServiceProcess, start_service
+
+# The knock with three quick replies (Send it / Later / Stop) in en, es and pt, as
+# DELIVERY_KNOCK_TEMPLATES names it.
+BUTTON_KNOCKS = "en=documents_ready:en,es=documents_ready:es,pt=documents_ready:pt_BR"
+
+
+def sweep(settings: Settings, **options: Any) -> SweepResult:
+    """One sweep on the settings' database (``options``: ``run_sweep``'s)."""
+    return asyncio.run(run_sweep(settings, settings.database.database_url, **options))
+
+
+def unhooked_service(sandbox: SandboxProcess, database_url: str, **env: Any) -> ServiceProcess:
+    """The webhook service on the sandbox, not listening (the test sweeps by hand,
+    at the moments it chooses; service/test_listener.py covers listening)."""
+    return start_service(database_url, sandbox.url, DELIVERY_LISTEN="false", **env)
+
+
+@contextmanager
+def hooked_service(
+    sandbox: SandboxProcess, database_url: str, **env: Any
+) -> Iterator[ServiceProcess]:
+    """``unhooked_service``, with the sandbox posting its signed webhooks to it, each
+    send's statuses 20 ms after it."""
+    with unhooked_service(sandbox, database_url, **env) as service:
+        sandbox.faults(webhook_url=service.webhook_url, app_secret=APP_SECRET, status_delay_ms=20)
+        yield service
