@@ -9,8 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given
-from hypothesis import settings as hsettings
+from hypothesis import given
 from hypothesis import strategies as st
 from starlette.testclient import TestClient
 
@@ -27,6 +26,7 @@ from delivery_pipeline_tests.support.data import (
     plan_body,
 )
 from delivery_pipeline_tests.support.engine import sweep
+from delivery_pipeline_tests.support.properties import examples
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "meta-webhooks"
 
@@ -350,9 +350,7 @@ json_values = st.recursive(
 
 
 @given(payload=json_values)
-@hsettings(
-    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
-)
+@examples(150)
 def test_fuzzed_signed_bodies_never_5xx(client, payload):
     body = json.dumps({"object": "whatsapp_business_account", "entry": payload}).encode()
     assert post(client, body).status_code == 200
