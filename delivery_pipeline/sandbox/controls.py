@@ -4,8 +4,10 @@ lives; what was received, counted and refused. Contract: docs/reference/sandbox.
 
 from __future__ import annotations
 
+import functools
 import json
 import time
+from collections.abc import Awaitable, Callable
 from typing import Any
 from urllib.parse import quote
 
@@ -66,20 +68,34 @@ async def _body(request: Request, model: type[Body]) -> Body | JSONResponse:
     return _control_error(body.message) if isinstance(body, Misfit) else body
 
 
-async def _person_and_body(request: Request, model: type[Body]) -> tuple[str, Body] | JSONResponse:
-    """The path's person and the request's body as ``model``, or the error answer."""
-    number = _number(request)
-    if number is None:
-        return _control_error(_NOT_E164)
-    body = await _body(request, model)
-    return body if isinstance(body, JSONResponse) else (number, body)
+Handler = Callable[[Request], Awaitable[Response]]
 
 
-async def person_writes(request: Request) -> Response:
-    got = await _person_and_body(request, Written)
-    if isinstance(got, JSONResponse):
-        return got
-    number, body = got
+def _person_control(
+    model: type[Body],
+) -> Callable[[Callable[[Request, str, Body], Awaitable[Response]]], Handler]:
+    """A control on one person: ``handle(request, number, body)`` runs with the path's
+    person and the request's body as ``model``; a request with either wrong is answered
+    with what is wrong."""
+
+    def wrap(handle: Callable[[Request, str, Body], Awaitable[Response]]) -> Handler:
+        @functools.wraps(handle)
+        async def control(request: Request) -> Response:
+            number = _number(request)
+            if number is None:
+                return _control_error(_NOT_E164)
+            body = await _body(request, model)
+            if isinstance(body, JSONResponse):
+                return body
+            return await handle(request, number, body)
+
+        return control
+
+    return wrap
+
+
+@_person_control(Written)
+async def person_writes(request: Request, number: str, body: Written) -> Response:
     sandbox = sandbox_of(request)
     if body.to is not None and not sandbox.config.serves(body.to):
         return _control_error(_not_played(sandbox.config, body.to))
@@ -93,13 +109,10 @@ def _not_played(config: SandboxConfig, number: object) -> str:
     return f"the sandbox plays no business number {number!r}: it plays {played}"
 
 
-async def person_presses(request: Request) -> Response:
+@_person_control(Press)
+async def person_presses(request: Request, number: str, press: Press) -> Response:
     """``POST /_sandbox/people/{number}/press {"button": "Later" | 1, "message_id"?,
     "interactive"?: false}``: the person taps a quick reply on a message they got."""
-    got = await _person_and_body(request, Press)
-    if isinstance(got, JSONResponse):
-        return got
-    number, press = got
     try:
         wamid = sandbox_of(request).person_presses(
             number, press.button, press.message_id, press.interactive
@@ -109,13 +122,10 @@ async def person_presses(request: Request) -> Response:
     return JSONResponse({"id": wamid})
 
 
-async def person_number(request: Request) -> Response:
+@_person_control(NewNumber)
+async def person_number(request: Request, number: str, body: NewNumber) -> Response:
     """``POST /_sandbox/people/{number}/number {"new_number": "+E164"}``: the person
     changes their phone number (a ``user_changed_number`` system message follows)."""
-    got = await _person_and_body(request, NewNumber)
-    if isinstance(got, JSONResponse):
-        return got
-    number, body = got
     if not number.startswith("+"):  # a username user has no number to change
         return _control_error(_NOT_E164)
     sandbox = sandbox_of(request)
@@ -142,11 +152,8 @@ async def person_detail(request: Request) -> Response:
     return JSONResponse(described(sandbox, person, time.time()))
 
 
-async def person_window(request: Request) -> Response:
-    got = await _person_and_body(request, Window)
-    if isinstance(got, JSONResponse):
-        return got
-    number, window = got
+@_person_control(Window)
+async def person_window(request: Request, number: str, window: Window) -> Response:
     sandbox = sandbox_of(request)
     config = sandbox.config
     chosen, age = window.phone_number_id, window.age_seconds
@@ -164,11 +171,8 @@ async def person_window(request: Request) -> Response:
     return JSONResponse(described(sandbox, person, now))
 
 
-async def person_unreachable(request: Request) -> Response:
-    got = await _person_and_body(request, Unreachable)
-    if isinstance(got, JSONResponse):
-        return got
-    number, body = got
+@_person_control(Unreachable)
+async def person_unreachable(request: Request, number: str, body: Unreachable) -> Response:
     sandbox = sandbox_of(request)
     person = sandbox.state.person(number)
     person.unreachable = body.mode if body.unreachable else None
@@ -191,13 +195,10 @@ async def templates(request: Request) -> Response:
     return JSONResponse(listing(sandbox.config.templates, sandbox.templates))
 
 
-async def person_presence(request: Request) -> Response:
+@_person_control(Presence)
+async def person_presence(request: Request, number: str, body: Presence) -> Response:
     """``POST /_sandbox/people/{number}/presence {"online": false}``: the phone is off,
     what is sent to it is held; ``true``: it is back (sandbox/presence.py)."""
-    got = await _person_and_body(request, Presence)
-    if isinstance(got, JSONResponse):
-        return got
-    number, body = got
     sandbox = sandbox_of(request)
     person = sandbox.state.person(number)
     sandbox.set_presence(person, body.online)
