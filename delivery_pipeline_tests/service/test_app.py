@@ -23,9 +23,8 @@ from delivery_pipeline_tests.support.data import (
     add_person,
     chunks,
     document,
-    plan_body,
 )
-from delivery_pipeline_tests.support.engine import sweep
+from delivery_pipeline_tests.support.engine import first_part_unknown, sweep
 from delivery_pipeline_tests.support.properties import examples
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "meta-webhooks"
@@ -199,12 +198,7 @@ def test_read_without_delivered_fills_both(client, db, sandbox, settings):
 
 
 def test_status_with_callback_settles_an_unknown_chunk(client, db, sandbox, settings):
-    person = add_person(db)
-    sandbox.say(person["phone"], "hi")
-    doc = add_document(db, person["id"], plan_body(2))
-    sandbox.faults(drop_after_accept_rate=1.0)
-    sweep(settings)
-    sandbox.faults(drop_after_accept_rate=0.0)
+    person, doc = first_part_unknown(db, sandbox, settings)
     unknown, pending = chunks(db, doc["id"])
     assert (unknown["state"], pending["state"]) == ("unknown", "pending")
     wamid = sandbox.inbox(person["phone"])[0]["id"]

@@ -14,6 +14,7 @@ from delivery_pipeline.delivery.sweep import run_sweep
 from delivery_pipeline.settings import Settings
 from delivery_pipeline.testing.sandbox import SandboxProcess
 from delivery_pipeline.testing.service import APP_SECRET, ServiceProcess, start_service
+from delivery_pipeline_tests.support.data import add_document, add_person, plan_body
 
 # The knock with three quick replies (Send it / Later / Stop) in en, es and pt, as
 # DELIVERY_KNOCK_TEMPLATES names it.
@@ -40,3 +41,32 @@ def hooked_service(
     with unhooked_service(sandbox, database_url, **env) as service:
         sandbox.faults(webhook_url=service.webhook_url, app_secret=APP_SECRET, status_delay_ms=20)
         yield service
+
+
+def first_part_unknown(
+    db: Any, sandbox: SandboxProcess, settings: Settings, parts: int = 2
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A person who wrote, and a plan of ``parts`` parts whose first part the platform
+    took without its answer reaching the sweep that sent it (the outcome unknown, the
+    rest not sent): the person and the document."""
+    person = add_person(db)
+    sandbox.say(person["phone"], "hi")
+    doc = add_document(db, person["id"], plan_body(parts))
+    sandbox.faults(drop_after_accept_rate=1.0)
+    sweep(settings)
+    sandbox.faults(drop_after_accept_rate=0.0)
+    return person, doc
+
+
+def wrote_and_waiting(
+    db: Any, sandbox: SandboxProcess, count: int, tag: str
+) -> list[dict[str, Any]]:
+    """``count`` people who wrote (here and in the sandbox), each with a three-part
+    plan of short parts (300 characters at most) ready, tagged ``tag`` and its index."""
+    people = [add_person(db) for _ in range(count)]
+    for i, person in enumerate(people):
+        add_document(db, person["id"], plan_body(3, chunk_limit=300, tag=f"{tag}{i} "))
+    db.execute("UPDATE people SET last_inbound_at = now()")
+    for person in people:
+        sandbox.say(person["phone"], "hi")
+    return people

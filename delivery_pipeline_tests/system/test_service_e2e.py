@@ -16,7 +16,7 @@ from delivery_pipeline_tests.support.data import (
     document,
     plan_body,
 )
-from delivery_pipeline_tests.support.engine import hooked_service, sweep
+from delivery_pipeline_tests.support.engine import first_part_unknown, hooked_service, sweep
 from delivery_pipeline_tests.support.inbox import knocks, texts
 from delivery_pipeline_tests.support.waiting import wait_for
 
@@ -115,12 +115,9 @@ def test_poke_delivers_a_ready_document_and_a_second_poke_sends_nothing(
 
 
 def test_dropped_response_is_settled_by_the_status_webhook(db, sandbox, settings, service):
-    person = add_person(db)
-    sandbox.say(person["phone"], "hi")
-    doc = add_document(db, person["id"], plan_body(3))
-    sandbox.faults(drop_after_accept_rate=1.0)
-    sweep(settings.replace(whatsapp={"send_timeout": 2.0}))
-    sandbox.faults(drop_after_accept_rate=0.0)
+    person, doc = first_part_unknown(
+        db, sandbox, settings.replace(whatsapp={"send_timeout": 2.0}), parts=3
+    )
 
     # The 'sent' status carries our callback tag: the chunk is settled and
     # delivery resumes from chunk 1, with no duplicate of chunk 0.
