@@ -33,18 +33,17 @@ class _Body(BaseModel):
         """What to answer a body that failed validation with ``error``."""
         problems = error.errors()
         if any(problem["type"] in _SHAPE_ERRORS for problem in problems):
-            return Misfit(None, cls.usage)
+            return Misfit(cls.usage)
         wrong = {str(problem["loc"][0]) for problem in problems if problem["loc"]}
-        field = next((name for name in cls.model_fields if name in wrong), None)
-        return Misfit(field, cls.wrong.get(field or "", cls.usage))
+        field = next((name for name in cls.model_fields if name in wrong), "")
+        return Misfit(cls.wrong.get(field, cls.usage))
 
 
 @dataclass(frozen=True)
 class Misfit:
-    """A body that does not fit: the field first wrong (None: the body's shape) and
-    the error message that says so."""
+    """A body that does not fit: the error message that says how (the field first
+    wrong, or the body's shape)."""
 
-    field: str | None
     message: str
 
 
@@ -54,7 +53,7 @@ Body = TypeVar("Body", bound=_Body)
 def parse(model: type[Body], data: dict[str, Any] | None) -> Body | Misfit:
     """``data`` (None: no JSON object) as ``model``, or what is wrong with it."""
     if data is None:
-        return Misfit(None, model.usage)
+        return Misfit(model.usage)
     try:
         return model.model_validate(data)
     except ValidationError as error:
