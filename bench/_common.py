@@ -1,13 +1,17 @@
-"""Shared plumbing for the benchmark scripts: a scratch database, the sandbox
-and the webhook service as real processes, and writing docs/benchmarks.md."""
+"""The benchmarks' harness: a scratch database, the sandbox and the webhook service
+as real processes, a script's options, what was delivered and what it cost (CPU,
+the inbox's rates), and writing docs/benchmarks.md. ``_sweeps.py`` adds fleets of
+sweep processes measured against the sandbox."""
 
 from __future__ import annotations
 
+import argparse
 import datetime as dt
 import os
 import platform
 import re
 import sys
+import time
 import uuid
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -24,6 +28,18 @@ from delivery_pipeline.store.db import ensure_database, with_database  # noqa: E
 from delivery_pipeline.store.migrations import upgrade  # noqa: E402
 
 BENCHMARKS_MD = REPO / "docs" / "benchmarks.md"
+
+
+def arguments(doc: str | None) -> argparse.ArgumentParser:
+    """A script's options, with its docstring (``doc``) as its ``--help``, as written."""
+    return argparse.ArgumentParser(
+        description=doc, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+
+
+def sweep_command(*args: str) -> list[str]:
+    """``delivery-pipeline sweep --json ARGS`` as this interpreter runs it."""
+    return [sys.executable, "-m", "delivery_pipeline.cli", "sweep", "--json", *args]
 
 
 def child_env(**settings: str) -> dict[str, str]:
@@ -125,6 +141,16 @@ def percentile(values: list[float], p: float) -> float:
     return ordered[lo] + (ordered[hi] - ordered[lo]) * (k - lo)
 
 
+def spread(values: list[float]) -> tuple[float, float, float, float]:
+    """p50, p95, p99 and the most of ``values``."""
+    p50, p95, p99 = (percentile(values, p) for p in (50, 95, 99))
+    return p50, p95, p99, max(values)
+
+
+def spread_line(values: list[float]) -> str:
+    return "p50={:.1f} p95={:.1f} p99={:.1f} max={:.1f}".format(*spread(values))
+
+
 def machine() -> str:
     return f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
 
@@ -141,12 +167,19 @@ def write_section(name: str, command: str, body: str) -> None:
     pattern = re.compile(
         rf"<!-- bench:{re.escape(name)} -->.*?<!-- /bench:{re.escape(name)} -->", re.DOTALL
     )
-    if pattern.search(text):
+    written = pattern.search(text)
+    if written and _unstamped(written.group(0)) == _unstamped(section):
+        return  # the same again (a summary of unchanged figures): the stamp stays theirs
+    if written:
         text = pattern.sub(lambda _: section, text)
     else:
         text = text.rstrip() + "\n\n" + section + "\n"
     BENCHMARKS_MD.parent.mkdir(parents=True, exist_ok=True)
     BENCHMARKS_MD.write_text(text)
+
+
+def _unstamped(section: str) -> str:
+    return re.sub(r"\nRun: [^\n]*\n", "\n", section, count=1)
 
 
 class RawHttpConnection:
@@ -181,6 +214,37 @@ class RawHttpConnection:
 
     async def close(self) -> None:
         self.writer.close()
+
+
+async def post_all(
+    port: int,
+    path: str,
+    requests: Iterable[tuple[bytes, dict[str, str]]],
+    connections: int,
+    expect: int,
+) -> tuple[float, list[float]]:
+    """Every request (body, headers) POSTed to ``path`` on this machine's ``port`` over
+    ``connections`` keep-alive connections, each taking the next request as it comes
+    free: the wall seconds and each request's milliseconds. An answer other than
+    ``expect`` fails the run."""
+    import asyncio
+
+    pending = iter(requests)
+    latencies: list[float] = []
+
+    async def client() -> None:
+        conn = RawHttpConnection("127.0.0.1", port)
+        await conn.open()
+        for body, headers in pending:
+            start = time.perf_counter()
+            status, answer = await conn.post(path, body, headers)
+            latencies.append((time.perf_counter() - start) * 1000)
+            assert status == expect, answer
+        await conn.close()
+
+    started = time.perf_counter()
+    await asyncio.gather(*(client() for _ in range(connections)))
+    return time.perf_counter() - started, latencies
 
 
 # ── helpers for the throughput / comparison / memory / guard benchmarks ─────
@@ -250,16 +314,23 @@ def seed_pending_documents(url: str, count: int, phone_prefix: str) -> list[tupl
     return [(r["phone"], r["id"]) for r in rows]
 
 
-def undelivered(url: str, prefix: str) -> int:
-    """Documents of the people whose phones start with ``prefix`` not delivered yet."""
+def delivered(url: str, prefix: str, *, yet: bool = True) -> int:
+    """Documents of the people whose phones start with ``prefix`` delivered (``yet``
+    False: not delivered yet)."""
     from delivery_pipeline.store.db import connect
 
+    state = "IS NOT NULL" if yet else "IS NULL"
     with connect(url) as conn:
         return conn.execute(
             "SELECT count(*) AS n FROM documents d JOIN people p ON p.id = d.person_id "
-            "WHERE p.phone LIKE %s AND d.delivered_at IS NULL",
+            f"WHERE p.phone LIKE %s AND d.delivered_at {state}",
             (prefix + "%",),
         ).fetchone()["n"]
+
+
+def undelivered(url: str, prefix: str) -> int:
+    """Documents of the people whose phones start with ``prefix`` not delivered yet."""
+    return delivered(url, prefix, yet=False)
 
 
 def open_windows(
@@ -287,6 +358,25 @@ def open_windows(
             await asyncio.gather(*(worker() for _ in range(parallel)))
 
     asyncio.run(run())
+
+
+def first_texts(
+    sandbox: Any, phones: Iterable[str], timeout: float = 60.0, poll: float = 0.05
+) -> dict[str, dict[str, Any]]:
+    """Each phone's first text message in the sandbox's inbox, waiting ``timeout``
+    seconds for them all (a phone with none by then is left out). The sandbox stamps
+    each with its own clock, so the polling adds nothing to what is measured."""
+    deadline = time.monotonic() + timeout
+    found = {}
+    for phone in phones:
+        while True:
+            texts = [m for m in sandbox.inbox(phone) if m["type"] == "text"]
+            if texts or time.monotonic() > deadline:
+                break
+            time.sleep(poll)
+        if texts:
+            found[phone] = texts[0]
+    return found
 
 
 def inbox_report(
@@ -342,21 +432,49 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-class BackendCpu:
-    """Samples the CPU time of every Postgres backend connected to one database
-    (a thread; the server must be on this machine). ``total()`` after ``stop()``."""
+class Sampler:
+    """A thread sampling one database on a connection of its own: at the start of
+    its ``with`` block, every ``interval`` seconds, and once more at the end."""
 
-    def __init__(self, url: str, interval: float = 0.5) -> None:
+    def __init__(self, url: str, interval: float) -> None:
         import threading
 
         self.url, self.interval = url, interval
-        self.start_cpu: dict[int, float] = {}
-        self.last_cpu: dict[int, float] = {}
-        self._first = True
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
-    def _sample(self, conn) -> None:  # type: ignore[no-untyped-def]
+    def sample(self, conn: Any) -> None:
+        raise NotImplementedError
+
+    def _run(self) -> None:
+        from delivery_pipeline.store.db import connect
+
+        with connect(self.url) as conn:
+            self.sample(conn)
+            while not self._stop.wait(self.interval):
+                self.sample(conn)
+            self.sample(conn)
+
+    def __enter__(self) -> Any:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+class BackendCpu(Sampler):
+    """The CPU time of every Postgres backend connected to one database (the server
+    must be on this machine). ``total()`` after the ``with`` block."""
+
+    def __init__(self, url: str, interval: float = 0.5) -> None:
+        super().__init__(url, interval)
+        self.start_cpu: dict[int, float] = {}
+        self.last_cpu: dict[int, float] = {}
+        self._first = True
+
+    def sample(self, conn: Any) -> None:
         rows = conn.execute(
             "SELECT pid FROM pg_stat_activity WHERE datname = current_database() "
             "AND pid <> pg_backend_pid()"
@@ -369,25 +487,29 @@ class BackendCpu:
             self.last_cpu[pid] = cpu
         self._first = False
 
-    def _run(self) -> None:
-        from delivery_pipeline.store.db import connect
-
-        with connect(self.url) as conn:
-            self._sample(conn)
-            while not self._stop.wait(self.interval):
-                self._sample(conn)
-            self._sample(conn)
-
-    def __enter__(self) -> BackendCpu:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
-
     def total(self) -> float:
         return sum(self.last_cpu[p] - self.start_cpu.get(p, 0.0) for p in self.last_cpu)
+
+
+class Connections(Sampler):
+    """The most backends connected to one database at once (sampled every 0.2 s)."""
+
+    def __init__(self, url: str) -> None:
+        super().__init__(url, 0.2)
+        self.most = 0
+
+    def sample(self, conn: Any) -> None:
+        row = conn.execute(
+            "SELECT count(*) AS n FROM pg_stat_activity "
+            "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        ).fetchone()
+        self.most = max(self.most, int(row["n"]))
+
+
+def show(figures: dict[str, Any], label: str = "") -> None:
+    """A run's figures on stdout, as they come (after ``label``)."""
+    shown = {k: (round(v, 3) if isinstance(v, float) else v) for k, v in figures.items()}
+    print(*([label] if label else []), shown, flush=True)
 
 
 def figures_comment(figures: dict[str, object]) -> str:

@@ -20,15 +20,22 @@ event per document (every stream sendable at once), then ten per document
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import base64
 import json
 import os
 import time
-from pathlib import Path
+from collections.abc import Iterator
 
-from _common import RawHttpConnection, child_env, percentile, scratch_database, write_section
+from _common import (
+    arguments,
+    child_env,
+    cpu_seconds,
+    percentile,
+    post_all,
+    scratch_database,
+    write_section,
+)
 
 from delivery_pipeline.store.db import connect
 from delivery_pipeline.testing.endpoint import ApplicationEndpoint
@@ -47,39 +54,18 @@ API = {
 async def _hand_over(
     port: int, count: int, connections: int, ready: bool, run: str
 ) -> tuple[float, list[float]]:
-    latencies: list[float] = []
-    queue: asyncio.Queue[int] = asyncio.Queue()
-    for i in range(count):
-        queue.put_nowait(i)
-
-    async def client() -> None:
-        conn = RawHttpConnection("127.0.0.1", port)
-        await conn.open()
-        while not queue.empty():
-            i = queue.get_nowait()
+    def requests() -> Iterator[tuple[bytes, dict[str, str]]]:
+        for i in range(count):
             document = {"person": {"phone": f"+1777{run}{i:06d}"}, "kind": "plan"}
             document |= {"body": f"Plan {i}.\n\nStep one."} if ready else {"generate": True}
-            body = json.dumps(document).encode()
             headers = {
                 "Authorization": f"Bearer {TOKEN}",
                 "Content-Type": "application/json",
                 "Idempotency-Key": f"bench-{run}-{i}",
             }
-            start = time.perf_counter()
-            status, answer = await conn.post("/v1/documents", body, headers)
-            latencies.append((time.perf_counter() - start) * 1000)
-            assert status == 201, answer
-        await conn.close()
+            yield json.dumps(document).encode(), headers
 
-    started = time.perf_counter()
-    await asyncio.gather(*(client() for _ in range(connections)))
-    return time.perf_counter() - started, latencies
-
-
-def cpu_seconds(pid: int) -> float:
-    """A process's CPU time so far (user and system), from /proc."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return await post_all(port, "/v1/documents", requests(), connections, 201)
 
 
 def handovers(count: int, connections: int) -> list[tuple[str, float, float, float, float]]:
@@ -148,7 +134,7 @@ def events(count: int) -> list[tuple[int, float, float]]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
+    parser = arguments(__doc__)
     parser.add_argument("--handovers", type=int, default=1500, help="per kind of document")
     parser.add_argument("--connections", type=int, default=8)
     parser.add_argument("--events", type=int, default=3000)

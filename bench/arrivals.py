@@ -30,6 +30,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 SO_TIMESTAMPNS = 35
 ETH_P_ALL = 0x0003
@@ -104,7 +105,11 @@ def main() -> None:
     if len(sys.argv) == 4 and sys.argv[1] == "--capture":
         capture(int(sys.argv[2]), Path(sys.argv[3]))
         return
-    parser = argparse.ArgumentParser(description=__doc__)
+    from _common import arguments, figures_comment, scratch_database, write_section
+
+    from delivery_pipeline.testing.sandbox import start_sandbox
+
+    parser = arguments(__doc__)
     parser.add_argument("--docs", type=int, default=200, help="nine-chunk plans per run")
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--sweeps", type=int, default=4)
@@ -117,85 +122,90 @@ def main() -> None:
         print("the capture needs root (a raw socket on the loopback interface)")
         return
 
-    from _common import figures_comment, scratch_database, write_section
-    from fleet import fleet_run
-
-    from delivery_pipeline.testing.sandbox import start_sandbox
-
     rows, fig = [], {"runs": []}
     with scratch_database() as url, start_sandbox() as sandbox:
-        port = int(sandbox.url.rsplit(":", 1)[1])
         plan = [(load, run) for load in map(int, args.loads.split(",")) for run in range(args.runs)]
         for load, run in plan:
-            hogs = [
-                subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(load)
-            ]
-            out = Path(f"/tmp/dp-arrivals-{os.getpid()}-{load}-{run}.txt")
-            proc = subprocess.Popen([sys.executable, __file__, "--capture", str(port), str(out)])
-            deadline = time.monotonic() + 10
-            while not out.with_suffix(".ready").exists() and time.monotonic() < deadline:
-                time.sleep(0.05)
-            try:
-                figures = fleet_run(
-                    url,
-                    sandbox,
-                    limit=args.limit,
-                    docs=args.docs,
-                    sweeps=args.sweeps,
-                    latency_ms=150.0,
-                )
-            finally:
-                proc.send_signal(signal.SIGTERM)
-                proc.wait(timeout=30)
-                for hog in hogs:
-                    hog.kill()
-                    hog.wait()
-            kernel = {}
-            for line in out.read_text().split("\n"):
-                if line:
-                    ns, _number, tag = line.split(" ")
-                    kernel.setdefault(tag, int(ns) / 1e9)
-            out.unlink()
-            out.with_suffix(".ready").unlink()
-            stamped = {
-                m["callback_data"]: dt.datetime.fromisoformat(m["arrived"]).timestamp()
-                for messages in sandbox.inboxes().values()
-                for m in messages
-                if m.get("callback_data") and m.get("arrived")
-            }
-            both = sorted(set(kernel) & set(stamped))
-            lags = [1000 * (stamped[t] - kernel[t]) for t in both]
-            on_wire = busiest_second([kernel[t] for t in both])
-            in_sandbox = busiest_second([stamped[t] for t in both])
-            # The sandbox refuses a send that finds ``limit`` others in its second:
-            # limit + 1 sends inside 1,000 ms; the pace spaces them 1,000 × limit /
-            # (0.97 × limit) ms apart. The margin each clock kept, in one figure.
-            tight_wire = tightest_ms([kernel[t] for t in both], args.limit + 1)
-            tight_sandbox = tightest_ms([stamped[t] for t in both], args.limit + 1)
-            row = {
-                "load": load,
-                "matched": len(both),
-                "accepted": figures["received"],
-                "throttled": figures["throttled_130429"],
-                "lag_p50_ms": percentile(lags, 0.5),
-                "lag_p99_ms": percentile(lags, 0.99),
-                "lag_max_ms": max(lags),
-                "busiest_wire": on_wire,
-                "busiest_sandbox": in_sandbox,
-                "tightest_wire_ms": tight_wire,
-                "tightest_sandbox_ms": tight_sandbox,
-                "share": figures["steady"] / args.limit,
-            }
+            row, figures = measured_run(url, sandbox, load, run, args)
             print(row, flush=True)
             fig["runs"].append(row)
             lag = f"{row['lag_p50_ms']:.2f} / {row['lag_p99_ms']:.2f} / {row['lag_max_ms']:.1f}"
             rows.append(
-                f"| {load} | {run + 1} | {len(both)}/{figures['received']} | {lag} | {on_wire} | "
-                f"{in_sandbox} | {tight_wire:,.0f} | {tight_sandbox:,.0f} | "
+                f"| {load} | {run + 1} | {row['matched']}/{figures['received']} | {lag} | "
+                f"{row['busiest_wire']} | {row['busiest_sandbox']} | "
+                f"{row['tightest_wire_ms']:,.0f} | {row['tightest_sandbox_ms']:,.0f} | "
                 f"{figures['throttled_130429']} | {100 * row['share']:.1f} % |"
             )
+    write_section(
+        "arrivals",
+        f"./dev shell bench/arrivals.py --docs {args.docs} --runs {args.runs} "
+        f"--sweeps {args.sweeps} --limit {args.limit} --loads {args.loads}",
+        _section(args, rows) + figures_comment(fig),
+    )
+
+
+def measured_run(
+    url: str, sandbox: Any, load: int, run: int, args: argparse.Namespace
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """One fleet run (bench/fleet.py's) beside ``load`` busy loops, every request to the
+    sandbox captured on the wire: the run's row and the fleet's own figures."""
+    from fleet import fleet_run
+
+    port = int(sandbox.url.rsplit(":", 1)[1])
+    hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(load)]
+    out = Path(f"/tmp/dp-arrivals-{os.getpid()}-{load}-{run}.txt")
+    proc = subprocess.Popen([sys.executable, __file__, "--capture", str(port), str(out)])
+    deadline = time.monotonic() + 10
+    while not out.with_suffix(".ready").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    try:
+        figures = fleet_run(
+            url, sandbox, limit=args.limit, docs=args.docs, sweeps=args.sweeps, latency_ms=150.0
+        )
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=30)
+        for hog in hogs:
+            hog.kill()
+            hog.wait()
+    kernel = {}
+    for line in out.read_text().split("\n"):
+        if line:
+            ns, _number, tag = line.split(" ")
+            kernel.setdefault(tag, int(ns) / 1e9)
+    out.unlink()
+    out.with_suffix(".ready").unlink()
+    stamped = {
+        m["callback_data"]: dt.datetime.fromisoformat(m["arrived"]).timestamp()
+        for messages in sandbox.inboxes().values()
+        for m in messages
+        if m.get("callback_data") and m.get("arrived")
+    }
+    both = sorted(set(kernel) & set(stamped))
+    lags = [1000 * (stamped[t] - kernel[t]) for t in both]
+    # The sandbox refuses a send that finds ``limit`` others in its second:
+    # limit + 1 sends inside 1,000 ms; the pace spaces them 1,000 × limit /
+    # (0.97 × limit) ms apart. The margin each clock kept, in one figure.
+    row = {
+        "load": load,
+        "matched": len(both),
+        "accepted": figures["received"],
+        "throttled": figures["throttled_130429"],
+        "lag_p50_ms": percentile(lags, 0.5),
+        "lag_p99_ms": percentile(lags, 0.99),
+        "lag_max_ms": max(lags),
+        "busiest_wire": busiest_second([kernel[t] for t in both]),
+        "busiest_sandbox": busiest_second([stamped[t] for t in both]),
+        "tightest_wire_ms": tightest_ms([kernel[t] for t in both], args.limit + 1),
+        "tightest_sandbox_ms": tightest_ms([stamped[t] for t in both], args.limit + 1),
+        "share": figures["steady"] / args.limit,
+    }
+    return row, figures
+
+
+def _section(args: argparse.Namespace, rows: list[str]) -> str:
     pace = args.limit * 0.97
-    body = (
+    return (
         f"{args.sweeps} `sweep` processes and the webhook service share one {args.limit} "
         f"msg/s number (paced for {pace:.1f}), {args.docs} nine-chunk plans a run, 150 ms "
         "per send (bench/fleet.py's run). *On the wire*: the kernel's timestamp of each "
@@ -212,16 +222,7 @@ def main() -> None:
         "| load | run | matched | sandbox lag p50 / p99 / max ms | busiest second on the wire | "
         f"busiest second in the sandbox | tightest {args.limit + 1} on the wire, ms | "
         "… in the sandbox, ms | 130429 | steady share of the limit |\n"
-        "|---|---|---|---|---|---|---|---|---|---|\n"
-        + "\n".join(rows)
-        + "\n\n"
-        + figures_comment(fig)
-    )
-    write_section(
-        "arrivals",
-        f"./dev shell bench/arrivals.py --docs {args.docs} --runs {args.runs} "
-        f"--sweeps {args.sweeps} --limit {args.limit} --loads {args.loads}",
-        body,
+        "|---|---|---|---|---|---|---|---|---|---|\n" + "\n".join(rows) + "\n\n"
     )
 
 

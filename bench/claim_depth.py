@@ -15,14 +15,13 @@ the queue: the claim skips their documents on its way.
 
 from __future__ import annotations
 
-import argparse
 import datetime as dt
 import time
 import uuid
 from typing import Any
 
 import psycopg
-from _common import figures_comment, median, scratch_database, write_section
+from _common import arguments, figures_comment, median, scratch_database, write_section
 from psycopg.rows import dict_row
 
 from delivery_pipeline.settings import DEV_PHONE_NUMBER_ID
@@ -105,7 +104,7 @@ def pause_half(conn: psycopg.Connection[Any]) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = arguments(__doc__)
     parser.add_argument("--depths", default="1000,10000,100000")
     parser.add_argument("--claims", type=int, default=20)
     parser.add_argument("--limit", type=int, default=32)

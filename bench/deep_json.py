@@ -10,13 +10,12 @@ quadratic work quadruples.
 
 from __future__ import annotations
 
-import argparse
 import json
 import re
 import time
 from collections.abc import Callable
 
-from _common import figures_comment, write_section
+from _common import arguments, figures_comment, write_section
 
 from delivery_pipeline.whatsapp.webhook_bodies import (
     CUT_MAX_BYTES,
@@ -91,7 +90,7 @@ def cpu_seconds(read: Callable[[bytes], None], body: bytes, repeats: int) -> flo
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
+    parser = arguments(__doc__)
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
     rows = []

@@ -35,7 +35,6 @@ Postgres.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import datetime as dt
 import os
@@ -44,6 +43,8 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from _common import (
+    arguments,
+    delivered,
     figures_comment,
     median,
     rates,
@@ -251,17 +252,8 @@ def paced(
     }
 
 
-def delivered(url: str, prefix: str) -> int:
-    with connect(url) as conn:
-        return conn.execute(
-            "SELECT count(*) AS n FROM documents d JOIN people p ON p.id = d.person_id "
-            "WHERE p.phone LIKE %s AND d.delivered_at IS NOT NULL",
-            (prefix + "%",),
-        ).fetchone()["n"]
-
-
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = arguments(__doc__)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--docs", type=int, default=600)
     # An upload and a send per document: twice the calls in flight of a text part

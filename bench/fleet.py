@@ -27,85 +27,48 @@ Postgres is an embedded server of this benchmark's own, so its CPU is ours.
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import subprocess
-import sys
-import threading
-import time
+from typing import Any
 
 from _common import (
-    REPO,
-    ServerCpu,
-    child_env,
+    arguments,
     cpu_seconds,
     figures_comment,
-    inbox_report,
-    rates,
     scratch_database,
-    seed_ready_documents,
-    undelivered,
+    show,
     write_section,
 )
+from _sweeps import (
+    Meter,
+    Sweep,
+    fresh_plans,
+    inbox_figures,
+    settle,
+    sweep_env,
+    until_delivered,
+)
 
-from delivery_pipeline.delivery.chunking import delivery_messages
 from delivery_pipeline.store.db import connect
-from delivery_pipeline.testing.plans import plan_body
 from delivery_pipeline.testing.sandbox import start_sandbox
-from delivery_pipeline.testing.service import APP_SECRET, start_service
-
-_prefixes = iter(range(20, 100))
+from delivery_pipeline.testing.service import APP_SECRET, ServiceProcess, start_service
 
 
-def _env(url: str, sandbox_url: str, limit: int) -> dict[str, str]:
-    return child_env(
-        DATABASE_URL=url,
-        WHATSAPP_API_BASE_URL=sandbox_url,
-        # The default is 80: set only for the 1,000 msg/s number.
-        **({"WHATSAPP_THROUGHPUT_LIMIT": str(limit)} if limit != 80 else {}),
-    )
-
-
-def pacer_updates(url: str) -> int:
+def _people(url: str, prefix: str) -> list[int]:
     with connect(url) as conn:
-        row = conn.execute(
-            "SELECT coalesce(sum(n_tup_upd), 0) AS n FROM pg_stat_user_tables "
-            "WHERE relname = 'send_pacer'"
-        ).fetchone()
-        return int(row["n"])
+        return [
+            r["id"]
+            for r in conn.execute(
+                "SELECT id FROM people WHERE phone LIKE %s ORDER BY id", (prefix + "%",)
+            )
+        ]
 
 
-class Sweep:
-    """One ``delivery-pipeline sweep --json`` process: its result, wall time and CPU."""
-
-    def __init__(
-        self, env: dict[str, str], concurrency: int | None, extra: tuple[str, ...] = ()
-    ) -> None:
-        args = [*(["--concurrency", str(concurrency)] if concurrency else []), *extra]
-        self.started = time.time()
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "delivery_pipeline.cli", "sweep", "--json", *args],
-            cwd=REPO,
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            text=True,
-        )
-        self.out: list[str] = []
-        self.reader = threading.Thread(target=lambda: self.out.append(self.proc.stdout.read()))
-        self.reader.start()
-
-    def wait(self) -> dict[str, float]:
-        _, status, usage = os.wait4(self.proc.pid, 0)
-        ended = time.time()
-        self.reader.join()
-        result = json.loads("".join(self.out) or "{}")
-        return {
-            "chunks_sent": result.get("chunks_sent", 0),
-            "wall": ended - self.started,
-            "cpu": usage.ru_utime + usage.ru_stime,
-            "exit": os.waitstatus_to_exitcode(status),
-        }
+def _service(url: str, sandbox, limit: int) -> ServiceProcess:
+    """The webhook service with its defaults at the number's limit, the sandbox's
+    webhooks posted to it."""
+    service = start_service(url, sandbox.url, WHATSAPP_THROUGHPUT_LIMIT=str(limit))
+    sandbox.faults(webhook_url=service.webhook_url, app_secret=APP_SECRET)
+    return service
 
 
 def fleet_run(
@@ -119,82 +82,50 @@ def fleet_run(
     concurrency: int | None = None,
     with_service: bool = True,
 ) -> dict[str, object]:
-    sandbox.reset()
-    sandbox.faults(latency_ms=latency_ms, throughput_limit=limit, pair_rate_enabled=True)
-    prefix = f"+1{next(_prefixes)}"
-    phones = seed_ready_documents(url, docs, plan_body(9), prefix, sandbox_url=sandbox.url)
-    texts = delivery_messages(plan_body(9), 4096)
-    with connect(url) as conn:
-        conn.execute("VACUUM ANALYZE")
-        conn.execute("CHECKPOINT")
-        people = [
-            r["id"]
-            for r in conn.execute(
-                "SELECT id FROM people WHERE phone LIKE %s ORDER BY id", (prefix + "%",)
-            )
-        ]
-    server = ServerCpu(url)
-    service = None
-    if with_service:
-        extra = {"WHATSAPP_THROUGHPUT_LIMIT": str(limit)}
-        service = start_service(url, sandbox.url, **extra)
-        sandbox.faults(webhook_url=service.webhook_url, app_secret=APP_SECRET)
+    prefix, phones = fresh_plans(
+        url, sandbox, docs, latency_ms=latency_ms, throughput_limit=limit, pair_rate_enabled=True
+    )
+    settle(url)
+    people = _people(url, prefix)
+    service = _service(url, sandbox, limit) if with_service else None
     try:
         service_cpu0 = cpu_seconds(service.pid) if service else 0.0
-        sandbox_cpu0, pg0, pacer0 = cpu_seconds(sandbox.pid), server.seconds(), 0
-        pacer0 = pacer_updates(url)
-        started = time.time()
-        env = _env(url, sandbox.url, limit)
+        meter = Meter(url, sandbox)
+        env = sweep_env(url, sandbox.url, limit)
         procs = [Sweep(env, concurrency) for _ in range(sweeps)]
         if service is not None:
             for person in people[::5]:  # the generator's pokes, for a fifth of the people
                 service.poke(person_id=person)
         results = [p.wait() for p in procs]
-        # What the sweeps gave back due soon (a throttled chunk), the heartbeat
-        # would sweep: one more sweep until nothing is left.
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline and undelivered(url, prefix):
-            time.sleep(0.3)
-            results.append(Sweep(env, concurrency).wait())
-        wall = time.time() - started
+        results += until_delivered(url, prefix, lambda: [Sweep(env, concurrency).wait()])
+        wall = meter.wall()
         if service is not None:
             sandbox.wait_webhooks_idle(10)
-        pg_cpu = server.seconds() - pg0
-        sandbox_cpu = cpu_seconds(sandbox.pid) - sandbox_cpu0
+        cpu = meter.cpu()
         service_cpu = cpu_seconds(service.pid) - service_cpu0 if service else 0.0
     finally:
         if service is not None:
             service.stop()
-    stats = sandbox.stats()
-    report = inbox_report(sandbox.inboxes(), {p: texts for p in phones})
-    received = int(report["received"])
-    by_code = stats.get("rejected_by_code", {})
+    inbox = inbox_figures(sandbox.inboxes(), sandbox.stats(), phones)
     swept = sum(int(r["chunks_sent"]) for r in results)
     figures = {
         "limit": limit,
         "sweeps": sweeps,
-        "received": received,
-        "expected": docs * len(texts),
-        "duplicates": report["duplicates"],
-        "missing": report["missing"],
-        "throttled_130429": int(by_code.get("130429", 0)),
-        "pair_131056": int(by_code.get("131056", 0)),
-        **rates(report["times"]),
+        **inbox,
         "wall": wall,
         "per_process": [
             (int(r["chunks_sent"]), float(r["chunks_sent"]) / max(float(r["wall"]), 1e-9))
             for r in results[:sweeps]
         ],
         "late_sweeps": len(results) - sweeps,
-        "service_sent": received - swept,
-        "pacer_per_msg": (pacer_updates(url) - pacer0) / max(received, 1),
+        "service_sent": inbox["received"] - swept,
+        "pacer_per_msg": meter.pacer_per_msg(inbox["received"]),
         "cpu_sweeps": sum(float(r["cpu"]) for r in results),
-        "cpu_pg": pg_cpu,
-        "cpu_sandbox": sandbox_cpu,
+        **cpu,
         "cpu_service": service_cpu,
     }
-    figures["cores_busy"] = (figures["cpu_sweeps"] + pg_cpu + sandbox_cpu + service_cpu) / wall
-    print({k: (round(v, 3) if isinstance(v, float) else v) for k, v in figures.items()}, flush=True)
+    figures["cores_busy"] = (figures["cpu_sweeps"] + sum(cpu.values()) + service_cpu) / wall
+    show(figures)
     return figures
 
 
@@ -211,9 +142,7 @@ def _pacing_row(label: str, r: dict[str, object]) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = arguments(__doc__)
     parser.add_argument("--docs", type=int, default=200, help="nine-chunk plans at 80 msg/s")
     parser.add_argument("--runs", type=int, default=3, help="runs at 80 msg/s")
     parser.add_argument("--fast-docs", type=int, default=500, help="plans at 1,000 msg/s")
@@ -227,41 +156,45 @@ def main() -> None:
 
     load_before = os.getloadavg()[0]
     with scratch_database(own_server=True) as url, start_sandbox() as sandbox:
-        slow_runs = [
-            fleet_run(
+
+        def run(limit: int, docs: int, sweeps: int = args.sweeps, **how: Any) -> dict[str, Any]:
+            return fleet_run(
                 url,
                 sandbox,
-                limit=80,
-                docs=args.docs,
-                sweeps=args.sweeps,
+                limit=limit,
+                docs=docs,
+                sweeps=sweeps,
                 latency_ms=args.latency_ms,
+                **how,
             )
-            for _ in range(args.runs)
-        ]
-        fast = fleet_run(
-            url,
-            sandbox,
-            limit=1000,
-            docs=args.fast_docs,
-            sweeps=args.sweeps,
-            latency_ms=args.latency_ms,
-        )
+
+        slow_runs = [run(80, args.docs) for _ in range(args.runs)]
+        fast = run(1000, args.fast_docs)
         if args.only_pacing:
             return
         scale = [
-            fleet_run(
-                url,
-                sandbox,
-                limit=1000,
-                docs=args.scale_docs,
-                sweeps=k,
-                latency_ms=args.latency_ms,
-                concurrency=args.scale_concurrency,
-                with_service=False,
-            )
+            run(1000, args.scale_docs, k, concurrency=args.scale_concurrency, with_service=False)
             for k in (int(x) for x in args.scale.split(",") if x)
         ]
     load_after = os.getloadavg()[0]
+    write_section(
+        "fleet",
+        f"./dev shell bench/fleet.py --docs {args.docs} --runs {args.runs} "
+        f"--fast-docs {args.fast_docs} "
+        f"--scale-docs {args.scale_docs} --sweeps {args.sweeps} --scale {args.scale} "
+        f"--scale-concurrency {args.scale_concurrency}",
+        _section(args, slow_runs, fast, scale, load_before, load_after),
+    )
+
+
+def _section(
+    args: argparse.Namespace,
+    slow_runs: list[dict[str, Any]],
+    fast: dict[str, Any],
+    scale: list[dict[str, Any]],
+    load_before: float,
+    load_after: float,
+) -> str:
     head = (
         "| number's limit | accepted / expected | 130429 | 131056 | steady msg/s (share) | "
         "overall msg/s | busiest 1 s | each sweep: sent (its rate) | the service sent | "
@@ -276,7 +209,7 @@ def main() -> None:
         f"{float(r['cores_busy']):.2f} of {os.cpu_count()} | {float(r['wall']):.1f} |"
         for r in scale
     )
-    body = (
+    return (
         f"{args.sweeps} `delivery-pipeline sweep` processes started together with the project's "
         "default settings (16 documents in flight each, the number's limit shared through "
         "Postgres, no per-process cap), plus the webhook service with its defaults: it "
@@ -323,14 +256,6 @@ def main() -> None:
                 "pacer_per_msg_1000": fast["pacer_per_msg"],
             }
         )
-    )
-    write_section(
-        "fleet",
-        f"./dev shell bench/fleet.py --docs {args.docs} --runs {args.runs} "
-        f"--fast-docs {args.fast_docs} "
-        f"--scale-docs {args.scale_docs} --sweeps {args.sweeps} --scale {args.scale} "
-        f"--scale-concurrency {args.scale_concurrency}",
-        body,
     )
 
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 import argparse
 import time
 
-from _common import figures_comment, percentile, scratch_database, write_section
+from _common import arguments, figures_comment, percentile, scratch_database, write_section
 
 from delivery_pipeline.settings import Settings
 from delivery_pipeline.store.db import connect
@@ -110,9 +110,7 @@ def explain(conn, params: dict) -> str:  # type: ignore[no-untyped-def]
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = arguments(__doc__)
     parser.add_argument("--iterations", type=int, default=2000)
     parser.add_argument("--repeats", type=int, default=3, help="measurement rounds per case")
     parser.add_argument("--delivered", type=int, default=1_000_000)
@@ -122,33 +120,7 @@ def main() -> None:
     args = parser.parse_args()
     # The default quiet hours on: the guard as production runs it.
     params = Settings().guard
-    cases = [
-        ("empty table", 0, 0, 0, 0),
-        (f"{args.delivered:,} delivered + 1,000 awaiting", args.delivered, 1000, 0, 0),
-        (
-            f"{args.delivered:,} delivered + {args.awaiting:,} awaiting",
-            args.delivered,
-            args.awaiting,
-            0,
-            0,
-        ),
-        (
-            f"{args.delivered:,} delivered + {args.awaiting:,} awaiting + "
-            f"{args.reviewing:,} under review",
-            args.delivered,
-            args.awaiting,
-            args.reviewing,
-            0,
-        ),
-        (
-            f"{args.delivered:,} delivered + {args.awaiting:,} awaiting + "
-            f"{args.reviewing:,} under review + {args.held:,} held for quiet hours",
-            args.delivered,
-            args.awaiting,
-            args.reviewing,
-            args.held,
-        ),
-    ]
+    cases = _cases(args)
     results = []
     full_alone: dict[str, float] = {}
     plans = {}
@@ -170,13 +142,42 @@ def main() -> None:
                 f"(load {loaded:.1f} s)"
             )
         server_version = conn.execute("SHOW server_version").fetchone()["server_version"]
+    write_section(
+        "guard",
+        f"./dev shell bench/guard.py --iterations {args.iterations} --delivered {args.delivered} "
+        f"--awaiting {args.awaiting} --reviewing {args.reviewing} --held {args.held}",
+        _section(args, results, full_alone, plans, server_version),
+    )
+
+
+def _cases(args: argparse.Namespace) -> list[tuple[str, int, int, int, int]]:
+    """Each case: its label, and the documents delivered, awaiting, under review and
+    held for quiet hours."""
+    d, a, r, h = args.delivered, args.awaiting, args.reviewing, args.held
+    many = f"{d:,} delivered + {a:,} awaiting"
+    return [
+        ("empty table", 0, 0, 0, 0),
+        (f"{d:,} delivered + 1,000 awaiting", d, 1000, 0, 0),
+        (many, d, a, 0, 0),
+        (f"{many} + {r:,} under review", d, a, r, 0),
+        (f"{many} + {r:,} under review + {h:,} held for quiet hours", d, a, r, h),
+    ]
+
+
+def _section(
+    args: argparse.Namespace,
+    results: list[tuple[str, float, float, float]],
+    full_alone: dict[str, float],
+    plans: dict[str, str],
+    server_version: str,
+) -> str:
     base = results[0][1]
     rows = "\n".join(
         f"| {label} | {med:.3f} | {p99:.3f} | {med / base:.2f} | {full_alone[label]:.3f} |"
         for label, med, p99, _ in results
     )
     big, small, reviewed, quiet = results[2], results[1], results[3], results[4]
-    body = (
+    return (
         "The guard as the heartbeat asks it: `anything_due` (one probe of the queue index), "
         "then, only when something is due, `guard_exists` (the eligibility rule); the last "
         "column asks `guard_exists` alone every time, on the same connection. "
@@ -204,12 +205,6 @@ def main() -> None:
                 "guard_quiet_ratio": quiet[1] / base,
             }
         )
-    )
-    write_section(
-        "guard",
-        f"./dev shell bench/guard.py --iterations {args.iterations} --delivered {args.delivered} "
-        f"--awaiting {args.awaiting} --reviewing {args.reviewing} --held {args.held}",
-        body,
     )
 
 

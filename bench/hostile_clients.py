@@ -26,20 +26,57 @@ must have been answered 200.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import multiprocessing
 import os
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
-from _common import RawHttpConnection, percentile, scratch_database, write_section
+from _common import RawHttpConnection, arguments, percentile, scratch_database, write_section
 
 from delivery_pipeline.testing import payloads
 from delivery_pipeline.testing.service import APP_SECRET, start_service
 from delivery_pipeline.whatsapp.signature import sign
 
 FAKE_SIGNATURE = "sha256=" + "0" * 64
+
+
+@dataclass(frozen=True)
+class Hostility:
+    """What one kind of hostile client sends: its head, then either ``dribble`` (a byte
+    every ``every`` seconds while the server keeps the connection), or ``burst`` 64 KiB
+    chunks of ``fill`` at once and a ``linger`` before reading the answer."""
+
+    head: bytes
+    dribble: bytes = b""
+    every: float = 0.0
+    burst: int = 0
+    fill: bytes = b""
+    linger: float = 0.0
+
+
+HOSTILITIES = {
+    "slow headers": Hostility(
+        b"POST /webhooks/whatsapp HTTP/1.1\r\nHost: x\r\nX-Slow: ", dribble=b"a", every=0.5
+    ),
+    "slow bodies": Hostility(
+        b"POST /webhooks/whatsapp HTTP/1.1\r\nHost: x\r\nContent-Length: 4000000\r\n"
+        b"X-Hub-Signature-256: " + FAKE_SIGNATURE.encode() + b"\r\n\r\n",
+        dribble=b"{",
+        every=1.0,
+    ),
+    "large unsigned bodies": Hostility(
+        b"POST /webhooks/whatsapp HTTP/1.1\r\nHost: x\r\nContent-Length: 4194304\r\n\r\n",
+        burst=64,
+        fill=b"x",
+        linger=0.1,
+    ),
+    "large headers": Hostility(
+        b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: ", burst=16, fill=b"a", linger=0.2
+    ),
+}
+# How many clients of each kind hold on at once.
 KINDS = {"slow headers": 64, "slow bodies": 64, "large unsigned bodies": 16, "large headers": 4}
 
 
@@ -54,38 +91,17 @@ async def _held(port: int, kind: str, stop: float) -> int:
             await asyncio.sleep(0.1)
             continue
         try:
-            if kind == "slow headers":
-                writer.write(b"POST /webhooks/whatsapp HTTP/1.1\r\nHost: x\r\nX-Slow: ")
-                while time.monotonic() < stop and not reader.at_eof():
-                    writer.write(b"a")
-                    await writer.drain()
-                    await asyncio.sleep(0.5)
-            elif kind == "slow bodies":
-                writer.write(
-                    b"POST /webhooks/whatsapp HTTP/1.1\r\nHost: x\r\nContent-Length: 4000000\r\n"
-                    b"X-Hub-Signature-256: " + FAKE_SIGNATURE.encode() + b"\r\n\r\n"
-                )
-                while time.monotonic() < stop and not reader.at_eof():
-                    writer.write(b"{")
-                    await writer.drain()
-                    await asyncio.sleep(1.0)
-            elif kind == "large unsigned bodies":
-                writer.write(
-                    b"POST /webhooks/whatsapp HTTP/1.1\r\nHost: x\r\n"
-                    b"Content-Length: 4194304\r\n\r\n"
-                )
-                chunk = b"x" * 65536
-                for _ in range(64):
-                    writer.write(chunk)
-                    await writer.drain()
-                await asyncio.sleep(0.1)
-            else:
-                writer.write(b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: ")
-                chunk = b"a" * 65536
-                for _ in range(16):
-                    writer.write(chunk)
-                    await writer.drain()
-                await asyncio.sleep(0.2)
+            hostile = HOSTILITIES[kind]
+            writer.write(hostile.head)
+            while hostile.dribble and time.monotonic() < stop and not reader.at_eof():
+                writer.write(hostile.dribble)
+                await writer.drain()
+                await asyncio.sleep(hostile.every)
+            chunk = hostile.fill * 65536
+            for _ in range(hostile.burst):
+                writer.write(chunk)
+                await writer.drain()
+            await asyncio.sleep(hostile.linger)
             await asyncio.wait_for(reader.read(), timeout=max(0.1, stop - time.monotonic()))
         except (OSError, TimeoutError):
             pass
@@ -134,7 +150,7 @@ def _rss_mib(pid: int) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = arguments(__doc__)
     parser.add_argument("--webhooks", type=int, default=400)
     parser.add_argument("--rate", type=float, default=20.0)
     args = parser.parse_args()

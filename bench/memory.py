@@ -9,7 +9,6 @@ sweep with nothing to do shows the import baseline.
 
 from __future__ import annotations
 
-import argparse
 import json
 import subprocess
 import sys
@@ -17,11 +16,13 @@ import time
 
 from _common import (
     REPO,
+    arguments,
     child_env,
     figures_comment,
     median,
     scratch_database,
     seed_ready_documents,
+    sweep_command,
     write_section,
 )
 
@@ -49,18 +50,7 @@ def sweep_process(url: str, sandbox_url: str, concurrency: int) -> tuple[float, 
     # bench process grows; so a bare Python (~10 MB) launches the sweep and reports
     # exactly that grandchild's peak via os.wait4.
     proc = subprocess.run(
-        [
-            sys.executable,
-            "-c",
-            LAUNCHER,
-            sys.executable,
-            "-m",
-            "delivery_pipeline.cli",
-            "sweep",
-            "--json",
-            "--concurrency",
-            str(concurrency),
-        ],
+        [sys.executable, "-c", LAUNCHER, *sweep_command("--concurrency", str(concurrency))],
         cwd=REPO,
         env=env,
         capture_output=True,
@@ -74,9 +64,7 @@ def sweep_process(url: str, sandbox_url: str, concurrency: int) -> tuple[float, 
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = arguments(__doc__)
     parser.add_argument("--small", type=int, default=1000)
     parser.add_argument("--large", type=int, default=10000)
     parser.add_argument("--repeats", type=int, default=2)

@@ -16,12 +16,11 @@ section.
 
 from __future__ import annotations
 
-import argparse
 import os
 import time
 
 import httpx
-from _common import figures_comment, percentile, scratch_database, write_section
+from _common import arguments, figures_comment, percentile, scratch_database, write_section
 from guard import load
 
 from delivery_pipeline.store.db import connect
@@ -78,9 +77,7 @@ def explain(conn) -> str:  # type: ignore[no-untyped-def]
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = arguments(__doc__)
     parser.add_argument("--iterations", type=int, default=200)
     parser.add_argument("--delivered", type=int, default=1_000_000)
     parser.add_argument("--backlog", type=int, default=100_000)

@@ -15,10 +15,10 @@ recovery time (fix → every document delivered).
 
 from __future__ import annotations
 
-import argparse
 import time
 
 from _common import (
+    arguments,
     child_env,
     figures_comment,
     scratch_database,
@@ -82,7 +82,7 @@ def run(services: int, loops: int, bad_seconds: float, docs: int) -> dict[str, f
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
+    parser = arguments(__doc__)
     parser.add_argument("--bad-seconds", type=float, default=40.0)
     parser.add_argument("--docs", type=int, default=40)
     args = parser.parse_args()

@@ -12,12 +12,19 @@ polling adds nothing.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import datetime as dt
 import time
 
-from _common import percentile, scratch_database, write_section
+from _common import (
+    arguments,
+    first_texts,
+    percentile,
+    scratch_database,
+    spread,
+    spread_line,
+    write_section,
+)
 
 from delivery_pipeline.delivery.sweep import run_sweep
 from delivery_pipeline.settings import Settings
@@ -27,8 +34,41 @@ from delivery_pipeline.testing.sandbox import start_sandbox
 from delivery_pipeline.testing.service import APP_SECRET, start_service
 
 
+def _people_with_a_plan(url: str, count: int) -> list[str]:
+    """``count`` people who never wrote (their window closed), a two-part plan ready
+    for each: their phones."""
+    phones = []
+    with connect(url) as conn:
+        for i in range(count):
+            phone = f"+1555{i:07d}"
+            person = conn.execute(
+                QUERIES.insert_person.sql,
+                {
+                    "phone": phone,
+                    "name": f"P{i}",
+                    "locale": "en",
+                    "time_zone": "UTC",
+                    "brief_opt_in": False,
+                    "brief_local_time": dt.time(7),
+                    "phone_number_id": None,
+                },
+            ).fetchone()
+            conn.execute(
+                QUERIES.insert_ready_document.sql,
+                {
+                    "person_id": person["id"],
+                    "kind": "plan",
+                    "for_date": None,
+                    "body": f"Your plan, {i}.\n\nSecond part.",
+                    "needs_review": False,
+                },
+            )
+            phones.append(phone)
+    return phones
+
+
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
+    parser = arguments(__doc__)
     parser.add_argument("--replies", type=int, default=200)
     parser.add_argument(
         "--spacing-ms", type=float, default=20.0, help="time between two people's replies"
@@ -52,33 +92,7 @@ def main() -> None:
             throughput_limit=0,
             statuses_enabled=not args.no_statuses,
         )
-        phones = []
-        with connect(url) as conn:
-            for i in range(args.replies):
-                phone = f"+1555{i:07d}"
-                person = conn.execute(
-                    QUERIES.insert_person.sql,
-                    {
-                        "phone": phone,
-                        "name": f"P{i}",
-                        "locale": "en",
-                        "time_zone": "UTC",
-                        "brief_opt_in": False,
-                        "brief_local_time": dt.time(7),
-                        "phone_number_id": None,
-                    },
-                ).fetchone()
-                conn.execute(
-                    QUERIES.insert_ready_document.sql,
-                    {
-                        "person_id": person["id"],
-                        "kind": "plan",
-                        "for_date": None,
-                        "body": f"Your plan, {i}.\n\nSecond part.",
-                        "needs_review": False,
-                    },
-                )
-                phones.append(phone)
+        phones = _people_with_a_plan(url, args.replies)
         settings = Settings.from_env().replace(
             whatsapp={"api_base_url": sandbox.url, "throughput_limit": 5000},
             delivery={"concurrency": 32},
@@ -90,30 +104,20 @@ def main() -> None:
             sandbox.say(phone, "yes")
             time.sleep(args.spacing_ms / 1000)
 
-        deadline = time.monotonic() + 60
         latencies, marks = [], []
-        for phone in phones:
-            while True:
-                texts = [m for m in sandbox.inbox(phone) if m["type"] == "text"]
-                if texts or time.monotonic() > deadline:
-                    break
-                time.sleep(0.05)
-            if not texts:
-                continue
+        for phone, text in first_texts(sandbox, phones).items():
             detail = sandbox.person(phone)
             wrote = dt.datetime.fromisoformat(detail["written"][-1]["time"])
-            first = dt.datetime.fromisoformat(texts[0]["time"])
+            first = dt.datetime.fromisoformat(text["time"])
             latencies.append((first - wrote).total_seconds() * 1000)
             if detail["read_marks"]:
                 marked = dt.datetime.fromisoformat(detail["read_marks"][0]["time"])
                 marks.append((marked - wrote).total_seconds() * 1000)
 
     missing = args.replies - len(latencies)
-    p50, p95, p99 = (percentile(latencies, p) for p in (50, 95, 99))
+    p50, p95, p99, most = spread(latencies)
     print(f"replies={args.replies} delivered={len(latencies)} missing={missing}")
-    print(
-        f"reaction latency ms: p50={p50:.1f} p95={p95:.1f} p99={p99:.1f} max={max(latencies):.1f}"
-    )
+    print(f"reaction latency ms: {spread_line(latencies)}")
     m50, m99 = (percentile(marks, p) for p in (50, 99))
     write_section(
         "reaction_latency",
@@ -123,7 +127,7 @@ def main() -> None:
         "| replies | delivered | p50 ms | p95 ms | p99 ms | max ms | target |\n"
         "|---|---|---|---|---|---|---|\n"
         f"| {args.replies} | {len(latencies)} | {p50:.1f} | {p95:.1f} | {p99:.1f} | "
-        f"{max(latencies):.1f} | p50 ≤ 150, p99 ≤ 500 |\n\n"
+        f"{most:.1f} | p50 ≤ 150, p99 ≤ 500 |\n\n"
         f"Each first chunk follows a read mark with the typing indicator on the reply "
         f"({len(marks)} of {len(latencies)}): reply → mark p50 {m50:.1f} ms, p99 {m99:.1f} ms. "
         "The mark is answered before the chunk goes, so it costs the chunk one round trip.",

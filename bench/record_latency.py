@@ -18,13 +18,12 @@ Two ways the event gets there, measured in one run each:
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import random
 import time
 
-from _common import admin_url, figures_comment, percentile, write_section
+from _common import admin_url, arguments, figures_comment, percentile, write_section
 
 from delivery_pipeline.store.db import connect
 from delivery_pipeline.testing.deployment import dagster_deployment, eventually
@@ -84,7 +83,7 @@ def measure(admin: str, mode: str, replies: int, seed: int) -> list[float]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
+    parser = arguments(__doc__)
     parser.add_argument("--replies", type=int, default=30)
     parser.add_argument("--modes", default="push,sensor")
     parser.add_argument("--seed", type=int, default=11)

@@ -13,12 +13,11 @@ follow from the chunker; the delivery report will measure them per way.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import datetime as dt
 import time
 
-from _common import median, percentile, write_section
+from _common import arguments, median, percentile, write_section
 
 from delivery_pipeline.delivery.chunking import delivery_messages
 from delivery_pipeline.files.pdf import FileSource, render_pdf
@@ -83,7 +82,7 @@ async def upload(content: bytes, uploads: int) -> dict[str, float]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = arguments(__doc__)
     parser.add_argument("--renders", type=int, default=60)
     parser.add_argument("--uploads", type=int, default=60)
     args = parser.parse_args()

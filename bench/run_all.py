@@ -13,7 +13,6 @@ starts an embedded Postgres. vs_procrastinate needs
 
 from __future__ import annotations
 
-import argparse
 import re
 import subprocess
 import sys
@@ -22,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from _common import BENCHMARKS_MD, REPO, read_figures, read_section, write_section
+from _common import BENCHMARKS_MD, REPO, arguments, read_figures, read_section, write_section
 
 # name → arguments; the order is the order they run in.
 BENCHMARKS: dict[str, list[str]] = {
@@ -76,6 +75,22 @@ class Summary:
         shown = float(value) * scale
         self.rows.append((figure, target, fmt.format(shown), None if met is None else met(shown)))
 
+    def none(self, figure: str, value: float | None) -> None:
+        """A count whose target is zero (refusals, duplicates, parts missing)."""
+        self.add(figure, "0", value, "{:.0f}", at_most(0))
+
+    def report(self, figure: str, value: float | None, fmt: str, scale: float = 1.0) -> None:
+        """A figure reported with no target."""
+        self.add(figure, "report", value, fmt, scale=scale)
+
+    def beside(self, figure: str, value: float | None, fmt: str) -> None:
+        """A figure shown for comparison only (another system's, say)."""
+        self.add(figure, "—", value, fmt)
+
+    def share(self, figure: str, value: float | None) -> None:
+        """A rate as a share of the number's limit (a fraction), at least 95 %."""
+        self.add(figure, "≥ 95 %", value, "{:.1f} %", at_least(95), scale=100)
+
 
 def at_most(limit: float) -> Callable[[float], bool]:
     return lambda v: v <= limit
@@ -101,17 +116,8 @@ def cell(section: str, first_cell: str, index: int) -> float | None:
 
 def throughput(s: Summary) -> None:
     t = figures("throughput")
-    s.add(
-        "throughput at 80 msg/s, 150 ms latency (steady, share of limit)",
-        "≥ 95 %",
-        t.get("share_80"),
-        "{:.1f} %",
-        at_least(95),
-        scale=100,
-    )
-    s.add(
-        "throttling errors at 80 msg/s (all runs)", "0", t.get("throttled_80"), "{:.0f}", at_most(0)
-    )
+    s.share("throughput at 80 msg/s, 150 ms latency (steady, share of limit)", t.get("share_80"))
+    s.none("throttling errors at 80 msg/s (all runs)", t.get("throttled_80"))
     s.add(
         f"throughput with the limit at {t.get('fast_limit', 1000):,} msg/s (steady)",
         "report (as close as the machine allows)",
@@ -150,9 +156,8 @@ def pause(s: Summary) -> None:
 def statements(s: Summary) -> None:
     st = figures("statements")
     for mode, label in (("unbound", "limit not binding"), ("paced", "paced at 80 msg/s")):
-        s.add(
+        s.report(
             f"Postgres statements per message, 2-chunk plans, {label}",
-            "report",
             (st.get(mode) or {}).get("calls_per_message"),
             "{:.2f}",
         )
@@ -160,44 +165,27 @@ def statements(s: Summary) -> None:
 
 def claim_depth(s: Summary) -> None:
     deepest = (figures("claim_depth").get("claims") or {}).get("100000") or {}
-    s.add(
-        "one claim of 32 with 100,000 documents due (median)",
-        "report",
-        deepest.get("median_ms"),
-        "{:.1f} ms",
+    s.report(
+        "one claim of 32 with 100,000 documents due (median)", deepest.get("median_ms"), "{:.1f} ms"
     )
 
 
 def fleet(s: Summary) -> None:
     f = figures("fleet")
-    s.add(
+    s.none(
         "fleet (4 sweeps + service) at an 80 msg/s number: throttling refusals (130429), all runs",
-        "0",
         f.get("fleet_throttled_80"),
-        "{:.0f}",
-        at_most(0),
     )
-    s.add(
+    s.share(
         "fleet at an 80 msg/s number: aggregate steady rate, share of the limit, lowest run",
-        "≥ 95 %",
         f.get("fleet_share_80"),
-        "{:.1f} %",
-        at_least(95),
-        scale=100,
     )
-    s.add(
+    s.report(
         "fleet at a 1,000 msg/s number: aggregate steady rate",
-        "report",
         f.get("fleet_rate_1000"),
         "{:.0f} msg/s",
     )
-    s.add(
-        "fleet at a 1,000 msg/s number: 130429",
-        "0",
-        f.get("fleet_throttled_1000"),
-        "{:.0f}",
-        at_most(0),
-    )
+    s.none("fleet at a 1,000 msg/s number: 130429", f.get("fleet_throttled_1000"))
     for k, rate in sorted((f.get("scale") or {}).items(), key=lambda kv: int(kv[0])):
         s.add(
             f"scale at a 1,000 msg/s number, {k} sweep process(es): aggregate",
@@ -206,33 +194,23 @@ def fleet(s: Summary) -> None:
             "{:.0f} msg/s",
             at_least(400) if k == "4" else None,
         )
-    s.add(
-        "pacer round trips per message (fleet, 1,000 msg/s)",
-        "report",
-        f.get("pacer_per_msg_1000"),
-        "{:.2f}",
+    s.report(
+        "pacer round trips per message (fleet, 1,000 msg/s)", f.get("pacer_per_msg_1000"), "{:.2f}"
     )
 
 
 def several_numbers(s: Summary) -> None:
     n = figures("numbers")
-    s.add(
+    s.none(
         "several numbers (1, 2, 4 at 80 msg/s, per-number and shared senders): 130429, all runs",
-        "0",
         n.get("numbers_throttled"),
-        "{:.0f}",
-        at_most(0),
     )
-    s.add(
+    s.none(
         "several numbers: duplicated + missing parts, all runs",
-        "0",
         None if not n else int(n["numbers_duplicates"]) + int(n["numbers_missing"]),
-        "{:.0f}",
-        at_most(0),
     )
-    s.add(
+    s.report(
         "several numbers: lowest number's share of its limit, any run",
-        "report",
         n.get("numbers_min_share"),
         "{:.0f} %",
         scale=100,
@@ -246,12 +224,9 @@ def arrivals(s: Summary) -> None:
         values = [float(r[key]) for r in runs if key in r]
         return pick(values) if values else None
 
-    s.add(
+    s.none(
         "fleet at an 80 msg/s number, quiet and beside 2 busy loops: 130429, all runs",
-        "0",
         sum(int(r["throttled"]) for r in runs) if runs else None,
-        "{:.0f}",
-        at_most(0),
     )
     s.add(
         "… its busiest sliding second on the wire (kernel timestamps), worst run",
@@ -267,18 +242,10 @@ def arrivals(s: Summary) -> None:
         "{:,.0f} ms",
         lambda v: v > 1000,
     )
-    s.add(
-        "… the sandbox's stamp behind the wire, p99, worst run",
-        "report",
-        worst("lag_p99_ms"),
-        "{:.1f} ms",
-    )
-    s.add(
-        "… the sandbox's stamp behind the wire, max, worst run",
-        "report",
-        worst("lag_max_ms"),
-        "{:.1f} ms",
-    )
+    for key, which in (("lag_p99_ms", "p99"), ("lag_max_ms", "max")):
+        s.report(
+            f"… the sandbox's stamp behind the wire, {which}, worst run", worst(key), "{:.1f} ms"
+        )
 
 
 def procrastinate_cpu(s: Summary) -> None:
@@ -292,9 +259,8 @@ def procrastinate_cpu(s: Summary) -> None:
             "{:.2f}",
             at_most(most),
         )
-        s.add(
+        s.report(
             f"… the same, procrastinate sending with our HTTP client, {chunks}-chunk plans",
-            "report",
             p.get(f"cpu_ratio_same_client_{chunks}"),
             "{:.2f}",
         )
@@ -317,15 +283,9 @@ def procrastinate_paced(s: Summary) -> None:
         "{:.2f}",
         at_most(1.1),
     )
-    s.add(
-        "… the same for procrastinate (for comparison)",
-        "—",
-        p.get("paced_ratio_theirs"),
-        "{:.2f}",
-    )
-    s.add(
+    s.beside("… the same for procrastinate (for comparison)", p.get("paced_ratio_theirs"), "{:.2f}")
+    s.report(
         "… ours not paced, fewer in flight, at about the paced rate ÷ unbound",
-        "report",
         p.get("same_rate_ratio_ours"),
         "{:.2f}",
     )
@@ -334,9 +294,8 @@ def procrastinate_paced(s: Summary) -> None:
         ("same_rate_wakes_ours", "not paced, at about the paced rate"),
         ("paced_wakes_ours", "paced"),
     ):
-        s.add(
+        s.report(
             f"… the sender's wake-ups per message (voluntary context switches), {how}",
-            "report",
             p.get(key),
             "{:.2f}",
         )
@@ -362,32 +321,28 @@ def procrastinate_rate_and_crashes(s: Summary) -> None:
         "{:.0f}",
         None if amb is None else at_most(amb),
     )
-    s.add(
+    s.none(
         "duplicated chunks after SIGKILLs, ours, status webhooks → service",
-        "0",
         p.get("dup_ours_webhooks"),
-        "{:.0f}",
-        at_most(0),
     )
-    s.add(
+    s.beside(
         "duplicated chunks after SIGKILLs, procrastinate (for comparison)",
-        "—",
         p.get("dup_theirs"),
         "{:.0f}",
     )
     missing = sum(int(p[k]) for k in p if k.startswith("missing_ours")) if p else None
-    s.add("missing chunks after SIGKILLs, ours", "0", missing, "{:.0f}", at_most(0))
+    s.none("missing chunks after SIGKILLs, ours", missing)
 
 
 def guard(s: Summary) -> None:
     g = figures("guard")
-    ratio = at_most(1.5)
+    fast, ratio = at_most(0.2), at_most(1.5)
     s.add(
         "heartbeat guard, 1M delivered + 100k awaiting (median)",
         "≤ 0.2 ms",
         g.get("guard_ms"),
         "{:.3f} ms",
-        at_most(0.2),
+        fast,
     )
     s.add("guard ratio to an empty table", "≤ 1.5", g.get("guard_ratio"), "{:.2f}", ratio)
     s.add(
@@ -395,7 +350,7 @@ def guard(s: Summary) -> None:
         "≤ 0.2 ms",
         g.get("guard_1k_ms"),
         "{:.3f} ms",
-        at_most(0.2),
+        fast,
     )
     for key, also in (
         ("guard_reviewing_ratio", "100k awaiting review"),
@@ -419,14 +374,7 @@ def memory(s: Summary) -> None:
 def files(s: Summary) -> None:
     """A document as one file: its share of the paced limit and its billed messages."""
     f = figures("files")
-    s.add(
-        "documents as files paced at 80 msg/s, share of the limit",
-        "≥ 95 %",
-        f.get("share_80"),
-        "{:.1f} %",
-        at_least(95.0),
-        scale=100,
-    )
+    s.share("documents as files paced at 80 msg/s, share of the limit", f.get("share_80"))
     s.add(
         "billed messages for a nine-part plan: as a file / as text",
         "1 / 9",
@@ -538,9 +486,7 @@ def write_summary(command: str) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = arguments(__doc__)
     parser.add_argument("--skip", default="", help="comma-separated benchmark names to skip")
     parser.add_argument(
         "--summary-only",

@@ -29,33 +29,36 @@ import datetime as dt
 import json
 import os
 import statistics
-import threading
 import time
 import uuid
 from collections import defaultdict
+from typing import Any
 
 from _common import (
-    ServerCpu,
+    Connections,
+    arguments,
     child_env,
-    cpu_seconds,
     figures_comment,
-    inbox_report,
     rates,
     scratch_database,
     seed_ready_documents,
-    undelivered,
+    show,
     write_section,
 )
-from fleet import Sweep, pacer_updates
+from _sweeps import (
+    Meter,
+    Sweep,
+    fresh_plans,
+    inbox_figures,
+    settle,
+    sweep_env,
+    until_delivered,
+)
 
-from delivery_pipeline.delivery.chunking import delivery_messages
 from delivery_pipeline.settings import DEV_PHONE_NUMBER_ID
 from delivery_pipeline.store.db import connect
 from delivery_pipeline.store.queries import QUERIES
-from delivery_pipeline.testing.plans import plan_body
 from delivery_pipeline.testing.sandbox import start_sandbox
-
-_prefixes = iter(range(20, 100))
 
 
 def number_ids(k: int) -> list[str]:
@@ -63,82 +66,20 @@ def number_ids(k: int) -> list[str]:
     return [DEV_PHONE_NUMBER_ID, *(f"2000000000000{i:02d}" for i in range(1, k))]
 
 
-class Connections:
-    """The most backends connected to one database at once (sampled every 0.2 s)."""
-
-    def __init__(self, url: str) -> None:
-        self.url, self.most = url, 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self) -> None:
-        with connect(self.url) as conn:
-            while not self._stop.wait(0.2):
-                row = conn.execute(
-                    "SELECT count(*) AS n FROM pg_stat_activity "
-                    "WHERE datname = current_database() AND pid <> pg_backend_pid()"
-                ).fetchone()
-                self.most = max(self.most, int(row["n"]))
-
-    def __enter__(self) -> Connections:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
-
-
-def numbers_run(
-    url: str, sandbox, *, k: int, per_number: bool, limit: int, docs: int, latency_ms: float
-) -> dict[str, object]:
-    ids = number_ids(k)
-    sandbox.reset()
-    sandbox.faults(
-        latency_ms=latency_ms,
-        throughput_limit=limit,
-        numbers={n: limit for n in ids[1:]},
-        pair_rate_enabled=True,
-    )
-    prefix = f"+1{next(_prefixes)}"
-    phones = seed_ready_documents(url, docs * k, plan_body(9), prefix, sandbox_url=sandbox.url)
-    texts = delivery_messages(plan_body(9), 4096)
+def spread(url: str, prefix: str, ids: list[str]) -> None:
+    """The people of ``prefix`` spread evenly over the numbers ``ids``, interleaved by
+    id: the oldest documents are every number's."""
     with connect(url) as conn:
-        # Evenly, interleaved by id: the oldest documents are every number's.
         conn.execute(
             "UPDATE people SET phone_number_id = (%(ids)s::text[])[1 + id %% %(k)s] "
             "WHERE phone LIKE %(like)s",
-            {"ids": [None, *ids[1:]], "k": k, "like": prefix + "%"},
+            {"ids": [None, *ids[1:]], "k": len(ids), "like": prefix + "%"},
         )
-        conn.execute("VACUUM ANALYZE")
-        conn.execute("CHECKPOINT")
-    env = child_env(
-        DATABASE_URL=url,
-        WHATSAPP_API_BASE_URL=sandbox.url,
-        WHATSAPP_NUMBERS=json.dumps([{"id": n, "limit": limit, "countries": []} for n in ids[1:]]),
-        # The default is 80: set only for another limit.
-        **({"WHATSAPP_THROUGHPUT_LIMIT": str(limit)} if limit != 80 else {}),
-    )
-    extras: list[tuple[str, ...]] = [("--number", n) for n in ids] if per_number else [()] * k
-    server = ServerCpu(url)
-    sandbox_cpu0, pg0, pacer0 = cpu_seconds(sandbox.pid), server.seconds(), pacer_updates(url)
-    started = time.time()
-    with Connections(url) as connections:
-        results = [p.wait() for p in [Sweep(env, None, extra) for extra in extras]]
-        # What the sweeps gave back due soon (a throttled part) the heartbeat would
-        # sweep: the same senders once more until nothing is left.
-        late_rounds = 0
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline and undelivered(url, prefix):
-            time.sleep(0.3)
-            late_rounds += 1
-            results += [p.wait() for p in [Sweep(env, None, extra) for extra in extras]]
-        wall = time.time() - started
-    pg_cpu = server.seconds() - pg0
-    sandbox_cpu = cpu_seconds(sandbox.pid) - sandbox_cpu0
-    stats = sandbox.stats()
-    inboxes = sandbox.inboxes()
-    report = inbox_report(inboxes, {p: texts for p in phones})
+
+
+def shares_by_number(inboxes: dict[str, list[dict]], ids: list[str], limit: int) -> dict:
+    """Each number's steady rate over its limit, from the accept times of the parts
+    it sent; and the parts sent from a number the run does not use (target 0)."""
     by_number: dict[str, list[float]] = defaultdict(list)
     for messages in inboxes.values():
         for m in messages:
@@ -150,38 +91,60 @@ def numbers_run(
     for n in ids:
         times = sorted(by_number.get(n, []))
         shares[n] = float(rates(times)["steady"]) / limit if len(times) > 1 else 0.0
-    received = int(report["received"])
-    by_code = stats.get("rejected_by_code", {})
-    cpu_sweeps = sum(float(r["cpu"]) for r in results)
+    wrong = sum(len(t) for n, t in by_number.items() if n not in ids)
+    return {"shares": shares, "wrong_number": wrong}
+
+
+def numbers_run(
+    url: str, sandbox, *, k: int, per_number: bool, limit: int, docs: int, latency_ms: float
+) -> dict[str, object]:
+    ids = number_ids(k)
+    prefix, phones = fresh_plans(
+        url,
+        sandbox,
+        docs * k,
+        latency_ms=latency_ms,
+        throughput_limit=limit,
+        numbers={n: limit for n in ids[1:]},
+        pair_rate_enabled=True,
+    )
+    spread(url, prefix, ids)
+    settle(url)
+    numbers = [{"id": n, "limit": limit, "countries": []} for n in ids[1:]]
+    env = sweep_env(url, sandbox.url, limit, WHATSAPP_NUMBERS=json.dumps(numbers))
+    extras: list[tuple[str, ...]] = [("--number", n) for n in ids] if per_number else [()] * k
+
+    def senders() -> list[dict[str, float]]:
+        return [p.wait() for p in [Sweep(env, None, extra) for extra in extras]]
+
+    meter = Meter(url, sandbox)
+    with Connections(url) as connections:
+        results = senders()
+        late = until_delivered(url, prefix, senders)
+        wall = meter.wall()
+    cpu = meter.cpu()
+    inboxes = sandbox.inboxes()
+    inbox = inbox_figures(inboxes, sandbox.stats(), phones)
+    received = inbox["received"]
+    cpu_sweeps = sum(float(r["cpu"]) for r in results + late)
     figures: dict[str, object] = {
         "k": k,
         "mode": "per_number" if per_number else "shared",
-        "received": received,
-        "expected": docs * k * len(texts),
-        "duplicates": report["duplicates"],
-        "missing": report["missing"],
-        "throttled_130429": int(by_code.get("130429", 0)),
-        "pair_131056": int(by_code.get("131056", 0)),
-        **rates(report["times"]),
-        "shares": shares,
-        # parts from a number the run does not use (target 0)
-        "wrong_number": sum(len(t) for n, t in by_number.items() if n not in ids),
-        "late_rounds": late_rounds,
-        "processes": len(results),
+        **inbox,
+        **shares_by_number(inboxes, ids, limit),
+        "late_rounds": len(late) // len(extras),
+        "processes": len(results) + len(late),
         "wall": wall,
         "cpu_sweeps": cpu_sweeps,
-        "cpu_pg": pg_cpu,
-        "cpu_sandbox": sandbox_cpu,
-        "ms_per_msg": 1000 * (cpu_sweeps + pg_cpu) / max(received, 1),
+        **cpu,
+        "ms_per_msg": 1000 * (cpu_sweeps + cpu["cpu_pg"]) / max(received, 1),
         "sweep_ms_per_msg": 1000 * cpu_sweeps / max(received, 1),
-        "pg_ms_per_msg": 1000 * pg_cpu / max(received, 1),
-        "cores_busy": (cpu_sweeps + pg_cpu + sandbox_cpu) / wall,
+        "pg_ms_per_msg": 1000 * cpu["cpu_pg"] / max(received, 1),
+        "cores_busy": (cpu_sweeps + sum(cpu.values())) / wall,
         "connections": connections.most,
-        "pacer_per_msg": (pacer_updates(url) - pacer0) / max(received, 1),
+        "pacer_per_msg": meter.pacer_per_msg(received),
     }
-    print(
-        {k_: (round(v, 3) if isinstance(v, float) else v) for k_, v in figures.items()}, flush=True
-    )
+    show(figures)
     return figures
 
 
@@ -204,12 +167,8 @@ def claim_cost(url: str, *, ready: int, numbers: int, claims: int) -> dict[str, 
     ids = number_ids(numbers)
     prefix = "+1990"
     seed_ready_documents(url, ready, "A short plan.", prefix)
+    spread(url, prefix, ids)
     with connect(url) as conn:
-        conn.execute(
-            "UPDATE people SET phone_number_id = (%(ids)s::text[])[1 + id %% %(k)s] "
-            "WHERE phone LIKE %(like)s",
-            {"ids": [None, *ids[1:]], "k": numbers, "like": prefix + "%"},
-        )
         conn.execute("VACUUM ANALYZE")
     base = {
         "lease": dt.timedelta(seconds=600),
@@ -254,9 +213,7 @@ def claim_cost(url: str, *, ready: int, numbers: int, claims: int) -> dict[str, 
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = arguments(__doc__)
     parser.add_argument("--numbers", default="1,2,4", help="business numbers per run")
     parser.add_argument("--limit", type=int, default=80, help="each number's msg/s")
     parser.add_argument("--docs-per-number", type=int, default=100, help="nine-chunk plans")
@@ -296,6 +253,27 @@ def main() -> None:
     load_after = os.getloadavg()
     minutes = (time.monotonic() - started) / 60
 
+    write_section(
+        "numbers",
+        f"./dev shell bench/several_numbers.py --numbers {args.numbers} --limit {args.limit} "
+        f"--docs-per-number {args.docs_per_number} --latency-ms {args.latency_ms:g} "
+        f"--claims {args.claims} --claim-ready {args.claim_ready}",
+        _section(args, runs, startup, cost, (load_before, load_after, minutes)),
+    )
+
+
+def _section(
+    args: argparse.Namespace,
+    runs: list[dict[str, Any]],
+    startup: float,
+    cost: dict[str, Any],
+    machine: tuple[tuple[float, ...], tuple[float, ...], float],
+) -> str:
+    """The section's text: the runs' table, the claim's cost, the machine's load
+    (before, after: 1 and 5 min) and the minutes it all took."""
+    load_before, load_after, minutes = machine
+    ks = [int(x) for x in args.numbers.split(",") if x]
+
     def shares(r: dict[str, object]) -> str:
         return ", ".join(f"{100 * s:.0f} %" for s in r["shares"].values())  # type: ignore[attr-defined]
 
@@ -313,12 +291,7 @@ def main() -> None:
         f"{float(r['pacer_per_msg']):.2f} | {r['late_rounds']} | {float(r['wall']):.1f} |"
         for r in runs
     )
-    cost_rows = "\n".join(
-        f"| {name} | {cost[f'{name}, auto']:.1f} | {cost[f'{name}, force_generic_plan']:.1f} | "
-        f"{cost[f'{name}, jit_off']:.1f} |"
-        for name in ("without the filter", "no number given", "one number given")
-    )
-    body = (
+    return (
         f"k business numbers, each at {args.limit} msg/s (the sandbox plays each with its own "
         "limit on its own sliding second, counting each send where its request arrived; "
         f"{args.latency_ms:g} ms per send; pair rate on), {args.docs_per_number} nine-chunk plans "
@@ -345,21 +318,10 @@ def main() -> None:
         "each number's share of its limit | 130429 | 131056 | duplicated / missing | "
         "CPU ms/msg: sweeps + Postgres = total | sweeps ms/msg without start-up | cores busy | "
         "most connections | pacer round trips / msg | late rounds | wall s |\n"
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n" + rows + "\n\n"
-        f"The claim's number filter (`sweep --number`, sql/queries/core.sql `claim_batch`): the "
-        f"median of {args.claims} claims of 16 each (rolled back, so each finds the same "
-        f"queue) over {args.claim_ready:,} ready documents spread over {max(ks)} numbers, "
-        "client-side ms per claim, as a custom plan (the parameters' values known to the "
-        "planner) and as the generic plan (a prepared statement may switch to it after its "
-        "fifth run). *Without the filter* is the statement with the filter's lines removed. "
-        "A claim reads the queue in due order and stops at its batch (sql/migrations/032; "
-        "bench/claim_depth.py), skipping the other numbers' documents on its way.\n\n"
-        f"The server's `jit` setting: {cost['jit']} (the last column sets it off for the "
-        "session).\n\n"
-        "| claim of 16 | custom plan ms | generic plan ms | custom plan, jit off, ms |\n"
-        "|---|---|---|---|\n"
-        + cost_rows
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n"
+        + rows
         + "\n\n"
+        + _claim_section(args, cost, max(ks))
         + figures_comment(
             {
                 "numbers_throttled": sum(int(r["throttled_130429"]) for r in runs),
@@ -375,12 +337,28 @@ def main() -> None:
             }
         )
     )
-    write_section(
-        "numbers",
-        f"./dev shell bench/several_numbers.py --numbers {args.numbers} --limit {args.limit} "
-        f"--docs-per-number {args.docs_per_number} --latency-ms {args.latency_ms:g} "
-        f"--claims {args.claims} --claim-ready {args.claim_ready}",
-        body,
+
+
+def _claim_section(args: argparse.Namespace, cost: dict[str, Any], numbers: int) -> str:
+    """What the claim's number filter costs, as ``claim_cost`` measured it."""
+    cost_rows = "\n".join(
+        f"| {name} | {cost[f'{name}, auto']:.1f} | {cost[f'{name}, force_generic_plan']:.1f} | "
+        f"{cost[f'{name}, jit_off']:.1f} |"
+        for name in ("without the filter", "no number given", "one number given")
+    )
+    return (
+        f"The claim's number filter (`sweep --number`, sql/queries/core.sql `claim_batch`): the "
+        f"median of {args.claims} claims of 16 each (rolled back, so each finds the same "
+        f"queue) over {args.claim_ready:,} ready documents spread over {numbers} numbers, "
+        "client-side ms per claim, as a custom plan (the parameters' values known to the "
+        "planner) and as the generic plan (a prepared statement may switch to it after its "
+        "fifth run). *Without the filter* is the statement with the filter's lines removed. "
+        "A claim reads the queue in due order and stops at its batch (sql/migrations/032; "
+        "bench/claim_depth.py), skipping the other numbers' documents on its way.\n\n"
+        f"The server's `jit` setting: {cost['jit']} (the last column sets it off for the "
+        "session).\n\n"
+        "| claim of 16 | custom plan ms | generic plan ms | custom plan, jit off, ms |\n"
+        "|---|---|---|---|\n" + cost_rows + "\n\n"
     )
 
 

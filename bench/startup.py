@@ -21,7 +21,6 @@ out lower, then the medians.
 
 from __future__ import annotations
 
-import argparse
 import subprocess
 import sys
 from pathlib import Path
@@ -30,10 +29,12 @@ from _common import (
     REPO,
     admin_url,
     alternating,
+    arguments,
     child_env,
     median,
     revision_tree,
     run_with_cpu,
+    sweep_command,
     variant_databases,
     write_section,
 )
@@ -66,14 +67,11 @@ def _measure(tree: Path, url: str, sandbox_url: str) -> dict[str, float]:
         WHATSAPP_API_BASE_URL=sandbox_url,
     )
     own = float(run_with_cpu([sys.executable, "-c", OWN_IMPORTS], env, cwd=tree)[0])
-    sweep = [sys.executable, "-m", "delivery_pipeline.cli", "sweep", "--json"]
-    return {"own_imports": own, "sweep": run_with_cpu(sweep, env, cwd=tree)[1]}
+    return {"own_imports": own, "sweep": run_with_cpu(sweep_command(), env, cwd=tree)[1]}
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = arguments(__doc__)
     parser.add_argument("--against", default="HEAD~1", help="the revision to compare with")
     parser.add_argument("--pairs", type=int, default=12)
     args = parser.parse_args()

@@ -33,9 +33,11 @@ from pathlib import Path
 from _common import (
     REPO,
     admin_url,
+    arguments,
     child_env,
     figures_comment,
     seed_ready_documents,
+    sweep_command,
     undelivered,
     write_section,
 )
@@ -91,8 +93,7 @@ def statements_server() -> Iterator[str]:
 def sweep_cmd(
     url: str, sandbox_url: str, concurrency: int, limit: int
 ) -> tuple[list[str], dict[str, str]]:
-    cmd = [sys.executable, "-m", "delivery_pipeline.cli", "sweep", "--json"]
-    cmd += ["--concurrency", str(concurrency)]
+    cmd = sweep_command("--concurrency", str(concurrency))
     env = child_env(
         DATABASE_URL=url, WHATSAPP_API_BASE_URL=sandbox_url, WHATSAPP_THROUGHPUT_LIMIT=str(limit)
     )
@@ -251,7 +252,7 @@ INTRO = (
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = arguments(__doc__)
     parser.add_argument("--docs", type=int, default=600)
     parser.add_argument("--chunks", type=int, default=2)
     parser.add_argument("--concurrency", type=int, default=32)

@@ -9,12 +9,10 @@ load comes from one process with several concurrent keep-alive connections.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
-import time
 
-from _common import RawHttpConnection, percentile, scratch_database, write_section
+from _common import arguments, percentile, post_all, scratch_database, write_section
 
 from delivery_pipeline.store.db import connect
 from delivery_pipeline.testing.payloads import envelope, status_item
@@ -40,33 +38,15 @@ PRICING = {
 
 
 async def _load(port: int, bodies: list[bytes], connections: int) -> tuple[float, list[float]]:
-    acks: list[float] = []
-    queue: asyncio.Queue[bytes] = asyncio.Queue()
-    for body in bodies:
-        queue.put_nowait(body)
-
-    async def worker() -> None:
-        conn = RawHttpConnection("127.0.0.1", port)
-        await conn.open()
-        while not queue.empty():
-            body = queue.get_nowait()
-            start = time.perf_counter()
-            status, answer = await conn.post(
-                "/webhooks/whatsapp",
-                body,
-                {"X-Hub-Signature-256": sign(APP_SECRET, body), "Content-Type": "application/json"},
-            )
-            acks.append((time.perf_counter() - start) * 1000)
-            assert status == 200, answer
-        await conn.close()
-
-    started = time.perf_counter()
-    await asyncio.gather(*(worker() for _ in range(connections)))
-    return time.perf_counter() - started, acks
+    requests = (
+        (body, {"X-Hub-Signature-256": sign(APP_SECRET, body), "Content-Type": "application/json"})
+        for body in bodies
+    )
+    return await post_all(port, "/webhooks/whatsapp", requests, connections, 200)
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
+    parser = arguments(__doc__)
     parser.add_argument("--updates", type=int, default=6000, help="status updates per batch size")
     parser.add_argument("--connections", type=int, default=8)
     args = parser.parse_args()

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import os
 import shutil
 import signal
@@ -30,17 +31,21 @@ import subprocess
 import sys
 import time
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 
 from _common import (
     BackendCpu,
+    arguments,
     cpu_seconds,
+    delivered,
     figures_comment,
     inbox_report,
     median,
     rates,
     scratch_database,
     seed_ready_documents,
+    show,
     write_section,
 )
 
@@ -58,6 +63,21 @@ _run_counter = iter(range(10, 100))
 def py_spy() -> str | None:
     found = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
     return found if Path(found).exists() else None
+
+
+def _profiler(path: Path) -> subprocess.Popen[bytes] | None:
+    """py-spy sampling this process into ``path`` (raw) until SIGINT; None without py-spy."""
+    spy = py_spy()
+    if spy is None:
+        return None
+    record = [spy, "record", "--pid", str(os.getpid()), "--format", "raw", "--nonblocking"]
+    profiler = subprocess.Popen(
+        [*record, "--rate", "200", "-o", str(path)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    time.sleep(1.0)
+    return profiler
 
 
 def deliver_batch(
@@ -86,26 +106,7 @@ def deliver_batch(
         delivery={"concurrency": concurrency},
     )
 
-    spy = None
-    if profile_to is not None and py_spy():
-        spy = subprocess.Popen(
-            [
-                py_spy(),
-                "record",
-                "--pid",
-                str(os.getpid()),
-                "--format",
-                "raw",
-                "--nonblocking",
-                "--rate",
-                "200",
-                "-o",
-                str(profile_to),
-            ],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        time.sleep(1.0)
+    spy = _profiler(profile_to) if profile_to is not None else None
     sandbox_cpu0, own_cpu0 = cpu_seconds(sandbox.pid), time.process_time()
     with BackendCpu(url) as backends:
         started = time.perf_counter()
@@ -114,7 +115,7 @@ def deliver_batch(
         # Throttled documents come back after ~1 s: sweep again (as the
         # heartbeat would) until all are delivered, so no run leaks into the next.
         sweeps, deadline = 1, time.monotonic() + 120
-        while delivered_count(url, prefix) < docs and time.monotonic() < deadline:
+        while delivered(url, prefix) < docs and time.monotonic() < deadline:
             time.sleep(0.25)
             asyncio.run(sweep(settings, url, http_max, pool_max))
             sweeps += 1
@@ -136,7 +137,7 @@ def deliver_batch(
         "received": report["received"],
         "duplicates": report["duplicates"],
         "missing": report["missing"],
-        "delivered": delivered_count(url, prefix),
+        "delivered": delivered(url, prefix),
         "delivered_first_sweep": first.delivered,
         "sweeps": sweeps,
         "first_sweep_wall": first_wall,
@@ -169,17 +170,6 @@ async def sweep(settings: Settings, url: str, http_max: int | None, pool_max: in
             return await engine.sweep()
         finally:
             await engine.aclose()
-
-
-def delivered_count(url: str, prefix: str) -> int:
-    from delivery_pipeline.store.db import connect
-
-    with connect(url) as conn:
-        return conn.execute(
-            "SELECT count(*) AS n FROM documents d JOIN people p ON p.id = d.person_id "
-            "WHERE p.phone LIKE %s AND d.delivered_at IS NOT NULL",
-            (prefix + "%",),
-        ).fetchone()["n"]
 
 
 def one_plan(url: str, sandbox, *, chunks: int, latency_ms: float, repeats: int) -> list[float]:
@@ -279,9 +269,7 @@ def _package(file: str) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = arguments(__doc__)
     parser.add_argument("--docs", type=int, default=500)
     parser.add_argument("--chunks", type=int, default=9)
     parser.add_argument("--latency-ms", type=float, default=150.0)
@@ -304,79 +292,77 @@ def main() -> None:
     )
     args = parser.parse_args()
 
-    runs: dict[int, list[dict[str, object]]] = {80: [], args.fast_limit: []}
-    profile_md = "(profile skipped)"
     with scratch_database() as url, start_sandbox() as sandbox:
+        batch = functools.partial(
+            deliver_batch,
+            url,
+            sandbox,
+            docs=args.docs,
+            chunks=args.chunks,
+            latency_ms=args.latency_ms,
+        )
         walls = one_plan(url, sandbox, chunks=args.chunks, latency_ms=args.latency_ms, repeats=5)
         print(f"one {args.chunks}-chunk plan: wall {', '.join(f'{w:.3f}' for w in walls)} s")
+        runs: dict[int, list[dict[str, object]]] = {80: [], args.fast_limit: []}
         for _ in range(args.repeats):  # interleaved, so both limits see the same machine load
             for limit, conc in ((80, args.concurrency), (args.fast_limit, args.fast_concurrency)):
-                run = deliver_batch(
-                    url,
-                    sandbox,
-                    docs=args.docs,
-                    chunks=args.chunks,
-                    limit=limit,
-                    rate=limit,
-                    concurrency=conc,
-                    latency_ms=args.latency_ms,
-                )
-                runs[limit].append(run)
-                print({k: (round(v, 2) if isinstance(v, float) else v) for k, v in run.items()})
-        whatifs = []
-        if not args.no_whatif:
-            for label, kw in (
-                (
-                    f"{args.fast_limit:,}, concurrency 32 (less CPU per message)",
-                    dict(limit=args.fast_limit, rate=args.fast_limit, concurrency=32),
-                ),
-                (
-                    f"{args.fast_limit:,}, HTTP pool capped at 32, DB pool at 16",
-                    dict(
-                        limit=args.fast_limit,
-                        rate=args.fast_limit,
-                        concurrency=args.fast_concurrency,
-                        http_max=32,
-                        pool_max=16,
-                    ),
-                ),
-            ):
-                run = deliver_batch(
-                    url,
-                    sandbox,
-                    docs=args.docs,
-                    chunks=args.chunks,
-                    latency_ms=args.latency_ms,
-                    **kw,
-                )
-                whatifs.append((label, run))
-                print(
-                    label, {k: (round(v, 2) if isinstance(v, float) else v) for k, v in run.items()}
-                )
-        if not args.no_profile:
-            if py_spy():
-                path = Path("/tmp") / f"dp-bench-throughput-{os.getpid()}.txt"
-                deliver_batch(
-                    url,
-                    sandbox,
-                    docs=args.docs,
-                    chunks=args.chunks,
-                    limit=args.fast_limit,
-                    rate=args.fast_limit,
-                    concurrency=args.fast_concurrency,
-                    latency_ms=args.latency_ms,
-                    profile_to=path,
-                )
-                profile_md = summarise_profile(path)
-                if not os.environ.get("BENCH_KEEP_PROFILE"):
-                    path.unlink(missing_ok=True)
-            else:
-                profile_md = "(py-spy not installed: `./dev shell -m pip install py-spy`)"
-            print(profile_md)
+                runs[limit].append(batch(limit=limit, rate=limit, concurrency=conc))
+                show(runs[limit][-1])
+        whatifs = [] if args.no_whatif else _whatifs(batch, args)
+        profile_md = "(profile skipped)" if args.no_profile else _profile(batch, args)
+    write_section(
+        "throughput",
+        f"./dev shell bench/throughput.py --docs {args.docs} --repeats {args.repeats} "
+        f"--concurrency {args.concurrency} --fast-concurrency {args.fast_concurrency}",
+        _section(args, runs, whatifs, walls, profile_md),
+    )
 
-    def med(limit: int, key: str) -> float:
-        return median([float(r[key]) for r in runs[limit]])
 
+def _whatifs(
+    batch: Callable[..., dict[str, object]], args: argparse.Namespace
+) -> list[tuple[str, dict[str, object]]]:
+    """One run of each engine knob the shipped code lacks, at the high limit."""
+    fast = {"limit": args.fast_limit, "rate": args.fast_limit}
+    whatifs = []
+    for label, how in (
+        (
+            f"{args.fast_limit:,}, concurrency 32 (less CPU per message)",
+            {**fast, "concurrency": 32},
+        ),
+        (
+            f"{args.fast_limit:,}, HTTP pool capped at 32, DB pool at 16",
+            {**fast, "concurrency": args.fast_concurrency, "http_max": 32, "pool_max": 16},
+        ),
+    ):
+        whatifs.append((label, batch(**how)))
+        show(whatifs[-1][1], label)
+    return whatifs
+
+
+def _profile(batch: Callable[..., dict[str, object]], args: argparse.Namespace) -> str:
+    """py-spy's profile of one extra run at the high limit, summarised in Markdown."""
+    if py_spy():
+        path = Path("/tmp") / f"dp-bench-throughput-{os.getpid()}.txt"
+        fast = {"limit": args.fast_limit, "rate": args.fast_limit}
+        batch(**fast, concurrency=args.fast_concurrency, profile_to=path)
+        profile_md = summarise_profile(path)
+        if not os.environ.get("BENCH_KEEP_PROFILE"):
+            path.unlink(missing_ok=True)
+    else:
+        profile_md = "(py-spy not installed: `./dev shell -m pip install py-spy`)"
+    print(profile_md)
+    return profile_md
+
+
+def _median(runs: dict[int, list[dict[str, object]]], limit: int, key: str) -> float:
+    """``key``'s median over the runs at ``limit``."""
+    return median([float(r[key]) for r in runs[limit]])
+
+
+def _rows(runs: dict[int, list[dict[str, object]]]) -> list[str]:
+    """A row per limit: the median of its runs, counts summed over them."""
+
+    med = functools.partial(_median, runs)
     rows = []
     for limit in runs:
         rs = runs[limit]
@@ -391,24 +377,36 @@ def main() -> None:
             f"{med(limit, 'cpu_engine'):.1f} / {med(limit, 'cpu_sandbox'):.1f} / "
             f"{med(limit, 'cpu_postgres'):.1f} | {med(limit, 'wall'):.1f} |"
         )
+    return rows
 
-    def whatif_row(label: str, r: dict[str, object]) -> str:
-        limit = int(r["limit"])
-        return (
-            f"| {label} | {r['concurrency']} | {r['received']}/{r['expected']} | "
-            f"{float(r['steady']):.1f} ({100 * float(r['steady']) / limit:.1f} %) | "
-            f"{float(r['overall']):.1f} ({100 * float(r['overall']) / limit:.1f} %) | "
-            f"{float(r['end_to_end']):.1f} | {int(float(r['peak_1s']))} | {r['throttled']} / "
-            f"{r['rejected']} | {r['duplicates']} / {r['missing']} "
-            f"| {float(r['cpu_engine']):.1f} / "
-            f"{float(r['cpu_sandbox']):.1f} / "
-            f"{float(r['cpu_postgres']):.1f} | {float(r['wall']):.1f} |"
-        )
 
+def whatif_row(label: str, r: dict[str, object]) -> str:
+    limit = int(r["limit"])
+    return (
+        f"| {label} | {r['concurrency']} | {r['received']}/{r['expected']} | "
+        f"{float(r['steady']):.1f} ({100 * float(r['steady']) / limit:.1f} %) | "
+        f"{float(r['overall']):.1f} ({100 * float(r['overall']) / limit:.1f} %) | "
+        f"{float(r['end_to_end']):.1f} | {int(float(r['peak_1s']))} | {r['throttled']} / "
+        f"{r['rejected']} | {r['duplicates']} / {r['missing']} "
+        f"| {float(r['cpu_engine']):.1f} / "
+        f"{float(r['cpu_sandbox']):.1f} / "
+        f"{float(r['cpu_postgres']):.1f} | {float(r['wall']):.1f} |"
+    )
+
+
+def _section(
+    args: argparse.Namespace,
+    runs: dict[int, list[dict[str, object]]],
+    whatifs: list[tuple[str, dict[str, object]]],
+    walls: list[float],
+    profile_md: str,
+) -> str:
+    med = functools.partial(_median, runs)
+    rows = _rows(runs)
     per_msg = {
         limit: 1000 * med(limit, "cpu_engine") / max(med(limit, "received"), 1) for limit in runs
     }
-    body = (
+    return (
         f"{args.docs} plans × {args.chunks} chunks (~4,000 "
         f"characters each) per run, sandbox latency "
         f"{args.latency_ms:g} ms per send, pair rate on (45 "
@@ -461,12 +459,6 @@ def main() -> None:
                 "one_plan_s": median(walls),
             }
         )
-    )
-    write_section(
-        "throughput",
-        f"./dev shell bench/throughput.py --docs {args.docs} --repeats {args.repeats} "
-        f"--concurrency {args.concurrency} --fast-concurrency {args.fast_concurrency}",
-        body,
     )
 
 

@@ -36,6 +36,8 @@ import signal
 import subprocess
 import sys
 import time
+from dataclasses import dataclass, field
+from typing import Any
 
 try:
     import procrastinate  # noqa: F401
@@ -51,6 +53,7 @@ except ImportError:
 from _common import (
     REPO,
     ServerCpu,
+    arguments,
     child_env,
     figures_comment,
     inbox_report,
@@ -60,6 +63,7 @@ from _common import (
     run_with_usage,
     scratch_database,
     seed_ready_documents,
+    sweep_command,
     undelivered,
     write_section,
 )
@@ -82,15 +86,7 @@ def ours_cmd(
     url: str, sandbox_url: str, rate: float, concurrency: int, **extra: str
 ) -> tuple[list[str], dict[str, str]]:
     return (
-        [
-            sys.executable,
-            "-m",
-            "delivery_pipeline.cli",
-            "sweep",
-            "--json",
-            "--concurrency",
-            str(concurrency),
-        ],
+        sweep_command("--concurrency", str(concurrency)),
         _env(
             {
                 "DATABASE_URL": url,
@@ -263,62 +259,28 @@ def crash_run(
     rng = random.Random(seed)
     webhooks = webhook_url is not None
     prefix, phones = prepare(url, sandbox, docs, latency_ms, limit, webhook_url)
-    rate = limit  # ours: the number's limit, shared; theirs: hand-divided below
-    extra = {
-        **CRASH_DELIVERY_ENV,
-        "DELIVERY_UNKNOWN_GRACE_SECONDS": CRASH_DELIVERY_ENV["DELIVERY_UNKNOWN_GRACE_SECONDS"]
-        if webhooks
-        else "0",
-    }
+    grace = CRASH_DELIVERY_ENV["DELIVERY_UNKNOWN_GRACE_SECONDS"] if webhooks else "0"
+    extra = {**CRASH_DELIVERY_ENV, "DELIVERY_UNKNOWN_GRACE_SECONDS": grace}
+
+    def sender(*args: str) -> tuple[list[str], dict[str, str]]:
+        """Ours at the number's limit, shared; theirs with the limit divided by hand."""
+        if system == "ours":
+            return ours_cmd(url, sandbox.url, limit, concurrency, **extra)
+        return theirs_cmd(url, sandbox.url, limit / processes, concurrency, *(args or ("work",)))
+
     if system == "theirs":
-        run(theirs_cmd(url, sandbox.url, rate / processes, concurrency, "defer", prefix))
+        run(sender("defer", prefix))
     ambiguous = killed_jobs = 0
     for _ in range(rounds):
+        _kill_midway([sender() for _ in range(processes)], rng)
         if system == "ours":
-            cmds = [
-                ours_cmd(url, sandbox.url, rate, concurrency, **extra) for _ in range(processes)
-            ]
+            ambiguous += _expire_leases(url)
         else:
-            cmds = [
-                theirs_cmd(url, sandbox.url, rate / processes, concurrency, "work")
-                for _ in range(processes)
-            ]
-        procs = [
-            subprocess.Popen(
-                c[0], env=c[1], cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-            )
-            for c in cmds
-        ]
-        time.sleep(rng.uniform(2.0, 4.0))  # imports take ~1 s; then sends are in flight
-        for p in procs:
-            if p.poll() is None:
-                p.send_signal(signal.SIGKILL)
-        for p in procs:
-            p.wait()
-        time.sleep(0.5)  # let in-flight sends land in the sandbox (its latency)
-        if system == "ours":
-            with connect(url) as conn:
-                ambiguous += conn.execute(
-                    "SELECT count(*) AS n FROM delivery_chunks WHERE "
-                    "state IN ('sending', 'unknown')"
-                ).fetchone()["n"]
-                # The lease expires through the data, not by waiting 10 minutes.
-                conn.execute(
-                    "UPDATE documents SET claimed_at = now() - interval '1 hour' "
-                    "WHERE claim_token IS NOT NULL"
-                )
-        else:
-            killed_jobs += int(
-                run(theirs_cmd(url, sandbox.url, rate / processes, concurrency, "recover")).strip()
-                or 0
-            )
+            killed_jobs += int(run(sender("recover")).strip() or 0)
     # Final passes, no more kills, until everything is delivered (or a deadline).
     deadline = time.monotonic() + 120
     while undelivered(url, prefix) and time.monotonic() < deadline:
-        if system == "ours":
-            run(ours_cmd(url, sandbox.url, rate, concurrency, **extra))
-        else:
-            run(theirs_cmd(url, sandbox.url, rate / processes, concurrency, "work"))
+        run(sender())
         if undelivered(url, prefix):
             time.sleep(1.0)
     if webhooks:
@@ -339,10 +301,39 @@ def crash_run(
     return figures
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+def _kill_midway(commands: list[tuple[list[str], dict[str, str]]], rng: random.Random) -> None:
+    """The senders started together and SIGKILLed while their sends are in flight."""
+    procs = [
+        subprocess.Popen(
+            cmd, env=env, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
+        for cmd, env in commands
+    ]
+    time.sleep(rng.uniform(2.0, 4.0))  # imports take ~1 s; then sends are in flight
+    for p in procs:
+        if p.poll() is None:
+            p.send_signal(signal.SIGKILL)
+    for p in procs:
+        p.wait()
+    time.sleep(0.5)  # let in-flight sends land in the sandbox (its latency)
+
+
+def _expire_leases(url: str) -> int:
+    """Our killed senders' leases expired through the data (not by waiting 10 minutes);
+    the chunks whose outcome they left unknown."""
+    with connect(url) as conn:
+        ambiguous = conn.execute(
+            "SELECT count(*) AS n FROM delivery_chunks WHERE state IN ('sending', 'unknown')"
+        ).fetchone()["n"]
+        conn.execute(
+            "UPDATE documents SET claimed_at = now() - interval '1 hour' "
+            "WHERE claim_token IS NOT NULL"
+        )
+    return int(ambiguous)
+
+
+def _options() -> argparse.Namespace:
+    parser = arguments(__doc__)
     parser.add_argument("--docs", type=int, default=500, help="nine-chunk plans per run")
     parser.add_argument("--docs-two", type=int, default=1000, help="two-chunk plans per run")
     parser.add_argument("--latency-ms", type=float, default=150.0)
@@ -381,10 +372,12 @@ def main() -> None:
         default=0,
         help="the number's limit in the crash runs, msg/s (0: --limit)",
     )
-    args = parser.parse_args()
+    return parser.parse_args()
 
-    cpu_rows, rate_rows, crash_rows, ratio_rows, fig = [], [], [], [], {}
-    unbound_runs: dict[str, list[dict[str, float]]] = {}
+
+def main() -> None:
+    args = _options()
+    fig: dict[str, float] = {}
     with scratch_database(own_server=True) as url, start_sandbox() as sandbox:
         run(theirs_cmd(url, sandbox.url, 80, args.concurrency, "schema"))
         server = ServerCpu(url)
@@ -392,183 +385,248 @@ def main() -> None:
             system: startup_cpu(system, url, sandbox.url, args.concurrency) for system in SYSTEMS
         }
         print("start-up CPU s", startup, flush=True)
-        per_msg: dict[tuple[str, int], dict[str, float]] = {}
-        # The two-chunk plans again at a binding limit, in the same repeat as the
-        # unbound runs they are compared with: this machine's speed drifts by
-        # tens of per cent over minutes, so a ratio is taken within one repeat.
-        paced: dict[str, list[dict[str, float]]] = {"ours": [], "theirs": []}
-        # Ours not paced, at about the paced rate (fewer in flight): what of the
-        # paced cost the lower rate accounts for, and what the pacer itself.
-        same_rate: list[dict[str, float]] = []
-        for chunks, docs in ((2, args.docs_two), (9, args.docs)):
-            got: dict[str, list[dict[str, float]]] = {system: [] for system in SYSTEMS}
-            for _ in range(args.repeats):
-                # Interleaved: the same machine load for each system, paced or not.
-                c = args.concurrency
-                planned = [(system, args.limit, got[system], c) for system in SYSTEMS]
-                if chunks == 2 and args.paced_limit:
-                    planned += [(system, args.paced_limit, paced[system], c) for system in paced]
-                    if args.same_rate_concurrency:
-                        planned.append(("ours", args.limit, same_rate, args.same_rate_concurrency))
-                for system, limit, into, concurrency in planned:
-                    into.append(
-                        rate_run(
-                            system,
-                            url,
-                            sandbox,
-                            server,
-                            docs=docs,
-                            chunks=chunks,
-                            limit=limit,
-                            concurrency=concurrency,
-                            latency_ms=args.latency_ms,
-                        )
-                    )
-            for system, runs in got.items():
-                received = median([r["received"] for r in runs])
-                sender = median([r["sender_cpu"] for r in runs])
-                procs = median([r["processes"] for r in runs])
-                pg = median([r["pg_cpu"] for r in runs])
-                per_msg[(system, chunks)] = {
-                    "sender": 1000 * sender / received,
-                    "sender_warm": 1000 * (sender - procs * startup[system]) / received,
-                    "pg": 1000 * pg / received,
-                    "steady": median([r["steady"] for r in runs]),
-                    "throttled": sum(r["throttled"] for r in runs),
-                    "wakes": median([r["sender_wakes"] / r["received"] for r in runs]),
-                    "received": received,
-                    "dup_missing": (
-                        sum(r["duplicates"] for r in runs),
-                        sum(r["missing"] for r in runs),
-                    ),
-                }
-            base = per_msg[("theirs", chunks)]
-            base_total = base["sender"] + base["pg"]
-            for system, label in SYSTEMS.items():
-                m = per_msg[(system, chunks)]
-                total = m["sender"] + m["pg"]
-                cpu_rows.append(
-                    f"| {chunks} | {label} | {m['received']:.0f} | {m['sender']:.2f} "
-                    f"({m['sender_warm']:.2f}) | {m['pg']:.2f} | **{total:.2f}** | "
-                    f"**{total / base_total:.2f}** | {m['steady']:.1f} | {m['throttled']} | "
-                    f"{m['dup_missing'][0]} / {m['dup_missing'][1]} |"
-                )
-                fig[f"cpu_ms_{system}_{chunks}"] = total
-                fig[f"wakes_{system}_{chunks}"] = m["wakes"]
-                fig[f"pg_ms_{system}_{chunks}"] = m["pg"]
-            # Within each repeat, then the median: not a ratio of medians.
-            ratios = [
-                _total(o) / _total(t) for o, t in zip(got["ours"], got["theirs"], strict=True)
-            ]
-            fig[f"cpu_ratio_{chunks}"] = median(ratios)
-            ratio_rows.append(
-                f"| {chunks} | {', '.join(f'{r:.2f}' for r in ratios)} | **{median(ratios):.2f}** |"
-            )
-            if chunks == 2:
-                unbound_runs = got
-            fig[f"cpu_ratio_same_client_{chunks}"] = median(
-                [
-                    _total(o) / _total(t)
-                    for o, t in zip(got["ours"], got["theirs_aiohttp"], strict=True)
+        cpu = _cpu_runs(url, sandbox, server, args)
+        cpu_rows, ratio_rows, per_msg = _cpu_rows(cpu, startup, args, fig)
+        paced_rows = _paced_rows(cpu, per_msg, args, fig) if args.paced_limit else []
+        rate_rows = _rate_rows(url, sandbox, args, fig)
+        crash_rows = _crash_rows(url, sandbox, args, fig) if args.crash_docs else []
+    body = (
+        _cpu_section(args, cpu_rows, ratio_rows, startup)
+        + _other_sections(args, bool(cpu.same_rate), paced_rows, rate_rows, crash_rows)
+        + figures_comment(fig)
+    )
+    write_section(
+        "vs_procrastinate",
+        f"./dev shell -m pip install procrastinate && ./dev shell bench/vs_procrastinate.py "
+        f"--docs {args.docs} --docs-two {args.docs_two} --limit {args.limit} "
+        f"--rate-limits {args.rate_limits} --concurrency {args.concurrency} "
+        f"--paced-limit {args.paced_limit} --repeats {args.repeats} "
+        f"--crash-docs {args.crash_docs}"
+        + (f" --crash-limit {args.crash_limit}" if args.crash_limit else ""),
+        body,
+    )
+
+
+@dataclass
+class CpuRuns:
+    """The CPU runs, per plan length: each system's unbound runs; for two-chunk plans,
+    each side paced at a binding limit, and ours not paced at about the paced rate."""
+
+    got: dict[int, dict[str, list[dict[str, float]]]] = field(default_factory=dict)
+    # The two-chunk plans again at a binding limit, in the same repeat as the
+    # unbound runs they are compared with: this machine's speed drifts by
+    # tens of per cent over minutes, so a ratio is taken within one repeat.
+    paced: dict[str, list[dict[str, float]]] = field(
+        default_factory=lambda: {"ours": [], "theirs": []}
+    )
+    # Ours not paced, at about the paced rate (fewer in flight): what of the
+    # paced cost the lower rate accounts for, and what the pacer itself.
+    same_rate: list[dict[str, float]] = field(default_factory=list)
+
+
+def _cpu_runs(url: str, sandbox, server: ServerCpu, args: argparse.Namespace) -> CpuRuns:
+    runs = CpuRuns()
+    for chunks, docs in ((2, args.docs_two), (9, args.docs)):
+        got = runs.got[chunks] = {system: [] for system in SYSTEMS}
+        for _ in range(args.repeats):
+            # Interleaved: the same machine load for each system, paced or not.
+            c = args.concurrency
+            planned = [(system, args.limit, got[system], c) for system in SYSTEMS]
+            if chunks == 2 and args.paced_limit:
+                planned += [
+                    (system, args.paced_limit, runs.paced[system], c) for system in runs.paced
                 ]
-            )
-            fig[f"ratio_{args.limit}"] = per_msg[("ours", chunks)]["steady"] / base["steady"]
-        paced_rows = []
-        compared = [(s, SYSTEMS[s], runs, f"paced_{{}}_{s}") for s, runs in paced.items()]
-        if same_rate:
-            label = f"ours, not paced, {args.same_rate_concurrency} in flight"
-            compared.insert(1, ("ours", label, same_rate, "same_rate_{}_ours"))
-        for system, label, runs, key in compared if args.paced_limit else ():
-            # What pacing at the limit adds to each side's cost per message.
-            received = median([r["received"] for r in runs])
-            sender = 1000 * median([r["sender_cpu"] for r in runs]) / received
-            pg = 1000 * median([r["pg_cpu"] for r in runs]) / received
-            unbound = per_msg[(system, 2)]
-            unbound_total = unbound["sender"] + unbound["pg"]
-            ratios = [
-                _total(p) / _total(u) for p, u in zip(runs, unbound_runs[system], strict=True)
-            ]
-            wakes = median([r["sender_wakes"] / r["received"] for r in runs])
-            paced_rows.append(
-                f"| {label} | {received:.0f} | {sender:.2f} | {pg:.2f} | "
-                f"**{sender + pg:.2f}** | {unbound_total:.2f} | "
-                + ", ".join(f"{r:.2f}" for r in ratios)
-                + f" | **{median(ratios):.2f}** | "
-                f"{median([r['steady'] for r in runs]):.1f} | "
-                f"{wakes:.2f} | "
-                f"{sum(r['throttled'] for r in runs)} |"
-            )
-            fig[key.format("ratio")] = median(ratios)
-            fig[key.format("pg_ms")] = pg
-            fig[key.format("wakes")] = wakes
-        for limit in [int(x) for x in args.rate_limits.split(",") if x]:
-            runs = {
-                system: rate_run(
-                    system,
-                    url,
-                    sandbox,
-                    None,
-                    docs=args.docs,
-                    chunks=9,
-                    limit=limit,
-                    concurrency=args.concurrency,
-                    latency_ms=args.latency_ms,
-                )
-                for system in ("ours", "theirs")
-            }
-            o, t = runs["ours"]["steady"], runs["theirs"]["steady"]
-            rate_rows.append(
-                f"| {limit:,} | {o:.1f} | {t:.1f} | **{o / t:.2f}** | "
-                f"{runs['ours']['wall']:.1f} | {runs['theirs']['wall']:.1f} | "
-                f"{runs['ours']['throttled']} / {runs['theirs']['throttled']} |"
-            )
-            fig[f"ratio_{limit}"] = o / t
-        for webhooks in (False, True) if args.crash_docs else ():
-            svc = None
-            if webhooks:
-                # The service LISTENs and sweeps too (every lease the kills
-                # leave behind, every document made ready): the same delivery
-                # settings as the sweep processes.
-                svc = start_service(url, sandbox.url, **CRASH_DELIVERY_ENV)
-            try:
-                for system in ("ours", "theirs"):
-                    if system == "theirs" and webhooks:
-                        continue  # procrastinate has no use for status webhooks
-                    r = crash_run(
+                if args.same_rate_concurrency:
+                    planned.append(("ours", args.limit, runs.same_rate, args.same_rate_concurrency))
+            for system, limit, into, concurrency in planned:
+                into.append(
+                    rate_run(
                         system,
                         url,
                         sandbox,
-                        docs=args.crash_docs,
-                        concurrency=args.concurrency,
+                        server,
+                        docs=docs,
+                        chunks=chunks,
+                        limit=limit,
+                        concurrency=concurrency,
                         latency_ms=args.latency_ms,
-                        rounds=args.crash_rounds,
-                        processes=args.crash_processes,
-                        limit=args.crash_limit or args.limit,
-                        webhook_url=svc.webhook_url if svc else None,
-                        seed=7,
                     )
-                    label = {"ours": "ours", "theirs": "procrastinate"}[system]
-                    label += (
-                        ", status webhooks → service, grace 5 s"
-                        if webhooks
-                        else (
-                            ", no status webhooks, grace 0 s (resend)" if system == "ours" else ""
-                        )
-                    )
-                    crash_rows.append(
-                        f"| {label} | {r['received']}/{r['expected']} | {r['duplicates']} | "
-                        f"{r['missing']} | {r['undelivered']} | "
-                        f"{r['ambiguous_at_kill'] if system == 'ours' else r['jobs_rerun']} |"
-                    )
-                    fig[f"dup_{system}{'_webhooks' if webhooks else ''}"] = r["duplicates"]
-                    fig[f"missing_{system}{'_webhooks' if webhooks else ''}"] = r["missing"]
-                    fig[f"ambiguous_{system}{'_webhooks' if webhooks else ''}"] = r[
-                        "ambiguous_at_kill"
-                    ]
-            finally:
-                if svc is not None:
-                    svc.stop()
-    body = (
+                )
+    return runs
+
+
+def _cpu_rows(
+    cpu: CpuRuns, startup: dict[str, float], args: argparse.Namespace, fig: dict[str, float]
+) -> tuple[list[str], list[str], dict[tuple[str, int], dict[str, Any]]]:
+    """The CPU table's rows and the ratios' rows (their figures into ``fig``), and each
+    system's medians per message, by (system, chunks)."""
+    cpu_rows, ratio_rows = [], []
+    per_msg: dict[tuple[str, int], dict[str, Any]] = {}
+    for chunks, got in cpu.got.items():
+        for system, runs in got.items():
+            received = median([r["received"] for r in runs])
+            sender = median([r["sender_cpu"] for r in runs])
+            procs = median([r["processes"] for r in runs])
+            pg = median([r["pg_cpu"] for r in runs])
+            per_msg[(system, chunks)] = {
+                "sender": 1000 * sender / received,
+                "sender_warm": 1000 * (sender - procs * startup[system]) / received,
+                "pg": 1000 * pg / received,
+                "steady": median([r["steady"] for r in runs]),
+                "throttled": sum(r["throttled"] for r in runs),
+                "wakes": median([r["sender_wakes"] / r["received"] for r in runs]),
+                "received": received,
+                "dup_missing": (
+                    sum(r["duplicates"] for r in runs),
+                    sum(r["missing"] for r in runs),
+                ),
+            }
+        base = per_msg[("theirs", chunks)]
+        base_total = base["sender"] + base["pg"]
+        for system, label in SYSTEMS.items():
+            m = per_msg[(system, chunks)]
+            total = m["sender"] + m["pg"]
+            cpu_rows.append(
+                f"| {chunks} | {label} | {m['received']:.0f} | {m['sender']:.2f} "
+                f"({m['sender_warm']:.2f}) | {m['pg']:.2f} | **{total:.2f}** | "
+                f"**{total / base_total:.2f}** | {m['steady']:.1f} | {m['throttled']} | "
+                f"{m['dup_missing'][0]} / {m['dup_missing'][1]} |"
+            )
+            fig[f"cpu_ms_{system}_{chunks}"] = total
+            fig[f"wakes_{system}_{chunks}"] = m["wakes"]
+            fig[f"pg_ms_{system}_{chunks}"] = m["pg"]
+        # Within each repeat, then the median: not a ratio of medians.
+        ratios = [_total(o) / _total(t) for o, t in zip(got["ours"], got["theirs"], strict=True)]
+        fig[f"cpu_ratio_{chunks}"] = median(ratios)
+        ratio_rows.append(
+            f"| {chunks} | {', '.join(f'{r:.2f}' for r in ratios)} | **{median(ratios):.2f}** |"
+        )
+        fig[f"cpu_ratio_same_client_{chunks}"] = median(
+            [_total(o) / _total(t) for o, t in zip(got["ours"], got["theirs_aiohttp"], strict=True)]
+        )
+        fig[f"ratio_{args.limit}"] = per_msg[("ours", chunks)]["steady"] / base["steady"]
+    return cpu_rows, ratio_rows, per_msg
+
+
+def _paced_rows(
+    cpu: CpuRuns,
+    per_msg: dict[tuple[str, int], dict[str, Any]],
+    args: argparse.Namespace,
+    fig: dict[str, float],
+) -> list[str]:
+    """What pacing at the limit adds to each side's cost per message."""
+    unbound_runs = cpu.got[2]
+    paced_rows = []
+    compared = [(s, SYSTEMS[s], runs, f"paced_{{}}_{s}") for s, runs in cpu.paced.items()]
+    if cpu.same_rate:
+        label = f"ours, not paced, {args.same_rate_concurrency} in flight"
+        compared.insert(1, ("ours", label, cpu.same_rate, "same_rate_{}_ours"))
+    for system, label, runs, key in compared:
+        received = median([r["received"] for r in runs])
+        sender = 1000 * median([r["sender_cpu"] for r in runs]) / received
+        pg = 1000 * median([r["pg_cpu"] for r in runs]) / received
+        unbound = per_msg[(system, 2)]
+        unbound_total = unbound["sender"] + unbound["pg"]
+        ratios = [_total(p) / _total(u) for p, u in zip(runs, unbound_runs[system], strict=True)]
+        wakes = median([r["sender_wakes"] / r["received"] for r in runs])
+        paced_rows.append(
+            f"| {label} | {received:.0f} | {sender:.2f} | {pg:.2f} | "
+            f"**{sender + pg:.2f}** | {unbound_total:.2f} | "
+            + ", ".join(f"{r:.2f}" for r in ratios)
+            + f" | **{median(ratios):.2f}** | "
+            f"{median([r['steady'] for r in runs]):.1f} | "
+            f"{wakes:.2f} | "
+            f"{sum(r['throttled'] for r in runs)} |"
+        )
+        fig[key.format("ratio")] = median(ratios)
+        fig[key.format("pg_ms")] = pg
+        fig[key.format("wakes")] = wakes
+    return paced_rows
+
+
+def _rate_rows(url: str, sandbox, args: argparse.Namespace, fig: dict[str, float]) -> list[str]:
+    """Rates at other limits, nine-chunk plans, ours and procrastinate with httpx."""
+    rate_rows = []
+    for limit in [int(x) for x in args.rate_limits.split(",") if x]:
+        runs = {
+            system: rate_run(
+                system,
+                url,
+                sandbox,
+                None,
+                docs=args.docs,
+                chunks=9,
+                limit=limit,
+                concurrency=args.concurrency,
+                latency_ms=args.latency_ms,
+            )
+            for system in ("ours", "theirs")
+        }
+        o, t = runs["ours"]["steady"], runs["theirs"]["steady"]
+        rate_rows.append(
+            f"| {limit:,} | {o:.1f} | {t:.1f} | **{o / t:.2f}** | "
+            f"{runs['ours']['wall']:.1f} | {runs['theirs']['wall']:.1f} | "
+            f"{runs['ours']['throttled']} / {runs['theirs']['throttled']} |"
+        )
+        fig[f"ratio_{limit}"] = o / t
+    return rate_rows
+
+
+def _crash_rows(url: str, sandbox, args: argparse.Namespace, fig: dict[str, float]) -> list[str]:
+    """The forced crashes: ours without status webhooks, procrastinate, then ours with
+    the status webhooks going to a running service."""
+    crash_rows = []
+    for webhooks in (False, True):
+        svc = None
+        if webhooks:
+            # The service LISTENs and sweeps too (every lease the kills
+            # leave behind, every document made ready): the same delivery
+            # settings as the sweep processes.
+            svc = start_service(url, sandbox.url, **CRASH_DELIVERY_ENV)
+        try:
+            for system in ("ours", "theirs"):
+                if system == "theirs" and webhooks:
+                    continue  # procrastinate has no use for status webhooks
+                r = crash_run(
+                    system,
+                    url,
+                    sandbox,
+                    docs=args.crash_docs,
+                    concurrency=args.concurrency,
+                    latency_ms=args.latency_ms,
+                    rounds=args.crash_rounds,
+                    processes=args.crash_processes,
+                    limit=args.crash_limit or args.limit,
+                    webhook_url=svc.webhook_url if svc else None,
+                    seed=7,
+                )
+                label = {"ours": "ours", "theirs": "procrastinate"}[system]
+                label += (
+                    ", status webhooks → service, grace 5 s"
+                    if webhooks
+                    else (", no status webhooks, grace 0 s (resend)" if system == "ours" else "")
+                )
+                crash_rows.append(
+                    f"| {label} | {r['received']}/{r['expected']} | {r['duplicates']} | "
+                    f"{r['missing']} | {r['undelivered']} | "
+                    f"{r['ambiguous_at_kill'] if system == 'ours' else r['jobs_rerun']} |"
+                )
+                fig[f"dup_{system}{'_webhooks' if webhooks else ''}"] = r["duplicates"]
+                fig[f"missing_{system}{'_webhooks' if webhooks else ''}"] = r["missing"]
+                fig[f"ambiguous_{system}{'_webhooks' if webhooks else ''}"] = r["ambiguous_at_kill"]
+        finally:
+            if svc is not None:
+                svc.stop()
+    return crash_rows
+
+
+def _cpu_section(
+    args: argparse.Namespace,
+    cpu_rows: list[str],
+    ratio_rows: list[str],
+    startup: dict[str, float],
+) -> str:
+    return (
         f"Same run, same sandbox ({args.latency_ms:g} ms per send, pair rate on), "
         f"{args.concurrency} documents/jobs in flight on both sides, the number's limit "
         f"{args.limit:,} msg/s (not binding: latency × concurrency is), both as real "
@@ -592,6 +650,17 @@ def main() -> None:
         "Start-up CPU of one process with nothing to do: "
         + ", ".join(f"{SYSTEMS[k]} {v:.2f} s" for k, v in startup.items())
         + ".\n\n"
+    )
+
+
+def _other_sections(
+    args: argparse.Namespace,
+    same_rate: bool,
+    paced_rows: list[str],
+    rate_rows: list[str],
+    crash_rows: list[str],
+) -> str:
+    return (
         f"Paced: the two-chunk plans again with the number's limit at {args.paced_limit} "
         "msg/s (binding: 32 in flight at 150 ms would send 213 msg/s), run in each repeat "
         "right after the unbound runs, each side against its own unbound run of the same "
@@ -628,17 +697,6 @@ def main() -> None:
         "ambiguous chunks / jobs re-run |\n|---|---|---|---|---|---|\n"
         + "\n".join(crash_rows)
         + "\n\n"
-        + figures_comment(fig)
-    )
-    write_section(
-        "vs_procrastinate",
-        f"./dev shell -m pip install procrastinate && ./dev shell bench/vs_procrastinate.py "
-        f"--docs {args.docs} --docs-two {args.docs_two} --limit {args.limit} "
-        f"--rate-limits {args.rate_limits} --concurrency {args.concurrency} "
-        f"--paced-limit {args.paced_limit} --repeats {args.repeats} "
-        f"--crash-docs {args.crash_docs}"
-        + (f" --crash-limit {args.crash_limit}" if args.crash_limit else ""),
-        body,
     )
 
 

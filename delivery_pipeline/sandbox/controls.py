@@ -4,8 +4,10 @@ lives; what was received, counted and refused. Contract: docs/reference/sandbox.
 
 from __future__ import annotations
 
+import functools
 import json
 import time
+from collections.abc import Awaitable, Callable
 from typing import Any
 from urllib.parse import quote
 
@@ -16,12 +18,16 @@ from starlette.routing import Route
 from delivery_pipeline.model import bsuid, e164
 from delivery_pipeline.sandbox.config import RUNTIME_KEYS, SandboxConfig
 from delivery_pipeline.sandbox.control_bodies import (
+    Body,
+    Misfit,
     NewNumber,
     Presence,
+    Press,
     RefusalOrder,
+    TemplateChange,
     Unreachable,
+    Window,
     Written,
-    first_wrong,
     parse,
 )
 from delivery_pipeline.sandbox.documents import listing
@@ -32,6 +38,9 @@ from delivery_pipeline.sandbox.simulated import described, sandbox_of
 def _control_error(message: str, status: int = 400, **extra: Any) -> JSONResponse:
     error = {"message": message, "type": "SandboxError", "code": 100, **extra}
     return JSONResponse({"error": error}, status_code=status)
+
+
+_NOT_E164 = "the number must be E.164, e.g. +15551234567"
 
 
 def _number(request: Request) -> str | None:
@@ -53,23 +62,41 @@ async def _json_object(request: Request) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
-async def person_writes(request: Request) -> Response:
-    number = _number(request)
-    data = await _json_object(request)
-    if number is None:
-        return _control_error("the number must be E.164, e.g. +15551234567")
+async def _body(request: Request, model: type[Body]) -> Body | JSONResponse:
+    """The request's JSON body as ``model``, or the error answer that says what is wrong."""
+    body = parse(model, await _json_object(request))
+    return _control_error(body.message) if isinstance(body, Misfit) else body
+
+
+Handler = Callable[[Request], Awaitable[Response]]
+
+
+def _person_control(
+    model: type[Body],
+) -> Callable[[Callable[[Request, str, Body], Awaitable[Response]]], Handler]:
+    """A control on one person: ``handle(request, number, body)`` runs with the path's
+    person and the request's body as ``model``; a request with either wrong is answered
+    with what is wrong."""
+
+    def wrap(handle: Callable[[Request, str, Body], Awaitable[Response]]) -> Handler:
+        @functools.wraps(handle)
+        async def control(request: Request) -> Response:
+            number = _number(request)
+            if number is None:
+                return _control_error(_NOT_E164)
+            body = await _body(request, model)
+            if isinstance(body, JSONResponse):
+                return body
+            return await handle(request, number, body)
+
+        return control
+
+    return wrap
+
+
+@_person_control(Written)
+async def person_writes(request: Request, number: str, body: Written) -> Response:
     sandbox = sandbox_of(request)
-    wrong = first_wrong(Written, data)
-    if wrong == "text":
-        return _control_error(
-            'body must be {"text": "<non-empty string>", "name"?: "<string>", '
-            '"username"?: "<string>", "to"?: "<business phone number id>"}'
-        )
-    if wrong in ("name", "username"):
-        return _control_error(f"{wrong} must be a string")
-    if wrong == "to":
-        return _control_error(_not_played(sandbox.config, (data or {}).get("to")))
-    body = Written.model_validate(data)
     if body.to is not None and not sandbox.config.serves(body.to):
         return _control_error(_not_played(sandbox.config, body.to))
     return JSONResponse(
@@ -82,53 +109,35 @@ def _not_played(config: SandboxConfig, number: object) -> str:
     return f"the sandbox plays no business number {number!r}: it plays {played}"
 
 
-async def person_presses(request: Request) -> Response:
+@_person_control(Press)
+async def person_presses(request: Request, number: str, press: Press) -> Response:
     """``POST /_sandbox/people/{number}/press {"button": "Later" | 1, "message_id"?,
     "interactive"?: false}``: the person taps a quick reply on a message they got."""
-    number = _number(request)
-    data = await _json_object(request)
-    if number is None:
-        return _control_error("the number must be E.164, e.g. +15551234567")
-    button = data.get("button") if data else None
-    message_id = data.get("message_id") if data else None
-    interactive = data.get("interactive", False) if data else False
-    if isinstance(button, bool) or not isinstance(button, str | int) or button == "":
-        return _control_error(
-            'body must be {"button": "<its text>" | <index>, "message_id"?: "<wamid>", '
-            '"interactive"?: <bool>}'
-        )
-    if message_id is not None and not isinstance(message_id, str):
-        return _control_error("message_id must be a string")
-    if not isinstance(interactive, bool):
-        return _control_error("interactive must be a boolean")
     try:
-        wamid = sandbox_of(request).person_presses(number, button, message_id, interactive)
+        wamid = sandbox_of(request).person_presses(
+            number, press.button, press.message_id, press.interactive
+        )
     except LookupError as exc:
         return _control_error(str(exc), status=404)
     return JSONResponse({"id": wamid})
 
 
-async def person_number(request: Request) -> Response:
+@_person_control(NewNumber)
+async def person_number(request: Request, number: str, body: NewNumber) -> Response:
     """``POST /_sandbox/people/{number}/number {"new_number": "+E164"}``: the person
     changes their phone number (a ``user_changed_number`` system message follows)."""
-    number = _number(request)
-    data = await _json_object(request)
-    body = parse(NewNumber, data)
-    new_number = e164(body.new_number) if body is not None else None
-    if number is None or not number.startswith("+"):
-        return _control_error("the number must be E.164, e.g. +15551234567")
-    if new_number is None:
-        return _control_error('body must be {"new_number": "<E.164 number>"}')
+    if not number.startswith("+"):  # a username user has no number to change
+        return _control_error(_NOT_E164)
     sandbox = sandbox_of(request)
-    if new_number in sandbox.state.people:
-        return _control_error(f"{new_number} is somebody else's", status=409)
-    return JSONResponse({"id": sandbox.person_changes_number(number, new_number)})
+    if body.new_number in sandbox.state.people:
+        return _control_error(f"{body.new_number} is somebody else's", status=409)
+    return JSONResponse({"id": sandbox.person_changes_number(number, body.new_number)})
 
 
 async def person_inbox(request: Request) -> Response:
     number = _number(request)
     if number is None:
-        return _control_error("the number must be E.164, e.g. +15551234567")
+        return _control_error(_NOT_E164)
     person = sandbox_of(request).state.people.get(number)
     return JSONResponse(person.inbox if person else [])
 
@@ -136,29 +145,19 @@ async def person_inbox(request: Request) -> Response:
 async def person_detail(request: Request) -> Response:
     number = _number(request)
     if number is None:
-        return _control_error("the number must be E.164, e.g. +15551234567")
+        return _control_error(_NOT_E164)
     sandbox = sandbox_of(request)
     sandbox.settle_held(time.time())
     person = sandbox.state.people.get(number) or Person(number)
     return JSONResponse(described(sandbox, person, time.time()))
 
 
-async def person_window(request: Request) -> Response:
-    number = _number(request)
-    data = await _json_object(request)
-    if number is None:
-        return _control_error("the number must be E.164, e.g. +15551234567")
-    if data is None or "age_seconds" not in data or set(data) - {"age_seconds", "phone_number_id"}:
-        return _control_error(
-            'body must be {"age_seconds": <seconds> | null, "phone_number_id"?: "<id>"}'
-        )
-    age = data["age_seconds"]
-    if age is not None and (isinstance(age, bool) or not isinstance(age, int | float) or age < 0):
-        return _control_error("age_seconds must be a number >= 0 or null")
+@_person_control(Window)
+async def person_window(request: Request, number: str, window: Window) -> Response:
     sandbox = sandbox_of(request)
     config = sandbox.config
-    chosen = data.get("phone_number_id")
-    if chosen is not None and (not isinstance(chosen, str) or not config.serves(chosen)):
+    chosen, age = window.phone_number_id, window.age_seconds
+    if chosen is not None and not config.serves(chosen):
         return _control_error(_not_played(config, chosen))
     # Without a number: as if they last wrote to every number the sandbox plays.
     numbers = [chosen] if chosen is not None else [config.phone_number_id, *config.numbers]
@@ -172,14 +171,8 @@ async def person_window(request: Request) -> Response:
     return JSONResponse(described(sandbox, person, now))
 
 
-async def person_unreachable(request: Request) -> Response:
-    number = _number(request)
-    data = await _json_object(request)
-    if number is None:
-        return _control_error("the number must be E.164, e.g. +15551234567")
-    body = parse(Unreachable, data)
-    if body is None:
-        return _control_error('body must be {"unreachable": true|false, "mode"?: "sync"|"async"}')
+@_person_control(Unreachable)
+async def person_unreachable(request: Request, number: str, body: Unreachable) -> Response:
     sandbox = sandbox_of(request)
     person = sandbox.state.person(number)
     person.unreachable = body.mode if body.unreachable else None
@@ -191,15 +184,10 @@ async def template_life(request: Request) -> Response:
     name, language = request.path_params["name"], request.path_params["language"]
     if request.method == "GET":
         return JSONResponse(sandbox.templates.life(name, language).view(name, language))
-    data = await _json_object(request)
-    if data is None:
-        return _control_error(
-            "body must be a JSON object (see docs/reference/sandbox.md, Templates)"
-        )
-    try:
-        return JSONResponse(sandbox.change_template(name, language, data))
-    except ValueError as exc:
-        return _control_error(str(exc))
+    change = await _body(request, TemplateChange)
+    if isinstance(change, JSONResponse):
+        return change
+    return JSONResponse(sandbox.change_template(name, language, change))
 
 
 async def templates(request: Request) -> Response:
@@ -207,16 +195,10 @@ async def templates(request: Request) -> Response:
     return JSONResponse(listing(sandbox.config.templates, sandbox.templates))
 
 
-async def person_presence(request: Request) -> Response:
+@_person_control(Presence)
+async def person_presence(request: Request, number: str, body: Presence) -> Response:
     """``POST /_sandbox/people/{number}/presence {"online": false}``: the phone is off,
     what is sent to it is held; ``true``: it is back (sandbox/presence.py)."""
-    number = _number(request)
-    data = await _json_object(request)
-    body = parse(Presence, data)
-    if number is None:
-        return _control_error("the number must be E.164, e.g. +15551234567")
-    if body is None:
-        return _control_error('body must be {"online": true|false}')
     sandbox = sandbox_of(request)
     person = sandbox.state.person(number)
     sandbox.set_presence(person, body.online)
@@ -238,13 +220,6 @@ async def media_content(request: Request) -> Response:
     )
 
 
-_REFUSAL_BODY = (
-    'body must be {"code": <int>, "mode"?: "sync"|"async", "to"?: "+E164", '
-    '"type"?: "text"|"template"|"document"|"media", "count"?: <int >= 1> | null, '
-    '"phone_number_id"?: "<id>"}'
-)
-
-
 async def refusals(request: Request) -> Response:
     """Any error code on demand: ``POST`` adds one (to every send or one number's,
     of every type or one, ``count`` times or until ``DELETE``), ``GET`` lists them."""
@@ -252,9 +227,9 @@ async def refusals(request: Request) -> Response:
     if request.method == "DELETE":
         state.refusals.clear()
     elif request.method == "POST":
-        order = parse(RefusalOrder, await _json_object(request))
-        if order is None:
-            return _control_error(_REFUSAL_BODY)
+        order = await _body(request, RefusalOrder)
+        if isinstance(order, JSONResponse):
+            return order
         state.refusals.append(
             ForcedRefusal(
                 order.code,

@@ -17,6 +17,7 @@ from typing import Any
 from starlette.requests import Request
 
 from delivery_pipeline.sandbox.config import SandboxConfig
+from delivery_pipeline.sandbox.control_bodies import TemplateChange
 from delivery_pipeline.sandbox.limits import (
     PAIR_RATE_DETAILS,
     THROUGHPUT_DETAILS,
@@ -248,18 +249,17 @@ class Sandbox:
             self.outbox.post(chain, config.status_delay_ms / 1000)
         return True
 
-    def change_template(self, name: str, language: str, data: dict[str, Any]) -> dict[str, Any]:
-        """A template's life changed: apply it and post the platform's lifecycle webhooks."""
-        posts = self.templates.change(name, language, data)
-        if data.get("webhook", True):
-            waba = self.config.waba_id
-            for field_name, value in posts:
-                self.outbox.post(
-                    [(field_name, constant(lifecycle_envelope(waba, field_name, value)))]
-                )
+    def change_template(self, name: str, language: str, change: TemplateChange) -> dict[str, Any]:
+        """A template's life changed: apply it and post the platform's lifecycle webhooks
+        (none with ``"webhook": false``: the platform's word arriving late)."""
+        changed = self.templates.change(name, language, change)
+        posts = changed if change.webhook else []
+        waba = self.config.waba_id
+        for field_name, value in posts:
+            self.outbox.post([(field_name, constant(lifecycle_envelope(waba, field_name, value)))])
         return {
             **self.templates.life(name, language).view(name, language),
-            "webhooks": [f for f, _ in posts] if data.get("webhook", True) else [],
+            "webhooks": [f for f, _ in posts],
         }
 
     def _deliver(

@@ -25,16 +25,12 @@ import time
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from delivery_pipeline.sandbox.control_bodies import TemplateChange
+
 STATUS_FIELD = "message_template_status_update"
 QUALITY_FIELD = "message_template_quality_update"
 CATEGORY_FIELD = "template_category_update"
 FIELDS = frozenset({STATUS_FIELD, QUALITY_FIELD, CATEGORY_FIELD})
-
-STATUSES = ("APPROVED", "PAUSED", "DISABLED", "FLAGGED", "REJECTED")
-QUALITIES = ("GREEN", "YELLOW", "RED", "UNKNOWN")
-CATEGORIES = ("UTILITY", "MARKETING", "AUTHENTICATION")
-PACING = ("none", "fail", "drop")
-MODES = ("sync", "async")
 
 PAUSED = 132015
 DISABLED = 132016
@@ -109,16 +105,12 @@ class TemplateBook:
         self._lives.clear()
 
     def change(
-        self, name: str, language: str, data: dict[str, Any]
+        self, name: str, language: str, change: TemplateChange
     ) -> list[tuple[str, dict[str, Any]]]:
-        """Apply a control request; returns the lifecycle webhooks (field, value) to post.
-
-        ValueError names what is wrong with ``data`` (nothing is changed then).
-        """
+        """Apply a control request; returns the lifecycle webhooks (field, value) to post."""
         life = self.life(name, language)
-        _check(data)
-        if "message_send_ttl_seconds" in data:
-            life.ttl_seconds = data["message_send_ttl_seconds"]
+        if change.sets("message_send_ttl_seconds"):
+            life.ttl_seconds = change.message_send_ttl_seconds
         base = {
             "message_template_id": life.template_id,
             "message_template_name": name,
@@ -126,11 +118,11 @@ class TemplateBook:
         }
         posts: list[tuple[str, dict[str, Any]]] = []
         for key in ("mode", "pacing", "pacing_code", "fail_code"):
-            if key in data:
-                setattr(life, key, data[key])
-        if "status" in data and data["status"] != life.status:
-            life.status = data["status"]
-            value: dict[str, Any] = {**base, "event": life.status, "reason": data.get("reason")}
+            if change.sets(key):
+                setattr(life, key, getattr(change, key))
+        if change.sets("status") and change.status != life.status:
+            life.status = change.status
+            value: dict[str, Any] = {**base, "event": life.status, "reason": change.reason}
             if life.status == "PAUSED":
                 life.pauses += 1
                 title = "FIRST_PAUSE" if life.pauses == 1 else "SECOND_PAUSE"
@@ -141,8 +133,8 @@ class TemplateBook:
             if life.status == "FLAGGED":
                 value["disable_info"] = {"disable_date": "in 7 days"}
             posts.append((STATUS_FIELD, value))
-        if "quality" in data and data["quality"] != life.quality:
-            previous, life.quality = life.quality, data["quality"]
+        if change.sets("quality") and change.quality != life.quality:
+            previous, life.quality = life.quality, change.quality
             posts.append(
                 (
                     QUALITY_FIELD,
@@ -153,16 +145,14 @@ class TemplateBook:
                     },
                 )
             )
-        if "announce_category" in data:
-            life.announced_category = data["announce_category"]
+        if change.announce_category is not None:
+            life.announced_category = change.announce_category
             value = {**base, "correct_category": life.announced_category}
-            if "effective_in_seconds" in data:
-                value["category_update_timestamp"] = int(
-                    time.time() + float(data["effective_in_seconds"])
-                )
+            if change.effective_in_seconds is not None:
+                value["category_update_timestamp"] = int(time.time() + change.effective_in_seconds)
             posts.append((CATEGORY_FIELD, value))
-        if "category" in data and data["category"] != life.category:
-            previous, life.category = life.category, data["category"]
+        if change.sets("category") and change.category != life.category:
+            previous, life.category = life.category, change.category
             life.announced_category = None
             posts.append(
                 (
@@ -171,49 +161,6 @@ class TemplateBook:
                 )
             )
         return posts
-
-
-def _check(data: dict[str, Any]) -> None:
-    """ValueError naming what is wrong with a control request for a template's life."""
-    unknown = sorted(set(data) - _KEYS)
-    if unknown:
-        raise ValueError(f"unknown keys: {', '.join(unknown)}; known: {', '.join(_KEYS)}")
-    for key, allowed in (
-        ("status", STATUSES),
-        ("quality", QUALITIES),
-        ("category", CATEGORIES),
-        ("announce_category", CATEGORIES),
-        ("mode", MODES),
-        ("pacing", PACING),
-    ):
-        if key in data and data[key] not in allowed:
-            raise ValueError(f"{key} must be one of {', '.join(allowed)}")
-    for key in ("pacing_code", "fail_code"):
-        code = data.get(key)
-        if code is not None and (not isinstance(code, int) or isinstance(code, bool)):
-            raise ValueError(f"{key} must be an integer error code or null")
-    ttl = data.get("message_send_ttl_seconds")
-    if ttl is not None and (not isinstance(ttl, int) or isinstance(ttl, bool) or ttl < 1):
-        # The platform takes 30-43,200 s for utility; shorter here, so a test waits less.
-        raise ValueError("message_send_ttl_seconds must be a whole number of seconds >= 1")
-
-
-_KEYS = frozenset(
-    {
-        "status",
-        "reason",
-        "quality",
-        "category",
-        "announce_category",
-        "effective_in_seconds",
-        "mode",
-        "pacing",
-        "pacing_code",
-        "fail_code",
-        "message_send_ttl_seconds",
-        "webhook",
-    }
-)
 
 
 def lifecycle_envelope(waba_id: str, field: str, value: dict[str, Any]) -> dict[str, Any]:

@@ -22,6 +22,7 @@ import pytest
 from delivery_pipeline.testing.service import APP_SECRET, start_service
 from delivery_pipeline_tests.support.cli import REPO, run
 from delivery_pipeline_tests.support.data import add_document, add_person, document, plan_body
+from delivery_pipeline_tests.support.engine import hooked_service
 from delivery_pipeline_tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.engine
@@ -225,8 +226,7 @@ def test_status_knows_a_template_it_has_just_sent_is_approved(database_url, db, 
     add_document(db, person["id"], plan_body(2))
     before = json.loads(run(database_url, "status", "--json").stdout)["knock_templates"][0]
     assert (before["status"], before["quality"], before["category"]) == (None, None, None)
-    with start_service(database_url, sandbox.url, DELIVERY_LISTEN="false") as service:
-        sandbox.faults(webhook_url=service.webhook_url, app_secret=APP_SECRET, status_delay_ms=20)
+    with hooked_service(sandbox, database_url):
         swept = run(database_url, "sweep", WHATSAPP_API_BASE_URL=sandbox.url)
         assert swept.returncode == 0, swept.stderr
         wait_for(

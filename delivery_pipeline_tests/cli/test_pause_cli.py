@@ -3,12 +3,10 @@ everybody, the alert episode is resolved; and what the listener hears meanwhile.
 
 from __future__ import annotations
 
-import asyncio
-
-from delivery_pipeline.delivery.sweep import run_sweep
 from delivery_pipeline.store.queries import QUERIES
 from delivery_pipeline_tests.support.cli import run
 from delivery_pipeline_tests.support.data import add_document, add_person
+from delivery_pipeline_tests.support.engine import sweep
 
 
 def paused_by_a_bad_token(db, sandbox, settings):
@@ -19,7 +17,7 @@ def paused_by_a_bad_token(db, sandbox, settings):
         whatsapp={"access_token": "expired"},
         delivery={"pause_probe_seconds": 3600, "quiet_hours": ""},
     )
-    result = asyncio.run(run_sweep(bad, settings.database.database_url))
+    result = sweep(bad)
     assert result.stopped_by and "190" in result.stopped_by
     return doc
 
@@ -34,7 +32,7 @@ def test_status_shows_the_pause_and_resume_ends_it_for_everybody(db, sandbox, se
     assert "delivery-pipeline resume" in status.stdout
 
     # Paused and the probe an hour away: a sweep with a good token sends nothing.
-    waiting = asyncio.run(run_sweep(settings, url))
+    waiting = sweep(settings)
     assert waiting.claimed == 0 and "paused" in (waiting.stopped_by or "")
 
     resumed = run(url, "resume", "--by", "ops-on-call")
@@ -47,7 +45,7 @@ def test_status_shows_the_pause_and_resume_ends_it_for_everybody(db, sandbox, se
     assert [k["kind"] for k in kinds] == ["alert", "resolved"]
     assert "ops-on-call" in kinds[-1]["message"]
 
-    assert asyncio.run(run_sweep(settings, url)).delivered == 1
+    assert sweep(settings).delivered == 1
     assert db.execute(QUERIES.sender_state.sql).fetchone()["resumed_by"].startswith("resumed by")
     assert (
         db.execute(

@@ -12,7 +12,6 @@ the alert sensor reads every result back.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -20,12 +19,11 @@ import pytest
 from dagster import AssetCheckSeverity, DagsterInstance
 
 from delivery_pipeline.dagster_defs.asset_checks import as_check_result, evaluated
-from delivery_pipeline.delivery.sweep import run_sweep
 from delivery_pipeline.settings import Settings
 from delivery_pipeline.store.db import connect
-from delivery_pipeline.testing.service import APP_SECRET, start_service
 from delivery_pipeline.watch.checks import registry
 from delivery_pipeline_tests.support.data import add_document, add_person, plan_body, state_of
+from delivery_pipeline_tests.support.engine import hooked_service, sweep
 from delivery_pipeline_tests.support.waiting import wait_for
 from delivery_pipeline_tests.support.watcher import Watcher
 
@@ -42,13 +40,8 @@ def watched(settings: Settings) -> Settings:
 
 @pytest.fixture
 def service(sandbox, watched) -> Iterator[Any]:
-    with start_service(watched.database.database_url, sandbox.url, DELIVERY_LISTEN="false") as svc:
-        sandbox.faults(webhook_url=svc.webhook_url, app_secret=APP_SECRET, status_delay_ms=20)
+    with hooked_service(sandbox, watched.database.database_url) as svc:
         yield svc
-
-
-def sweep(settings: Settings) -> None:
-    asyncio.run(run_sweep(settings, settings.database.database_url))
 
 
 def template_says(db, column: str, value: Any) -> None:

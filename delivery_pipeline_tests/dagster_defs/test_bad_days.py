@@ -10,18 +10,15 @@ what the sandbox's ops endpoint received.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from dagster import DagsterInstance
 
-from delivery_pipeline.delivery.sweep import run_sweep
-from delivery_pipeline.settings import Settings
-from delivery_pipeline.testing.service import APP_SECRET, start_service
 from delivery_pipeline_tests.support import cli
 from delivery_pipeline_tests.support.data import add_document, add_person, plan_body, state_of
+from delivery_pipeline_tests.support.engine import hooked_service, sweep
 from delivery_pipeline_tests.support.inbox import knocks
 from delivery_pipeline_tests.support.waiting import wait_for
 from delivery_pipeline_tests.support.watcher import Watcher
@@ -31,8 +28,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.filterwarnings("ignore::dagster.Beta
 
 @pytest.fixture
 def service(sandbox, settings) -> Iterator[Any]:
-    with start_service(settings.database.database_url, sandbox.url, DELIVERY_LISTEN="false") as svc:
-        sandbox.faults(webhook_url=svc.webhook_url, app_secret=APP_SECRET, status_delay_ms=20)
+    with hooked_service(sandbox, settings.database.database_url) as svc:
         yield svc
 
 
@@ -40,10 +36,6 @@ def service(sandbox, settings) -> Iterator[Any]:
 def watcher(settings, sandbox, service) -> Iterator[Watcher]:
     with DagsterInstance.ephemeral() as instance:
         yield Watcher(instance, settings, sandbox, service.url)
-
-
-def sweep(settings: Settings) -> None:
-    asyncio.run(run_sweep(settings, settings.database.database_url))
 
 
 def checks_and_ticks(watcher: Watcher, times: int = 2) -> None:

@@ -643,38 +643,21 @@ def test_deliver_documents_records_the_sweep_as_metadata(db, database_url, insta
 # ── the backlog asset ───────────────────────────────────────────────────
 
 
+def _set(db, doc: dict[str, Any], assignments: str) -> None:
+    """The document's columns as ``assignments`` (SQL) says."""
+    db.execute(f"UPDATE documents SET {assignments} WHERE id = %(id)s", {"id": doc["id"]})
+
+
 def test_backlog_asset_counts_and_ages_per_state(db, database_url, instance):
     person = add_person(db)
     pending(db, person["id"])
-    old = pending(db, person["id"])
-    db.execute(
-        "UPDATE documents SET created_at = now() - interval '2 hours' WHERE id = %(id)s",
-        {"id": old["id"]},
-    )
-    undelivered = add_document(db, person["id"], "x")
-    db.execute(
-        "UPDATE documents SET generated_at = now() - interval '45 minutes' WHERE id = %(id)s",
-        {"id": undelivered["id"]},
-    )
-    awaiting = add_document(db, person["id"], "y")
-    delivered = add_document(db, person["id"], "z")
+    _set(db, pending(db, person["id"]), "created_at = now() - interval '2 hours'")
+    _set(db, add_document(db, person["id"], "x"), "generated_at = now() - interval '45 minutes'")
+    _set(db, add_document(db, person["id"], "y"), "awaiting_reply_since = now()")
+    _set(db, add_document(db, person["id"], "z"), "delivered_at = now()")
     stale = add_document(db, person["id"], "w", kind="daily_brief", for_date=dt.date(2020, 1, 1))
-    db.execute(
-        "UPDATE documents SET awaiting_reply_since = now() WHERE id = %(id)s",
-        {"id": awaiting["id"]},
-    )
-    db.execute(
-        "UPDATE documents SET delivered_at = now() WHERE id = %(id)s", {"id": delivered["id"]}
-    )
-    db.execute(
-        "UPDATE documents SET abandoned_at = now(), abandon_reason = 'stale' WHERE id = %(id)s",
-        {"id": stale["id"]},
-    )
-    yesterday = add_document(db, person["id"], "v")
-    db.execute(
-        "UPDATE documents SET delivered_at = now() - interval '2 days' WHERE id = %(id)s",
-        {"id": yesterday["id"]},
-    )
+    _set(db, stale, "abandoned_at = now(), abandon_reason = 'stale'")
+    _set(db, add_document(db, person["id"], "v"), "delivered_at = now() - interval '2 days'")
 
     result = materialize(
         [delivery_backlog], resources=resources_for(database_url), instance=instance

@@ -11,14 +11,13 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Iterator
 from typing import Any
 
 import psycopg
 import pytest
 
 from delivery_pipeline.delivery.outcomes import ACKNOWLEDGEMENT_ATTEMPTS
-from delivery_pipeline.settings import DEV_PHONE_NUMBER_ID, Settings
+from delivery_pipeline.settings import DEV_PHONE_NUMBER_ID
 from delivery_pipeline.store.db import connect
 from delivery_pipeline.store.queries import QUERIES
 from delivery_pipeline.testing.sandbox import WebhookReceiver
@@ -26,31 +25,17 @@ from delivery_pipeline.testing.service import APP_SECRET
 from delivery_pipeline_tests.delivery.test_inbound import (
     BUTTONS,
     STOP_ANSWER,
-    TEMPLATES,
     answers,
-    knock_service,
     knocked,
     replies,
-    sweep,
 )
 from delivery_pipeline_tests.support.cli import run, sweep_process
 from delivery_pipeline_tests.support.data import add_person
+from delivery_pipeline_tests.support.engine import BUTTON_KNOCKS, sweep, unhooked_service
 from delivery_pipeline_tests.support.inbox import texts
 from delivery_pipeline_tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture
-def knock_settings(settings: Settings) -> Settings:
-    return settings.replace(delivery={"knock_templates": TEMPLATES})
-
-
-@pytest.fixture
-def service(sandbox, knock_settings) -> Iterator[Any]:
-    with knock_service(sandbox, knock_settings) as svc:
-        sandbox.faults(webhook_url=svc.webhook_url, app_secret=APP_SECRET, status_delay_ms=20)
-        yield svc
 
 
 def test_a_press_redelivered_to_two_replicas_is_answered_once(db, sandbox, knock_settings):
@@ -62,9 +47,10 @@ def test_a_press_redelivered_to_two_replicas_is_answered_once(db, sandbox, knock
         [press] = platform.wait_for(lambda got: any(w.messages() for w in got))
     assert press.messages()[0]["type"] == "button"
 
+    url = knock_settings.database.database_url
     with (
-        knock_service(sandbox, knock_settings) as one,
-        knock_service(sandbox, knock_settings) as two,
+        unhooked_service(sandbox, url, DELIVERY_KNOCK_TEMPLATES=BUTTON_KNOCKS) as one,
+        unhooked_service(sandbox, url, DELIVERY_KNOCK_TEMPLATES=BUTTON_KNOCKS) as two,
     ):
         answered_200: list[int] = []
 

@@ -15,7 +15,6 @@ import asyncio
 import datetime as dt
 import multiprocessing
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import psycopg
@@ -27,7 +26,6 @@ from delivery_pipeline.delivery.sweep_target import SweepTarget
 from delivery_pipeline.reports.report import delivery_report
 from delivery_pipeline.settings import Settings
 from delivery_pipeline.store.queries import QUERIES
-from delivery_pipeline.testing.service import APP_SECRET, start_service
 from delivery_pipeline.watch.outlook import outlook
 from delivery_pipeline_tests.support.data import (
     add_document,
@@ -38,12 +36,12 @@ from delivery_pipeline_tests.support.data import (
     set_inbound_age,
     state_of,
 )
+from delivery_pipeline_tests.support.engine import sweep
 from delivery_pipeline_tests.support.inbox import knocks, texts
 from delivery_pipeline_tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.slow
 
-TEMPLATES = "en=documents_ready:en,es=documents_ready:es,pt=documents_ready:pt_BR"
 # The knock template's time to live, as the sandbox's template was created with it
 # and as DELIVERY_TEMPLATE_TTLS tells the engine; the grace for a late status.
 TTL_SECONDS = 2
@@ -51,30 +49,13 @@ GRACE_SECONDS = 1
 
 
 @pytest.fixture
-def knock_settings(settings: Settings) -> Settings:
-    return settings.replace(
+def knock_settings(knock_settings: Settings) -> Settings:
+    return knock_settings.replace(
         delivery={
-            "knock_templates": TEMPLATES,
             "template_ttls": f"documents_ready={TTL_SECONDS}",
             "template_ttl_grace_seconds": GRACE_SECONDS,
         }
     )
-
-
-@pytest.fixture
-def service(sandbox, knock_settings) -> Iterator[Any]:
-    with start_service(
-        knock_settings.database.database_url,
-        sandbox.url,
-        DELIVERY_LISTEN="false",
-        DELIVERY_KNOCK_TEMPLATES=TEMPLATES,
-    ) as svc:
-        sandbox.faults(webhook_url=svc.webhook_url, app_secret=APP_SECRET, status_delay_ms=20)
-        yield svc
-
-
-def sweep(settings: Settings) -> None:
-    asyncio.run(run_sweep(settings, settings.database.database_url))
 
 
 def knocked(db, knock_settings, **document_args: Any) -> tuple[dict, dict, str]:
@@ -119,13 +100,7 @@ def test_each_message_is_marked_once_and_a_delivery_nobody_just_asked_for_marks_
     # Their window is open, nothing new from them: the next document, even in a
     # sweep of theirs alone, finds their message marked already.
     second = add_document(db, person["id"], plan_body(2, tag="U-"))
-    asyncio.run(
-        run_sweep(
-            knock_settings,
-            knock_settings.database.database_url,
-            target=SweepTarget.person(person["id"]),
-        )
-    )
+    sweep(knock_settings, target=SweepTarget.person(person["id"]))
     assert document(db, second["id"])["delivered_at"] is not None
     assert len(sandbox.person(person["phone"])["read_marks"]) == 1
 

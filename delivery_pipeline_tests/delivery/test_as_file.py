@@ -7,7 +7,6 @@ are real processes.
 
 from __future__ import annotations
 
-import asyncio
 import datetime as dt
 import signal
 import time
@@ -17,11 +16,10 @@ from typing import Any
 import pytest
 
 from delivery_pipeline.delivery.chunking import delivery_messages
-from delivery_pipeline.delivery.sweep import run_sweep
 from delivery_pipeline.files.stored import ensure_file
 from delivery_pipeline.settings import Settings
 from delivery_pipeline.testing.files import flat, pdf_text
-from delivery_pipeline.testing.service import APP_SECRET, start_service
+from delivery_pipeline.testing.service import APP_SECRET
 from delivery_pipeline.watch.checks import Severity
 from delivery_pipeline.watch.checks import templates as template_checks
 from delivery_pipeline_tests.support.api import AUTH, start_api_service
@@ -35,6 +33,7 @@ from delivery_pipeline_tests.support.data import (
     new_phone,
     plan_body,
 )
+from delivery_pipeline_tests.support.engine import hooked_service, sweep
 from delivery_pipeline_tests.support.inbox import knocks, texts
 from delivery_pipeline_tests.support.waiting import wait_for
 
@@ -50,10 +49,6 @@ ENV = {"DELIVERY_DOCUMENT_TEMPLATES": DOCUMENT_TEMPLATES}
 @pytest.fixture
 def file_settings(settings: Settings) -> Settings:
     return settings.replace(delivery={"document_templates": DOCUMENT_TEMPLATES})
-
-
-def sweep(settings: Settings, **kwargs: Any):
-    return asyncio.run(run_sweep(settings, settings.database.database_url, **kwargs))
 
 
 def files(inbox: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -237,13 +232,7 @@ def test_eight_racing_sweepers_send_one_template_per_document(db, sandbox, file_
 
 @pytest.fixture
 def service(sandbox, file_settings) -> Iterator[Any]:
-    with start_service(
-        file_settings.database.database_url,
-        sandbox.url,
-        DELIVERY_LISTEN="false",
-        **ENV,
-    ) as svc:
-        sandbox.faults(webhook_url=svc.webhook_url, app_secret=APP_SECRET, status_delay_ms=20)
+    with hooked_service(sandbox, file_settings.database.database_url, **ENV) as svc:
         yield svc
 
 

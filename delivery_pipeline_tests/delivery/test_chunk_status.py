@@ -5,17 +5,15 @@ the outcome. Every row of the classification that can arrive asynchronously
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Iterator
 
 import pytest
 
 from delivery_pipeline.delivery.chunking import delivery_messages
-from delivery_pipeline.delivery.sweep import run_sweep
 from delivery_pipeline.store.queries import QUERIES
-from delivery_pipeline.testing.service import APP_SECRET, start_service
 from delivery_pipeline.whatsapp.errors import RULES, Arrives, Scope, Trouble
 from delivery_pipeline_tests.support.data import add_document, add_person, plan_body
+from delivery_pipeline_tests.support.engine import hooked_service, sweep
 from delivery_pipeline_tests.support.inbox import knocks, texts
 from delivery_pipeline_tests.support.waiting import wait_for
 
@@ -26,27 +24,21 @@ MAX_ATTEMPTS = 3
 
 @pytest.fixture
 def service(sandbox, settings) -> Iterator[object]:
-    with start_service(
+    with hooked_service(
+        sandbox,
         settings.database.database_url,
-        sandbox.url,
-        DELIVERY_LISTEN="false",
         DELIVERY_MAX_ATTEMPTS=str(MAX_ATTEMPTS),
         # A failure's retry waits an hour, so each pass is the test's own
         # (``due_now``): with no wait the service retries at once and races it.
         DELIVERY_BACKOFF_BASE_SECONDS="3600",
         DELIVERY_BACKOFF_MAX_SECONDS="3600",
     ) as svc:
-        sandbox.faults(webhook_url=svc.webhook_url, app_secret=APP_SECRET, status_delay_ms=20)
         yield svc
 
 
 @pytest.fixture
 def engine(settings):
     return settings.replace(delivery={"max_attempts": MAX_ATTEMPTS, "quiet_hours": ""})
-
-
-def sweep(settings):
-    return asyncio.run(run_sweep(settings, settings.database.database_url))
 
 
 def doc_row(db, doc_id):

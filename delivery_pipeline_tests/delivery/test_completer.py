@@ -9,16 +9,14 @@ alike: the same attempts counted, abandoned at the same limit, ops told once.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-from delivery_pipeline.delivery.sweep import run_sweep
 from delivery_pipeline.settings import Settings
-from delivery_pipeline.testing.service import APP_SECRET, start_service
 from delivery_pipeline_tests.support.data import add_document, add_person, document, knock_rows
+from delivery_pipeline_tests.support.engine import hooked_service, sweep
 from delivery_pipeline_tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.slow
@@ -44,21 +42,15 @@ def engine(settings: Settings) -> Settings:
 
 @pytest.fixture
 def service(sandbox, engine: Settings) -> Iterator[Any]:
-    with start_service(
+    with hooked_service(
+        sandbox,
         engine.database.database_url,
-        sandbox.url,
-        DELIVERY_LISTEN="false",
         DELIVERY_KNOCK_TEMPLATES=TEMPLATES,
         DELIVERY_MAX_ATTEMPTS=str(MAX_ATTEMPTS),
         DELIVERY_BACKOFF_BASE_SECONDS=BACKOFF,
         DELIVERY_BACKOFF_MAX_SECONDS=BACKOFF,
     ) as svc:
-        sandbox.faults(webhook_url=svc.webhook_url, app_secret=APP_SECRET, status_delay_ms=20)
         yield svc
-
-
-def sweep(settings: Settings) -> None:
-    asyncio.run(run_sweep(settings, settings.database.database_url))
 
 
 def due_now(db, documents: list[int]) -> None:

@@ -9,9 +9,7 @@ real Postgres and sweeps the person.
 
 from __future__ import annotations
 
-import asyncio
 import datetime as dt
-from collections.abc import Iterator
 from typing import Any
 from zoneinfo import ZoneInfo
 
@@ -21,10 +19,7 @@ import pytest
 from delivery_pipeline.delivery.chunking import delivery_messages
 from delivery_pipeline.delivery.knock import waiting_phrase
 from delivery_pipeline.delivery.reply import BUTTON_PAYLOADS
-from delivery_pipeline.delivery.sweep import run_sweep
-from delivery_pipeline.settings import Settings
 from delivery_pipeline.store.queries import QUERIES
-from delivery_pipeline.testing.service import APP_SECRET, start_service
 from delivery_pipeline.whatsapp.errors import CloudApiError
 from delivery_pipeline_tests.sandbox.test_app import send_template
 from delivery_pipeline_tests.support.cli import run
@@ -35,12 +30,12 @@ from delivery_pipeline_tests.support.data import (
     plan_body,
     state_of,
 )
+from delivery_pipeline_tests.support.engine import BUTTON_KNOCKS, hooked_service, sweep
 from delivery_pipeline_tests.support.inbox import knocks, texts
 from delivery_pipeline_tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.slow
 
-TEMPLATES = "en=documents_ready:en,es=documents_ready:es,pt=documents_ready:pt_BR"
 LANGUAGE = {"en": "en", "es": "es", "pt": "pt_BR"}
 BUTTONS = {
     "en": ("Send it", "Later", "Stop"),
@@ -67,33 +62,6 @@ STOP_ANSWER = {
     "pt": "Pronto: você não vai mais receber estas mensagens. Escreva VOLTAR para "
     "recebê-las de novo.",
 }
-
-
-@pytest.fixture
-def knock_settings(settings: Settings) -> Settings:
-    return settings.replace(delivery={"knock_templates": TEMPLATES})
-
-
-def knock_service(sandbox: Any, knock_settings: Settings, **env: str) -> Any:
-    """The webhook service, knocking with the button templates, not listening."""
-    return start_service(
-        knock_settings.database.database_url,
-        sandbox.url,
-        DELIVERY_LISTEN="false",
-        DELIVERY_KNOCK_TEMPLATES=TEMPLATES,
-        **env,
-    )
-
-
-@pytest.fixture
-def service(sandbox, knock_settings) -> Iterator[Any]:
-    with knock_service(sandbox, knock_settings) as svc:
-        sandbox.faults(webhook_url=svc.webhook_url, app_secret=APP_SECRET, status_delay_ms=20)
-        yield svc
-
-
-def sweep(settings: Settings) -> None:
-    asyncio.run(run_sweep(settings, settings.database.database_url))
 
 
 def replies(db: psycopg.Connection, person_id: int) -> list[dict[str, Any]]:
@@ -220,8 +188,12 @@ def test_later_snoozes_until_the_persons_next_morning(db, sandbox, knock_setting
 
 
 def test_later_with_a_setting_snoozes_that_long_then_delivers(db, sandbox, knock_settings):
-    with knock_service(sandbox, knock_settings, DELIVERY_LATER_SECONDS="2") as svc:
-        sandbox.faults(webhook_url=svc.webhook_url, app_secret=APP_SECRET, status_delay_ms=20)
+    with hooked_service(
+        sandbox,
+        knock_settings.database.database_url,
+        DELIVERY_KNOCK_TEMPLATES=BUTTON_KNOCKS,
+        DELIVERY_LATER_SECONDS="2",
+    ):
         person, doc, body = knocked(db, sandbox, knock_settings, "es")
 
         sandbox.press(person["phone"], "Más tarde", interactive=True)

@@ -10,18 +10,14 @@ knock's and the person's times back, never the wall clock.
 
 from __future__ import annotations
 
-import asyncio
 import datetime as dt
-from collections.abc import Iterator
 from typing import Any
 
 import psycopg
 import pytest
 
-from delivery_pipeline.delivery.sweep import eligible_now, run_sweep
+from delivery_pipeline.delivery.sweep import eligible_now
 from delivery_pipeline.reports.report import delivery_report
-from delivery_pipeline.settings import Settings
-from delivery_pipeline.testing.service import APP_SECRET, start_service
 from delivery_pipeline_tests.support.data import (
     add_document,
     add_person,
@@ -30,33 +26,11 @@ from delivery_pipeline_tests.support.data import (
     plan_body,
     state_of,
 )
+from delivery_pipeline_tests.support.engine import sweep
 from delivery_pipeline_tests.support.inbox import knocks
 from delivery_pipeline_tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.slow
-
-TEMPLATES = "en=documents_ready:en,es=documents_ready:es,pt=documents_ready:pt_BR"
-
-
-@pytest.fixture
-def knock_settings(settings: Settings) -> Settings:
-    return settings.replace(delivery={"knock_templates": TEMPLATES})
-
-
-@pytest.fixture
-def service(sandbox, knock_settings) -> Iterator[Any]:
-    with start_service(
-        knock_settings.database.database_url,
-        sandbox.url,
-        DELIVERY_LISTEN="false",
-        DELIVERY_KNOCK_TEMPLATES=TEMPLATES,
-    ) as svc:
-        sandbox.faults(webhook_url=svc.webhook_url, app_secret=APP_SECRET, status_delay_ms=20)
-        yield svc
-
-
-def sweep(settings: Settings) -> None:
-    asyncio.run(run_sweep(settings, settings.database.database_url))
 
 
 def a_day_passes(db: psycopg.Connection, person_id: int) -> None:

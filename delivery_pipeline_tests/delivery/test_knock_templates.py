@@ -8,7 +8,6 @@ sweeps by hand at chosen moments.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import time
 from collections.abc import Iterator
@@ -17,9 +16,6 @@ from typing import Any
 import pytest
 
 from delivery_pipeline.delivery.chunking import delivery_messages
-from delivery_pipeline.delivery.sweep import run_sweep
-from delivery_pipeline.settings import Settings
-from delivery_pipeline.testing.service import APP_SECRET, start_service
 from delivery_pipeline.watch.checks import Severity
 from delivery_pipeline.watch.checks import templates as template_checks
 from delivery_pipeline_tests.support.data import (
@@ -30,35 +26,30 @@ from delivery_pipeline_tests.support.data import (
     plan_body,
     state_of,
 )
+from delivery_pipeline_tests.support.engine import hooked_service, sweep
 from delivery_pipeline_tests.support.inbox import knocks, texts
 from delivery_pipeline_tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.slow
 
+# The one-parameter knock with a fallback in English.
 TEMPLATES = "en=document_ready:en|document_waiting:en,es=document_ready:es"
 
 
 @pytest.fixture
-def knock_settings(settings: Settings) -> Settings:
-    # Quiet hours off: the outcome must not depend on the hour the test runs at.
-    return settings.replace(delivery={"knock_templates": TEMPLATES, "quiet_hours": ""})
+def knock_templates() -> str:
+    return TEMPLATES
 
 
 @pytest.fixture
 def service(sandbox, knock_settings) -> Iterator[Any]:
-    with start_service(
+    with hooked_service(
+        sandbox,
         knock_settings.database.database_url,
-        sandbox.url,
-        DELIVERY_LISTEN="false",
         DELIVERY_KNOCK_TEMPLATES=TEMPLATES,
         DELIVERY_MAX_ATTEMPTS="2",
     ) as svc:
-        sandbox.faults(webhook_url=svc.webhook_url, app_secret=APP_SECRET, status_delay_ms=20)
         yield svc
-
-
-def sweep(settings: Settings) -> None:
-    asyncio.run(run_sweep(settings, settings.database.database_url))
 
 
 def template_row(db, name: str, language: str = "en") -> dict[str, Any] | None:

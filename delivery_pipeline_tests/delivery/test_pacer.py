@@ -20,12 +20,13 @@ from pathlib import Path
 import psycopg
 import pytest
 import uvloop
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, given
 from hypothesis import strategies as st
 
 from delivery_pipeline.delivery.pacer import HEADROOM, RateLimiter, SharedPacer, until
 from delivery_pipeline.store.db import connect
 from delivery_pipeline.store.queries import QUERIES
+from delivery_pipeline_tests.support.properties import examples
 
 pytestmark = pytest.mark.engine
 
@@ -118,11 +119,7 @@ _ops = st.lists(
 )
 
 
-@settings(
-    max_examples=40,
-    deadline=None,
-    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
-)
+@examples(40, HealthCheck.too_slow)
 @given(limit=st.sampled_from([5, 80, 1000]), ops=_ops)
 def test_slots_never_exceed_the_limit_in_any_second(db, limit, ops):
     db.execute("DELETE FROM send_pacer")
@@ -146,11 +143,7 @@ def test_slots_never_exceed_the_limit_in_any_second(db, limit, ops):
     assert _busiest_second(slots) <= limit
 
 
-@settings(
-    max_examples=30,
-    deadline=None,
-    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
-)
+@examples(30, HealthCheck.too_slow)
 @given(
     limits=st.tuples(st.sampled_from([5, 80, 1000]), st.sampled_from([5, 80, 1000])),
     ops=st.lists(st.tuples(st.integers(0, 1), _ops.map(lambda ops: ops[0])), max_size=40),

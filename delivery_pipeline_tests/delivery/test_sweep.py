@@ -24,13 +24,10 @@ from delivery_pipeline_tests.support.data import (
     person_writes,
     plan_body,
 )
+from delivery_pipeline_tests.support.engine import first_part_unknown, sweep, wrote_and_waiting
 from delivery_pipeline_tests.support.inbox import knocks, texts
 
 pytestmark = pytest.mark.engine
-
-
-def sweep(settings, **kwargs):
-    return asyncio.run(run_sweep(settings, settings.database.database_url, **kwargs))
 
 
 def test_delivers_every_chunk_once_in_order(db, sandbox, settings):
@@ -321,12 +318,7 @@ def test_drop_after_accept_is_unknown_and_not_resent_blindly(db, sandbox, settin
 
 
 def test_unknown_outcome_policy_after_grace(db, sandbox, settings):
-    person = add_person(db)
-    sandbox.say(person["phone"], "hi")
-    resend_doc = add_document(db, person["id"], plan_body(2))
-    sandbox.faults(drop_after_accept_rate=1.0)
-    sweep(settings)
-    sandbox.faults(drop_after_accept_rate=0.0)
+    person, resend_doc = first_part_unknown(db, sandbox, settings)
     _age_out_unknown(db, resend_doc["id"], settings)
 
     sweep(settings)  # policy "resend": at-least-once after the grace period
@@ -334,12 +326,7 @@ def test_unknown_outcome_policy_after_grace(db, sandbox, settings):
     assert document(db, resend_doc["id"])["delivered_at"] is not None
     assert len(texts(sandbox.inbox(person["phone"]))) == 3, "chunk 0 twice: the documented cost"
 
-    other = add_person(db)
-    sandbox.say(other["phone"], "hi")
-    abandon_doc = add_document(db, other["id"], plan_body(2))
-    sandbox.faults(drop_after_accept_rate=1.0)
-    sweep(settings)
-    sandbox.faults(drop_after_accept_rate=0.0)
+    other, abandon_doc = first_part_unknown(db, sandbox, settings)
     _age_out_unknown(db, abandon_doc["id"], settings)
 
     sweep(settings.replace(delivery={"unknown_policy": "abandon"}))
@@ -415,14 +402,7 @@ def test_killed_sender_resumes_from_first_unsent_chunk(db, sandbox, settings):
 @pytest.mark.slow
 def test_eight_processes_race_for_500_documents(db, sandbox, settings):
     sandbox.faults(pair_rate_enabled=False, throughput_limit=0)
-    people = []
-    for i in range(500):
-        person = add_person(db)
-        people.append(person)
-        add_document(db, person["id"], plan_body(3, chunk_limit=300, tag=f"D{i} "))
-    db.execute("UPDATE people SET last_inbound_at = now()")
-    for person in people:
-        sandbox.say(person["phone"], "hi")
+    people = wrote_and_waiting(db, sandbox, 500, "D")
 
     procs = [
         sweep_process(settings, "--concurrency", "8", DELIVERY_CHUNK_LIMIT="300") for _ in range(8)

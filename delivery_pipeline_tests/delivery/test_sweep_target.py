@@ -12,7 +12,6 @@ from typing import Any
 
 import pytest
 
-from delivery_pipeline.delivery.sweep import run_sweep
 from delivery_pipeline.delivery.sweep_target import SweepTarget
 from delivery_pipeline.service.ingest import WebhookOutcome, apply_payload
 from delivery_pipeline.settings import Settings
@@ -25,12 +24,9 @@ from delivery_pipeline_tests.support.data import (
     document,
     plan_body,
 )
+from delivery_pipeline_tests.support.engine import sweep
 
 pytestmark = pytest.mark.engine
-
-
-def sweep(settings, **kwargs):
-    return asyncio.run(run_sweep(settings, settings.database.database_url, **kwargs))
 
 
 def ingest(settings: Settings, body: bytes) -> WebhookOutcome:

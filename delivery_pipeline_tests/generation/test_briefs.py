@@ -9,7 +9,7 @@ import threading
 from zoneinfo import ZoneInfo
 
 import pytest
-from hypothesis import HealthCheck, example, given, settings
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from delivery_pipeline.generation.briefs import (
@@ -22,6 +22,7 @@ from delivery_pipeline.generation.worker import generation_due
 from delivery_pipeline.store.db import connect
 from delivery_pipeline.store.queries import QUERIES
 from delivery_pipeline_tests.support.data import add_person, document, inbound_arrives
+from delivery_pipeline_tests.support.properties import examples, instants
 
 UTC = dt.UTC
 LEASE = dt.timedelta(minutes=10)
@@ -79,15 +80,9 @@ def briefs_of(db, person_id: int) -> list[dt.date]:
 # ── the local-date logic ────────────────────────────────────────────────
 
 
-@settings(
-    max_examples=400, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
-)
+@examples(400)
 @given(
-    at=st.datetimes(
-        min_value=dt.datetime(2000, 1, 1),
-        max_value=dt.datetime(2035, 12, 31),
-        timezones=st.just(UTC),
-    ),
+    at=instants(2000, 2035),
     zone=st.sampled_from(ZONES),
     brief_time=st.times(),
 )
@@ -107,15 +102,9 @@ def test_brief_due_date_matches_zoneinfo(db, at, zone, brief_time):
     assert brief_due_date(db, at, zone, brief_time) == local_due_date(at, zone, brief_time)
 
 
-@settings(
-    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
-)
+@examples(60)
 @given(
-    at=st.datetimes(
-        min_value=dt.datetime(2000, 1, 1),
-        max_value=dt.datetime(2035, 12, 31),
-        timezones=st.just(UTC),
-    ),
+    at=instants(2000, 2035),
     zone=st.sampled_from(ZONES),
     days_back=st.integers(min_value=-1, max_value=2),
 )

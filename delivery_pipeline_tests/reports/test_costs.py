@@ -3,7 +3,6 @@ the sandbox's own count, and the delivery report's cost numbers on a seeded day.
 
 from __future__ import annotations
 
-import asyncio
 import datetime as dt
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,7 +13,6 @@ from psycopg.types.json import Jsonb
 
 from delivery_pipeline.dagster_defs.assets import build_report_asset
 from delivery_pipeline.dagster_defs.resources import AppDatabase, DeliveryResource
-from delivery_pipeline.delivery.sweep import run_sweep
 from delivery_pipeline.reports.costs import (
     RateTableError,
     cost_report,
@@ -22,8 +20,8 @@ from delivery_pipeline.reports.costs import (
 )
 from delivery_pipeline.settings import DatabaseSettings, DeliverySettings, Settings
 from delivery_pipeline.store.queries import QUERIES
-from delivery_pipeline.testing.service import APP_SECRET, start_service
 from delivery_pipeline_tests.support.data import add_document, add_person, document, plan_body
+from delivery_pipeline_tests.support.engine import hooked_service, sweep
 from delivery_pipeline_tests.support.waiting import wait_for
 
 DAY = dt.date(2026, 3, 10)
@@ -238,16 +236,12 @@ def test_a_bad_rate_table_says_which_line_and_what(tmp_path, text, problem):
 
 @pytest.fixture
 def service(sandbox, settings) -> Iterator[object]:
-    with start_service(settings.database.database_url, sandbox.url, DELIVERY_LISTEN="false") as svc:
-        sandbox.faults(webhook_url=svc.webhook_url, app_secret=APP_SECRET, status_delay_ms=20)
+    with hooked_service(sandbox, settings.database.database_url) as svc:
         yield svc
 
 
 def test_costs_summed_match_the_sandboxs_own_count(db, sandbox, settings, service, tmp_path):
     settings = settings.replace(delivery={"quiet_hours": ""})
-
-    def sweep() -> None:
-        asyncio.run(run_sweep(settings, settings.database.database_url))
 
     in_window = add_person(db, inbound_age_seconds=None)
     sandbox.say(in_window["phone"], "hi")
@@ -260,13 +254,13 @@ def test_costs_summed_match_the_sandboxs_own_count(db, sandbox, settings, servic
     )
     first = add_document(db, in_window["id"], plan_body(3, tag="free"))
     waiting = add_document(db, knocked["id"], plan_body(2, tag="knocked"))
-    sweep()  # 3 service messages in the window (free), 1 utility knock outside it (billed)
+    sweep(settings)  # 3 service messages in the window (free), 1 utility knock outside it (billed)
     sandbox.say(knocked["phone"], "send it")
     wait_for(lambda: document(db, waiting["id"])["delivered_at"], what="delivery after the reply")
     # From 2026-10 (reported) in-window service messages are billed too.
     sandbox.faults(service_billable=True)
     billed = add_document(db, in_window["id"], plan_body(2, tag="billed"))
-    sweep()
+    sweep(settings)
     assert document(db, first["id"])["delivered_at"] and document(db, billed["id"])["delivered_at"]
 
     stats = sandbox.wait_webhooks_idle(timeout=15)

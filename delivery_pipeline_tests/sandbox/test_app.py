@@ -6,7 +6,7 @@ import asyncio
 import datetime as dt
 import json
 import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 import httpx
@@ -37,24 +37,6 @@ REENGAGEMENT_DETAILS = (
     "replied to this number."
 )
 T = TypeVar("T")
-
-
-@pytest.fixture(scope="module")
-def sandbox() -> Iterator[SandboxProcess]:
-    with start_sandbox() as process:
-        yield process
-
-
-@pytest.fixture(scope="module")
-def receiver() -> Iterator[WebhookReceiver]:
-    with WebhookReceiver() as server:
-        yield server
-
-
-@pytest.fixture(autouse=True)
-def _clean(sandbox: SandboxProcess, receiver: WebhookReceiver) -> None:
-    sandbox.reset()
-    receiver.clear()
 
 
 @pytest.fixture

@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 import httpx
@@ -17,7 +17,7 @@ import pytest
 from delivery_pipeline.files.pdf import FileSource, render_pdf
 from delivery_pipeline.model import Kind
 from delivery_pipeline.testing.files import flat, pdf_text
-from delivery_pipeline.testing.sandbox import SandboxProcess, WebhookReceiver, start_sandbox
+from delivery_pipeline.testing.sandbox import SandboxProcess, WebhookReceiver
 from delivery_pipeline.whatsapp.client import CloudApiClient
 from delivery_pipeline.whatsapp.errors import (
     MalformedRequest,
@@ -33,22 +33,9 @@ PDF = render_pdf(FileSource(Kind.PLAN, "en", "Ana", dt.date(2026, 3, 2), BODY))
 NAMED = {"name": "Ana", "kind": "plan", "date": "2 March"}
 
 
-@pytest.fixture(scope="module")
-def sandbox() -> Iterator[SandboxProcess]:
-    with start_sandbox() as process:
-        yield process
-
-
-@pytest.fixture(scope="module")
-def receiver() -> Iterator[WebhookReceiver]:
-    with WebhookReceiver() as server:
-        yield server
-
-
 @pytest.fixture(autouse=True)
-def _clean(sandbox: SandboxProcess, receiver: WebhookReceiver) -> None:
-    sandbox.reset()
-    receiver.clear()
+def _hooked(clean: None, sandbox: SandboxProcess, receiver: WebhookReceiver) -> None:
+    """Every test here: the webhooks to ``receiver``, a second business number played."""
     sandbox.faults(webhook_url=receiver.url, status_delay_ms=10, numbers={OTHER_NUMBER: None})
 
 

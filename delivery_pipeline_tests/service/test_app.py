@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 import time
@@ -10,12 +9,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given
-from hypothesis import settings as hsettings
+from hypothesis import given
 from hypothesis import strategies as st
 from starlette.testclient import TestClient
 
-from delivery_pipeline.delivery.sweep import run_sweep
 from delivery_pipeline.service.app import create_app
 from delivery_pipeline.testing import payloads
 from delivery_pipeline.testing.service import APP_SECRET, INTERNAL_TOKEN, VERIFY_TOKEN
@@ -26,8 +23,9 @@ from delivery_pipeline_tests.support.data import (
     add_person,
     chunks,
     document,
-    plan_body,
 )
+from delivery_pipeline_tests.support.engine import first_part_unknown, sweep
+from delivery_pipeline_tests.support.properties import examples
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "meta-webhooks"
 
@@ -177,7 +175,7 @@ def _delivered_chunk(db, sandbox, settings, person_body="Hello."):
     person = add_person(db)
     sandbox.say(person["phone"], "hi")
     doc = add_document(db, person["id"], person_body)
-    asyncio.run(run_sweep(settings, settings.database.database_url))
+    sweep(settings)
     return person, doc, chunks(db, doc["id"])[0]
 
 
@@ -200,12 +198,7 @@ def test_read_without_delivered_fills_both(client, db, sandbox, settings):
 
 
 def test_status_with_callback_settles_an_unknown_chunk(client, db, sandbox, settings):
-    person = add_person(db)
-    sandbox.say(person["phone"], "hi")
-    doc = add_document(db, person["id"], plan_body(2))
-    sandbox.faults(drop_after_accept_rate=1.0)
-    asyncio.run(run_sweep(settings, settings.database.database_url))
-    sandbox.faults(drop_after_accept_rate=0.0)
+    person, doc = first_part_unknown(db, sandbox, settings)
     unknown, pending = chunks(db, doc["id"])
     assert (unknown["state"], pending["state"]) == ("unknown", "pending")
     wamid = sandbox.inbox(person["phone"])[0]["id"]
@@ -216,7 +209,7 @@ def test_status_with_callback_settles_an_unknown_chunk(client, db, sandbox, sett
     assert settled["state"] == "sent" and settled["wa_message_id"] == wamid
     # The settled document is due now: the service's own sweep (started by the
     # status) or this one delivers the rest, whichever claims it.
-    asyncio.run(run_sweep(settings, settings.database.database_url))
+    sweep(settings)
     deadline = time.monotonic() + 20
     while document(db, doc["id"])["delivered_at"] is None:
         assert time.monotonic() < deadline, "the rest was never delivered"
@@ -351,9 +344,7 @@ json_values = st.recursive(
 
 
 @given(payload=json_values)
-@hsettings(
-    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
-)
+@examples(150)
 def test_fuzzed_signed_bodies_never_5xx(client, payload):
     body = json.dumps({"object": "whatsapp_business_account", "entry": payload}).encode()
     assert post(client, body).status_code == 200

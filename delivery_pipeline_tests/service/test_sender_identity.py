@@ -18,17 +18,16 @@ import psycopg
 import pytest
 
 from delivery_pipeline.delivery.chunking import delivery_messages
-from delivery_pipeline.delivery.sweep import run_sweep
 from delivery_pipeline.model import bsuid, country_of
 from delivery_pipeline.service.ingest import apply_payload
 from delivery_pipeline.settings import DeliverySettings
 from delivery_pipeline.store.db import connect_async
 from delivery_pipeline.store.queries import QUERIES
 from delivery_pipeline.testing import payloads
-from delivery_pipeline.testing.service import APP_SECRET, start_service
 from delivery_pipeline.whatsapp.client import addressed
 from delivery_pipeline_tests.support.cli import run
 from delivery_pipeline_tests.support.data import add_document, add_person, document, plan_body
+from delivery_pipeline_tests.support.engine import hooked_service, sweep
 from delivery_pipeline_tests.support.inbox import knocks, texts
 from delivery_pipeline_tests.support.waiting import wait_for
 
@@ -71,15 +70,8 @@ def identity_changes(db: psycopg.Connection, person_id: int) -> list[tuple[Any, 
 
 @pytest.fixture
 def service(sandbox, settings) -> Iterator[object]:
-    with start_service(settings.database.database_url, sandbox.url, DELIVERY_LISTEN="false") as svc:
-        sandbox.faults(webhook_url=svc.webhook_url, app_secret=APP_SECRET, status_delay_ms=20)
+    with hooked_service(sandbox, settings.database.database_url) as svc:
         yield svc
-
-
-def sweep(settings) -> None:
-    # Quiet hours off: what these tests check must not depend on the hour they run at.
-    settings = settings.replace(delivery={"quiet_hours": ""})
-    asyncio.run(run_sweep(settings, settings.database.database_url))
 
 
 # ── pure rules ──────────────────────────────────────────────────────────

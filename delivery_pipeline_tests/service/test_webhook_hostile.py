@@ -16,7 +16,6 @@ from collections.abc import Iterator
 
 import pytest
 from hypothesis import HealthCheck, given
-from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 from starlette.testclient import TestClient
 
@@ -26,6 +25,7 @@ from delivery_pipeline.testing.service import APP_SECRET
 from delivery_pipeline.whatsapp.signature import sign
 from delivery_pipeline_tests.support.data import add_person
 from delivery_pipeline_tests.support.mutations import CORPUS, good_entry, mutate
+from delivery_pipeline_tests.support.properties import examples
 
 SERVICE_LOG = "delivery_pipeline.service.app"
 
@@ -73,11 +73,7 @@ def envelope_of(*entries) -> bytes:
 
 
 @given(rng=st.randoms(use_true_random=False), base=st.sampled_from(CORPUS))
-@hsettings(
-    max_examples=200,
-    deadline=None,
-    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
-)
+@examples(200, HealthCheck.too_slow)
 def test_any_signed_body_is_answered_200_kept_and_its_valid_updates_applied(client, db, rng, base):
     person = db.execute("SELECT phone FROM people LIMIT 1").fetchone() or add_person(db)
     entry, wamid = good_entry(person["phone"])

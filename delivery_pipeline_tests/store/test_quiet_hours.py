@@ -8,21 +8,21 @@ saving time and instants around their transitions.
 
 from __future__ import annotations
 
-import asyncio
 import datetime as dt
 from typing import Any
 from zoneinfo import ZoneInfo
 
 import psycopg
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
-from delivery_pipeline.delivery.sweep import run_sweep
 from delivery_pipeline.settings import Settings
 from delivery_pipeline.store.queries import QUERIES
 from delivery_pipeline_tests.support.data import add_document, add_person, person_writes, plan_body
+from delivery_pipeline_tests.support.engine import sweep
 from delivery_pipeline_tests.support.inbox import texts
+from delivery_pipeline_tests.support.properties import examples, instants
 
 UTC = dt.UTC
 ZONES = [
@@ -94,9 +94,7 @@ near_transitions = st.builds(
     st.sampled_from(TRANSITIONS),
     st.integers(-26 * 60, 26 * 60),
 )
-anywhere = st.datetimes(
-    min_value=dt.datetime(2025, 1, 1), max_value=dt.datetime(2027, 12, 31), timezones=st.just(UTC)
-)
+anywhere = instants(2025, 2027)
 
 
 def sql_quiet_until(db: psycopg.Connection[Any], at: dt.datetime, zone: str, quiet: str) -> Any:
@@ -108,17 +106,13 @@ def sql_quiet_until(db: psycopg.Connection[Any], at: dt.datetime, zone: str, qui
     return row["until"]
 
 
-@settings(
-    max_examples=400, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
-)
+@examples(400)
 @given(at=st.one_of(near_transitions, anywhere), zone=st.sampled_from(ZONES), quiet=windows)
 def test_sql_agrees_with_zoneinfo(db, at, zone, quiet):
     assert sql_quiet_until(db, at, zone, quiet) == reference(at, zone, quiet)
 
 
-@settings(
-    max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
-)
+@examples(200)
 @given(at=st.one_of(near_transitions, anywhere), zone=st.sampled_from(ZONES), quiet=windows)
 def test_the_end_is_in_the_future_and_not_quiet_itself(db, at, zone, quiet):
     until = sql_quiet_until(db, at, zone, quiet)
@@ -182,10 +176,6 @@ def zone_where_it_is(hour: int) -> str:
 
 def night_settings(settings: Settings) -> Settings:
     return settings.replace(delivery={"quiet_hours": "21:00-08:00"})
-
-
-def sweep(settings: Settings) -> Any:
-    return asyncio.run(run_sweep(settings, settings.database.database_url))
 
 
 @pytest.mark.engine
@@ -344,18 +334,12 @@ def brief_hour_reference(at: dt.datetime, zone: str, for_date: dt.date, brief: d
 
 
 @given(
-    at=st.datetimes(
-        min_value=dt.datetime(2025, 1, 1),
-        max_value=dt.datetime(2027, 12, 31),
-        timezones=st.just(UTC),
-    ),
+    at=instants(2025, 2027),
     zone=st.sampled_from(ZONES),
     brief=st.times(),
     days_back=st.integers(min_value=0, max_value=1),
 )
-@settings(
-    max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
-)
+@examples(300)
 def test_the_brief_hour_agrees_with_zoneinfo(db, at, zone, brief, days_back):
     brief = brief.replace(microsecond=0)
     for_date = at.astimezone(ZoneInfo(zone)).date() - dt.timedelta(days=days_back)

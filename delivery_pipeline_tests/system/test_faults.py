@@ -29,6 +29,7 @@ from delivery_pipeline.store.migrations import upgrade
 from delivery_pipeline.store.queries import QUERIES
 from delivery_pipeline.testing.service import APP_SECRET, start_service
 from delivery_pipeline_tests.support.data import plan_body
+from delivery_pipeline_tests.support.engine import sweep
 
 pytestmark = pytest.mark.slow
 
@@ -121,7 +122,7 @@ def finish(settings, db, sandbox, *, grace: int = 3, rounds: int = 60) -> None:
             "UPDATE documents SET claim_token = NULL, claimed_at = NULL "
             "WHERE claim_token IS NOT NULL AND claimed_at < now() - interval '2 seconds'"
         )
-        result = asyncio.run(run_sweep(final, settings.database.database_url))
+        result = sweep(final)
         left = db.execute(
             "SELECT count(*) AS n FROM documents WHERE delivered_at IS NULL "
             "AND abandoned_at IS NULL"
@@ -283,11 +284,11 @@ def test_expired_token_mid_sweep_pauses_and_a_fixed_token_resumes(db, sandbox, s
     )
 
     async def revoke_midway():
-        sweep = asyncio.create_task(run_sweep(slow, settings.database.database_url))
+        running = asyncio.create_task(run_sweep(slow, settings.database.database_url))
         while sandbox.stats()["accepted"] < 30:  # noqa: ASYNC110 - polling another process
             await asyncio.sleep(0.02)
         sandbox.faults(access_token="rotated-token")
-        return await sweep
+        return await running
 
     stopped = asyncio.run(revoke_midway())
 

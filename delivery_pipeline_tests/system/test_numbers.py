@@ -24,9 +24,10 @@ from delivery_pipeline.settings import DEV_PHONE_NUMBER_ID
 from delivery_pipeline.store.intake import InputError, add_person
 from delivery_pipeline.store.queries import QUERIES
 from delivery_pipeline.testing.plans import plan_body
-from delivery_pipeline.testing.service import APP_SECRET, start_service
+from delivery_pipeline.testing.service import start_service
 from delivery_pipeline_tests.support import data
 from delivery_pipeline_tests.support.cli import sweep_process
+from delivery_pipeline_tests.support.engine import hooked_service, sweep
 from delivery_pipeline_tests.support.inbox import texts
 from delivery_pipeline_tests.support.waiting import wait_for
 
@@ -48,10 +49,6 @@ def _settings(settings):
 
 def _sandbox_plays_three_numbers(sandbox) -> None:
     sandbox.faults(numbers={US: 1000, BR: 80}, pair_rate_enabled=False, throughput_limit=0)
-
-
-def sweep(settings):
-    return asyncio.run(run_sweep(settings, settings.database.database_url))
 
 
 def _doc(db, doc_id):
@@ -342,7 +339,7 @@ def test_a_number_the_token_may_not_use_stops_an_operators_sweep_before_any_clai
     doc = data.add_document(db, person["id"], "A short plan.")
 
     with pytest.raises(SweepNotStarted) as refused:
-        asyncio.run(run_sweep(s, s.database.database_url, check_identity_first=True))
+        sweep(s, check_identity_first=True)
 
     assert f"phone number id {BR}" in str(refused.value)
     assert "WHATSAPP_NUMBERS" in str(refused.value)
@@ -373,13 +370,7 @@ def test_the_service_names_a_refused_number_at_start_up(db, sandbox, settings):
 def _wired_service(sandbox, settings) -> Iterator[None]:
     """The webhook service, knowing the three numbers, receiving the sandbox's webhooks."""
     _sandbox_plays_three_numbers(sandbox)
-    with start_service(
-        settings.database.database_url,
-        sandbox.url,
-        WHATSAPP_NUMBERS=NUMBERS,
-        DELIVERY_LISTEN="false",
-    ) as svc:
-        sandbox.faults(webhook_url=svc.webhook_url, app_secret=APP_SECRET, status_delay_ms=20)
+    with hooked_service(sandbox, settings.database.database_url, WHATSAPP_NUMBERS=NUMBERS):
         yield
 
 

@@ -24,7 +24,8 @@ from delivery_pipeline.store.db import connect
 from delivery_pipeline.testing.service import start_service
 from delivery_pipeline.watch.ops_channel import OpsNotifier, send_pending
 from delivery_pipeline_tests.support.cli import sweep_process
-from delivery_pipeline_tests.support.data import add_document, add_person, plan_body
+from delivery_pipeline_tests.support.data import plan_body
+from delivery_pipeline_tests.support.engine import wrote_and_waiting
 from delivery_pipeline_tests.support.inbox import texts
 from delivery_pipeline_tests.support.waiting import wait_for
 
@@ -84,14 +85,7 @@ def test_the_claim_race_through_a_transaction_pooler_twice(db, sandbox, settings
     sandbox.faults(pair_rate_enabled=False, throughput_limit=0)
     pooled_url = pooler.url(settings.database.database_url)
     for round_ in range(2):
-        people = []
-        for i in range(DOCUMENTS):
-            person = add_person(db)
-            people.append(person)
-            add_document(db, person["id"], plan_body(3, chunk_limit=300, tag=f"R{round_}D{i} "))
-        db.execute("UPDATE people SET last_inbound_at = now()")
-        for person in people:
-            sandbox.say(person["phone"], "hi")
+        people = wrote_and_waiting(db, sandbox, DOCUMENTS, f"R{round_}D")
 
         procs = [
             sweep_process(

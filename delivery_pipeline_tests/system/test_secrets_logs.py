@@ -106,6 +106,9 @@ def test_the_service_log_holds_no_secret(
 
 # ── the set-up, in process ──────────────────────────────────────────────
 
+HOOK = "https://chat.example/hooks/T0/B0/a-secret-webhook-path"
+LOG = logging.getLogger("delivery_pipeline.test")
+
 
 @pytest.fixture
 def root_logging():
@@ -120,9 +123,31 @@ def root_logging():
         logging.getLogger(name).setLevel(old)
 
 
-def test_http_clients_log_no_url_at_any_level(root_logging) -> None:
+def captured(root_logging: logging.Logger) -> io.StringIO:
+    """The root logger writing to the string returned, and nowhere else."""
     stream = io.StringIO()
     root_logging.handlers[:] = [logging.StreamHandler(stream)]
+    return stream
+
+
+def configured(root_logging: logging.Logger, env: dict[str, str]) -> io.StringIO:
+    """The one logging set-up with the settings ``env`` (and the ops webhook ``HOOK``)
+    give, writing to the string returned."""
+    stream = captured(root_logging)
+    logs.configure(logging.INFO, Settings.from_env({"OPS_WEBHOOK_URL": HOOK, **env}))
+    return stream
+
+
+def fail_naming_the_hook() -> None:
+    """A failure logged with its traceback, whose message holds the hook."""
+    try:
+        raise RuntimeError(f"failed for url '{HOOK}'")
+    except RuntimeError:
+        LOG.exception("it failed")
+
+
+def test_http_clients_log_no_url_at_any_level(root_logging) -> None:
+    stream = captured(root_logging)
     logs.configure("debug")
     assert root_logging.level == logging.DEBUG
     for name in logs.HTTP_CLIENT_LOGGERS:
@@ -134,25 +159,17 @@ def test_http_clients_log_no_url_at_any_level(root_logging) -> None:
 
 
 def test_every_secret_in_force_is_redacted_from_messages_and_tracebacks(root_logging) -> None:
-    hook = "https://chat.example/hooks/T0/B0/a-secret-webhook-path"
-    settings = Settings.from_env(
+    stream = configured(
+        root_logging,
         {
-            "OPS_WEBHOOK_URL": hook,
             "REVIEW_TOKEN": "a-long-reviewer-token-value",
             "DATABASE_URL": "postgresql://ops:db-pass%2Fword@db:5432/delivery",
             "OPENAI_BASE_URL": "https://gateway:gateway-key-1@llm.example/v1",
-        }
+        },
     )
-    stream = io.StringIO()
-    root_logging.handlers[:] = [logging.StreamHandler(stream)]
-    logs.configure(logging.INFO, settings)
-    log = logging.getLogger("delivery_pipeline.test")
-    log.info("posting to %s", hook)
-    log.info("token %r, password db-pass/word, key gateway-key-1", "a-long-reviewer-token-value")
-    try:
-        raise RuntimeError(f"failed for url '{hook}'")
-    except RuntimeError:
-        log.exception("it failed")
+    LOG.info("posting to %s", HOOK)
+    LOG.info("token %r, password db-pass/word, key gateway-key-1", "a-long-reviewer-token-value")
+    fail_naming_the_hook()
     written = stream.getvalue()
     for secret in (
         "a-secret-webhook-path",
@@ -167,23 +184,15 @@ def test_every_secret_in_force_is_redacted_from_messages_and_tracebacks(root_log
 
 
 def test_json_lines_redact_every_secret_in_messages_and_tracebacks(root_logging) -> None:
-    hook = "https://chat.example/hooks/T0/B0/a-secret-webhook-path"
-    settings = Settings.from_env(
+    stream = configured(
+        root_logging,
         {
-            "OPS_WEBHOOK_URL": hook,
             "DATABASE_URL": "postgresql://ops:db-pass%2Fword@db:5432/delivery",
             "DELIVERY_LOG_FORMAT": "json",
-        }
+        },
     )
-    stream = io.StringIO()
-    root_logging.handlers[:] = [logging.StreamHandler(stream)]
-    logs.configure(logging.INFO, settings)
-    log = logging.getLogger("delivery_pipeline.test")
-    log.info("posting to %s with db-pass/word", hook)
-    try:
-        raise RuntimeError(f"failed for url '{hook}'")
-    except RuntimeError:
-        log.exception("it failed")
+    LOG.info("posting to %s with db-pass/word", HOOK)
+    fail_naming_the_hook()
     first, second = (json.loads(line) for line in stream.getvalue().splitlines())
     assert first["message"] == "posting to <OPS_WEBHOOK_URL> with <DATABASE_URL password>"
     assert (first["level"], first["logger"]) == ("INFO", "delivery_pipeline.test")
@@ -198,8 +207,7 @@ def test_a_log_format_set_before_the_settings_are_read_is_the_environments(
 ) -> None:
     """The CLI logs before it reads its settings: the format comes from the environment."""
     monkeypatch.setenv("DELIVERY_LOG_FORMAT", "json")
-    stream = io.StringIO()
-    root_logging.handlers[:] = [logging.StreamHandler(stream)]
+    stream = captured(root_logging)
     logs.configure(logging.INFO)
     logging.getLogger("delivery_pipeline.cli").warning("one line")
     assert json.loads(stream.getvalue())["message"] == "one line"
@@ -208,8 +216,7 @@ def test_a_log_format_set_before_the_settings_are_read_is_the_environments(
 def test_dagster_processes_write_our_lines_as_json_scrubbed(capsys) -> None:
     """In Dagster's processes (``ready_for_capture``): our loggers' own JSON handler on
     stderr, after the scrubbing one; nothing through the root's handlers besides."""
-    hook = "https://chat.example/hooks/T0/B0/a-secret-webhook-path"
-    settings = Settings.from_env({"OPS_WEBHOOK_URL": hook, "DELIVERY_LOG_FORMAT": "json"})
+    settings = Settings.from_env({"OPS_WEBHOOK_URL": HOOK, "DELIVERY_LOG_FORMAT": "json"})
     package = logging.getLogger(logs.CAPTURED_LOGGER)
     handlers, propagate, level = list(package.handlers), package.propagate, package.level
     try:
@@ -217,7 +224,7 @@ def test_dagster_processes_write_our_lines_as_json_scrubbed(capsys) -> None:
         logs.ready_for_capture(settings)  # loaded twice in one process: still one of each
         assert sum(isinstance(h, logs.JsonLines) for h in package.handlers) == 1
         assert isinstance(package.handlers[0], logs.Scrubbing)
-        logging.getLogger("delivery_pipeline.sensor").warning("posting to %s", hook)
+        logging.getLogger("delivery_pipeline.sensor").warning("posting to %s", HOOK)
         written = capsys.readouterr().err
     finally:
         package.handlers[:] = handlers

@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import Iterator
 
 import pytest
 
 from delivery_pipeline.delivery.chunking import delivery_messages
-from delivery_pipeline.delivery.sweep import run_sweep
-from delivery_pipeline.testing.service import APP_SECRET, start_service
+from delivery_pipeline.testing.service import start_service
 from delivery_pipeline_tests.support.data import (
     add_document,
     add_person,
@@ -18,6 +16,7 @@ from delivery_pipeline_tests.support.data import (
     document,
     plan_body,
 )
+from delivery_pipeline_tests.support.engine import first_part_unknown, hooked_service, sweep
 from delivery_pipeline_tests.support.inbox import knocks, texts
 from delivery_pipeline_tests.support.waiting import wait_for
 
@@ -26,8 +25,7 @@ from delivery_pipeline_tests.support.waiting import wait_for
 def service(sandbox, settings) -> Iterator[object]:
     # These tests sweep by hand at chosen moments: the service reacts to webhooks
     # and pokes only (service/test_listener.py covers its ready notifications).
-    with start_service(settings.database.database_url, sandbox.url, DELIVERY_LISTEN="false") as svc:
-        sandbox.faults(webhook_url=svc.webhook_url, app_secret=APP_SECRET, status_delay_ms=20)
+    with hooked_service(sandbox, settings.database.database_url) as svc:
         yield svc
 
 
@@ -35,7 +33,7 @@ def test_reply_to_a_knock_delivers_without_any_other_trigger(db, sandbox, settin
     person = add_person(db, inbound_age_seconds=None)
     body = plan_body(4)
     doc = add_document(db, person["id"], body)
-    asyncio.run(run_sweep(settings, settings.database.database_url))
+    sweep(settings)
     assert len(knocks(sandbox.inbox(person["phone"]))) == 1
     assert document(db, doc["id"])["awaiting_reply_since"] is not None
 
@@ -64,12 +62,7 @@ def test_async_reengagement_mid_plan_resends_only_what_never_arrived(
     # The platform's window closes ~2 s from now; ours still looks open.
     sandbox.set_window(person["phone"], 24 * 3600 - 2)
 
-    asyncio.run(
-        run_sweep(
-            settings.replace(delivery={"chunk_interval_seconds": 0.5}),
-            settings.database.database_url,
-        )
-    )
+    sweep(settings.replace(delivery={"chunk_interval_seconds": 0.5}))
 
     # The failed statuses arrive and the document is due to knock: the service
     # knocks when the last of them comes after the sweep gave the document
@@ -80,7 +73,7 @@ def test_async_reengagement_mid_plan_resends_only_what_never_arrived(
     # holds the document and the service passes it by, and nobody knocks.
     def knocked() -> bool:
         if not knocks(sandbox.inbox(person["phone"])):
-            asyncio.run(run_sweep(settings, settings.database.database_url))
+            sweep(settings)
         return len(knocks(sandbox.inbox(person["phone"]))) == 1
 
     wait_for(lambda: document(db, doc["id"])["claim_token"] is None, what="given back")
@@ -122,14 +115,9 @@ def test_poke_delivers_a_ready_document_and_a_second_poke_sends_nothing(
 
 
 def test_dropped_response_is_settled_by_the_status_webhook(db, sandbox, settings, service):
-    person = add_person(db)
-    sandbox.say(person["phone"], "hi")
-    doc = add_document(db, person["id"], plan_body(3))
-    sandbox.faults(drop_after_accept_rate=1.0)
-    asyncio.run(
-        run_sweep(settings.replace(whatsapp={"send_timeout": 2.0}), settings.database.database_url)
+    person, doc = first_part_unknown(
+        db, sandbox, settings.replace(whatsapp={"send_timeout": 2.0}), parts=3
     )
-    sandbox.faults(drop_after_accept_rate=0.0)
 
     # The 'sent' status carries our callback tag: the chunk is settled and
     # delivery resumes from chunk 1, with no duplicate of chunk 0.

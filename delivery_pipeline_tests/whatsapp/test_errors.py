@@ -3,13 +3,11 @@ generated from it), each code carried out as its scope says."""
 
 from __future__ import annotations
 
-import asyncio
 import datetime as dt
 import time
 
 import pytest
 
-from delivery_pipeline.delivery.sweep import run_sweep
 from delivery_pipeline.store.queries import QUERIES
 from delivery_pipeline.whatsapp.errors import (
     PHONE_NUMBER_ID_RULE,
@@ -26,6 +24,7 @@ from delivery_pipeline.whatsapp.errors import (
     from_error_object,
 )
 from delivery_pipeline_tests.support.data import add_document, add_person
+from delivery_pipeline_tests.support.engine import sweep
 
 
 @pytest.mark.parametrize("code", [131064, 131063, 130497, 131037, 137000, 131062, 139200])
@@ -96,10 +95,6 @@ SYNC_ROWS = _rows({Arrives.SYNC, Arrives.BOTH})
 
 def rule_of(row: str) -> Rule:
     return PHONE_NUMBER_ID_RULE if row == PHONE_NUMBER_ID else RULES[int(row)]
-
-
-def sweep(settings):
-    return asyncio.run(run_sweep(settings, settings.database.database_url))
 
 
 def _doc(db, doc_id):
