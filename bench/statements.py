@@ -6,7 +6,7 @@ is delivered. The server is an embedded one of this run's own, started with
 ``pg_stat_statements`` (``track = all``, so statements inside functions and
 triggers are counted too) and reset just before the first sweep, so every
 figure is the sweeps' alone. Each statement is named after the named query of
-``sql/queries*.sql`` it is (matched on its text); a statement run inside a
+``sql/queries/<topic>.sql`` it is (matched on its text); a statement run inside a
 trigger or function is shown by its first words. Per delivered message: calls
 and milliseconds of execution (planning included when tracked).
 

@@ -365,19 +365,23 @@ def test_a_file_failed_after_acceptance_goes_through_the_completer(
     # The template is accepted, then failed: paused after acceptance (132015).
     sandbox.refuse(132015, to=person["phone"], message_type="template", mode="async", count=1)
 
-    assert sweep(file_settings).files_sent == 1
+    # The failed status makes the document due again at once: when it is applied
+    # while this sweep still claims, the sweep sends the file again itself.
+    sent = sweep(file_settings).files_sent
+    assert sent in (1, 2), sent
     wait_for(
-        lambda: chunks(db, doc["id"])[0]["state"] == "failed",
-        what="the failed status applied",
+        lambda: (
+            db.execute(
+                "SELECT template_problem(t) AS problem FROM message_templates t "
+                "WHERE name = 'document_attached' AND language = 'en'"
+            ).fetchone()["problem"]
+            == "refused"
+        ),
+        what="the failed status applied, holding the template it named",
     )
-    row = db.execute(
-        "SELECT template_problem(t) AS problem FROM message_templates t "
-        "WHERE name = 'document_attached' AND language = 'en'"
-    ).fetchone()
-    assert row["problem"] == "refused", "the failed status held the template it named"
-
-    # Due again at once: the service sweeps what a status made due (or a sweep does).
-    sweep(file_settings)
+    if sent == 1:
+        # Due again at once: the service sweeps what a status made due (or a sweep does).
+        sweep(file_settings)
     wait_for(
         lambda: document(db, doc["id"])["delivered_at"] is not None,
         what="delivered on the next template",

@@ -12,13 +12,16 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def run(database_url: str, *args: str, stdin: str = "", **env: str) -> subprocess.CompletedProcess:
-    """``python -m delivery_pipeline.cli ARGS`` with ``DATABASE_URL`` and ``env`` set."""
+    """``python -m delivery_pipeline.cli ARGS`` with ``DATABASE_URL`` and ``env`` set.
+
+    The timeout only stops a hung command: tests start ten at once beside racing
+    sweeps, and on a loaded 2-core machine each one's start alone took a minute."""
     return subprocess.run(
         [sys.executable, "-m", "delivery_pipeline.cli", *args],
         input=stdin,
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=180,
         env={**os.environ, "DATABASE_URL": database_url, **env},
     )
 
