@@ -203,12 +203,7 @@ def _print_templates(templates: list[TemplateState]) -> None:
     print("knock templates (DELIVERY_KNOCK_TEMPLATES, in order of preference):")
     table = [
         {
-            "template": t.name,
-            "language": t.language,
-            "health": t.problem,
-            "status": t.status or "",
-            "quality": t.quality or "",
-            "category": t.category or "",
+            **_platform_says(t),
             "knocks 24h": t.knocks,
             "delivered": t.delivered,
             "failed": t.failed,
@@ -228,18 +223,20 @@ def _print_document_templates(templates: list[TemplateState]) -> None:
         return
     print()
     print("document templates (DELIVERY_DOCUMENT_TEMPLATES, in order of preference):")
-    table = [
-        {
-            "template": t.name,
-            "language": t.language,
-            "health": t.problem,
-            "status": t.status or "",
-            "quality": t.quality or "",
-            "category": t.category or "",
-        }
-        for t in templates
-    ]
+    table = [_platform_says(t) for t in templates]
     print_rows(table, list(table[0]))
+
+
+def _platform_says(template: TemplateState) -> dict[str, Any]:
+    """A template's columns: which it is, and what the platform said of it."""
+    return {
+        "template": template.name,
+        "language": template.language,
+        "health": template.problem,
+        "status": template.status or "",
+        "quality": template.quality or "",
+        "category": template.category or "",
+    }
 
 
 def _print_ways(ways: list[WayCount]) -> None:
