@@ -34,6 +34,7 @@ from delivery_pipeline import __version__
 from delivery_pipeline.client.webhooks import signed_headers
 from delivery_pipeline.service.log_limit import RateLimitedLog
 from delivery_pipeline.settings import Settings
+from delivery_pipeline.store.db import notifications
 from delivery_pipeline.store.queries import QUERIES
 from delivery_pipeline.store.rows.api import ApiEvent
 from delivery_pipeline.watch import application_events as outbox
@@ -43,7 +44,6 @@ log = logging.getLogger(__name__)
 
 IDLE_SECONDS = 1.0
 LOOK_SECONDS = 10.0
-RECONNECT_MAX_SECONDS = 5.0
 APPLICATION_NAME = "delivery_pipeline events"
 
 
@@ -263,21 +263,14 @@ class EventDeliverer:
         """Wake the sender when an event is recorded; reconnect with backoff."""
         if self.listen_url is None:
             return
-        delay = 0.1
-        while True:
-            try:
-                async with await psycopg.AsyncConnection.connect(
-                    self.listen_url, autocommit=True, application_name=APPLICATION_NAME
-                ) as conn:
-                    await QUERIES.api_listen_events.run(conn, {})
-                    delay = 0.1
-                    self._wake.set()
-                    async for _ in conn.notifies():
-                        self._wake.set()
-            except (psycopg.Error, OSError) as exc:
-                self._problem("listen", exc)
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, RECONNECT_MAX_SECONDS)
+        heard = notifications(
+            self.listen_url,
+            APPLICATION_NAME,
+            QUERIES.api_listen_events,
+            lambda exc, _delay: self._problem("listen", exc),
+        )
+        async for _ in heard:
+            self._wake.set()  # an event recorded, or (re)connected: what waits is sent
 
     def _problem(self, what: str, exc: BaseException) -> None:
         self.quiet_log.log(
