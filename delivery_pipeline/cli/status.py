@@ -23,14 +23,15 @@ from delivery_pipeline.cli.table import print_rows
 from delivery_pipeline.delivery.pause import EVERY_NUMBER
 from delivery_pipeline.settings import Settings, document_template_list
 from delivery_pipeline.settings.numbers import BusinessNumber
+from delivery_pipeline.store import application_events
 from delivery_pipeline.store.db import connect, resolve_database_url
 from delivery_pipeline.store.queries import QUERIES
 from delivery_pipeline.store.rows.core import OldestWaiting, SenderState
 from delivery_pipeline.store.rows.files import WayCount
 from delivery_pipeline.store.rows.shared import StateCount
 from delivery_pipeline.store.rows.templates import TemplateState
-from delivery_pipeline.watch import application_events
 from delivery_pipeline.watch.ages import format_age
+from delivery_pipeline.watch.applications import outbox_lines
 from delivery_pipeline.watch.checks.templates import describe, template_states
 from delivery_pipeline.whatsapp.errors import remedy
 
@@ -134,7 +135,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         _print_templates(templates)
         _print_document_templates(document_templates)
         _print_ways(ways)
-        for line in application_events.outbox_lines(applications):
+        for line in outbox_lines(applications):
             print(line)
     return ExitCode.ATTENTION if paused else ExitCode.DONE
 

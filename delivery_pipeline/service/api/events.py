@@ -5,7 +5,7 @@ reasons: the service is the one process a deployment always runs (Meta's
 webhooks need it), so events flow while Dagster is down; it is asynchronous,
 so hundreds of slow endpoints' requests in flight cost little; and it scales
 with its replicas, which need no coordination beyond the outbox's claims
-(``watch/application_events.py`` has the rules: in order per stream, at least
+(``store/application_events.py`` has the rules: in order per stream, at least
 once, backoff for hours, one probe of a failing endpoint for the fleet).
 
 Woken by the outbox's notification (``LISTEN api_events``), else it looks
@@ -34,11 +34,12 @@ from delivery_pipeline import __version__
 from delivery_pipeline.client.webhooks import signed_headers
 from delivery_pipeline.service.log_limit import RateLimitedLog
 from delivery_pipeline.settings import Settings
+from delivery_pipeline.store import application_events as outbox
+from delivery_pipeline.store.application_events import BATCH, CLAIM_LEASE, Schedule
 from delivery_pipeline.store.db import notifications
 from delivery_pipeline.store.queries import QUERIES
 from delivery_pipeline.store.rows.api import ApiEvent
-from delivery_pipeline.watch import application_events as outbox
-from delivery_pipeline.watch.application_events import BATCH, CLAIM_LEASE, Schedule
+from delivery_pipeline.watch import applications
 
 log = logging.getLogger(__name__)
 
@@ -248,8 +249,9 @@ class EventDeliverer:
     async def _look_after(self) -> None:
         try:
             async with self.pool.connection() as conn:
-                await outbox.expire(conn, self.schedule)
-                await outbox.note_endpoints(
+                given_up = await outbox.give_up(conn, self.schedule)
+                await applications.alert_given_up(conn, given_up, self.schedule.horizon)
+                await applications.note_endpoints(
                     conn,
                     sorted(self.endpoints),
                     alert_after=self.alert_after,
