@@ -33,6 +33,7 @@ from delivery_pipeline.store.rows.pause import SendAllowed, SenderGate
 from delivery_pipeline.store.rows.replies import ExpireAfter
 from delivery_pipeline.store.rows.shared import ChunkRef, ClaimRef
 from delivery_pipeline.store.rows.templates import OpenedKnock, TemplateHealth
+from delivery_pipeline.text import stored_error
 from delivery_pipeline.watch.alerts import Alert, record_alert
 
 __all__ = ["Advance", "Claim", "DeliveryStore", "KnockReservation", "Ledger", "LedgerRow"]
@@ -241,7 +242,7 @@ class DeliveryStore:
                     **_chunk(claim, index, callback),
                     "token": claim.token,
                     "delay_seconds": delay,
-                    "error": error[:1000],
+                    "error": stored_error(error),
                 },
             )
 
@@ -525,7 +526,7 @@ async def _release_for_retry(
             **_claim_ref(claim),
             "delay_seconds": delay,
             "attempt": int(counts_attempt),
-            "error": error[:1000],
+            "error": stored_error(error),
         },
     )
 
@@ -538,7 +539,7 @@ async def _abandon(
         {
             **_claim_ref(claim),
             "reason": reason,
-            "error": error[:1000],
+            "error": stored_error(error),
         },
     )
     return abandoned is not None
