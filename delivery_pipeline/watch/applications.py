@@ -22,6 +22,7 @@ from delivery_pipeline.model import Severity
 from delivery_pipeline.store.application_events import handovers, outbox
 from delivery_pipeline.store.queries import QUERIES
 from delivery_pipeline.store.rows.api import OutboxState
+from delivery_pipeline.watch.ages import format_age
 from delivery_pipeline.watch.alerts import Alert, note_episode, record_alert
 
 OWNER = "the application (its endpoint)"
@@ -92,25 +93,18 @@ def describe_endpoint(state: OutboxState) -> str:
     """One line: the endpoint, and what waits for it."""
     waiting = f"{state.waiting} events waiting"
     if state.oldest_age_seconds is not None and state.waiting:
-        waiting += f", the oldest {_age(state.oldest_age_seconds)} old"
+        waiting += f", the oldest {format_age(state.oldest_age_seconds, precise=True)} old"
     if state.removed_at is not None:
         return f"{state.application}: no endpoint configured any more; {waiting}"
     if state.failing_since is None:
         return f"{state.application}: endpoint answering; {waiting}"
     since = (dt.datetime.now(dt.UTC) - state.failing_since).total_seconds()
+    failing = format_age(since, precise=True)
     return (
-        f"{state.application}: endpoint FAILING for {_age(since)} ({state.failures} failures in "
+        f"{state.application}: endpoint FAILING for {failing} ({state.failures} failures in "
         f"a row: {state.last_error}); {waiting}; next probe at "
         f"{state.next_attempt_at:%H:%M:%S %Z}; owner: {OWNER}"
     )
-
-
-def _age(seconds: float) -> str:
-    if seconds < 120:
-        return f"{seconds:.0f} s"
-    if seconds < 7200:
-        return f"{seconds / 60:.0f} min"
-    return f"{seconds / 3600:.1f} h"
 
 
 # ── what status and Dagster show (synchronous readers) ──────────────────
