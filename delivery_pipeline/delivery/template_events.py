@@ -26,7 +26,7 @@ from psycopg.types.json import Jsonb
 
 from delivery_pipeline.delivery.sweep_target import SweepTarget
 from delivery_pipeline.store.queries import QUERIES
-from delivery_pipeline.watch.alerts import Alert, AlertSeverity, record_alert, template_episode
+from delivery_pipeline.watch.alerts import Alert, AlertSeverity, record_alert
 from delivery_pipeline.whatsapp.webhook_values import (
     TemplateCategoryUpdate,
     TemplateChange,
@@ -176,8 +176,9 @@ def _template(change: TemplateChange) -> _Template:
 
 
 def _key(change: TemplateChange, field: str) -> str:
-    """The alert's key: the template's episode, then what the webhook was about."""
-    return f"{template_episode(change.template.name, change.template.language)}:{field}"
+    """The alert's key: the template, then what the webhook was about (its episode is the
+    template's, ``watch/episodes.py``, read from the alert's details)."""
+    return f"template:{change.template.name}:{change.template.language}:{field}"
 
 
 def _label(change: TemplateChange) -> str:

@@ -38,7 +38,6 @@ from delivery_pipeline.watch.episodes import (
     episode_of,
     note,
     note_async,
-    template_episode,
 )
 
 __all__ = [
@@ -52,7 +51,6 @@ __all__ = [
     "note_episode",
     "record_alert",
     "record_once",
-    "template_episode",
 ]
 
 log = logging.getLogger(__name__)
