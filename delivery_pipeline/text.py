@@ -12,6 +12,8 @@ LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 REPLACEMENT = "\ufffd"
 NUL = "a NUL character"
 SURROGATE = "a lone surrogate"
+# An error a row keeps: enough to read what went wrong, never a whole answer's body.
+ERROR_MAX_CHARACTERS = 1000
 
 
 def unstorable(text: str) -> list[str]:
@@ -31,3 +33,8 @@ def storable(text: str) -> str:
     if not text.isascii():
         text = LONE_SURROGATE.sub(REPLACEMENT, text)
     return text
+
+
+def stored_error(text: str) -> str:
+    """An error's text as a row keeps it: storable, and at most ``ERROR_MAX_CHARACTERS``."""
+    return storable(text)[:ERROR_MAX_CHARACTERS]

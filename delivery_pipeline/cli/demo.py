@@ -25,7 +25,12 @@ from dataclasses import dataclass
 from delivery_pipeline.model import Kind
 from delivery_pipeline.settings import WhatsAppSettings
 from delivery_pipeline.store.db import connect
-from delivery_pipeline.store.intake import add_person, request_document
+from delivery_pipeline.store.intake import (
+    NewPersonInput,
+    add_person,
+    new_person,
+    request_document,
+)
 from delivery_pipeline.store.queries import QUERIES
 from delivery_pipeline.store.rows.shared import Person
 
@@ -43,6 +48,19 @@ class DemoPerson:
     # tour answers), or 'file' (one PDF on a document template, no reply needed).
     outside_window: str | None = None
     brief_opt_in: bool = True
+
+    def new(self, whatsapp: WhatsAppSettings | None) -> NewPersonInput:
+        """The demo person to add, with no quiet hours of their own."""
+        return new_person(
+            phone=self.phone,
+            name=self.name,
+            locale=self.locale,
+            time_zone=self.time_zone,
+            brief_opt_in=self.brief_opt_in,
+            brief_local_time=self.brief_local_time,
+            quiet_hours=NO_QUIET_HOURS,
+            whatsapp=whatsapp,
+        )
 
     def seeded(self, person: Person) -> bool:
         """Is ``person`` this demo person as ``up`` made them, quiet hours left at the
@@ -79,17 +97,7 @@ def seed_demo(database_url: str, whatsapp: WhatsAppSettings | None = None) -> li
         for demo in DEMO_PEOPLE:
             person = QUERIES.person_by_phone.one(conn, {"phone": demo.phone})
             if person is None:
-                person = add_person(
-                    conn,
-                    phone=demo.phone,
-                    name=demo.name,
-                    locale=demo.locale,
-                    time_zone=demo.time_zone,
-                    brief_opt_in=demo.brief_opt_in,
-                    brief_local_time=demo.brief_local_time,
-                    quiet_hours=NO_QUIET_HOURS,
-                    whatsapp=whatsapp,
-                )
+                person = add_person(conn, demo.new(whatsapp))
                 if demo.outside_window is not None:
                     person = QUERIES.set_outside_window.one(
                         conn, {"person_id": person.id, "outside_window": demo.outside_window}

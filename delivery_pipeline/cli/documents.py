@@ -25,6 +25,7 @@ from delivery_pipeline.cli.registration import (
     login_name,
 )
 from delivery_pipeline.cli.review import add_review_commands, read_body
+from delivery_pipeline.model import OperatorAction
 from delivery_pipeline.settings import Settings
 from delivery_pipeline.store.db import connect
 from delivery_pipeline.store.intake import add_ready_document, parse_kind, request_document
@@ -66,8 +67,10 @@ def _act(args: argparse.Namespace, settings: Settings, resend: bool) -> int:
 
     with connect(database_url(settings)) as conn:
         try:
-            act = operator.resend if resend else operator.cancel
-            taken = act(conn, args.id, args.operator, args.reason, settings.delivery)
+            action = OperatorAction.RESEND if resend else OperatorAction.CANCEL
+            taken = operator.act(
+                conn, action, args.id, args.operator, args.reason, settings.delivery
+            )
         except operator.UnknownDocument as exc:
             raise UsageError(str(exc)) from None
         except operator.NotApplicable as exc:

@@ -8,14 +8,13 @@ from delivery_pipeline.cli.registration import Commands, add_command, add_group,
 from delivery_pipeline.cli.table import print_rows
 from delivery_pipeline.settings import Settings
 from delivery_pipeline.store.db import connect
-from delivery_pipeline.store.intake import add_person
+from delivery_pipeline.store.intake import add_person, new_person
 from delivery_pipeline.store.queries import QUERIES
 
 
 def cmd_people_add(args: argparse.Namespace, settings: Settings) -> int:
     with connect(database_url(settings)) as conn:
-        person = add_person(
-            conn,
+        checked = new_person(
             phone=args.phone,
             user_id=args.user_id,
             name=args.name,
@@ -27,6 +26,7 @@ def cmd_people_add(args: argparse.Namespace, settings: Settings) -> int:
             whatsapp=settings.whatsapp,
             phone_number_id=args.number,
         )
+        person = add_person(conn, checked)
         if args.outside_window is not None:
             changed = QUERIES.set_outside_window.one(
                 conn, {"person_id": person.id, "outside_window": args.outside_window}

@@ -23,14 +23,15 @@ from delivery_pipeline.cli.table import print_rows
 from delivery_pipeline.delivery.pause import EVERY_NUMBER
 from delivery_pipeline.settings import Settings, document_template_list
 from delivery_pipeline.settings.numbers import BusinessNumber
+from delivery_pipeline.store import application_events
 from delivery_pipeline.store.db import connect, resolve_database_url
 from delivery_pipeline.store.queries import QUERIES
 from delivery_pipeline.store.rows.core import OldestWaiting, SenderState
 from delivery_pipeline.store.rows.files import WayCount
 from delivery_pipeline.store.rows.shared import StateCount
 from delivery_pipeline.store.rows.templates import TemplateState
-from delivery_pipeline.watch import application_events
 from delivery_pipeline.watch.ages import format_age
+from delivery_pipeline.watch.applications import outbox_lines
 from delivery_pipeline.watch.checks.templates import describe, template_states
 from delivery_pipeline.whatsapp.errors import remedy
 
@@ -134,7 +135,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         _print_templates(templates)
         _print_document_templates(document_templates)
         _print_ways(ways)
-        for line in application_events.outbox_lines(applications):
+        for line in outbox_lines(applications):
             print(line)
     return ExitCode.ATTENTION if paused else ExitCode.DONE
 
@@ -203,12 +204,7 @@ def _print_templates(templates: list[TemplateState]) -> None:
     print("knock templates (DELIVERY_KNOCK_TEMPLATES, in order of preference):")
     table = [
         {
-            "template": t.name,
-            "language": t.language,
-            "health": t.problem,
-            "status": t.status or "",
-            "quality": t.quality or "",
-            "category": t.category or "",
+            **_platform_says(t),
             "knocks 24h": t.knocks,
             "delivered": t.delivered,
             "failed": t.failed,
@@ -228,18 +224,20 @@ def _print_document_templates(templates: list[TemplateState]) -> None:
         return
     print()
     print("document templates (DELIVERY_DOCUMENT_TEMPLATES, in order of preference):")
-    table = [
-        {
-            "template": t.name,
-            "language": t.language,
-            "health": t.problem,
-            "status": t.status or "",
-            "quality": t.quality or "",
-            "category": t.category or "",
-        }
-        for t in templates
-    ]
+    table = [_platform_says(t) for t in templates]
     print_rows(table, list(table[0]))
+
+
+def _platform_says(template: TemplateState) -> dict[str, Any]:
+    """A template's columns: which it is, and what the platform said of it."""
+    return {
+        "template": template.name,
+        "language": template.language,
+        "health": template.problem,
+        "status": template.status or "",
+        "quality": template.quality or "",
+        "category": template.category or "",
+    }
 
 
 def _print_ways(ways: list[WayCount]) -> None:

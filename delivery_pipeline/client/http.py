@@ -16,9 +16,9 @@ import asyncio
 import datetime as dt
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Awaitable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Generic, TypeVar
 from urllib.parse import quote
 
 import httpx
@@ -47,42 +47,9 @@ class _Call:
     blind_retry: bool = True  # may be sent again when its answer was lost
 
 
-def _hand_over(
-    person: Mapping[str, Any],
-    kind: str,
-    body: str | None,
-    *,
-    generate: bool,
-    day: dt.date | str | None,
-    priority: str | None,
-    replace_key: str | None,
-    metadata: Mapping[str, Any] | None,
-    idempotency_key: str | None,
-) -> _Call:
-    payload: dict[str, Any] = {"person": dict(person), "kind": kind}
-    if body is not None:
-        payload["body"] = body
-    if generate:
-        payload["generate"] = True
-    if day is not None:
-        payload["day"] = day.isoformat() if isinstance(day, dt.date) else day
-    if priority is not None:
-        payload["priority"] = priority
-    if replace_key is not None:
-        payload["replace_key"] = replace_key
-    if metadata:
-        payload["metadata"] = dict(metadata)
-    key = idempotency_key or str(uuid.uuid4())
-    return _Call("POST", "/v1/documents", payload, {"Idempotency-Key": key})
-
-
 def _action(document_id: int, action: str, reason: str | None) -> _Call:
     body = {"reason": reason} if reason else None
     return _Call("POST", f"/v1/documents/{document_id}/{action}", body, blind_retry=False)
-
-
-def _person(key: str, values: Mapping[str, Any]) -> _Call:
-    return _Call("PUT", f"/v1/people/{quote(key, safe='')}", dict(values))
 
 
 def _answer(response: httpx.Response) -> dict[str, Any] | float:
@@ -104,29 +71,43 @@ def _json(response: httpx.Response) -> dict[str, Any]:
     return payload if isinstance(payload, dict) else {"detail": str(payload)[:200]}
 
 
-def _headers(token: str) -> dict[str, str]:
-    return {"Authorization": f"Bearer {token}", "User-Agent": "delivery-pipeline-client"}
+def _judged(
+    call: _Call, attempt: int, retries: int, outcome: httpx.Response | httpx.TransportError
+) -> dict[str, Any] | float:
+    """What an attempt's outcome means: the answer, or the seconds to wait before the
+    next attempt; raised, when the call is over (refused, or no attempt left)."""
+    last = attempt == retries
+    if isinstance(outcome, httpx.TransportError):
+        if last or not call.blind_retry:
+            raise outcome
+        return 0.5 * 2.0**attempt
+    answer = _answer(outcome)
+    if last and not isinstance(answer, dict):
+        raise ApiError(outcome.status_code, _json(outcome))
+    return answer
 
 
-class DeliveryClient:
-    """The API, synchronously: ``with DeliveryClient(url, token) as api: api.hand_over(…)``."""
+def _options(base_url: str, token: str, timeout: float) -> dict[str, Any]:
+    """The httpx client's options, the same for the sync and the async client."""
+    return {
+        "base_url": base_url.rstrip("/"),
+        "headers": {"Authorization": f"Bearer {token}", "User-Agent": "delivery-pipeline-client"},
+        "timeout": timeout,
+    }
 
-    def __init__(
-        self,
-        base_url: str,
-        token: str,
-        *,
-        timeout: float = 10.0,
-        retries: int = RETRIES,
-        transport: httpx.BaseTransport | None = None,
-    ) -> None:
-        self.retries = retries
-        self._http = httpx.Client(
-            base_url=base_url.rstrip("/"),
-            headers=_headers(token),
-            timeout=timeout,
-            transport=transport,
-        )
+
+Answer = TypeVar("Answer")
+
+
+class _Calls(Generic[Answer]):
+    """Every call of the API, each one request, written once: ``_send`` carries it, and
+    answers the document or person (``DeliveryClient``) or something to await for it
+    (``AsyncDeliveryClient``)."""
+
+    retries: int
+
+    def _send(self, call: _Call) -> Answer:
+        raise NotImplementedError
 
     def hand_over(
         self,
@@ -140,59 +121,72 @@ class DeliveryClient:
         replace_key: str | None = None,
         metadata: Mapping[str, Any] | None = None,
         idempotency_key: str | None = None,
-    ) -> dict[str, Any]:
+    ) -> Answer:
         """Hand a document over (or, ``generate=True``, ask for one); the document."""
-        return self._send(
-            _hand_over(
-                person,
-                kind,
-                body,
-                generate=generate,
-                day=day,
-                priority=priority,
-                replace_key=replace_key,
-                metadata=metadata,
-                idempotency_key=idempotency_key,
-            )
-        )
+        payload: dict[str, Any] = {"person": dict(person), "kind": kind}
+        if body is not None:
+            payload["body"] = body
+        if generate:
+            payload["generate"] = True
+        if day is not None:
+            payload["day"] = day.isoformat() if isinstance(day, dt.date) else day
+        if priority is not None:
+            payload["priority"] = priority
+        if replace_key is not None:
+            payload["replace_key"] = replace_key
+        if metadata:
+            payload["metadata"] = dict(metadata)
+        key = idempotency_key or str(uuid.uuid4())
+        return self._send(_Call("POST", "/v1/documents", payload, {"Idempotency-Key": key}))
 
-    def document(self, document_id: int) -> dict[str, Any]:
+    def document(self, document_id: int) -> Answer:
         return self._send(_Call("GET", f"/v1/documents/{document_id}"))
 
-    def document_by_key(self, idempotency_key: str) -> dict[str, Any]:
+    def document_by_key(self, idempotency_key: str) -> Answer:
         path = f"/v1/documents/by-idempotency-key/{quote(idempotency_key, safe='')}"
         return self._send(_Call("GET", path))
 
-    def cancel(self, document_id: int, reason: str | None = None) -> dict[str, Any]:
+    def cancel(self, document_id: int, reason: str | None = None) -> Answer:
         return self._send(_action(document_id, "cancel", reason))
 
-    def resend(self, document_id: int, reason: str | None = None) -> dict[str, Any]:
+    def resend(self, document_id: int, reason: str | None = None) -> Answer:
         return self._send(_action(document_id, "resend", reason))
 
-    def put_person(self, key: str, **values: Any) -> dict[str, Any]:
+    def put_person(self, key: str, **values: Any) -> Answer:
         """Create or change the person ``key`` names (phone, locale, time_zone, brief, …)."""
-        return self._send(_person(key, values))
+        return self._send(_Call("PUT", f"/v1/people/{quote(key, safe='')}", dict(values)))
 
-    def person(self, key: str) -> dict[str, Any]:
+    def person(self, key: str) -> Answer:
         return self._send(_Call("GET", f"/v1/people/{quote(key, safe='')}"))
+
+
+class DeliveryClient(_Calls[dict[str, Any]]):
+    """The API, synchronously: ``with DeliveryClient(url, token) as api: api.hand_over(…)``."""
+
+    def __init__(
+        self,
+        base_url: str,
+        token: str,
+        *,
+        timeout: float = 10.0,
+        retries: int = RETRIES,
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
+        self.retries = retries
+        self._http = httpx.Client(**_options(base_url, token, timeout), transport=transport)
 
     def _send(self, call: _Call) -> dict[str, Any]:
         for attempt in range(self.retries + 1):
-            last = attempt == self.retries
+            outcome: httpx.Response | httpx.TransportError
             try:
-                response = self._http.request(
+                outcome = self._http.request(
                     call.method, call.path, json=call.body, headers=call.headers
                 )
-            except httpx.TransportError:
-                if last or not call.blind_retry:
-                    raise
-                time.sleep(0.5 * 2**attempt)
-                continue
-            answer = _answer(response)
+            except httpx.TransportError as error:
+                outcome = error
+            answer = _judged(call, attempt, self.retries, outcome)
             if isinstance(answer, dict):
                 return answer
-            if last:
-                raise ApiError(response.status_code, _json(response))
             time.sleep(answer)
         raise AssertionError("unreachable")
 
@@ -206,7 +200,7 @@ class DeliveryClient:
         self.close()
 
 
-class AsyncDeliveryClient:
+class AsyncDeliveryClient(_Calls[Awaitable[dict[str, Any]]]):
     """The API from asyncio: the same calls as ``DeliveryClient``, awaited."""
 
     def __init__(
@@ -219,76 +213,20 @@ class AsyncDeliveryClient:
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
         self.retries = retries
-        self._http = httpx.AsyncClient(
-            base_url=base_url.rstrip("/"),
-            headers=_headers(token),
-            timeout=timeout,
-            transport=transport,
-        )
-
-    async def hand_over(
-        self,
-        person: Mapping[str, Any],
-        kind: str = "plan",
-        body: str | None = None,
-        *,
-        generate: bool = False,
-        day: dt.date | str | None = None,
-        priority: str | None = None,
-        replace_key: str | None = None,
-        metadata: Mapping[str, Any] | None = None,
-        idempotency_key: str | None = None,
-    ) -> dict[str, Any]:
-        return await self._send(
-            _hand_over(
-                person,
-                kind,
-                body,
-                generate=generate,
-                day=day,
-                priority=priority,
-                replace_key=replace_key,
-                metadata=metadata,
-                idempotency_key=idempotency_key,
-            )
-        )
-
-    async def document(self, document_id: int) -> dict[str, Any]:
-        return await self._send(_Call("GET", f"/v1/documents/{document_id}"))
-
-    async def document_by_key(self, idempotency_key: str) -> dict[str, Any]:
-        path = f"/v1/documents/by-idempotency-key/{quote(idempotency_key, safe='')}"
-        return await self._send(_Call("GET", path))
-
-    async def cancel(self, document_id: int, reason: str | None = None) -> dict[str, Any]:
-        return await self._send(_action(document_id, "cancel", reason))
-
-    async def resend(self, document_id: int, reason: str | None = None) -> dict[str, Any]:
-        return await self._send(_action(document_id, "resend", reason))
-
-    async def put_person(self, key: str, **values: Any) -> dict[str, Any]:
-        return await self._send(_person(key, values))
-
-    async def person(self, key: str) -> dict[str, Any]:
-        return await self._send(_Call("GET", f"/v1/people/{quote(key, safe='')}"))
+        self._http = httpx.AsyncClient(**_options(base_url, token, timeout), transport=transport)
 
     async def _send(self, call: _Call) -> dict[str, Any]:
         for attempt in range(self.retries + 1):
-            last = attempt == self.retries
+            outcome: httpx.Response | httpx.TransportError
             try:
-                response = await self._http.request(
+                outcome = await self._http.request(
                     call.method, call.path, json=call.body, headers=call.headers
                 )
-            except httpx.TransportError:
-                if last or not call.blind_retry:
-                    raise
-                await asyncio.sleep(0.5 * 2**attempt)
-                continue
-            answer = _answer(response)
+            except httpx.TransportError as error:
+                outcome = error
+            answer = _judged(call, attempt, self.retries, outcome)
             if isinstance(answer, dict):
                 return answer
-            if last:
-                raise ApiError(response.status_code, _json(response))
             await asyncio.sleep(answer)
         raise AssertionError("unreachable")
 

@@ -43,7 +43,7 @@ from delivery_pipeline.model import Way
 from delivery_pipeline.reports.costs import cost_report, load_rate_table
 from delivery_pipeline.reports.report import delivery_report as build_report
 from delivery_pipeline.store.db import with_application_name
-from delivery_pipeline.watch.application_events import applications_record
+from delivery_pipeline.watch.applications import applications_record
 from delivery_pipeline.watch.backlog import backlog_frame, backlog_numbers, sending_pause
 from delivery_pipeline.watch.delivery_events import (
     DELIVERED_DOCUMENTS,

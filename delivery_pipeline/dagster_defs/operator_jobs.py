@@ -47,11 +47,17 @@ def operate_document_op(
         raise dg.Failure(
             description=f"action must be cancel or resend, got {config.action!r}"
         ) from None
-    act = operator.resend if action == OperatorAction.RESEND else operator.cancel
     try:
         # Named for this run: a cancel reaches delivered_documents' timeline as its own.
         with app_db.connect(run_source(context.run.run_id)) as conn:
-            taken = act(conn, config.document_id, config.operator, config.reason, delivery.settings)
+            taken = operator.act(
+                conn,
+                action,
+                config.document_id,
+                config.operator,
+                config.reason,
+                delivery.settings,
+            )
     except (InputError, operator.NotApplicable) as exc:
         raise dg.Failure(description=f"not applied: {exc}") from None
     poked = action == OperatorAction.RESEND and delivery_service.poke()(taken.document_id)

@@ -49,6 +49,7 @@ from delivery_pipeline.model import AbandonReason
 from delivery_pipeline.settings import DeliverySettings
 from delivery_pipeline.store.queries import QUERIES
 from delivery_pipeline.store.rows.replies import AcknowledgementClaim
+from delivery_pipeline.text import stored_error
 from delivery_pipeline.whatsapp.client import CloudApiClient
 from delivery_pipeline.whatsapp.errors import (
     CloudApiError,
@@ -284,6 +285,6 @@ async def _give_back(
             "retry_seconds": retry_seconds,
             "counts_attempt": counts,
             "error_code": code,
-            "error": error[:1000],
+            "error": stored_error(error),
         },
     )

@@ -51,6 +51,7 @@ from delivery_pipeline.files.words import FILE_KINDS, locale_of, long_date, titl
 from delivery_pipeline.model import ChunkState, Kind
 from delivery_pipeline.settings import DeliverySettings
 from delivery_pipeline.store.queries import QUERIES
+from delivery_pipeline.store.rows.core import Advance
 from delivery_pipeline.store.rows.files import FileWords
 from delivery_pipeline.whatsapp.client import CloudApiClient, Ready
 from delivery_pipeline.whatsapp.errors import (
@@ -109,6 +110,8 @@ class Sender(Protocol):
     async def _resend_ambiguous(self, claim: Claim, index: int, row: LedgerRow | None) -> bool: ...
 
     async def _stop_paused(self) -> NoReturn: ...
+
+    async def _unfenced(self, claim: Claim, advanced: Advance, what: str) -> bool: ...
 
     async def _sent_ok(self, claim: Claim, started_at: dt.datetime) -> None: ...
 
@@ -322,23 +325,7 @@ class FileDelivery:
             return None
         callback = chunk_callback(claim.document_id, 0, row.send_attempts + 1)
         advanced = await self.store.advance(claim, fence=(0, callback), resend_ambiguous=ambiguous)
-        if advanced.paused and not advanced.fenced:
-            await self.store.release(claim)
-            delivery.sweep.note(Event.RELEASED, claim.document_id)
-            delivery.sweep.maybe_paused = True
-            if advanced.every:
-                await delivery._stop_paused()
-            return None
-        if not advanced.ours:
-            self._lost(claim)
-            return None
-        if not advanced.fenced:
-            await self.store.release(claim)
-            delivery.sweep.note(
-                Event.RETRY_SCHEDULED, claim.document_id, detail="the file changed meanwhile"
-            )
-            return None
-        return callback
+        return None if await delivery._unfenced(claim, advanced, "the file") else callback
 
     async def _post(
         self,

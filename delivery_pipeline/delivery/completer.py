@@ -36,6 +36,7 @@ from delivery_pipeline.delivery.pause import DEFAULT_REMINDER_SECONDS, pause_sen
 from delivery_pipeline.model import AbandonReason
 from delivery_pipeline.settings import DeliverySettings
 from delivery_pipeline.store.queries import QUERIES
+from delivery_pipeline.text import stored_error
 from delivery_pipeline.watch.alerts import record_alert
 from delivery_pipeline.whatsapp.errors import Scope
 
@@ -200,7 +201,7 @@ async def abandon_documents(
     abandoned = []
     for document_id in documents:
         row = await QUERIES.abandon_document_async.one(
-            conn, {"document_id": document_id, "reason": reason, "error": error[:1000]}
+            conn, {"document_id": document_id, "reason": reason, "error": stored_error(error)}
         )
         if row is not None:
             abandoned.append(document_id)

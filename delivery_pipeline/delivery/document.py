@@ -42,6 +42,7 @@ from delivery_pipeline.delivery.result import SweepState
 from delivery_pipeline.delivery.statements import Claim, DeliveryStore, Ledger, LedgerRow
 from delivery_pipeline.model import AbandonReason, Action, ChunkState, Kind
 from delivery_pipeline.settings import DeliverySettings
+from delivery_pipeline.store.rows.core import Advance
 from delivery_pipeline.whatsapp.client import CloudApiClient
 from delivery_pipeline.whatsapp.errors import (
     CloudApiError,
@@ -362,6 +363,12 @@ class DocumentDelivery:
             resend_ambiguous=ambiguous,
             linger=self._linger(claim),
         )
+        return not await self._unfenced(claim, advanced, f"chunk {index}")
+
+    async def _unfenced(self, claim: Claim, advanced: Advance, what: str) -> bool:
+        """Whether the fence of ``what`` (a part, the file) was refused; if so, what
+        became of the claim is done and noted, and nothing more goes under it. The
+        text's parts and the file's send share this rule."""
         if advanced.paused and not advanced.fenced:
             # Another sender hit a sender-wide error: nothing more goes out
             # (from this number; from any, when every number is paused).
@@ -370,22 +377,22 @@ class DocumentDelivery:
             self.sweep.maybe_paused = True
             if advanced.every:
                 await self._stop_paused()
-            return False
+            return True
         if not advanced.ours:
             self.sweep.note(Event.LOST_CLAIM, claim.document_id)
-            log.info("document %s: claim lost before chunk %s; stopping", claim.document_id, index)
-            return False
+            log.info("document %s: claim lost before %s; stopping", claim.document_id, what)
+            return True
         if not advanced.fenced:
             # Settled or failed by a status webhook since we read the
             # ledger: give it back as the status left it (a failure's
-            # consequence has set when it is due; a settled chunk is
+            # consequence has set when it is due; a settled one is
             # due now).
             await self.store.release(claim)
             self.sweep.note(
-                Event.RETRY_SCHEDULED, claim.document_id, detail=f"chunk {index} changed meanwhile"
+                Event.RETRY_SCHEDULED, claim.document_id, detail=f"{what} changed meanwhile"
             )
-            return False
-        return True
+            return True
+        return False
 
     async def _send_part(
         self, claim: Claim, to: str, index: int, text: str, callback: str

@@ -28,6 +28,7 @@ from delivery_pipeline.model import AbandonReason
 from delivery_pipeline.settings import DeliverySettings
 from delivery_pipeline.store.queries import QUERIES
 from delivery_pipeline.store.rows.templates import KnockRow
+from delivery_pipeline.text import stored_error
 from delivery_pipeline.whatsapp.errors import CloudApiError, from_error_object
 
 
@@ -71,7 +72,7 @@ async def knock_failed(
             "wa_message_id": wamid,
             "at": at,
             "error_code": error.code if error else None,
-            "error": reason_of(error)[:1000],
+            "error": stored_error(reason_of(error)),
         },
     )
     if failed is None:
@@ -150,7 +151,7 @@ class FailedKnock(Held):
                 "document_ids": self.documents,
                 "delay_seconds": consequence.retry_after,
                 "attempt": int(consequence.counts_attempt),
-                "error": error[:1000],
+                "error": stored_error(error),
             },
         )
         return [Counted(row.id, row.delivery_attempts) for row in unwaited]

@@ -29,6 +29,7 @@ from psycopg import AsyncConnection
 from delivery_pipeline.settings import DeliverySettings
 from delivery_pipeline.store.queries import QUERIES
 from delivery_pipeline.store.rows.core import Paused
+from delivery_pipeline.text import stored_error
 from delivery_pipeline.watch.alerts import Alert, AlertSeverity, note_episode
 from delivery_pipeline.whatsapp.errors import CloudApiError, Scope, remedy
 
@@ -108,7 +109,7 @@ async def pause_sender(
         {
             "phone_number_id": scope,
             "code": error.code if error is not None else None,
-            "reason": reason[:1000],
+            "reason": stored_error(reason),
             "document_id": document_id,
             "first_seconds": settings.pause_probe_seconds,
             "max_seconds": max(settings.pause_probe_max_seconds, settings.pause_probe_seconds),

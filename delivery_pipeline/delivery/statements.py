@@ -31,8 +31,9 @@ from delivery_pipeline.store.rows.core import Advance, Claim, KnockReservation, 
 from delivery_pipeline.store.rows.files import FileWords
 from delivery_pipeline.store.rows.pause import SendAllowed, SenderGate
 from delivery_pipeline.store.rows.replies import ExpireAfter
-from delivery_pipeline.store.rows.shared import ChunkRef
+from delivery_pipeline.store.rows.shared import ChunkRef, ClaimRef
 from delivery_pipeline.store.rows.templates import OpenedKnock, TemplateHealth
+from delivery_pipeline.text import stored_error
 from delivery_pipeline.watch.alerts import Alert, record_alert
 
 __all__ = ["Advance", "Claim", "DeliveryStore", "KnockReservation", "Ledger", "LedgerRow"]
@@ -145,8 +146,7 @@ class DeliveryStore:
             return await QUERIES.hold_quiet.one(
                 conn,
                 {
-                    "document_id": claim.document_id,
-                    "token": claim.token,
+                    **_claim_ref(claim),
                     "until": claim.quiet_until,
                 },
             )
@@ -242,7 +242,7 @@ class DeliveryStore:
                     **_chunk(claim, index, callback),
                     "token": claim.token,
                     "delay_seconds": delay,
-                    "error": error[:1000],
+                    "error": stored_error(error),
                 },
             )
 
@@ -257,8 +257,7 @@ class DeliveryStore:
             chosen = await QUERIES.choose_file_way.one(
                 conn,
                 {
-                    "document_id": claim.document_id,
-                    "token": claim.token,
+                    **_claim_ref(claim),
                     "way": way,
                     "template": name,
                     "language": language,
@@ -271,9 +270,7 @@ class DeliveryStore:
         True: its ledger is empty; False: the file's send left (sent, or its outcome
         unknown), and nothing changed; None: the claim is lost."""
         async with self.pool.connection() as conn:
-            return await QUERIES.forget_file_ledger.one(
-                conn, {"document_id": claim.document_id, "token": claim.token, "way": way}
-            )
+            return await QUERIES.forget_file_ledger.one(conn, {**_claim_ref(claim), "way": way})
 
     async def file_words(self, document_id: int) -> FileWords | None:
         async with self.pool.connection() as conn:
@@ -306,8 +303,7 @@ class DeliveryStore:
             row = await QUERIES.await_reply.one(
                 conn,
                 {
-                    "document_id": claim.document_id,
-                    "token": claim.token,
+                    **_claim_ref(claim),
                     "knocked": knocked,
                     "knock_message_id": knock_message_id,
                     "service_window": self._eligibility["service_window"],
@@ -403,8 +399,7 @@ class DeliveryStore:
             return await QUERIES.open_knock.one(
                 conn,
                 {
-                    "document_id": claim.document_id,
-                    "token": claim.token,
+                    **_claim_ref(claim),
                     "person_id": claim.person_id,
                     "template": template,
                     "language": language,
@@ -464,13 +459,17 @@ class DeliveryStore:
             held = await QUERIES.hold_knock.one(
                 conn,
                 {
-                    "document_id": claim.document_id,
-                    "token": claim.token,
+                    **_claim_ref(claim),
                     "delay_seconds": delay,
                     "error": error,
                 },
             )
         return held is not None
+
+
+def _claim_ref(claim: Claim) -> ClaimRef:
+    """What a statement under the claim is fenced by: the document and the claim's token."""
+    return {"document_id": claim.document_id, "token": claim.token}
 
 
 def _chunk(claim: Claim, index: int, callback: str) -> ChunkRef:
@@ -514,7 +513,7 @@ class ClaimedDocument(Held):
 
 
 async def _release(conn: AsyncConnection[Any], claim: Claim) -> None:
-    await QUERIES.release_claim.run(conn, {"document_id": claim.document_id, "token": claim.token})
+    await QUERIES.release_claim.run(conn, _claim_ref(claim))
 
 
 async def _release_for_retry(
@@ -524,11 +523,10 @@ async def _release_for_retry(
     return await QUERIES.release_for_retry.one(
         conn,
         {
-            "document_id": claim.document_id,
-            "token": claim.token,
+            **_claim_ref(claim),
             "delay_seconds": delay,
             "attempt": int(counts_attempt),
-            "error": error[:1000],
+            "error": stored_error(error),
         },
     )
 
@@ -539,10 +537,9 @@ async def _abandon(
     abandoned = await QUERIES.abandon_document.one(
         conn,
         {
-            "document_id": claim.document_id,
-            "token": claim.token,
+            **_claim_ref(claim),
             "reason": reason,
-            "error": error[:1000],
+            "error": stored_error(error),
         },
     )
     return abandoned is not None

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import datetime as dt
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict
 
 from psycopg import AsyncConnection
 from psycopg.types.json import Jsonb
@@ -77,13 +77,11 @@ async def apply_template_change(
 async def _status(
     conn: AsyncConnection[Any], change: TemplateStatusUpdate, occurred_at: dt.datetime
 ) -> Alert | None:
-    template, event = change.template, change.event
+    event = change.event
     await QUERIES.template_status_event.run(
         conn,
         {
-            "name": template.name,
-            "language": template.language,
-            "template_id": template.template_id,
+            **_template(change),
             "event": event,
             "occurred_at": occurred_at,
             "reason": change.reason,
@@ -94,7 +92,7 @@ async def _status(
     if event not in ("PAUSED", "DISABLED", "FLAGGED", "REJECTED"):
         return None
     return Alert(
-        f"template:{template.name}:{template.language}:status",
+        _key(change, "status"),
         AlertSeverity.ERROR,
         f"WhatsApp says the template {_label(change)} is {event}"
         + (f" ({change.reason})" if change.reason else "")
@@ -107,13 +105,11 @@ async def _status(
 async def _quality(
     conn: AsyncConnection[Any], change: TemplateQualityUpdate, occurred_at: dt.datetime
 ) -> Alert | None:
-    template, quality = change.template, change.quality
+    quality = change.quality
     await QUERIES.template_quality_event.run(
         conn,
         {
-            "name": template.name,
-            "language": template.language,
-            "template_id": template.template_id,
+            **_template(change),
             "quality": quality,
             "occurred_at": occurred_at,
         },
@@ -121,7 +117,7 @@ async def _quality(
     if quality not in ("YELLOW", "RED"):
         return None
     return Alert(
-        f"template:{template.name}:{template.language}:quality",
+        _key(change, "quality"),
         AlertSeverity.WARNING if quality == "YELLOW" else AlertSeverity.ERROR,
         f"The quality of template {_label(change)} fell to {quality}"
         f" (was {change.previous_quality or 'unknown'}): a pause "
@@ -133,16 +129,14 @@ async def _quality(
 async def _category(
     conn: AsyncConnection[Any], change: TemplateCategoryUpdate, occurred_at: dt.datetime
 ) -> Alert | None:
-    template, category, announced = change.template, change.category, change.announced
+    category, announced = change.category, change.announced
     assert category is not None  # read so (webhook_values.template_change)
     effective_at = (change.effective_at or occurred_at + ANNOUNCEMENT_LEAD) if announced else None
     new, correct = change.new_category, change.correct_category
     await QUERIES.template_category_event.run(
         conn,
         {
-            "name": template.name,
-            "language": template.language,
-            "template_id": template.template_id,
+            **_template(change),
             "announced": announced,
             "category": category,
             "previous_category": new if announced and new != correct else change.previous_category,
@@ -154,7 +148,7 @@ async def _category(
         return None
     when = f"from {effective_at:%Y-%m-%d %H:%M} UTC" if effective_at else "now"
     return Alert(
-        f"template:{template.name}:{template.language}:category",
+        _key(change, "category"),
         AlertSeverity.WARNING if announced else AlertSeverity.ERROR,
         f"WhatsApp {'will re-categorise' if announced else 're-categorised'} the knock "
         f"template {_label(change)} as {category} {when}: marketing templates are capped per "
@@ -162,6 +156,29 @@ async def _category(
         "and list it first in DELIVERY_KNOCK_TEMPLATES.",
         {**_details(change), "category": category, "announced": announced},
     )
+
+
+class _Template(TypedDict):
+    """The template a lifecycle change is about, as its event's row names it."""
+
+    name: str
+    language: str
+    template_id: str | None
+
+
+def _template(change: TemplateChange) -> _Template:
+    template = change.template
+    return {
+        "name": template.name,
+        "language": template.language,
+        "template_id": template.template_id,
+    }
+
+
+def _key(change: TemplateChange, field: str) -> str:
+    """The alert's key: the template, then what the webhook was about (its episode is the
+    template's, ``watch/episodes.py``, read from the alert's details)."""
+    return f"template:{change.template.name}:{change.template.language}:{field}"
 
 
 def _label(change: TemplateChange) -> str:

@@ -39,7 +39,7 @@ from delivery_pipeline.settings.urls import secret, without_password
 from delivery_pipeline.store.db import connect
 from delivery_pipeline.store.queries import QUERIES
 from delivery_pipeline.store.rows.generation import GenerationClaim
-from delivery_pipeline.text import storable, unstorable
+from delivery_pipeline.text import stored_error, unstorable
 
 log = logging.getLogger(__name__)
 
@@ -324,7 +324,7 @@ def _failed(
         {
             "document_id": row.id,
             "token": token,
-            "error": storable(error)[:1000],
+            "error": stored_error(error),
             "final": final,
             "refund": 0,
             "delay_seconds": backoff_seconds(
@@ -357,7 +357,7 @@ def _give_back(
         {
             "document_id": document_id,
             "token": token,
-            "error": storable(error)[:1000],
+            "error": stored_error(error),
             "final": False,
             "refund": 1,
             "delay_seconds": policy.misconfigured_pause_seconds,

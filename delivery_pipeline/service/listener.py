@@ -26,12 +26,12 @@ import psycopg
 from psycopg.rows import DictRow
 from psycopg_pool import AsyncConnectionPool
 
+from delivery_pipeline.store.db import notifications
 from delivery_pipeline.store.queries import QUERIES
 
 log = logging.getLogger(__name__)
 
 APPLICATION_NAME = "delivery_pipeline listener"
-RECONNECT_MAX_SECONDS = 5.0
 # A timer far in the future is re-armed after every sweep anyway; this caps
 # how long the sweeper sleeps without looking at the clock again.
 MAX_SLEEP_SECONDS = 60.0
@@ -79,27 +79,19 @@ class ReadyListener:
         self._wake.set()
 
     async def _listen_forever(self) -> None:
-        delay = 0.1
-        while True:
-            try:
-                async with await psycopg.AsyncConnection.connect(
-                    self._url, autocommit=True, application_name=APPLICATION_NAME
-                ) as conn:
-                    await QUERIES.listen_ready.run(conn, {})
-                    self.connected.set()
-                    delay = 0.1
-                    # What became ready while nobody listened: one catch-up sweep.
-                    self._due_at(time.time())
-                    async for notify in conn.notifies():
-                        due = _due_epoch(notify.payload)
-                        self._due_at(time.time() if due is None else due)
-            except (psycopg.OperationalError, OSError) as exc:
-                self.connected.clear()
-                log.warning(
-                    "ready listener lost its connection (%s); reconnecting in %.1fs", exc, delay
-                )
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, RECONNECT_MAX_SECONDS)
+        heard = notifications(self._url, APPLICATION_NAME, QUERIES.listen_ready, self._lost)
+        async for notify in heard:
+            if notify is None:
+                self.connected.set()
+                # What became ready while nobody listened: one catch-up sweep.
+                self._due_at(time.time())
+            else:
+                due = _due_epoch(notify.payload)
+                self._due_at(time.time() if due is None else due)
+
+    def _lost(self, exc: Exception, delay: float) -> None:
+        self.connected.clear()
+        log.warning("ready listener lost its connection (%s); reconnecting in %.1fs", exc, delay)
 
     async def _sweeper(self) -> None:
         while True:

@@ -335,6 +335,22 @@ async def _form(
     return form
 
 
+async def _posted(request: Request, limit: int) -> tuple[Session, dict[str, str]] | Response:
+    """A form a signed-in person posted with their session's token, or the answer instead:
+    the page off, the session ended (sign in again), the form too large or out of date."""
+    sessions, session = await _signed_in(request)
+    if sessions is None:
+        return _off()
+    if session is None:
+        return _sign_in_page(
+            request, sessions, 401, error="Your session has ended: sign in again.", name=""
+        )
+    form = await _form(request, limit, session)
+    if isinstance(form, Response):
+        return form
+    return session, form
+
+
 def _out_of_date() -> Response:
     return PlainTextResponse(
         "This form is out of date or did not come from the review page: reload the page.",
@@ -418,19 +434,13 @@ async def _notice(conn: psycopg.AsyncConnection[Any], document_id: int, result: 
 
 @_page
 async def decide(request: Request) -> Response:
-    sessions, session = await _signed_in(request)
-    if sessions is None:
-        return _off()
     action = request.path_params["action"]
     if action not in ("approve", "reject"):
         return PlainTextResponse("not found", status_code=404, headers=_HEADERS)
-    if session is None:
-        return _sign_in_page(
-            request, sessions, 401, error="Your session has ended: sign in again.", name=""
-        )
-    form = await _form(request, FORM_MAX_BYTES, session)
-    if isinstance(form, Response):
-        return form
+    posted = await _posted(request, FORM_MAX_BYTES)
+    if isinstance(posted, Response):
+        return posted
+    session, form = posted
     document_id: int = request.path_params["document_id"]
     try:
         if action == "approve":
@@ -468,16 +478,10 @@ async def decide(request: Request) -> Response:
 async def operate(request: Request) -> Response:
     """Cancel or resend a document by id (``store.operator``: the rule the CLI and the
     ``operate_document`` job share); the list comes back with what became of it."""
-    sessions, session = await _signed_in(request)
-    if sessions is None:
-        return _off()
-    if session is None:
-        return _sign_in_page(
-            request, sessions, 401, error="Your session has ended: sign in again.", name=""
-        )
-    form = await _form(request, SIGN_IN_MAX_BYTES, session)
-    if isinstance(form, Response):
-        return form
+    posted = await _posted(request, SIGN_IN_MAX_BYTES)
+    if isinstance(posted, Response):
+        return posted
+    session, form = posted
     if not session.operator:
         log.warning("review page: %s, not an operator, asked to cancel or resend", session.name)
         notice = Notice(

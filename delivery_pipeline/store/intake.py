@@ -94,30 +94,36 @@ def new_person(
     *,
     phone: str | None,
     user_id: str | None = None,
-    name: str = "",
-    locale: str = Locale.EN,
-    time_zone: str = "UTC",
-    brief_opt_in: bool = False,
-    brief_local_time: str = "07:00",
+    name: str | None = None,
+    locale: str | None = None,
+    time_zone: str | None = None,
+    brief_opt_in: bool | None = None,
+    brief_local_time: str | None = None,
     quiet_hours: str | None = None,
     whatsapp: WhatsAppSettings | None = None,
     phone_number_id: str | None = None,
 ) -> NewPersonInput:
-    """Check a person to add; ``InputError`` names what is wrong, nothing is written."""
+    """Check a person to add, however they arrive (the CLI, a job, the applications' API);
+    ``InputError`` names what is wrong, nothing is written. What is not said (None) is the
+    default, here alone: no name, English, UTC, no daily brief (at 07:00 local once asked
+    for), the deployment's quiet hours, the business number their calling code gives."""
     if phone is None and user_id is None:
         raise InputError("give the person's --phone, their --user-id (BSUID), or both", "phone")
     number = parse_phone(phone) if phone is not None else None
     scoped = parse_user_id(user_id) if user_id is not None else None
     check_quiet_hours(quiet_hours)
     bound = _bound_number(whatsapp, phone_number_id, phone)
+    locale = Locale.EN if locale is None else locale
     check_locale(locale)
     values: NewPerson = {
         "phone": number,
-        "name": name,
+        "name": "" if name is None else name,
         "locale": locale,
-        "time_zone": time_zone,
-        "brief_opt_in": brief_opt_in,
-        "brief_local_time": parse_brief_time(brief_local_time),
+        "time_zone": "UTC" if time_zone is None else time_zone,
+        "brief_opt_in": bool(brief_opt_in),
+        "brief_local_time": parse_brief_time(
+            "07:00" if brief_local_time is None else brief_local_time
+        ),
         "phone_number_id": bound,
     }
     return NewPersonInput(values, scoped, quiet_hours)
@@ -152,36 +158,11 @@ def unknown_time_zone(time_zone: str) -> InputError:
     )
 
 
-def add_person(
-    conn: Conn,
-    *,
-    phone: str | None,
-    user_id: str | None = None,
-    name: str = "",
-    locale: str = Locale.EN,
-    time_zone: str = "UTC",
-    brief_opt_in: bool = False,
-    brief_local_time: str = "07:00",
-    quiet_hours: str | None = None,
-    whatsapp: WhatsAppSettings | None = None,
-    phone_number_id: str | None = None,
-) -> Person:
-    """Add a person, bound to business number ``phone_number_id`` (one of
-    ``whatsapp``'s), else to the
-    number the calling-code rule gives their phone (WHATSAPP_NUMBERS); bound to the
-    default number, the row says none (NULL), so it follows WHATSAPP_PHONE_NUMBER_ID."""
-    new = new_person(
-        phone=phone,
-        user_id=user_id,
-        name=name,
-        locale=locale,
-        time_zone=time_zone,
-        brief_opt_in=brief_opt_in,
-        brief_local_time=brief_local_time,
-        quiet_hours=quiet_hours,
-        whatsapp=whatsapp,
-        phone_number_id=phone_number_id,
-    )
+def add_person(conn: Conn, new: NewPersonInput) -> Person:
+    """Add the person ``new_person`` checked; a number or user id another person has is an
+    ``InputError`` naming it. Bound to the default number, the row says none (NULL), so
+    it follows WHATSAPP_PHONE_NUMBER_ID."""
+    time_zone = new.values["time_zone"]
     if not QUERIES.time_zone_is_valid.one(conn, {"time_zone": time_zone}):
         raise unknown_time_zone(time_zone)
     number, scoped = new.values["phone"], new.user_id

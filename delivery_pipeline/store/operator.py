@@ -111,46 +111,34 @@ def _reason(reason: str | None) -> str | None:
     return " ".join((reason or "").split())[:REASON_MAX] or None
 
 
-def cancel(
+def act(
     conn: psycopg.Connection[Any],
+    action: OperatorAction,
     document_id: int,
     operator: str,
     reason: str | None,
     delivery: DeliverySettings,
 ) -> ActionTaken:
-    """Cancel an open document (any state before delivered, abandoned or failed)."""
-    who, why = _operator(operator), _reason(reason)
-    with conn.transaction():
-        doc = _locked(conn, document_id, delivery.lease)
-        _refuse(OperatorAction.CANCEL, doc)
-        at = _record(conn, doc, OperatorAction.CANCEL, who, why)
-        done = QUERIES.cancel_document.one(conn, _cancel_params(doc, who, why))
-        assert done is not None  # the row is locked and its state checked above
-    return _taken(doc, OperatorAction.CANCEL, who, at)
-
-
-def resend(
-    conn: psycopg.Connection[Any],
-    document_id: int,
-    operator: str,
-    reason: str | None,
-    delivery: DeliverySettings,
-) -> ActionTaken:
-    """Send a delivered or abandoned document again, every part (at most
+    """Cancel an open document (any state before delivered, abandoned or failed), or
+    send a delivered or abandoned one again, every part (at most
     ``DELIVERY_RESENDS_PER_DAY`` times within 24 hours)."""
     who, why = _operator(operator), _reason(reason)
     with conn.transaction():
         doc = _locked(conn, document_id, delivery.lease)
-        _refuse(OperatorAction.RESEND, doc)
-        recent = QUERIES.recent_resends.one(conn, _window(doc))
-        _refuse_over_cap(doc, recent, delivery.resends_per_day)
-        at = _record(conn, doc, OperatorAction.RESEND, who, why)
-        reopened = QUERIES.reopen_for_resend.one(
-            conn, _resend_params(doc, who, why, delivery.lease)
-        )
-        assert reopened is not None  # the row is locked and its state checked above
-        QUERIES.reset_ledger_for_resend.run(conn, {"document_id": document_id})
-    return _taken(doc, OperatorAction.RESEND, who, at)
+        _refuse(action, doc)
+        if action == OperatorAction.RESEND:
+            recent = QUERIES.recent_resends.one(conn, _window(doc))
+            _refuse_over_cap(doc, recent, delivery.resends_per_day)
+        at = _record(conn, doc, action, who, why)
+        if action == OperatorAction.CANCEL:
+            done = QUERIES.cancel_document.one(conn, _cancel_params(doc, who, why))
+        else:
+            done = QUERIES.reopen_for_resend.one(
+                conn, _resend_params(doc, who, why, delivery.lease)
+            )
+            QUERIES.reset_ledger_for_resend.run(conn, {"document_id": document_id})
+        assert done is not None  # the row is locked and its state checked above
+    return _taken(doc, action, who, at)
 
 
 async def act_async(
@@ -161,7 +149,7 @@ async def act_async(
     reason: str | None,
     delivery: DeliverySettings,
 ) -> ActionTaken:
-    """``cancel`` or ``resend`` on an async connection (the review page, the API)."""
+    """``act`` on an async connection (the review page, the API)."""
     who, why, lease = _operator(operator), _reason(reason), delivery.lease
     async with conn.transaction():
         if await QUERIES.lock_document.one(conn, {"document_id": document_id}) is None:

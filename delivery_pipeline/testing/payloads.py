@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import time
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 REENGAGEMENT_ERROR = {
     "code": 131047,
@@ -61,50 +61,30 @@ def inbound(phone: str, wamid: str, text: str = "hi", timestamp: float | None = 
     ).encode()
 
 
-def status(
-    wamid: str,
-    state: str,
-    *,
-    timestamp: float | None = None,
-    callback: str | None = None,
-    errors: list[dict[str, Any]] | None = None,
-    recipient: str = "15550001",
-) -> bytes:
-    return json.dumps(
-        envelope(
-            {
-                "statuses": [
-                    status_item(
-                        wamid,
-                        state,
-                        timestamp=timestamp,
-                        callback=callback,
-                        errors=errors,
-                        recipient=recipient,
-                    )
-                ]
-            }
-        )
-    ).encode()
+class StatusOptions(TypedDict, total=False):
+    """What a status may carry besides its message and state; left out: now, no tag, no
+    errors, the test recipient."""
+
+    timestamp: float | None
+    callback: str | None
+    errors: list[dict[str, Any]] | None
+    recipient: str
 
 
-def status_item(
-    wamid: str,
-    state: str,
-    *,
-    timestamp: float | None = None,
-    callback: str | None = None,
-    errors: list[dict[str, Any]] | None = None,
-    recipient: str = "15550001",
-) -> dict[str, Any]:
+def status(wamid: str, state: str, **options: Unpack[StatusOptions]) -> bytes:
+    """A webhook body holding one status."""
+    return json.dumps(envelope({"statuses": [status_item(wamid, state, **options)]})).encode()
+
+
+def status_item(wamid: str, state: str, **options: Unpack[StatusOptions]) -> dict[str, Any]:
     item: dict[str, Any] = {
         "id": wamid,
         "status": state,
-        "timestamp": str(int(timestamp or time.time())),
-        "recipient_id": recipient,
+        "timestamp": str(int(options.get("timestamp") or time.time())),
+        "recipient_id": options.get("recipient", "15550001"),
     }
-    if callback:
+    if callback := options.get("callback"):
         item["biz_opaque_callback_data"] = callback
-    if errors:
+    if errors := options.get("errors"):
         item["errors"] = errors
     return item

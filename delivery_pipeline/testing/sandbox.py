@@ -37,6 +37,11 @@ def _path_number(number: str) -> str:
     return quote(number, safe="")
 
 
+def _given(**fields: Any) -> dict[str, Any]:
+    """The fields a control's body carries: those given (None: the sandbox's default)."""
+    return {name: value for name, value in fields.items() if value is not None}
+
+
 class SandboxProcess(HarnessProcess):
     """A running sandbox subprocess and a sync client for its control endpoints."""
 
@@ -78,13 +83,7 @@ class SandboxProcess(HarnessProcess):
         """The person at ``number`` (or a username user's BSUID) writes ``text`` to the
         business number ``to`` (the default one), which opens that pair's window;
         returns the wamid."""
-        body: dict[str, Any] = {"text": text}
-        if name is not None:
-            body["name"] = name
-        if username is not None:
-            body["username"] = username
-        if to is not None:
-            body["to"] = to
+        body = {"text": text, **_given(name=name, username=username, to=to)}
         return self._call("POST", f"/_sandbox/people/{_path_number(number)}/messages", body)["id"]
 
     def press(
@@ -97,9 +96,7 @@ class SandboxProcess(HarnessProcess):
     ) -> str:
         """The person at ``number`` taps a quick reply (its text, or its index) on the
         latest message with buttons they received (or ``message_id``); returns the wamid."""
-        body: dict[str, Any] = {"button": button, "interactive": interactive}
-        if message_id is not None:
-            body["message_id"] = message_id
+        body = {"button": button, "interactive": interactive, **_given(message_id=message_id)}
         return self._call("POST", f"/_sandbox/people/{_path_number(number)}/press", body)["id"]
 
     def change_number(self, number: str, new_number: str) -> str:
@@ -122,9 +119,7 @@ class SandboxProcess(HarnessProcess):
         """Pretend the person last wrote ``age_seconds`` ago (``None``: never) to the
         business number ``phone_number_id``, or to every number the sandbox plays."""
         path = f"/_sandbox/people/{_path_number(number)}/window"
-        body: dict[str, Any] = {"age_seconds": age_seconds}
-        if phone_number_id is not None:
-            body["phone_number_id"] = phone_number_id
+        body = {"age_seconds": age_seconds, **_given(phone_number_id=phone_number_id)}
         return self._call("POST", path, body)
 
     def set_unreachable(
@@ -152,15 +147,11 @@ class SandboxProcess(HarnessProcess):
         """Sends answer ``code`` (sync) or fail with it in a status (async), to ``to``
         or everybody, from business number ``phone_number_id`` or any, ``count`` times
         or until ``clear_refusals``."""
-        body: dict[str, Any] = {"code": code, "mode": mode}
-        if phone_number_id is not None:
-            body["phone_number_id"] = phone_number_id
-        if to is not None:
-            body["to"] = to
-        if message_type is not None:
-            body["type"] = message_type
-        if count is not None:
-            body["count"] = count
+        body = {
+            "code": code,
+            "mode": mode,
+            **_given(phone_number_id=phone_number_id, to=to, type=message_type, count=count),
+        }
         return self._call("POST", "/_sandbox/refusals", body)
 
     def set_online(self, number: str, online: bool) -> dict[str, Any]:

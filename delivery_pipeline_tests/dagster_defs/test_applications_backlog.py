@@ -74,7 +74,8 @@ def test_the_backlog_shows_each_application_and_its_outbox(database_url, instanc
 def test_status_shows_the_outbox(database_url, applications):
     shown = run(database_url, "status")
     assert "application events (DELIVERY_API_WEBHOOKS):" in shown.stdout
-    assert "acme: endpoint FAILING for 20 min (3 failures in a row: ConnectError)" in shown.stdout
+    assert "acme: endpoint FAILING for 20m " in shown.stdout
+    assert "(3 failures in a row: ConnectError)" in shown.stdout
     assert "1 events waiting" in shown.stdout
     as_json = json.loads(run(database_url, "status", "--json").stdout)
     [acme] = as_json["application_events"]

@@ -21,7 +21,7 @@ from delivery_pipeline.delivery.chunking import delivery_messages
 from delivery_pipeline.delivery.sweep import SweepNotStarted, run_sweep
 from delivery_pipeline.reports.report import delivery_report
 from delivery_pipeline.settings import DEV_PHONE_NUMBER_ID
-from delivery_pipeline.store.intake import InputError, add_person
+from delivery_pipeline.store.intake import InputError, add_person, new_person
 from delivery_pipeline.store.queries import QUERIES
 from delivery_pipeline.testing.plans import plan_body
 from delivery_pipeline.testing.service import start_service
@@ -57,17 +57,19 @@ def _doc(db, doc_id):
 
 def test_a_person_is_bound_by_calling_code_explicitly_or_to_the_default(db, settings):
     whatsapp = _settings(settings).whatsapp
-    american = add_person(db, phone="+12025550101", whatsapp=whatsapp)
-    brazilian = add_person(db, phone="+5511911110000", whatsapp=whatsapp)
-    british = add_person(db, phone="+447700900123", whatsapp=whatsapp)
-    chosen = add_person(db, phone="+5511922220000", whatsapp=whatsapp, phone_number_id=US)
-    username = add_person(db, phone=None, user_id="US.1349120865", whatsapp=whatsapp)
+    american = add_person(db, new_person(phone="+12025550101", whatsapp=whatsapp))
+    brazilian = add_person(db, new_person(phone="+5511911110000", whatsapp=whatsapp))
+    british = add_person(db, new_person(phone="+447700900123", whatsapp=whatsapp))
+    chosen = add_person(
+        db, new_person(phone="+5511922220000", whatsapp=whatsapp, phone_number_id=US)
+    )
+    username = add_person(db, new_person(phone=None, user_id="US.1349120865", whatsapp=whatsapp))
     assert (american.phone_number_id, brazilian.phone_number_id) == (US, BR)
     # Bound to the default, the row names none: it follows WHATSAPP_PHONE_NUMBER_ID.
     assert british.phone_number_id is None and username.phone_number_id is None
     assert chosen.phone_number_id == US
     with pytest.raises(InputError, match="not configured"):
-        add_person(db, phone="+5511933330000", whatsapp=whatsapp, phone_number_id="999")
+        new_person(phone="+5511933330000", whatsapp=whatsapp, phone_number_id="999")
 
 
 def test_every_document_and_knock_goes_out_from_its_persons_number(db, sandbox, settings):

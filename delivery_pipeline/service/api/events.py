@@ -5,7 +5,7 @@ reasons: the service is the one process a deployment always runs (Meta's
 webhooks need it), so events flow while Dagster is down; it is asynchronous,
 so hundreds of slow endpoints' requests in flight cost little; and it scales
 with its replicas, which need no coordination beyond the outbox's claims
-(``watch/application_events.py`` has the rules: in order per stream, at least
+(``store/application_events.py`` has the rules: in order per stream, at least
 once, backoff for hours, one probe of a failing endpoint for the fleet).
 
 Woken by the outbox's notification (``LISTEN api_events``), else it looks
@@ -34,16 +34,17 @@ from delivery_pipeline import __version__
 from delivery_pipeline.client.webhooks import signed_headers
 from delivery_pipeline.service.log_limit import RateLimitedLog
 from delivery_pipeline.settings import Settings
+from delivery_pipeline.store import application_events as outbox
+from delivery_pipeline.store.application_events import BATCH, CLAIM_LEASE, Schedule
+from delivery_pipeline.store.db import notifications
 from delivery_pipeline.store.queries import QUERIES
 from delivery_pipeline.store.rows.api import ApiEvent
-from delivery_pipeline.watch import application_events as outbox
-from delivery_pipeline.watch.application_events import BATCH, CLAIM_LEASE, Schedule
+from delivery_pipeline.watch import applications
 
 log = logging.getLogger(__name__)
 
 IDLE_SECONDS = 1.0
 LOOK_SECONDS = 10.0
-RECONNECT_MAX_SECONDS = 5.0
 APPLICATION_NAME = "delivery_pipeline events"
 
 
@@ -248,8 +249,9 @@ class EventDeliverer:
     async def _look_after(self) -> None:
         try:
             async with self.pool.connection() as conn:
-                await outbox.expire(conn, self.schedule)
-                await outbox.note_endpoints(
+                given_up = await outbox.give_up(conn, self.schedule)
+                await applications.alert_given_up(conn, given_up, self.schedule.horizon)
+                await applications.note_endpoints(
                     conn,
                     sorted(self.endpoints),
                     alert_after=self.alert_after,
@@ -263,21 +265,14 @@ class EventDeliverer:
         """Wake the sender when an event is recorded; reconnect with backoff."""
         if self.listen_url is None:
             return
-        delay = 0.1
-        while True:
-            try:
-                async with await psycopg.AsyncConnection.connect(
-                    self.listen_url, autocommit=True, application_name=APPLICATION_NAME
-                ) as conn:
-                    await QUERIES.api_listen_events.run(conn, {})
-                    delay = 0.1
-                    self._wake.set()
-                    async for _ in conn.notifies():
-                        self._wake.set()
-            except (psycopg.Error, OSError) as exc:
-                self._problem("listen", exc)
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, RECONNECT_MAX_SECONDS)
+        heard = notifications(
+            self.listen_url,
+            APPLICATION_NAME,
+            QUERIES.api_listen_events,
+            lambda exc, _delay: self._problem("listen", exc),
+        )
+        async for _ in heard:
+            self._wake.set()  # an event recorded, or (re)connected: what waits is sent
 
     def _problem(self, what: str, exc: BaseException) -> None:
         self.quiet_log.log(

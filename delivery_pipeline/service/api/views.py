@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections import Counter
+from typing import Literal, Protocol
 
 from delivery_pipeline.model import WAITING_STATE_OWNERS, DocumentState, Kind, Locale, Priority
 from delivery_pipeline.reports.rates import RateTable
@@ -95,34 +96,39 @@ def _code(code: int | None) -> str | None:
     return None if code is None else f"error {code}"
 
 
+class _Sent(Protocol):
+    """A message's course as the platform reported it: a knock's, or a part's."""
+
+    @property
+    def state(self) -> str: ...
+    @property
+    def sent_at(self) -> dt.datetime | None: ...
+    @property
+    def delivered_at(self) -> dt.datetime | None: ...
+    @property
+    def read_at(self) -> dt.datetime | None: ...
+    @property
+    def failed_at(self) -> dt.datetime | None: ...
+    @property
+    def error_code(self) -> int | None: ...
+
+
 def _messages(record: DocumentRecord) -> list[schemas.Message]:
-    knocks = [
-        schemas.Message(
-            kind="knock",
-            part=None,
-            state=k.state,
-            sent_at=k.sent_at,
-            delivered_at=k.delivered_at,
-            read_at=k.read_at,
-            failed_at=k.failed_at,
-            error_code=k.error_code,
-        )
-        for k in record.knocks
-    ]
-    parts = [
-        schemas.Message(
-            kind="part",
-            part=p.chunk_index,
-            state=p.state,
-            sent_at=p.sent_at,
-            delivered_at=p.delivered_at,
-            read_at=p.read_at,
-            failed_at=p.failed_at,
-            error_code=p.error_code,
-        )
-        for p in record.parts
-    ]
-    return knocks + parts
+    knocks = [_message("knock", None, k) for k in record.knocks]
+    return knocks + [_message("part", p.chunk_index, p) for p in record.parts]
+
+
+def _message(kind: Literal["part", "knock"], part: int | None, sent: _Sent) -> schemas.Message:
+    return schemas.Message(
+        kind=kind,
+        part=part,
+        state=sent.state,
+        sent_at=sent.sent_at,
+        delivered_at=sent.delivered_at,
+        read_at=sent.read_at,
+        failed_at=sent.failed_at,
+        error_code=sent.error_code,
+    )
 
 
 def _cost(record: DocumentRecord, rates: RateTable | None) -> schemas.Cost:

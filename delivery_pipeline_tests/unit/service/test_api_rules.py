@@ -8,7 +8,7 @@ import pytest
 
 from delivery_pipeline.service.api.events import Outcome, outcome_of
 from delivery_pipeline.settings import Settings, SettingsError
-from delivery_pipeline.watch.application_events import Schedule
+from delivery_pipeline.store.application_events import Schedule
 
 SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 
