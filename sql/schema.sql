@@ -222,6 +222,28 @@ CREATE FUNCTION public.is_valid_time_zone(tz text) RETURNS boolean
         OR (is_iana_key(tz) AND EXISTS (SELECT 1 FROM pg_timezone_names WHERE name = tz))
 $$;
 
+-- Name: knock_answered(public.documents); Type: FUNCTION
+
+CREATE FUNCTION public.knock_answered(d public.documents) RETURNS boolean
+    LANGUAGE sql STABLE
+    AS $$
+    SELECT EXISTS (
+        SELECT 1 FROM inbound_messages i
+        WHERE i.person_id = d.person_id AND i.sent_at > d.knock_sent_at
+    )
+$$;
+
+-- Name: knock_delivered(public.documents); Type: FUNCTION
+
+CREATE FUNCTION public.knock_delivered(d public.documents) RETURNS boolean
+    LANGUAGE sql STABLE
+    AS $$
+    SELECT EXISTS (
+        SELECT 1 FROM status_events s
+        WHERE s.wa_message_id = d.knock_message_id AND s.status IN ('delivered', 'read')
+    )
+$$;
+
 -- Name: next_morning(timestamp with time zone, text, text); Type: FUNCTION
 
 CREATE FUNCTION public.next_morning(at timestamp with time zone, time_zone text, quiet_hours text) RETURNS timestamp with time zone

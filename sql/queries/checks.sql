@@ -106,13 +106,10 @@ WITH knocked AS (
     SELECT d.id, d.knock_sent_at,
            d.knock_sent_at <= now() - %(settle)s AS settled,
            d.knock_sent_at <= now() - %(answer_grace)s AS answerable,
-           EXISTS (SELECT 1 FROM status_events s
-                   WHERE s.wa_message_id = d.knock_message_id
-                     AND s.status IN ('delivered', 'read')) AS delivered,
+           knock_delivered(d) AS delivered,
            EXISTS (SELECT 1 FROM status_events s
                    WHERE s.wa_message_id = d.knock_message_id AND s.status = 'failed') AS failed,
-           EXISTS (SELECT 1 FROM inbound_messages i
-                   WHERE i.person_id = d.person_id AND i.sent_at > d.knock_sent_at) AS answered
+           knock_answered(d) AS answered
     FROM documents d
     WHERE d.knock_sent_at > now() - %(period)s
 )

@@ -26,13 +26,10 @@ WHERE c.sent_at >= %(start)s AND c.sent_at < %(end)s
 -- name: report_knocks
 -- Knocks sent in the day: reported delivered, seen (a `read` status on the knock's message), answered (the person wrote after it).
 SELECT d.id, d.person_id, d.knock_sent_at,
-       EXISTS (SELECT 1 FROM status_events s
-               WHERE s.wa_message_id = d.knock_message_id
-                 AND s.status IN ('delivered', 'read')) AS delivered,
+       knock_delivered(d) AS delivered,
        EXISTS (SELECT 1 FROM status_events s
                WHERE s.wa_message_id = d.knock_message_id AND s.status = 'read') AS seen,
-       EXISTS (SELECT 1 FROM inbound_messages i
-               WHERE i.person_id = d.person_id AND i.sent_at > d.knock_sent_at) AS answered
+       knock_answered(d) AS answered
 FROM documents d
 WHERE d.knock_sent_at >= %(start)s AND d.knock_sent_at < %(end)s
 
