@@ -81,7 +81,7 @@ def settings_page() -> str:
         body += [*_table(("variable", "default", "meaning"), rows), ""]
     return _page(
         "Settings",
-        "delivery_pipeline/settings/model.py",
+        "delivery_pipeline/settings/",
         "Every environment variable the settings model reads, by section. An unset or "
         "empty variable keeps its default; surrounding whitespace is never part of a "
         "value; a bad value stops the process with one line naming the variable. How "

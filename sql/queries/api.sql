@@ -1,8 +1,8 @@
--- The applications' door (sql/migrations/036, issue 42): hand-overs under an idempotency
+-- The applications' door (sql/migrations/036): hand-overs under an idempotency
 -- key, the people an application knows by its own key, what it may read of a
 -- document, each token's rate, and the outbox of events back to each
--- application (store/handover.py, store/applications.py,
--- watch/application_events.py).
+-- application (store/handover.py, store/application_people.py,
+-- store/application_documents.py, store/application_events.py).
 
 -- name: api_idempotency_lock
 -- Serialise the hand-overs of one application under one idempotency key, for the transaction: a second waits, then finds the first's document.
