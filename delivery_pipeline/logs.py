@@ -146,6 +146,8 @@ def configure(level: int | str, settings: Settings | None = None) -> None:
         for handler in root.handlers:
             handler.setFormatter(JsonFormatter())
     quiet_http_clients()
+    # The PDF renderer's font subsetting logs some forty INFO lines for each file.
+    logging.getLogger("fontTools").setLevel(logging.WARNING)
     if settings is not None:
         redact(settings)
 
