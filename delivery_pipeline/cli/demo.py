@@ -32,7 +32,7 @@ from delivery_pipeline.store.intake import (
     request_document,
 )
 from delivery_pipeline.store.queries import QUERIES
-from delivery_pipeline.store.rows.shared import Person
+from delivery_pipeline.store.rows.common import Person
 
 NO_QUIET_HOURS = "00:00-00:00"
 

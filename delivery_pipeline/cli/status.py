@@ -26,9 +26,9 @@ from delivery_pipeline.settings.numbers import BusinessNumber
 from delivery_pipeline.store import application_events
 from delivery_pipeline.store.db import connect, resolve_database_url
 from delivery_pipeline.store.queries import QUERIES
+from delivery_pipeline.store.rows.common import StateCount
 from delivery_pipeline.store.rows.core import OldestWaiting, SenderState
 from delivery_pipeline.store.rows.files import WayCount
-from delivery_pipeline.store.rows.shared import StateCount
 from delivery_pipeline.store.rows.templates import TemplateState
 from delivery_pipeline.watch.ages import format_age
 from delivery_pipeline.watch.applications import outbox_lines

@@ -52,7 +52,7 @@ from delivery_pipeline.settings import (
 )
 from delivery_pipeline.store.db import public_url
 from delivery_pipeline.store.migrations import upgrade
-from delivery_pipeline.store.rows.shared import Person
+from delivery_pipeline.store.rows.common import Person
 from delivery_pipeline.supervisor import Child, Stopping
 
 READY_TIMEOUT_SECONDS = 120.0

@@ -27,11 +27,11 @@ from delivery_pipeline.model import AbandonReason, ChunkState
 from delivery_pipeline.settings import DEV_PHONE_NUMBER_ID, DeliverySettings
 from delivery_pipeline.settings.eligibility import Guard
 from delivery_pipeline.store.queries import QUERIES
+from delivery_pipeline.store.rows.common import ChunkRef, ClaimRef
 from delivery_pipeline.store.rows.core import Advance, Claim, KnockReservation, LedgerEntry
 from delivery_pipeline.store.rows.files import FileWords
 from delivery_pipeline.store.rows.pause import SendAllowed, SenderGate
 from delivery_pipeline.store.rows.replies import ExpireAfter
-from delivery_pipeline.store.rows.shared import ChunkRef, ClaimRef
 from delivery_pipeline.store.rows.templates import OpenedKnock, TemplateHealth
 from delivery_pipeline.text import stored_error
 from delivery_pipeline.watch.alerts import Alert, record_alert

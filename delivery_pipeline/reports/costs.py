@@ -32,8 +32,8 @@ import psycopg
 from delivery_pipeline.model import Way
 from delivery_pipeline.reports.rates import RateTable, RateTableError, load_rate_table
 from delivery_pipeline.store.queries import QUERIES
+from delivery_pipeline.store.rows.common import DayBounds
 from delivery_pipeline.store.rows.cost import PricedMessage
-from delivery_pipeline.store.rows.shared import DayBounds
 
 __all__ = ["CostReport", "RateTable", "RateTableError", "cost_report", "load_rate_table"]
 

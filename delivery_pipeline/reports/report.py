@@ -33,7 +33,7 @@ import psycopg
 
 from delivery_pipeline.model import Way
 from delivery_pipeline.store.queries import QUERIES, Query
-from delivery_pipeline.store.rows.shared import DayBounds
+from delivery_pipeline.store.rows.common import DayBounds
 
 # The ways a document reaches its person (documents.way, sql/migrations/039).
 WAYS = tuple(Way)

@@ -29,7 +29,7 @@ from psycopg import AsyncConnection
 
 from delivery_pipeline.model import bsuid, e164
 from delivery_pipeline.store.queries import QUERIES
-from delivery_pipeline.store.rows.shared import Person
+from delivery_pipeline.store.rows.common import Person
 from delivery_pipeline.whatsapp.webhook_bodies import dicts, text_or_none
 
 log = logging.getLogger(__name__)

@@ -25,9 +25,9 @@ from delivery_pipeline.store.rows.api import (
     DocumentKnock,
     MessagePrice,
 )
+from delivery_pipeline.store.rows.common import ByDocument
 from delivery_pipeline.store.rows.core import Chunk
 from delivery_pipeline.store.rows.operator import DocumentAction
-from delivery_pipeline.store.rows.shared import ByDocument
 
 AsyncConn = psycopg.AsyncConnection[Any]
 

@@ -42,7 +42,7 @@ from delivery_pipeline.store.intake import (
     unknown_time_zone,
 )
 from delivery_pipeline.store.queries import QUERIES
-from delivery_pipeline.store.rows.shared import Person
+from delivery_pipeline.store.rows.common import Person
 
 AsyncConn = psycopg.AsyncConnection[Any]
 

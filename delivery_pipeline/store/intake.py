@@ -20,8 +20,8 @@ from delivery_pipeline.model import Kind, Locale, bsuid, e164
 from delivery_pipeline.settings import WhatsAppSettings
 from delivery_pipeline.settings.parsing import QUIET_HOURS
 from delivery_pipeline.store.queries import QUERIES
+from delivery_pipeline.store.rows.common import Person
 from delivery_pipeline.store.rows.core import Document, NewPerson
-from delivery_pipeline.store.rows.shared import Person
 
 Conn = psycopg.Connection[Any]
 AsyncConn = psycopg.AsyncConnection[Any]

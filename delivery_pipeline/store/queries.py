@@ -4,7 +4,7 @@ Each query lives in SQL under a ``-- name: <name>`` header with a line of
 purpose; Python runs it as ``QUERIES.<name>`` and never builds SQL from
 strings. ``Queries`` declares every name once with its parameter type and
 its row type, each from the module of ``store.rows`` named like the query's
-file (``core.Claim`` for ``sql/queries/core.sql``) or from ``rows.shared``: a
+file (``core.Claim`` for ``sql/queries/core.sql``) or from ``rows.common``: a
 ``Query`` returns rows (``one``, ``all``), a ``Statement`` returns none
 (``run``). Both run on a sync or an async connection alike::
 
@@ -41,6 +41,7 @@ from delivery_pipeline.settings.eligibility import Eligibility, Guard
 from delivery_pipeline.store.rows import (
     api,
     checks,
+    common,
     core,
     cost,
     documents,
@@ -56,7 +57,6 @@ from delivery_pipeline.store.rows import (
     report,
     retention,
     review,
-    shared,
     templates,
     webhooks,
 )
@@ -275,26 +275,26 @@ class Queries:
 
     # sql/queries/core.sql: server and migrations
     database_exists = Query(core.ByName, int)
-    migrations_lock = Statement(shared.NoParams)
-    migrations_table = Statement(shared.NoParams)
-    migrations_applied = Query(shared.NoParams, int)
+    migrations_lock = Statement(common.NoParams)
+    migrations_table = Statement(common.NoParams)
+    migrations_applied = Query(common.NoParams, int)
     migrations_record = Statement(core.MigrationRecord)
     # people
-    insert_person = Query(core.NewPerson, shared.Person)
-    set_quiet_hours = Query(core.QuietHours, shared.Person)
-    person_by_id = Query(shared.ById, shared.Person)
-    person_by_phone = Query(core.ByPhone, shared.Person)
-    list_people = Query(shared.NoParams, shared.Person)
+    insert_person = Query(core.NewPerson, common.Person)
+    set_quiet_hours = Query(core.QuietHours, common.Person)
+    person_by_id = Query(common.ById, common.Person)
+    person_by_phone = Query(core.ByPhone, common.Person)
+    list_people = Query(common.NoParams, common.Person)
     time_zone_is_valid = Query(core.ByTimeZone, bool)
     # documents
     insert_ready_document = Query(core.ReadyDocument, core.Document)
     insert_pending_document = Query(core.PendingDocument, core.Document)
-    document_by_id = Query(shared.ById, core.Document)
-    document_chunks = Query(shared.ByDocument, core.Chunk)
-    state_summary = Query(shared.NoParams, shared.StateCount)
-    oldest_waiting = Query(shared.NoParams, core.OldestWaiting)
+    document_by_id = Query(common.ById, core.Document)
+    document_chunks = Query(common.ByDocument, core.Chunk)
+    state_summary = Query(common.NoParams, common.StateCount)
+    oldest_waiting = Query(common.NoParams, core.OldestWaiting)
     # eligibility and claim
-    anything_due = Query(shared.NoParams, bool)
+    anything_due = Query(common.NoParams, bool)
     guard_exists = Query(Guard, bool)
     eligible_ids = Query(Eligibility, core.Eligible)
     claim_batch = Query(core.ClaimBatch, core.Claim)
@@ -304,21 +304,21 @@ class Queries:
     release_unknown = Query(core.ReleaseUnknown, bool)
     release_for_retry = Query(core.ReleaseForRetry, int)
     hold_quiet = Query(core.HoldQuiet, bool)
-    release_claim = Statement(shared.ClaimRef)
+    release_claim = Statement(common.ClaimRef)
     abandon_document = Query(core.AbandonClaimed, int)
     # knock
-    reserve_knock = Query(shared.ByPerson, core.KnockReservation)
+    reserve_knock = Query(common.ByPerson, core.KnockReservation)
     unreserve_knock = Statement(core.UnreserveKnock)
     await_reply = Query(core.AwaitReply, core.AwaitingReply)
     refuse_window = Statement(core.RefuseWindow)
-    person_opted_out = Statement(shared.ByPerson)
+    person_opted_out = Statement(common.ByPerson)
     raise_last_inbound = Query(core.RaiseLastInbound, dt.datetime)
-    wake_awaiting_documents = Query(shared.ByPerson, int)
+    wake_awaiting_documents = Query(common.ByPerson, int)
     # sender state
     pause_sender = Query(core.PauseSender, core.Paused)
     sender_row = Statement(core.SenderRow)
     resume_sender = Query(core.ResumeSender, str)
-    sender_state = Query(shared.NoParams, core.SenderState)
+    sender_state = Query(common.NoParams, core.SenderState)
     # the number's shared pacer
     pacer_row = Statement(core.ByPhoneNumber)
     reserve_send_slots = Query(core.ReserveSendSlots, core.SendSlots)
@@ -329,42 +329,42 @@ class Queries:
     last_alert = Query(core.ByDedupKey, core.LastAlert)
     episode_state = Query(core.ByDedupKey, core.EpisodeState)
     insert_alert = Query(core.NewAlert, core.OpsAlert)
-    alert_sent = Statement(shared.ById)
+    alert_sent = Statement(common.ById)
     alert_send_failed = Statement(core.AlertSendFailed)
     # ready notifications
-    listen_ready = Statement(shared.NoParams)
-    next_due = Query(shared.NoParams, dt.datetime)
+    listen_ready = Statement(common.NoParams)
+    next_due = Query(common.NoParams, dt.datetime)
 
     # sql/queries/documents.sql: documents as an operator reads them
     document_outlooks = Query(documents.OutlookQuery, documents.DocumentOutlook)
-    superseded_by = Query(shared.ById, int)
+    superseded_by = Query(common.ById, int)
 
     # sql/queries/backlog.sql
-    backlog_by_state = Query(shared.NoParams, shared.StateCount)
+    backlog_by_state = Query(common.NoParams, common.StateCount)
 
     # sql/queries/checks.sql
     check_pending = Query(checks.AgedCheck, checks.PendingCheck)
     check_generating = Query(checks.AgedCheck, checks.GeneratingCheck)
     check_undelivered = Query(checks.UndeliveredCheckParams, checks.UndeliveredCheck)
     check_awaiting_review = Query(checks.AgedCheck, checks.AwaitingReviewCheck)
-    check_awaiting_reply = Query(shared.Sample, checks.AwaitingReplyCheck)
+    check_awaiting_reply = Query(common.Sample, checks.AwaitingReplyCheck)
     check_knock_health = Query(checks.KnockHealthParams, checks.KnockHealth)
     check_abandoned_recent = Query(checks.PeriodSample, checks.AbandonedCheck)
-    check_tier_usage = Query(shared.Sample, checks.TierCheck)
-    check_sender_paused = Query(shared.Sample, checks.SenderPausedCheck)
+    check_tier_usage = Query(common.Sample, checks.TierCheck)
+    check_sender_paused = Query(common.Sample, checks.SenderPausedCheck)
     alerts_to_send = Query(checks.AlertsToSend, checks.UnsentAlert)
     alert_poster_lease = Query(checks.AlertPosterLease, bool)
     alert_poster_release = Statement(checks.PosterToken)
     check_delivery_events = Query(checks.AgedCheck, checks.DeliveryEventsCheck)
 
     # sql/queries/generation.sql
-    generation_due = Query(shared.NoParams, bool)
+    generation_due = Query(common.NoParams, bool)
     fail_exhausted_generation = Query(generation.MaxAttempts, int)
     claim_generation_batch = Query(generation.ClaimGenerationBatch, generation.GenerationClaim)
     generation_succeeded = Query(generation.GenerationSucceeded, generation.Generated)
     generation_failed = Query(generation.GenerationFailed, str)
     pause_generation = Query(generation.Delay, int)
-    person_local_today = Query(shared.ByPerson, dt.date)
+    person_local_today = Query(common.ByPerson, dt.date)
     brief_due_date = Query(generation.BriefDueDate, dt.date)
     enqueue_daily_briefs = Query(generation.At, generation.EnqueuedBrief)
     abandon_stale_briefs = Query(generation.StaleBriefs, generation.AbandonedBrief)
@@ -375,18 +375,18 @@ class Queries:
     outbox_claim_source = Query(record.OutboxClaimSource, record.DeliveryEvent)
     outbox_claim_seen = Query(record.OutboxClaimSeen, record.DeliveryEvent)
     outbox_release = Statement(record.OutboxRelease)
-    outbox_reported = Statement(shared.ByIds)
-    outbox_forget = Statement(shared.OutboxForget)
+    outbox_reported = Statement(common.ByIds)
+    outbox_forget = Statement(common.OutboxForget)
     beat = Query(record.BySource, record.Beat)
-    heartbeats = Query(shared.NoParams, record.Heartbeat)
+    heartbeats = Query(common.NoParams, record.Heartbeat)
 
     # sql/queries/report.sql
-    report_documents = Query(shared.DayBounds, report.ReportDocument)
-    report_chunks = Query(shared.DayBounds, report.ReportChunk)
-    report_knocks = Query(shared.DayBounds, report.ReportKnock)
-    report_abandoned = Query(shared.DayBounds, report.ReportAbandoned)
-    report_knock_outcomes = Query(shared.DayBounds, report.KnockOutcome)
-    report_knock_presses = Query(shared.DayBounds, report.KnockPresses)
+    report_documents = Query(common.DayBounds, report.ReportDocument)
+    report_chunks = Query(common.DayBounds, report.ReportChunk)
+    report_knocks = Query(common.DayBounds, report.ReportKnock)
+    report_abandoned = Query(common.DayBounds, report.ReportAbandoned)
+    report_knock_outcomes = Query(common.DayBounds, report.KnockOutcome)
+    report_knock_presses = Query(common.DayBounds, report.KnockPresses)
 
     # sql/queries/retention.sql
     prune_raw_webhooks = Query(retention.PruneBatch, retention.BatchPruned)
@@ -394,13 +394,13 @@ class Queries:
     prune_inbound_messages = Query(retention.PruneBatch, retention.BatchPruned)
     prune_ops_alerts = Query(retention.PruneBatch, retention.BatchPruned)
     prune_document_files = Query(retention.PruneBatch, retention.BatchPruned)
-    retention_oldest = Query(shared.NoParams, retention.OldestKept)
+    retention_oldest = Query(common.NoParams, retention.OldestKept)
 
     # sql/queries/review.sql
     decide_review = Query(review.DecideReview, review.ReviewDecided)
-    document_review = Query(shared.ByDocument, review.DocumentReview)
+    document_review = Query(common.ByDocument, review.DocumentReview)
     awaiting_review = Query(review.Limit, review.Waiting)
-    review_sign_in_lock = Statement(shared.NoParams)
+    review_sign_in_lock = Statement(common.NoParams)
     review_sign_in_state = Query(review.SignInAttempt, review.SignInState)
     record_sign_in_failure = Statement(review.SignInFailure)
     start_review_session = Query(review.StartSession, review.StoredSession)
@@ -408,21 +408,21 @@ class Queries:
     end_review_session = Statement(review.ByKeyHash)
 
     # sql/queries/schema.sql
-    schema_catalog = Query(shared.NoParams, str)
-    defer_function_checks = Statement(shared.NoParams)
+    schema_catalog = Query(common.NoParams, str)
+    defer_function_checks = Statement(common.NoParams)
 
     # sql/queries/webhooks.sql
     insert_inbound = Query(webhooks.NewInbound, str)
     apply_statuses = Query(webhooks.ApplyStatuses, webhooks.AppliedStatus)
-    resume_documents = Statement(shared.DocumentIds)
+    resume_documents = Statement(common.DocumentIds)
     chunk_by_wamid = Query(webhooks.ByWaMessageId, webhooks.ChunkOwner)
-    chunk_by_callback = Query(shared.ChunkRef, webhooks.ChunkOwner)
+    chunk_by_callback = Query(common.ChunkRef, webhooks.ChunkOwner)
     chunk_refused = Query(webhooks.ChunkRefused, int)
     undeliver_document = Query(webhooks.UndeliverDocument, int)
     abandon_document_async = Query(webhooks.AbandonDocument, int)
     settle_knock = Statement(webhooks.SettleKnock)
     insert_raw_webhook = Query(webhooks.RawWebhook, webhooks.KeptRaw)
-    health = Query(shared.NoParams, int)
+    health = Query(common.NoParams, int)
 
     # sql/queries/pause.sql: the fleet-wide pause
     sender_gate = Query(pause.GateParams, pause.SenderGate)
@@ -430,7 +430,7 @@ class Queries:
     end_probe = Query(pause.EndProbe, dt.datetime)
     may_send = Query(pause.MaySend, pause.SendAllowed)
     resume_sending = Query(pause.ResumeSending, pause.Resumed)
-    heartbeat_idle = Query(shared.NoParams, pause.HeartbeatIdle)
+    heartbeat_idle = Query(common.NoParams, pause.HeartbeatIdle)
 
     # sql/queries/templates.sql: knocks and templates
     template_health = Query(templates.TemplateKeys, templates.TemplateHealth)
@@ -439,18 +439,18 @@ class Queries:
     template_status_event = Statement(templates.TemplateStatusEvent)
     template_quality_event = Statement(templates.TemplateQualityEvent)
     template_category_event = Statement(templates.TemplateCategoryEvent)
-    wake_held_knocks = Query(shared.NoParams, int)
+    wake_held_knocks = Query(common.NoParams, int)
     template_states = Query(templates.TemplateStatesParams, templates.TemplateState)
-    knock_held_by_locale = Query(shared.Sample, templates.KnockHeldLocale)
+    knock_held_by_locale = Query(common.Sample, templates.KnockHeldLocale)
     open_knock = Query(templates.OpenKnock, templates.OpenedKnock)
     knock_accepted = Statement(templates.KnockAccepted)
     knock_refused = Statement(templates.KnockRefused)
     knock_by_status = Query(templates.KnockLookup, templates.KnockRow)
     knock_status = Statement(templates.KnockStatus)
     knock_failed = Query(templates.KnockFailed, int)
-    knock_waiting_documents = Query(shared.ByKnock, templates.KnockWaiting)
-    knock_failure_error = Query(shared.ByKnock, templates.KnockFailureError)
-    give_back_knock = Statement(shared.ByKnock)
+    knock_waiting_documents = Query(common.ByKnock, templates.KnockWaiting)
+    knock_failure_error = Query(common.ByKnock, templates.KnockFailureError)
+    give_back_knock = Statement(common.ByKnock)
     knock_unwait = Query(templates.KnockUnwait, templates.KnockUnwaited)
     hold_knock = Query(templates.HoldKnock, int)
     check_knocks_not_delivered = Query(
@@ -458,23 +458,23 @@ class Queries:
     )
 
     # sql/queries/operator.sql: an operator's cancel and resend (025)
-    lock_document = Query(shared.ByDocument, int)
+    lock_document = Query(common.ByDocument, int)
     operator_document = Query(operator.OperatorTarget, operator.OperatorDocument)
     recent_resends = Query(operator.ResendWindow, operator.RecentResends)
     record_document_action = Query(operator.NewDocumentAction, operator.ActionRecorded)
     cancel_document = Query(operator.CancelDocument, int)
     reopen_for_resend = Query(operator.ReopenForResend, int)
-    reset_ledger_for_resend = Statement(shared.ByDocument)
-    document_actions = Query(shared.ByDocument, operator.DocumentAction)
+    reset_ledger_for_resend = Statement(common.ByDocument)
+    document_actions = Query(common.ByDocument, operator.DocumentAction)
 
     # sql/queries/replies.sql: a reply to a knock (026)
     knock_answered = Query(replies.KnockAnswered, int)
     record_knock_reply = Statement(replies.KnockReply)
     snooze_documents = Query(replies.SnoozeDocuments, dt.datetime)
-    stop_knocks = Statement(shared.ByPerson)
-    start_knocks = Statement(shared.ByPerson)
-    abandon_stopped_documents = Query(shared.ByPerson, int)
-    wake_for_reminders = Query(shared.NoParams, int)
+    stop_knocks = Statement(common.ByPerson)
+    start_knocks = Statement(common.ByPerson)
+    abandon_stopped_documents = Query(common.ByPerson, int)
+    wake_for_reminders = Query(common.NoParams, int)
     abandon_no_reply = Query(replies.NoReplyAfter, int)
     knock_deadline = Statement(replies.KnockDeadline)
     expire_dropped_knocks = Query(replies.ExpireAfter, int)
@@ -488,21 +488,21 @@ class Queries:
     acknowledgement_given_up = Query(replies.AcknowledgementGivenUp, bool)
 
     # sql/queries/identity.sql: identity without a phone number
-    person_by_identity = Query(identity.ByIdentity, shared.Person)
-    person_by_user_id = Query(identity.ByUserId, shared.Person)
-    set_person_user_id = Query(identity.PersonUserId, shared.Person)
+    person_by_identity = Query(identity.ByIdentity, common.Person)
+    person_by_user_id = Query(identity.ByUserId, common.Person)
+    set_person_user_id = Query(identity.PersonUserId, common.Person)
     learn_identity = Query(identity.LearnIdentity, int)
     change_number = Query(identity.ChangeNumber, int)
     change_user_id = Query(identity.ChangeUserId, int)
-    identity_changes = Query(shared.ByPerson, identity.IdentityChange)
+    identity_changes = Query(common.ByPerson, identity.IdentityChange)
 
     # sql/queries/cost.sql: what it costs
     record_pricing = Statement(cost.RecordPricing)
-    report_priced_messages = Query(shared.DayBounds, cost.PricedMessage)
-    report_delivered_document_messages = Query(shared.DayBounds, cost.PricedMessage)
-    report_lost_messages = Query(shared.DayBounds, cost.PricedMessage)
-    documents_delivered_count = Query(shared.DayBounds, int)
-    report_delivered_ways = Query(shared.DayBounds, cost.DeliveredWay)
+    report_priced_messages = Query(common.DayBounds, cost.PricedMessage)
+    report_delivered_document_messages = Query(common.DayBounds, cost.PricedMessage)
+    report_lost_messages = Query(common.DayBounds, cost.PricedMessage)
+    documents_delivered_count = Query(common.DayBounds, int)
+    report_delivered_ways = Query(common.DayBounds, cost.DeliveredWay)
 
     # sql/queries/api.sql: the applications' door (036)
     api_idempotency_lock = Statement(api.IdempotencyKey)
@@ -510,42 +510,42 @@ class Queries:
     api_insert_document = Statement(api.NewApiDocument)
     api_keep_answer = Statement(api.KeepAnswer)
     api_person_lock = Statement(api.PersonKey)
-    api_person_by_key = Query(api.PersonKey, shared.Person)
+    api_person_by_key = Query(api.PersonKey, common.Person)
     api_link_person = Query(api.LinkPerson, api.PersonKeyRow)
     api_person_key = Query(api.ApplicationPerson, api.PersonKeyRow)
-    api_update_person = Query(api.UpdatePerson, shared.Person)
+    api_update_person = Query(api.UpdatePerson, common.Person)
     api_document = Query(api.ApplicationDocument, api.ApiDocument)
-    api_document_knocks = Query(shared.ByDocument, api.DocumentKnock)
-    api_document_pricing = Query(shared.ByDocument, api.MessagePrice)
+    api_document_knocks = Query(common.ByDocument, api.DocumentKnock)
+    api_document_pricing = Query(common.ByDocument, api.MessagePrice)
     api_rate_take = Query(api.RateTake, dt.datetime)
     api_rate_wait = Query(api.RateTake, float)
     api_register_endpoint = Statement(api.ByApplication)
     api_unregister_endpoints = Statement(api.Applications)
     api_endpoint_gate = Query(api.EndpointGate, bool)
     api_endpoint_probe_unused = Statement(api.ByApplication)
-    api_listen_events = Statement(shared.NoParams)
+    api_listen_events = Statement(common.NoParams)
     api_claim_events = Query(api.ClaimEvents, api.ApiEvent)
-    api_events_delivered = Statement(shared.ByIds)
+    api_events_delivered = Statement(common.ByIds)
     api_event_failed = Statement(api.EventFailed)
     api_endpoint_ok = Query(api.ByApplication, int)
     api_endpoint_failed = Query(api.EndpointFailed, int)
     api_expire_events = Query(api.ExpireEvents, str)
-    api_forget_events = Statement(shared.OutboxForget)
-    api_outbox_state = Query(shared.NoParams, api.OutboxState)
-    api_handovers = Query(shared.NoParams, api.HandOvers)
+    api_forget_events = Statement(common.OutboxForget)
+    api_outbox_state = Query(common.NoParams, api.OutboxState)
+    api_handovers = Query(common.NoParams, api.HandOvers)
 
     # sql/queries/files.sql: a document's file (037)
-    document_file_source = Query(shared.ByDocument, files.FileSourceRow)
-    document_file = Query(shared.ByDocument, files.StoredFile)
+    document_file_source = Query(common.ByDocument, files.FileSourceRow)
+    document_file = Query(common.ByDocument, files.StoredFile)
     store_document_file = Query(files.NewFile, files.StoredFile)
     document_file_content = Query(files.FileContent, bytes)
     # the way a document goes (039)
-    file_words = Query(shared.ByDocument, files.FileWords)
+    file_words = Query(common.ByDocument, files.FileWords)
     choose_file_way = Query(files.ChooseFileWay, int)
     forget_file_ledger = Query(files.ForgetFileLedger, bool)
-    document_without_file = Query(shared.ByDocument, int)
+    document_without_file = Query(common.ByDocument, int)
     way_summary = Query(files.Period, files.WayCount)
-    set_outside_window = Query(files.OutsideWindow, shared.Person)
+    set_outside_window = Query(files.OutsideWindow, common.Person)
 
     # sql/queries/media.sql: a file's media id on a number (037)
     document_media = Query(media.MediaLookup, media.MediaState)
@@ -556,7 +556,7 @@ class Queries:
     drop_media = Query(media.MediaDrop, str)
 
     # sql/queries/metrics.sql: the webhook service's /metrics
-    metrics_snapshot = Query(shared.NoParams, metrics.MetricRow)
+    metrics_snapshot = Query(common.NoParams, metrics.MetricRow)
 
     @classmethod
     def declared(cls) -> dict[str, Named]:

@@ -15,7 +15,7 @@ from delivery_pipeline.model import WAITING_STATE_OWNERS, DocumentState, Kind, L
 from delivery_pipeline.reports.rates import RateTable
 from delivery_pipeline.service.api import schemas
 from delivery_pipeline.store.application_documents import DocumentRecord
-from delivery_pipeline.store.rows.shared import Person
+from delivery_pipeline.store.rows.common import Person
 
 # Who moves a document on from each state (docs/reference/lifecycle.md).
 OWNERS: dict[str, str] = {

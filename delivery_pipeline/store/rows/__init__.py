@@ -13,7 +13,7 @@ guarantees the value).
 A query file's own types are in the module named like it (``rows.core`` for
 ``sql/queries/core.sql``; ``backlog.sql`` and ``schema.sql`` have none of
 their own); the shapes that the queries of several files share are in
-``rows.shared``, which the others import and which imports none of them.
+``rows.common``, which the others import and which imports none of them.
 This package itself holds and imports nothing: a type is imported from the
 module that declares it, so its import says which SQL file it belongs to.
 

@@ -7,7 +7,7 @@ from typing import Any, NamedTuple, TypedDict
 from psycopg.types.json import Jsonb
 
 from delivery_pipeline.model import Kind
-from delivery_pipeline.store.rows.shared import ByDocument, ByPerson
+from delivery_pipeline.store.rows.common import ByDocument, ByPerson
 
 
 class ByApplication(TypedDict):

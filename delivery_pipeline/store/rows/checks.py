@@ -7,7 +7,7 @@ from typing import Any, NamedTuple, TypedDict
 
 from delivery_pipeline.model import Action
 from delivery_pipeline.settings.eligibility import Eligibility
-from delivery_pipeline.store.rows.shared import Sample
+from delivery_pipeline.store.rows.common import Sample
 
 
 class AgedCheck(Sample):

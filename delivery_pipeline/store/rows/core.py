@@ -10,7 +10,7 @@ from psycopg.types.json import Jsonb
 
 from delivery_pipeline.model import Action, ChunkState, Kind, ReviewDecision
 from delivery_pipeline.settings.eligibility import Guard
-from delivery_pipeline.store.rows.shared import ById, ByPerson, ChunkRef, ClaimRef
+from delivery_pipeline.store.rows.common import ById, ByPerson, ChunkRef, ClaimRef
 
 # ── server and migrations ───────────────────────────────────────────────────
 

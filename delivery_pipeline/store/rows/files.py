@@ -5,7 +5,7 @@ import datetime as dt
 from typing import NamedTuple, TypedDict
 
 from delivery_pipeline.model import Kind
-from delivery_pipeline.store.rows.shared import ClaimRef
+from delivery_pipeline.store.rows.common import ClaimRef
 
 
 class FileSourceRow(NamedTuple):

@@ -3,7 +3,7 @@
 import datetime as dt
 from typing import NamedTuple, TypedDict
 
-from delivery_pipeline.store.rows.shared import ByPerson
+from delivery_pipeline.store.rows.common import ByPerson
 
 
 class ByIdentity(TypedDict):

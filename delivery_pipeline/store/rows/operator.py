@@ -4,7 +4,7 @@ import datetime as dt
 from typing import NamedTuple, TypedDict
 
 from delivery_pipeline.model import Kind
-from delivery_pipeline.store.rows.shared import ByDocument
+from delivery_pipeline.store.rows.common import ByDocument
 
 
 class OperatorTarget(TypedDict):

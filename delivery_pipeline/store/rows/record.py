@@ -6,7 +6,7 @@ from typing import NamedTuple, TypedDict
 
 from psycopg.types.json import Jsonb
 
-from delivery_pipeline.store.rows.shared import ByIds
+from delivery_pipeline.store.rows.common import ByIds
 
 
 class DeliveryEvent(NamedTuple):

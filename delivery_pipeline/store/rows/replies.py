@@ -4,7 +4,7 @@ and the answer to Later and Stop (038)."""
 import datetime as dt
 from typing import NamedTuple, TypedDict
 
-from delivery_pipeline.store.rows.shared import ByKnock, ByPerson
+from delivery_pipeline.store.rows.common import ByKnock, ByPerson
 
 # ── a reply to a knock (026) ────────────────────────────────────────────────
 

@@ -5,7 +5,7 @@ import datetime as dt
 from typing import NamedTuple, TypedDict
 
 from delivery_pipeline.model import ReviewDecision
-from delivery_pipeline.store.rows.shared import ByDocument
+from delivery_pipeline.store.rows.common import ByDocument
 
 
 class DecideReview(ByDocument):

@@ -6,7 +6,7 @@ from typing import Any, NamedTuple, TypedDict
 
 from psycopg.types.json import Jsonb
 
-from delivery_pipeline.store.rows.shared import ByKnock, ClaimRef, DocumentIds, Sample
+from delivery_pipeline.store.rows.common import ByKnock, ClaimRef, DocumentIds, Sample
 
 
 class TemplateKeys(TypedDict):

@@ -7,7 +7,7 @@ from typing import Any, NamedTuple, TypedDict
 from psycopg.types.json import Jsonb
 
 from delivery_pipeline.model import ChunkState
-from delivery_pipeline.store.rows.shared import ByDocument, ChunkRef
+from delivery_pipeline.store.rows.common import ByDocument, ChunkRef
 
 
 class ChunkOwner(NamedTuple):

@@ -1,6 +1,6 @@
 """The query types as ``store/rows/__init__.py`` states them: each query file's in the
 module of ``store.rows`` named like it, the shapes several files share in
-``rows.shared``, which imports none of the others, and every annotation evaluated."""
+``rows.common``, which imports none of the others, and every annotation evaluated."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ def declared_types(query: object) -> tuple[object, ...]:
     return (query.params, query.row) if isinstance(query, Query) else (query.params,)
 
 
-def test_a_query_files_types_are_in_its_module_or_in_shared() -> None:
+def test_a_query_files_types_are_in_its_module_or_in_common() -> None:
     file_of = {
         name: path.stem for path in QUERIES_DIR.glob("*.sql") for name in read_queries([path])
     }
@@ -28,19 +28,19 @@ def test_a_query_files_types_are_in_its_module_or_in_shared() -> None:
         for kind in declared_types(query)
         if isinstance(kind, type)
         and kind.__module__.startswith(f"{rows.__name__}.")
-        and kind.__module__.removeprefix(f"{rows.__name__}.") not in ("shared", file_of[name])
+        and kind.__module__.removeprefix(f"{rows.__name__}.") not in ("common", file_of[name])
     ]
-    assert elsewhere == [], "a shape the queries of several files share belongs in rows.shared"
+    assert elsewhere == [], "a shape the queries of several files share belongs in rows.common"
 
 
-def test_the_modules_import_no_module_of_rows_but_shared() -> None:
+def test_the_modules_import_no_module_of_rows_but_common() -> None:
     found = [
         f"{path.name} imports {node.module}"
         for path in sorted(ROWS.glob("*.py"))
         for node in ast.walk(ast.parse(path.read_text()))
         if isinstance(node, ast.ImportFrom)
         and (node.module or "").startswith(rows.__name__)
-        and (path.stem == "shared" or node.module != f"{rows.__name__}.shared")
+        and (path.stem == "common" or node.module != f"{rows.__name__}.common")
     ]
     assert found == []
 
